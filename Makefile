@@ -1,0 +1,45 @@
+# `make run` and `make test` work on a fresh machine that has only python3.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+
+.PHONY: run test bench lint browser services
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+venv: $(STAMP)
+
+# The embedded default: SQLite under var/, a filesystem broker, the offline LLM provider.
+run: $(STAMP)
+	mkdir -p var
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput -v 0
+	$(PY) manage.py seed_demo
+	$(PY) manage.py ensure_admin
+	@echo "Agent Org on http://127.0.0.1:8000 (admin: /admin/, API docs: /api/docs/)"
+	@trap 'kill 0' INT TERM EXIT; \
+	$(VENV)/bin/celery -A config worker -P threads -c 4 -l info & \
+	$(VENV)/bin/celery -A config beat -l info & \
+	$(VENV)/bin/uvicorn config.asgi:application --host 127.0.0.1 --port 8000
+
+# Debian's chromium for the Playwright test (Playwright's own browser download is not reachable).
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
+# Runs on PostgreSQL + Redis when they are reachable (started if down); under CI=true they must be.
+test: $(STAMP) browser
+	@mkdir -p var
+	@$(PY) -m tests.services > var/test-env
+	env $$(cat var/test-env | xargs) $(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	@$(PY) -m tests.services > var/test-env
+	@for b in bench/*.py; do echo "== $$b"; env $$(cat var/test-env | xargs) $(PY) $$b || exit 1; done
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

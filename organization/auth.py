@@ -1,0 +1,93 @@
+"""API keys: `ao_<prefix>_<secret>`, stored as a SHA-256 digest, compared in constant time.
+
+An agent key acts as its agent; an organization key acts as a human administrator.
+"""
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from .models import Agent, ApiKey, Organization
+
+KEY_PREFIX = "ao"
+
+
+def digest_of(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def generate_key() -> tuple[str, str, str]:
+    """Return (plaintext key, prefix, digest); the plaintext is never stored."""
+    prefix = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    return f"{KEY_PREFIX}_{prefix}_{secret}", prefix, digest_of(secret)
+
+
+def key_from_plaintext(plaintext: str) -> ApiKey | None:
+    """The active key matching `plaintext`, or None."""
+    try:
+        marker, prefix, secret = plaintext.strip().split("_", 2)
+    except ValueError:
+        return None
+    if marker != KEY_PREFIX:
+        return None
+    key = (
+        ApiKey.objects.select_related("organization", "agent")
+        .filter(prefix=prefix, revoked_at__isnull=True)
+        .first()
+    )
+    if key is None or not hmac.compare_digest(key.digest, digest_of(secret)):
+        return None
+    return key
+
+
+@dataclass(frozen=True)
+class KeyUser:
+    """request.user for API-key callers; DRF only needs it to say it is authenticated."""
+
+    api_key: ApiKey
+    is_authenticated: bool = True
+    is_active: bool = True
+    is_staff: bool = False
+    is_superuser: bool = False
+    is_anonymous: bool = False
+    pk = None
+    id = None
+
+    @property
+    def organization(self) -> Organization:
+        return self.api_key.organization
+
+    @property
+    def agent(self) -> Agent | None:
+        return self.api_key.agent
+
+    def __str__(self) -> str:
+        return f"api-key:{self.api_key.prefix}"
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode(errors="replace")
+        if not header:
+            return None
+        parts = header.split()
+        if len(parts) != 2 or parts[0] != self.keyword:
+            raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <key>'.")
+        key = key_from_plaintext(parts[1])
+        if key is None or (key.agent_id and key.agent.organization_id != key.organization_id):
+            raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
+        # Recording use at most once a minute keeps reads from turning into writes.
+        now = timezone.now()
+        if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
+            ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        return KeyUser(key), key
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="api"'

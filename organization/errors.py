@@ -1,0 +1,91 @@
+"""One domain error type, and the one exception handler that shapes every error response.
+
+Every error answers `{"success": false, "error": "<sentence>", "code": "<machine_code>"}`.
+"""
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+
+
+class DomainError(Exception):
+    """Raised by services; `status` is the HTTP status the API answers with."""
+
+    def __init__(self, message: str, code: str, status: int = 400):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+
+
+class NotFound(DomainError):
+    def __init__(self, message: str = "Not found", code: str = "not_found"):
+        super().__init__(message, code, status.HTTP_404_NOT_FOUND)
+
+
+class Forbidden(DomainError):
+    def __init__(self, message: str, code: str = "forbidden"):
+        super().__init__(message, code, status.HTTP_403_FORBIDDEN)
+
+
+class Conflict(DomainError):
+    def __init__(self, message: str, code: str):
+        super().__init__(message, code, status.HTTP_409_CONFLICT)
+
+
+class Invalid(DomainError):
+    def __init__(self, message: str, code: str = "invalid"):
+        super().__init__(message, code, status.HTTP_400_BAD_REQUEST)
+
+
+def error_body(message: str, code: str) -> dict:
+    return {"success": False, "error": message, "code": code}
+
+
+def first_validation_message(detail, field: str | None = None) -> str:
+    """Flatten DRF's nested validation detail into one sentence naming the field."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = key if key != "non_field_errors" else field
+            return first_validation_message(value, f"{field}.{name}" if field and name else name)
+        return "Invalid input."
+    if isinstance(detail, list):
+        return first_validation_message(detail[0], field) if detail else "Invalid input."
+    message = str(detail)
+    return f"{field}: {message}" if field else message
+
+
+_CODES = {
+    exceptions.NotAuthenticated: "authentication_required",
+    exceptions.AuthenticationFailed: "authentication_failed",
+    exceptions.PermissionDenied: "forbidden",
+    exceptions.NotFound: "not_found",
+    exceptions.MethodNotAllowed: "method_not_allowed",
+    exceptions.NotAcceptable: "not_acceptable",
+    exceptions.UnsupportedMediaType: "unsupported_media_type",
+    exceptions.Throttled: "throttled",
+    exceptions.ParseError: "parse_error",
+}
+
+
+def exception_handler(exc, context):
+    # Imported here: rest_framework.views loads the API settings, which import this module.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
+    if isinstance(exc, DomainError):
+        return Response(error_body(exc.message, exc.code), status=exc.status)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        response.data = error_body(first_validation_message(exc.detail), "invalid")
+        return response
+    code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), "error")
+    message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    response.data = error_body(str(message), code)
+    return response

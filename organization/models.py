@@ -1,0 +1,283 @@
+"""The organization: its people (Membership), teams, agents and the human-defined hierarchy."""
+
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.db import models
+
+HANDLE_VALIDATOR = RegexValidator(
+    r"^[a-z0-9][a-z0-9-]*$",
+    "Use lowercase letters, digits and hyphens, starting with a letter or digit (e.g. agent-sarah).",
+)
+
+
+def new_webhook_secret() -> str:
+    return secrets.token_hex(32)
+
+
+class Organization(models.Model):
+    """The tenant: every other row belongs to exactly one organization."""
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=100, unique=True)
+    # Signs webhook deliveries (HMAC-SHA256 of the body) so receivers can trust them.
+    webhook_secret = models.CharField(max_length=64, default=new_webhook_secret, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """A human's place in an organization; admins edit it in the admin and call the API."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="memberships"
+    )
+    is_admin = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "organization"], name="one_membership_per_org")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.organization}"
+
+
+class Team(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="teams")
+    name = models.CharField(max_length=100)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "name"], name="team_name_unique_in_org")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentStatus(models.TextChoices):
+    IDLE = "idle"
+    ACTIVE = "active"
+    BUSY = "busy"
+    OFFLINE = "offline"
+
+
+def status_for(*, is_paused: bool, workload: int) -> str:
+    """Seed 000's status rule: paused → offline; ≤2 idle; 3 active; ≥4 busy."""
+    if is_paused:
+        return AgentStatus.OFFLINE
+    if workload <= 2:
+        return AgentStatus.IDLE
+    if workload == 3:
+        return AgentStatus.ACTIVE
+    return AgentStatus.BUSY
+
+
+def validate_expertise(value) -> None:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValidationError("Expertise must be a list of non-empty strings.")
+
+
+class Agent(models.Model):
+    """An LLM agent of the organization. `handle` is the public id (`agent-sarah`)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
+    handle = models.CharField(
+        "id", max_length=100, validators=[HANDLE_VALIDATOR], help_text="e.g. agent-sarah"
+    )
+    name = models.CharField(max_length=200)
+    role = models.CharField("job title", max_length=200, blank=True)
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="agents"
+    )
+    senior = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="reports",
+        help_text="Who this agent reports to (its seniorId).",
+    )
+    expertise = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_expertise],
+        help_text='Exact, case-sensitive terms, e.g. ["PostgreSQL", "React"].',
+    )
+    is_paused = models.BooleanField("paused", default=False)
+    workload_capacity = models.PositiveSmallIntegerField(default=5)
+    system_prompt = models.TextField("custom system prompt", blank=True)
+    availability_until = models.DateTimeField(null=True, blank=True)
+    worktree_path = models.CharField(max_length=500, null=True, blank=True)
+    webhook_url = models.URLField(blank=True)
+    # LLM settings for collaboration sessions; API keys live in the environment only.
+    llm_provider = models.CharField(max_length=20, blank=True)
+    llm_model = models.CharField(max_length=100, blank=True)
+    llm_temperature = models.FloatField(null=True, blank=True)
+    llm_max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["handle"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "handle"], name="agent_handle_unique_in_org"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.handle})"
+
+    def clean(self) -> None:
+        errors = {}
+        if self.team_id and self.team.organization_id != self.organization_id:
+            errors["team"] = "The team must belong to the agent's organization."
+        if self.senior_id:
+            if self.senior.organization_id != self.organization_id:
+                errors["senior"] = "The senior must belong to the agent's organization."
+            elif self.senior_chain_has_cycle():
+                errors["senior"] = "This senior would create a cycle in the reporting line."
+        if errors:
+            raise ValidationError(errors)
+
+    def senior_chain_has_cycle(self) -> bool:
+        """True if following seniors from this agent's senior leads back to this agent."""
+        seen = {self.pk} if self.pk else set()
+        current = self.senior
+        while current is not None:
+            if current.pk in seen or current is self:
+                return True
+            seen.add(current.pk)
+            current = current.senior
+        return False
+
+
+class HierarchyRole(models.TextChoices):
+    SPECIALIST = "specialist"
+    SUPERVISOR = "supervisor"
+    WORKER = "worker"
+
+
+class AgentRole(models.Model):
+    """Seed 003's agent role: one per agent, none means worker without peer assignment."""
+
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="hierarchy_role")
+    role = models.CharField(max_length=20, choices=HierarchyRole.choices)
+    can_assign_to_peers = models.BooleanField(default=False)
+    can_escalate_to_supervisor = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.agent.handle}: {self.role}"
+
+
+class TeamRule(models.Model):
+    """Seed 003's workspace rules, plus our delegation depth and stale-queue thresholds."""
+
+    organization = models.OneToOneField(
+        Organization, on_delete=models.CASCADE, primary_key=True, related_name="team_rule"
+    )
+    allow_peer_assignment = models.BooleanField(default=False)
+    require_supervisor_for_tasks = models.BooleanField(default=False)
+    default_supervisor = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    max_delegation_depth = models.PositiveSmallIntegerField(default=5)
+    stale_after_critical = models.DurationField(default=timedelta(minutes=15))
+    stale_after_high = models.DurationField(default=timedelta(hours=1))
+    stale_after_normal = models.DurationField(default=timedelta(hours=4))
+    stale_after_low = models.DurationField(default=timedelta(hours=24))
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"Team rules of {self.organization}"
+
+    def clean(self) -> None:
+        if self.default_supervisor_id:
+            supervisor = self.default_supervisor
+            if supervisor.organization_id != self.organization_id:
+                raise ValidationError(
+                    {"default_supervisor": "Supervisor agent not found in workspace"}
+                )
+            role = AgentRole.objects.filter(agent=supervisor).first()
+            if role is None or role.role != HierarchyRole.SUPERVISOR:
+                raise ValidationError(
+                    {
+                        "default_supervisor": "Agent must have supervisor role to be default supervisor"
+                    }
+                )
+
+
+class ExpertiseGroup(models.Model):
+    """Human-defined related expertise (e.g. Databases = PostgreSQL, MySQL, Redis)."""
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="expertise_groups"
+    )
+    name = models.CharField(max_length=100)
+    expertise = models.JSONField(default=list, validators=[validate_expertise])
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "name"], name="expertise_group_unique_in_org"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ApiKey(models.Model):
+    """A machine credential. Only a SHA-256 digest of the secret is stored."""
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="api_keys"
+    )
+    agent = models.ForeignKey(
+        Agent,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="api_keys",
+        help_text="Leave empty for an organization key (acts as a human administrator).",
+    )
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    digest = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        who = self.agent.handle if self.agent_id else "organization"
+        return f"{self.name or self.prefix} ({who})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def clean(self) -> None:
+        if self.agent_id and self.agent.organization_id != self.organization_id:
+            raise ValidationError({"agent": "The agent must belong to the key's organization."})

@@ -1,0 +1,120 @@
+"""The tool registry: one source of truth for REST call-tool, `GET /api/tools` and MCP.
+
+Each app registers its tools in its `tools.py` (imported from `AppConfig.ready`).
+A tool is a name, a description, a JSON Schema for its params (the seed's `inputSchema`)
+and a handler `(caller, params) -> JSON-able result`.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from .caller import Caller
+from .errors import Forbidden, Invalid, NotFound
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict
+    handler: Callable[[Caller, dict], Any]
+    # Read-only tools are the ones organization keys may call (they act as no agent).
+    read_only: bool = True
+    needs_agent: bool = True
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "readOnly": self.read_only,
+        }
+
+
+REGISTRY: dict[str, Tool] = {}
+
+
+def register_tool(
+    name: str,
+    description: str,
+    input_schema: dict | None = None,
+    *,
+    read_only: bool = True,
+    needs_agent: bool = True,
+):
+    """Decorator: `@register_tool("get_organization_roster", "…", {...})`."""
+    schema = input_schema or {"type": "object", "properties": {}}
+    schema.setdefault("type", "object")
+    Draft202012Validator.check_schema(schema)
+
+    def decorator(handler):
+        REGISTRY[name] = Tool(name, description, schema, handler, read_only, needs_agent)
+        return handler
+
+    return decorator
+
+
+def tools_for(caller: Caller | None = None) -> list[Tool]:
+    tools = sorted(REGISTRY.values(), key=lambda t: t.name)
+    if caller is not None and caller.is_human:
+        tools = [t for t in tools if not t.needs_agent or t.read_only]
+    return tools
+
+
+IDENTITY_FIELDS = ("agentId", "organizationId")
+
+
+def check_identity(caller: Caller, *sources: dict) -> None:
+    """The seed's injected agentId/organizationId come from the key; a body naming others is refused."""
+    for source in sources:
+        if not isinstance(source, dict):
+            continue
+        agent_id = source.get("agentId")
+        if agent_id is not None and (caller.agent is None or str(agent_id) != caller.agent.handle):
+            raise Forbidden(
+                "agentId in the request does not match the API key's agent.", "identity_mismatch"
+            )
+        org_id = source.get("organizationId")
+        if org_id is not None and str(org_id) not in (
+            caller.organization.slug,
+            str(caller.organization.pk),
+        ):
+            raise Forbidden(
+                "organizationId in the request does not match the API key's organization.",
+                "identity_mismatch",
+            )
+
+
+def validate_params(tool: Tool, params: dict) -> None:
+    errors = sorted(Draft202012Validator(tool.input_schema).iter_errors(params), key=str)
+    if errors:
+        error = errors[0]
+        where = ".".join(str(p) for p in error.absolute_path)
+        if not where and error.validator == "required":
+            where = error.message.split("'")[1] if "'" in error.message else ""
+        if not where and error.validator == "additionalProperties":
+            where = error.message.split("'")[1] if "'" in error.message else ""
+        prefix = f"Invalid param '{where}': " if where else "Invalid params: "
+        raise Invalid(prefix + error.message, "invalid_params")
+
+
+def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
+    """Run tool `name` as `caller`: unknown → 404, bad params → 400, identity from the key."""
+    tool = REGISTRY.get(name)
+    if tool is None:
+        raise NotFound(f"Unknown tool: {name}", "unknown_tool")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise Invalid("params must be an object.", "invalid_params")
+    params = dict(params)
+    check_identity(caller, params)
+    for field in IDENTITY_FIELDS:
+        params.pop(field, None)
+    validate_params(tool, params)
+    if caller.is_human and tool.needs_agent and not tool.read_only:
+        caller.require_agent()
+    return tool.handler(caller, params)

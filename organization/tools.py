@@ -1,0 +1,56 @@
+"""Organization tools of the registry (seed 000's roster)."""
+
+from .caller import Caller
+from .registry import register_tool
+from .roster import ROSTER_FILTERS, get_roster
+from .selectors import agent_by_handle
+
+ROSTER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "filter": {
+            "type": "string",
+            "enum": list(ROSTER_FILTERS),
+            "description": "Filter roster results",
+        },
+        "expertise": {
+            "type": "string",
+            "description": "Filter by specific expertise (if filter=by_expertise)",
+        },
+        "expertise_match": {
+            "type": "string",
+            "enum": ["exact", "ignore_case"],
+            "description": "exact (default, case-sensitive as seed 000) or ignore_case",
+        },
+        "agent": {
+            "type": "string",
+            "description": "Organization keys only: whose roster (an agent id).",
+        },
+    },
+    "required": [],
+    "additionalProperties": False,
+}
+
+
+def roster_subject(caller: Caller, agent_param: str | None):
+    """Agents see their own roster; a human may name the agent whose roster it is."""
+    if caller.agent is not None:
+        return caller.agent
+    if agent_param:
+        return agent_by_handle(org=caller.organization, handle=agent_param)
+    return None
+
+
+@register_tool(
+    "get_organization_roster",
+    "Get current roster of all agents in organization with status and workload",
+    ROSTER_SCHEMA,
+)
+def get_organization_roster(caller: Caller, params: dict) -> dict:
+    return get_roster(
+        org=caller.organization,
+        agent=roster_subject(caller, params.get("agent")),
+        filter=params.get("filter", "all"),
+        expertise=params.get("expertise"),
+        expertise_match=params.get("expertise_match", "exact"),
+    )

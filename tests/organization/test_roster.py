@@ -1,0 +1,165 @@
+import pytest
+
+from tests.conftest import agent_of
+from tests.factories import give_tasks, make_agent, make_team
+
+pytestmark = pytest.mark.django_db
+
+
+def roster(client, **params):
+    return client.get("/api/roster", params)
+
+
+def test_it_returns_the_callers_context_and_colleagues(demo, agent_client):
+    sarah = agent_of(demo, "agent-sarah")
+    response = roster(agent_client(sarah))
+    assert response.status_code == 200
+    body = response.json()
+    assert body["agent_context"] == {
+        "id": "agent-sarah",
+        "name": "Sarah",
+        "role": "Frontend Developer",
+        "team": "Development",
+        "seniorId": "agent-alice",
+        "expertise": ["React", "TypeScript", "CSS"],
+        "status": "active",
+        "current_workload": 3,
+        "workload_capacity": 5,
+        "availability_until": None,
+    }
+    ids = [c["id"] for c in body["colleagues"]]
+    assert "agent-sarah" not in ids
+    assert len(ids) == 6
+    alex = next(c for c in body["colleagues"] if c["id"] == "agent-alex")
+    assert alex == {
+        "id": "agent-alex",
+        "name": "Alex",
+        "role": "Backend Developer",
+        "team": "Development",
+        "seniorId": "agent-alice",
+        "expertise": ["Node.js", "PostgreSQL", "API Design"],
+        "status": "idle",
+        "current_workload": 1,
+        "workload_capacity": 5,
+        "availability_until": None,
+    }
+
+
+def test_status_follows_the_seed_rule(demo, agent_client):
+    body = roster(agent_client(agent_of(demo, "agent-sarah"))).json()
+    status = {c["id"]: c["status"] for c in body["colleagues"]}
+    assert status == {
+        "agent-alice": "busy",  # 4
+        "agent-sam": "offline",  # paused
+        "agent-alex": "idle",  # 1
+        "agent-jordan": "busy",  # 5
+        "agent-database-lead": "busy",  # 5
+        "agent-taylor": "active",  # 3
+    }
+
+
+def test_workload_counts_only_held_statuses(db, agent_client):
+    from tests.factories import make_org
+
+    org = make_org()
+    me, other = make_agent(org), make_agent(org)
+    give_tasks(other, 1, "assigned")
+    give_tasks(other, 1, "in_progress")
+    give_tasks(other, 1, "blocked")
+    for status in ("queued", "completed", "failed", "cancelled", "escalated"):
+        give_tasks(other, 1, status)
+    body = roster(agent_client(me)).json()
+    assert body["colleagues"][0]["current_workload"] == 3
+
+
+def test_my_team_lists_only_teammates(demo, agent_client):
+    body = roster(agent_client(agent_of(demo, "agent-sarah")), filter="my_team").json()
+    assert [c["id"] for c in body["colleagues"]] == ["agent-alex"]
+
+
+def test_my_team_of_an_agent_without_team_is_empty(demo, agent_client):
+    loner = make_agent(demo, "agent-loner")
+    body = roster(agent_client(loner), filter="my_team").json()
+    assert body["colleagues"] == []
+
+
+def test_available_means_idle_or_active(demo, agent_client):
+    body = roster(agent_client(agent_of(demo, "agent-sarah")), filter="available").json()
+    assert sorted(c["id"] for c in body["colleagues"]) == ["agent-alex", "agent-taylor"]
+
+
+def test_by_expertise_is_exact_and_case_sensitive(demo, agent_client):
+    client = agent_client(agent_of(demo, "agent-sarah"))
+    body = roster(client, filter="by_expertise", expertise="PostgreSQL").json()
+    assert sorted(c["id"] for c in body["colleagues"]) == ["agent-alex", "agent-database-lead"]
+    assert roster(client, filter="by_expertise", expertise="postgresql").json()["colleagues"] == []
+    assert roster(client, filter="by_expertise", expertise="SQL").json()["colleagues"] == []
+
+
+def test_ignore_case_is_the_opt_in_forgiving_match(demo, agent_client):
+    client = agent_client(agent_of(demo, "agent-sarah"))
+    body = roster(
+        client, filter="by_expertise", expertise="postgresql", expertise_match="ignore_case"
+    ).json()
+    assert sorted(c["id"] for c in body["colleagues"]) == ["agent-alex", "agent-database-lead"]
+
+
+def test_by_expertise_without_expertise_is_400(demo, agent_client):
+    response = roster(agent_client(agent_of(demo, "agent-sarah")), filter="by_expertise")
+    assert response.status_code == 400
+    assert response.json()["success"] is False
+    assert "expertise" in response.json()["error"]
+
+
+def test_unknown_filter_is_400(demo, agent_client):
+    response = roster(agent_client(agent_of(demo, "agent-sarah")), filter="everyone")
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid"
+
+
+def test_an_organization_key_names_whose_roster_it_is(demo, org_client):
+    body = roster(org_client(demo), agent="agent-alex").json()
+    assert body["agent_context"]["id"] == "agent-alex"
+    assert "agent-alex" not in [c["id"] for c in body["colleagues"]]
+
+
+def test_an_organization_key_cannot_name_another_orgs_agent(demo, other_org, org_client):
+    make_agent(other_org, "agent-zed")
+    response = roster(org_client(demo), agent="agent-zed")
+    assert response.status_code == 404
+
+
+def test_agents_of_another_organization_are_never_listed(demo, other_org, agent_client):
+    make_agent(other_org, "agent-outsider")
+    body = roster(agent_client(agent_of(demo, "agent-sarah"))).json()
+    assert "agent-outsider" not in [c["id"] for c in body["colleagues"]]
+
+
+def test_roster_runs_in_constant_queries(db, agent_client, django_assert_max_num_queries):
+    from tests.factories import make_org
+
+    org = make_org()
+    team = make_team(org)
+    me = make_agent(org, team=team)
+    client = agent_client(me)
+    roster(client)  # warm up
+    with django_assert_max_num_queries(3):
+        roster(client)
+    for n in range(60):
+        agent = make_agent(org, team=team, expertise=["X"])
+        give_tasks(agent, n % 4)
+    with django_assert_max_num_queries(3):
+        assert len(roster(client).json()["colleagues"]) == 60
+
+
+def test_no_key_is_401(anon_client, demo):
+    response = anon_client.get("/api/roster")
+    assert response.status_code == 401
+    assert response.json()["code"] == "authentication_required"
+
+
+def test_a_wrong_key_is_401(demo):
+    from tests.conftest import KeyClient
+
+    response = KeyClient("ao_deadbeef0000_notarealsecret").get("/api/roster")
+    assert response.status_code == 401
