@@ -1,0 +1,32 @@
+"""Seed 001's system prompt: the agent's custom prompt + its organizational context, fresh each call."""
+
+from django.template.loader import render_to_string
+
+from .models import Agent
+from .selectors import agents_with_workload
+
+
+def organizational_context(agent: Agent) -> str:
+    """The rendered "YOUR ORGANIZATIONAL CONTEXT" + "DELEGATION FRAMEWORK" sections.
+
+    Plain text for an LLM, not HTML: the template turns autoescaping off.
+    """
+    fresh = agents_with_workload(org=agent.organization).get(pk=agent.pk)
+    return render_to_string(
+        "organization/organizational_context.md",
+        {
+            "agent": fresh,
+            "organization": fresh.organization,
+            "team_name": fresh.team.name if fresh.team_id else "",
+            "senior": fresh.senior,
+            "workload": fresh.current_workload,
+            "expertise": ", ".join(fresh.expertise),
+        },
+    ).strip()
+
+
+def system_prompt_for(agent: Agent) -> str:
+    """The full system prompt: custom prompt first, then the organizational context."""
+    context = organizational_context(agent)
+    custom = agent.system_prompt.strip()
+    return f"{custom}\n\n{context}\n" if custom else f"{context}\n"
