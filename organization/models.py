@@ -122,6 +122,10 @@ class Agent(models.Model):
     system_prompt = models.TextField("custom system prompt", blank=True)
     availability_until = models.DateTimeField(null=True, blank=True)
     worktree_path = models.CharField(max_length=500, null=True, blank=True)
+    # Seed 002's runtime status as the agent (or its hook) last reported it: "pending" (idle) or
+    # "processing" (busy); empty means never reported, which reads as busy, the safe default.
+    runtime_status = models.CharField(max_length=20, blank=True, editable=False)
+    runtime_status_at = models.DateTimeField(null=True, blank=True, editable=False)
     webhook_url = models.URLField(blank=True)
     # LLM settings for collaboration sessions; API keys live in the environment only.
     llm_provider = models.CharField(max_length=20, blank=True)
