@@ -1,11 +1,13 @@
 """Reads, already scoped to one organization. Nothing else queries Agent/Team directly."""
 
-from django.db.models import Count, Q, QuerySet
+from django.db import connection
+from django.db.models import BooleanField, Count, Q, QuerySet
+from django.db.models.expressions import RawSQL
 
 from tasks.models import HELD_STATUSES
 
 from .errors import NotFound
-from .models import Agent, AgentRole, Organization, Team, TeamRule
+from .models import Agent, AgentRole, AgentStatus, Organization, Team, TeamRule
 
 
 def workload_count() -> Count:
@@ -52,3 +54,42 @@ def team_rule_of(*, org: Organization) -> TeamRule:
     """The organization's rules; unsaved defaults when none were set (seed 003)."""
     rule = TeamRule.objects.filter(organization=org).select_related("default_supervisor").first()
     return rule or TeamRule(organization=org)
+
+
+def with_expertise(qs: QuerySet[Agent], expertise: str) -> QuerySet[Agent]:
+    """Agents whose expertise list holds `expertise` exactly (case-sensitive, seed 000).
+
+    One SQL condition on every backend: jsonb containment on PostgreSQL, json_each on SQLite
+    (which has no JSON `contains` lookup).
+    """
+    if connection.vendor == "postgresql":
+        return qs.filter(expertise__contains=[expertise])
+    table = connection.ops.quote_name(Agent._meta.db_table)
+    holds = RawSQL(
+        f"EXISTS (SELECT 1 FROM json_each({table}.expertise) WHERE json_each.value = %s)",
+        [expertise],
+        output_field=BooleanField(),
+    )
+    return qs.filter(holds)
+
+
+def with_status(qs: QuerySet[Agent], status: str) -> QuerySet[Agent]:
+    """Seed 000's computed status as a filter; `qs` must be annotated with `current_workload`."""
+    if status == AgentStatus.OFFLINE:
+        return qs.filter(is_paused=True)
+    active = qs.filter(is_paused=False)
+    if status == AgentStatus.IDLE:
+        return active.filter(current_workload__lte=2)
+    if status == AgentStatus.ACTIVE:
+        return active.filter(current_workload=3)
+    if status == AgentStatus.BUSY:
+        return active.filter(current_workload__gte=4)
+    return qs.none()
+
+
+def teams_with_size(*, org: Organization) -> QuerySet[Team]:
+    return teams_of(org=org).annotate(agent_count=Count("agents")).order_by("name")
+
+
+def role_of(*, agent: Agent) -> AgentRole | None:
+    return AgentRole.objects.filter(agent=agent).first()

@@ -1,5 +1,7 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from .models import AgentRole, status_for
 from .roster import ROSTER_FILTERS
 
 
@@ -52,3 +54,144 @@ class ToolSerializer(serializers.Serializer):
     description = serializers.CharField()
     inputSchema = serializers.DictField()
     readOnly = serializers.BooleanField()
+
+
+class HierarchyRoleSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=["specialist", "supervisor", "worker"])
+    can_assign_to_peers = serializers.BooleanField()
+    can_escalate_to_supervisor = serializers.BooleanField()
+
+
+class AgentSerializer(serializers.Serializer):
+    """The roster fields of seed 000, plus the team id and the seed-003 hierarchy role."""
+
+    id = serializers.CharField(source="handle")
+    name = serializers.CharField()
+    role = serializers.CharField(help_text="Job title.")
+    team = serializers.SerializerMethodField()
+    team_id = serializers.IntegerField(allow_null=True)
+    seniorId = serializers.SerializerMethodField()
+    expertise = serializers.ListField(child=serializers.CharField())
+    status = serializers.SerializerMethodField()
+    current_workload = serializers.IntegerField()
+    workload_capacity = serializers.IntegerField()
+    availability_until = serializers.DateTimeField(allow_null=True)
+    paused = serializers.BooleanField(source="is_paused")
+    hierarchy_role = serializers.SerializerMethodField()
+
+    def get_team(self, agent) -> str | None:
+        return agent.team.name if agent.team_id else None
+
+    def get_seniorId(self, agent) -> str | None:
+        return agent.senior.handle if agent.senior_id else None
+
+    @extend_schema_field(serializers.ChoiceField(choices=["idle", "active", "busy", "offline"]))
+    def get_status(self, agent) -> str:
+        return status_for(is_paused=agent.is_paused, workload=agent.current_workload)
+
+    @extend_schema_field(HierarchyRoleSerializer(allow_null=True))
+    def get_hierarchy_role(self, agent) -> dict | None:
+        try:
+            role = agent.hierarchy_role
+        except AgentRole.DoesNotExist:
+            return None
+        return {
+            "role": role.role,
+            "can_assign_to_peers": role.can_assign_to_peers,
+            "can_escalate_to_supervisor": role.can_escalate_to_supervisor,
+        }
+
+
+class TeamSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    agent_count = serializers.IntegerField()
+
+
+class SystemPromptSerializer(serializers.Serializer):
+    system_prompt = serializers.CharField()
+
+
+# --- seed 003: team hierarchy (documentation of bodies the services validate) -------------
+
+
+class TeamRoleRequestSerializer(serializers.Serializer):
+    agent_id = serializers.CharField(help_text="The agent's id (handle).")
+    role = serializers.ChoiceField(choices=["specialist", "supervisor", "worker"])
+    can_assign_to_peers = serializers.BooleanField(required=False)
+    can_escalate_to_supervisor = serializers.BooleanField(required=False)
+
+
+class TeamRoleSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    workspace_id = serializers.IntegerField(help_text="The organization's id.")
+    agent_id = serializers.CharField()
+    agent_name = serializers.CharField()
+    role = serializers.ChoiceField(choices=["specialist", "supervisor", "worker"])
+    can_assign_to_peers = serializers.BooleanField()
+    can_escalate_to_supervisor = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class TeamRoleResponseSerializer(serializers.Serializer):
+    success = serializers.BooleanField()
+    role = TeamRoleSerializer()
+
+
+class TeamRoleListSerializer(serializers.Serializer):
+    success = serializers.BooleanField()
+    roles = TeamRoleSerializer(many=True)
+    count = serializers.IntegerField()
+
+
+class SuccessSerializer(serializers.Serializer):
+    success = serializers.BooleanField()
+    message = serializers.CharField()
+
+
+class TeamRulesRequestSerializer(serializers.Serializer):
+    allow_peer_assignment = serializers.BooleanField(required=False)
+    require_supervisor_for_tasks = serializers.BooleanField(required=False)
+    default_supervisor_agent_id = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="An agent holding the supervisor role; null clears.",
+    )
+
+
+class StaleAfterSerializer(serializers.Serializer):
+    critical = serializers.IntegerField()
+    high = serializers.IntegerField()
+    normal = serializers.IntegerField()
+    low = serializers.IntegerField()
+
+
+class TeamRulesSerializer(serializers.Serializer):
+    workspace_id = serializers.IntegerField()
+    allow_peer_assignment = serializers.BooleanField()
+    require_supervisor_for_tasks = serializers.BooleanField()
+    default_supervisor_agent_id = serializers.CharField(allow_null=True)
+    max_delegation_depth = serializers.IntegerField()
+    stale_after_seconds = StaleAfterSerializer()
+    created_at = serializers.DateTimeField(allow_null=True)
+    updated_at = serializers.DateTimeField(allow_null=True)
+
+
+class TeamRulesResponseSerializer(serializers.Serializer):
+    success = serializers.BooleanField()
+    rules = TeamRulesSerializer()
+
+
+class UnassignedAgentSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+
+
+class TeamSummarySerializer(serializers.Serializer):
+    success = serializers.BooleanField()
+    supervisors = TeamRoleSerializer(many=True)
+    workers = TeamRoleSerializer(many=True)
+    specialists = TeamRoleSerializer(many=True)
+    unassigned_agents = UnassignedAgentSerializer(many=True)
+    rules = TeamRulesSerializer()

@@ -1,6 +1,9 @@
 """Organization tools of the registry (seed 000's roster)."""
 
 from .caller import Caller
+from .errors import Invalid, NotFound
+from .models import Agent
+from .prompt import system_prompt_for
 from .registry import register_tool
 from .roster import ROSTER_FILTERS, get_roster
 from .selectors import agent_by_handle
@@ -54,3 +57,41 @@ def get_organization_roster(caller: Caller, params: dict) -> dict:
         expertise=params.get("expertise"),
         expertise_match=params.get("expertise_match", "exact"),
     )
+
+
+def visible_prompt_subject(caller: Caller, agent_id: str | None) -> Agent:
+    """Whose system prompt `caller` may read (DESIGN.md "Data visibility").
+
+    An agent reads its own only: another agent's prompt answers 404, as if it did not exist.
+    Organization keys and admin members read any agent's of their organization.
+    """
+    if caller.agent is not None:
+        if agent_id is not None and agent_id != caller.agent.handle:
+            raise NotFound(f"Agent not found: {agent_id}", "agent_not_found")
+        return caller.agent
+    if not agent_id:
+        raise Invalid(
+            "An organization key acts as no agent: name one with 'agent'.", "agent_required"
+        )
+    return agent_by_handle(org=caller.organization, handle=agent_id)
+
+
+@register_tool(
+    "get_my_context",
+    "Get your full system prompt: your custom prompt plus your organizational context "
+    "(identity, manager, workload, expertise, delegation framework), fresh",
+    {
+        "type": "object",
+        "properties": {
+            "agent": {
+                "type": "string",
+                "description": "Organization keys only: whose context (an agent id).",
+            }
+        },
+        "required": [],
+        "additionalProperties": False,
+    },
+)
+def get_my_context(caller: Caller, params: dict) -> dict:
+    agent = visible_prompt_subject(caller, params.get("agent"))
+    return {"system_prompt": system_prompt_for(agent)}

@@ -153,7 +153,7 @@ def _methods_of(callback) -> set[str] | None:
     """The HTTP methods a view implements, or None when it cannot be told (a plain function)."""
     actions = getattr(callback, "actions", None)
     if actions:
-        return {m.upper() for m in actions}
+        return {m.upper() for m in actions if m not in IGNORED_METHODS}
     view_class = getattr(callback, "view_class", None) or getattr(callback, "cls", None)
     if view_class is None:
         return None

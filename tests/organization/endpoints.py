@@ -1,5 +1,6 @@
 """Tenancy table of the organization endpoints (contract: tests/tenancy.py)."""
 
+from organization.models import AgentRole, TeamRule
 from tests.factories import make_agent, make_team
 from tests.tenancy import COLLECTION, Endpoint
 
@@ -11,15 +12,43 @@ def an_agent(org) -> dict:
     return {"agent_id": agent.handle, "team": team.name}
 
 
-def roster_tool_body() -> dict:
-    return {"toolName": "get_organization_roster", "params": {"filter": "all"}}
+def a_supervisor(org) -> dict:
+    """A supervisor who is also the organization's default supervisor."""
+    kwargs = an_agent(org)
+    agent = org.agents.get(handle=kwargs["agent_id"])
+    AgentRole.objects.create(agent=agent, role="supervisor", can_assign_to_peers=True)
+    TeamRule.objects.update_or_create(organization=org, defaults={"default_supervisor": agent})
+    return kwargs
 
+
+ROSTER_TOOL = {"toolName": "get_organization_roster", "params": {"filter": "all"}}
 
 ENDPOINTS = [
     Endpoint("GET", "/api/roster", an_agent, kind=COLLECTION),
     Endpoint("GET", "/api/roster?filter=my_team&agent={agent_id}", an_agent, callers=("org",)),
+    Endpoint("POST", "/api/agent-engine/call-tool", an_agent, body=ROSTER_TOOL, kind=COLLECTION),
     Endpoint(
-        "POST", "/api/agent-engine/call-tool", an_agent, body=roster_tool_body(), kind=COLLECTION
+        "POST",
+        "/api/agent-engine/call-tool",
+        an_agent,
+        body={"toolName": "get_my_context", "params": {"agent": "{agent_id}"}},
+        callers=("org",),
     ),
     Endpoint("GET", "/api/tools", an_agent, kind=COLLECTION),
+    Endpoint("GET", "/api/agents", a_supervisor, kind=COLLECTION),
+    Endpoint("GET", "/api/agents?team={team}", a_supervisor, kind=COLLECTION),
+    Endpoint("GET", "/api/agents/{agent_id}", an_agent),
+    Endpoint("GET", "/api/agents/{agent_id}/system-prompt", an_agent),
+    Endpoint("GET", "/api/teams", an_agent, kind=COLLECTION),
+    Endpoint("GET", "/api/team/roles", a_supervisor, kind=COLLECTION),
+    Endpoint(
+        "POST", "/api/team/roles", an_agent, body={"agent_id": "{agent_id}", "role": "worker"}
+    ),
+    Endpoint("GET", "/api/team/roles/{agent_id}", a_supervisor),
+    Endpoint("POST", "/api/team/roles/{agent_id}/delete", a_supervisor, body={}),
+    Endpoint("GET", "/api/team/rules", a_supervisor, kind=COLLECTION),
+    Endpoint(
+        "POST", "/api/team/rules", a_supervisor, body={"default_supervisor_agent_id": "{agent_id}"}
+    ),
+    Endpoint("GET", "/api/team/summary", a_supervisor, kind=COLLECTION),
 ]

@@ -1,0 +1,39 @@
+"""django-filter filter sets of the read API (`GET /api/agents`)."""
+
+import django_filters
+
+from .models import Agent, AgentStatus, HierarchyRole
+from .selectors import with_expertise, with_status
+
+NO_ROLE = "none"
+
+
+class AgentFilter(django_filters.FilterSet):
+    team = django_filters.CharFilter(field_name="team__name", help_text="Team name, exact.")
+    status = django_filters.ChoiceFilter(
+        choices=AgentStatus.choices,
+        method="filter_status",
+        help_text="Computed as in seed 000: paused → offline; ≤2 idle; 3 active; ≥4 busy.",
+    )
+    expertise = django_filters.CharFilter(
+        method="filter_expertise", help_text="One expertise, exact and case-sensitive."
+    )
+    hierarchy_role = django_filters.ChoiceFilter(
+        choices=[*HierarchyRole.choices, (NO_ROLE, "No role assigned")],
+        method="filter_hierarchy_role",
+    )
+
+    class Meta:
+        model = Agent
+        fields = ["team", "status", "expertise", "hierarchy_role"]
+
+    def filter_status(self, qs, name, value):
+        return with_status(qs, value)
+
+    def filter_expertise(self, qs, name, value):
+        return with_expertise(qs, value)
+
+    def filter_hierarchy_role(self, qs, name, value):
+        if value == NO_ROLE:
+            return qs.filter(hierarchy_role__isnull=True)
+        return qs.filter(hierarchy_role__role=value)

@@ -1,0 +1,188 @@
+"""Seed 003's team hierarchy: agent roles, the organization's team rules, the summary.
+
+Services validate raw request values themselves so that the error sentences are the
+seed's own. For writes the order is: invalid input (400) → the agent is looked up in the
+caller's organization (404, so another organization's agent is simply absent) → only a
+human may write (403).
+"""
+
+from django.db import transaction
+
+from .caller import Caller
+from .errors import Invalid, NotFound
+from .models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
+from .selectors import agents_of, roles_of, team_rule_of
+
+ROLE_CHOICES = sorted(HierarchyRole.values)
+ROLE_FLAGS = ("can_assign_to_peers", "can_escalate_to_supervisor")
+RULE_FLAGS = ("allow_peer_assignment", "require_supervisor_for_tasks")
+
+
+def _agent_in(org: Organization, agent_id, message: str = "Agent not found in workspace") -> Agent:
+    agent = agents_of(org=org).filter(handle=str(agent_id)).first()
+    if agent is None:
+        raise NotFound(message, "agent_not_found")
+    return agent
+
+
+def _flag(data: dict, name: str) -> bool | None:
+    if name not in data or data[name] is None:
+        return None
+    if not isinstance(data[name], bool):
+        raise Invalid(f"{name} must be a boolean", "invalid")
+    return data[name]
+
+
+def _body(data) -> dict:
+    if not isinstance(data, dict):
+        raise Invalid("The request body must be a JSON object", "invalid")
+    return data
+
+
+# --- reads --------------------------------------------------------------------------
+
+
+def role_dict(role: AgentRole) -> dict:
+    """Seed 003's role object; `workspace_id` is the organization, `agent_id` the handle."""
+    return {
+        "id": role.pk,
+        "workspace_id": role.agent.organization_id,
+        "agent_id": role.agent.handle,
+        "agent_name": role.agent.name,
+        "role": role.role,
+        "can_assign_to_peers": role.can_assign_to_peers,
+        "can_escalate_to_supervisor": role.can_escalate_to_supervisor,
+        "created_at": role.created_at,
+        "updated_at": role.updated_at,
+    }
+
+
+def rules_dict(rule: TeamRule) -> dict:
+    return {
+        "workspace_id": rule.organization_id,
+        "allow_peer_assignment": rule.allow_peer_assignment,
+        "require_supervisor_for_tasks": rule.require_supervisor_for_tasks,
+        "default_supervisor_agent_id": (
+            rule.default_supervisor.handle if rule.default_supervisor_id else None
+        ),
+        "max_delegation_depth": rule.max_delegation_depth,
+        "stale_after_seconds": {
+            urgency: int(getattr(rule, f"stale_after_{urgency}").total_seconds())
+            for urgency in ("critical", "high", "normal", "low")
+        },
+        "created_at": rule.created_at,
+        "updated_at": rule.updated_at,
+    }
+
+
+def roles_list(*, org: Organization) -> list[dict]:
+    return [role_dict(r) for r in roles_of(org=org).order_by("agent__handle")]
+
+
+def role_get(*, org: Organization, agent_id: str) -> dict:
+    agent = _agent_in(org, agent_id)
+    role = roles_of(org=org).filter(agent=agent).first()
+    if role is None:
+        raise NotFound(f"No role assigned to agent {agent.handle}", "role_not_found")
+    return role_dict(role)
+
+
+def rules_get(*, org: Organization) -> dict:
+    return rules_dict(team_rule_of(org=org))
+
+
+def team_summary(*, org: Organization) -> dict:
+    """Who holds which role, who holds none, and the rules (seed 003's summary)."""
+    groups = {HierarchyRole.SUPERVISOR: [], HierarchyRole.WORKER: [], HierarchyRole.SPECIALIST: []}
+    for role in roles_of(org=org).order_by("agent__handle"):
+        groups[role.role].append(role_dict(role))
+    unassigned = agents_of(org=org).filter(hierarchy_role__isnull=True).order_by("handle")
+    return {
+        "success": True,
+        "supervisors": groups[HierarchyRole.SUPERVISOR],
+        "workers": groups[HierarchyRole.WORKER],
+        "specialists": groups[HierarchyRole.SPECIALIST],
+        "unassigned_agents": [{"id": a.handle, "name": a.name} for a in unassigned],
+        "rules": rules_get(org=org),
+    }
+
+
+# --- writes -------------------------------------------------------------------------
+
+
+@transaction.atomic
+def role_set(*, caller: Caller, data) -> dict:
+    """Upsert the role of `data["agent_id"]`; omitted flags keep their value (defaults on create)."""
+    data = _body(data)
+    agent_id = data.get("agent_id")
+    if agent_id is None or agent_id == "":
+        raise Invalid("agent_id is required", "invalid")
+    role_name = data.get("role")
+    if role_name not in ROLE_CHOICES:
+        raise Invalid(f"Invalid role. Must be one of: {', '.join(ROLE_CHOICES)}", "invalid_role")
+    flags = {name: _flag(data, name) for name in ROLE_FLAGS}
+    agent = _agent_in(caller.organization, agent_id)
+    caller.require_human()
+
+    role = AgentRole.objects.select_for_update().filter(agent=agent).first()
+    if role is None:
+        role = AgentRole(agent=agent)
+    role.role = role_name
+    for name, value in flags.items():
+        if value is not None:
+            setattr(role, name, value)
+    role.save()
+    if role_name != HierarchyRole.SUPERVISOR:
+        _drop_default_supervisor(agent)
+    return role_dict(role)
+
+
+@transaction.atomic
+def role_delete(*, caller: Caller, agent_id: str) -> None:
+    agent = _agent_in(caller.organization, agent_id)
+    caller.require_human()
+    deleted, _ = AgentRole.objects.filter(agent=agent).delete()
+    if not deleted:
+        raise NotFound(f"No role assigned to agent {agent.handle}", "role_not_found")
+    _drop_default_supervisor(agent)
+
+
+def _drop_default_supervisor(agent: Agent) -> None:
+    """The default supervisor must hold the supervisor role: losing it clears the rule's pointer."""
+    TeamRule.objects.filter(organization_id=agent.organization_id, default_supervisor=agent).update(
+        default_supervisor=None
+    )
+
+
+@transaction.atomic
+def rules_set(*, caller: Caller, data) -> dict:
+    """Update the organization's rules; only the fields present in `data` change."""
+    data = _body(data)
+    flags = {name: _flag(data, name) for name in RULE_FLAGS}
+    org = caller.organization
+    supervisor = None
+    clear_supervisor = "default_supervisor_agent_id" in data and data[
+        "default_supervisor_agent_id"
+    ] in (None, "")
+    if "default_supervisor_agent_id" in data and not clear_supervisor:
+        supervisor = _agent_in(
+            org, data["default_supervisor_agent_id"], "Supervisor agent not found in workspace"
+        )
+    caller.require_human()
+    if supervisor is not None:
+        role = AgentRole.objects.filter(agent=supervisor).first()
+        if role is None or role.role != HierarchyRole.SUPERVISOR:
+            raise Invalid(
+                "Agent must have supervisor role to be default supervisor", "not_a_supervisor"
+            )
+
+    rule, _ = TeamRule.objects.select_for_update().get_or_create(organization=org)
+    for name, value in flags.items():
+        if value is not None:
+            setattr(rule, name, value)
+    if supervisor is not None:
+        rule.default_supervisor = supervisor
+    elif clear_supervisor:
+        rule.default_supervisor = None
+    rule.save()
+    return rules_dict(rule)
