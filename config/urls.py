@@ -13,6 +13,7 @@ urlpatterns = [
         SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[]),
         name="docs",
     ),
+    path("api/", include("organization.discovery_urls")),
     path("api/", include("organization.urls")),
     path("api/", include("tasks.urls")),
     path("api/", include("collaboration.urls")),

@@ -1,0 +1,122 @@
+"""A2A Agent Cards (protocol 0.3): each agent discoverable by A2A clients.
+
+`skills` are the agent's expertise. What A2A has no field for and we do — seed 000's
+status, workload and capacity, the team and the reporting line, seed 002's runtime
+status — travels in an A2A extension declared in `capabilities.extensions`.
+
+Work is given to an agent through this service (a task assigned to it), so the card's
+endpoint is our tasks API and its security scheme our bearer API key.
+"""
+
+from __future__ import annotations
+
+from django.utils.text import slugify
+
+from .discovery import runtime_status_of
+from .models import Agent, Organization, status_for
+from .selectors import agent_by_handle, agents_with_workload
+
+A2A_PROTOCOL_VERSION = "0.3.0"
+CARD_VERSION = "0.1.0"
+EXTENSION_URI = "urn:agent-org:a2a-extension:organization:v1"
+MODES = ["text/plain", "application/json"]
+
+
+def skill_of(expertise: str, agent: Agent, taken: set[str]) -> dict:
+    base = slugify(expertise) or "skill"
+    skill_id, n = base, 2
+    while skill_id in taken:
+        skill_id, n = f"{base}-{n}", n + 1
+    taken.add(skill_id)
+    return {
+        "id": skill_id,
+        "name": expertise,
+        "description": f"{agent.name} ({agent.role or 'agent'}) works with {expertise}.",
+        "tags": [expertise],
+        "inputModes": MODES,
+        "outputModes": MODES,
+    }
+
+
+def organization_extension(agent: Agent, reports: list[str]) -> dict:
+    workload = agent.current_workload
+    # The reverse one-to-one raises RelatedObjectDoesNotExist (an AttributeError) when absent.
+    hierarchy_role = getattr(agent, "hierarchy_role", None)
+    runtime = runtime_status_of(agent)
+    return {
+        "uri": EXTENSION_URI,
+        "description": "Agent Org: the agent's place in its organization, status and workload.",
+        "required": False,
+        "params": {
+            "agent_id": agent.handle,
+            "expert_id": agent.pk,
+            "organization": agent.organization.slug,
+            "status": status_for(is_paused=agent.is_paused, workload=workload),
+            "current_workload": workload,
+            "workload_capacity": agent.workload_capacity,
+            "team": agent.team.name if agent.team_id else None,
+            "role": agent.role,
+            "hierarchy_role": hierarchy_role.role if hierarchy_role else None,
+            "seniorId": agent.senior.handle if agent.senior_id else None,
+            "reports": reports,
+            "availability_until": (
+                agent.availability_until.isoformat() if agent.availability_until else None
+            ),
+            "worktree_path": agent.worktree_path,
+            "runtime_status": runtime.status,
+        },
+    }
+
+
+def agent_card(agent: Agent, *, base_url: str, reports: list[str]) -> dict:
+    """The A2A Agent Card of `agent` (annotated with `current_workload`)."""
+    base_url = base_url.rstrip("/")
+    org = agent.organization
+    taken: set[str] = set()
+    team = f" on the {agent.team.name} team" if agent.team_id else ""
+    expertise = ", ".join(agent.expertise) or "no listed expertise"
+    return {
+        "protocolVersion": A2A_PROTOCOL_VERSION,
+        "name": agent.name,
+        "description": f"{agent.role or 'Agent'}{team} at {org.name}. Expertise: {expertise}.",
+        "url": f"{base_url}/api/tasks",
+        "preferredTransport": "HTTP+JSON",
+        "version": CARD_VERSION,
+        "provider": {"organization": org.name, "url": base_url},
+        "documentationUrl": f"{base_url}/api/docs/",
+        "capabilities": {
+            "streaming": False,
+            "pushNotifications": bool(agent.webhook_url),
+            "stateTransitionHistory": True,
+            "extensions": [organization_extension(agent, reports)],
+        },
+        "securitySchemes": {
+            "agentOrgKey": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An Agent Org API key: Authorization: Bearer <key>.",
+            }
+        },
+        "security": [{"agentOrgKey": []}],
+        "defaultInputModes": MODES,
+        "defaultOutputModes": MODES,
+        "skills": [skill_of(e, agent, taken) for e in agent.expertise],
+    }
+
+
+def card_for(*, org: Organization, handle: str, base_url: str) -> dict:
+    agent = agent_by_handle(org=org, handle=handle, with_workload=True)
+    reports = list(
+        org.agents.filter(senior=agent).order_by("handle").values_list("handle", flat=True)
+    )
+    return agent_card(agent, base_url=base_url, reports=reports)
+
+
+def cards_of(*, org: Organization, base_url: str) -> list[dict]:
+    """The organization's card index: every agent's card, by agent id."""
+    agents = list(agents_with_workload(org=org).select_related("organization").order_by("handle"))
+    reports: dict[int, list[str]] = {}
+    for agent in agents:
+        if agent.senior_id:
+            reports.setdefault(agent.senior_id, []).append(agent.handle)
+    return [agent_card(a, base_url=base_url, reports=reports.get(a.pk, [])) for a in agents]

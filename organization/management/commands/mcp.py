@@ -1,0 +1,26 @@
+import asyncio
+import os
+
+from django.core.management.base import BaseCommand, CommandError
+
+from organization.mcp_server import active_key, serve_stdio
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve the MCP server on stdin/stdout (for hosts that launch a command, e.g. Claude "
+        "Desktop), acting as the agent of --key (or $AGENT_ORG_KEY)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--key", help="An agent key (an organization key gets read-only tools)")
+
+    def handle(self, *args, **options):
+        plaintext = options["key"] or os.environ.get("AGENT_ORG_KEY", "")
+        if not plaintext:
+            raise CommandError("Pass --key <agent key> or set AGENT_ORG_KEY.")
+        key = active_key(plaintext)
+        if key is None:
+            raise CommandError("Invalid or revoked API key.")
+        # stdout is the protocol channel: nothing else may be written to it.
+        asyncio.run(serve_stdio(key))

@@ -1,0 +1,328 @@
+"""The MCP server: the tool registry served over MCP (streamable HTTP at /mcp, and stdio).
+
+One source of truth: `tools/list` is `registry.tools_for(caller)` and `tools/call` is
+`registry.call_tool(caller, ...)`, so a tool registered by any app appears here with the
+same name, description and input schema as on REST call-tool. Who calls comes only from
+the API key: the `Authorization: Bearer` header of each HTTP request, or `--key` for stdio.
+
+Domain errors never crash a session: they come back as MCP tool errors (`isError`) whose
+content is our error body `{"success": false, "error", "code", "status"}`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import close_old_connections, connections
+from django.http import Http404
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from rest_framework import exceptions as drf_exceptions
+from rest_framework.utils.encoders import JSONEncoder
+
+from . import registry
+from .auth import key_from_plaintext
+from .caller import Caller
+from .errors import DomainError, error_body, first_validation_message
+from .models import ApiKey
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "agent-org"
+MCP_PATH = "/mcp"
+SCOPE_KEY = "agent_org.api_key"
+INSTRUCTIONS = (
+    "Agent Org: an organization for AI agents. You act as the agent of your API key. "
+    "Read your colleagues with get_organization_roster, find same-worktree experts with "
+    "discover_experts, and route work with the task tools. Errors carry a machine 'code'."
+)
+
+CallerSource = Callable[[ServerRequestContext], Awaitable[Caller]]
+
+
+class McpAuthError(Exception):
+    """No caller could be resolved for an MCP request (never reached through /mcp's gate)."""
+
+
+# --- callers -------------------------------------------------------------------------
+
+
+def caller_from_key(key: ApiKey) -> Caller:
+    return Caller(organization=key.organization, agent=key.agent, api_key=key)
+
+
+def active_key(plaintext: str) -> ApiKey | None:
+    """The active key for `plaintext` whose agent (if any) belongs to the key's organization."""
+    key = key_from_plaintext(plaintext or "")
+    if key is None or (key.agent_id and key.agent.organization_id != key.organization_id):
+        return None
+    return key
+
+
+async def caller_of_request(ctx: ServerRequestContext) -> Caller:
+    """HTTP: the caller the /mcp gate resolved for THIS request (each request is re-checked)."""
+    request = ctx.request
+    key = request.scope.get(SCOPE_KEY) if request is not None else None
+    if key is None:
+        raise McpAuthError("No API key on this request.")
+    return caller_from_key(key)
+
+
+def fixed_caller(caller: Caller) -> CallerSource:
+    """stdio: the one caller of the key the process was started with."""
+
+    async def source(ctx: ServerRequestContext) -> Caller:
+        return caller
+
+    return source
+
+
+# --- results -------------------------------------------------------------------------
+
+
+def to_json(value: Any) -> Any:
+    """What REST would render for `value` (datetimes as ISO 8601, Decimals, UUIDs …)."""
+    return json.loads(json.dumps(value, cls=JSONEncoder))
+
+
+def tool_result(value: Any) -> types.CallToolResult:
+    data = to_json(value)
+    text = json.dumps(data, ensure_ascii=False)
+    # Older protocol versions restrict structuredContent to an object; a list stays text only.
+    structured = data if isinstance(data, dict) else None
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+def tool_error(message: str, code: str, status: int) -> types.CallToolResult:
+    body = {**error_body(message, code), "status": status}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
+        structured_content=body,
+        is_error=True,
+    )
+
+
+def error_for(exc: Exception) -> types.CallToolResult:
+    """Our one error shape for anything a tool raised, as REST's exception handler shapes it."""
+    if isinstance(exc, DomainError):
+        return tool_error(exc.message, exc.code, exc.status)
+    if isinstance(exc, drf_exceptions.ValidationError):
+        return tool_error(first_validation_message(exc.detail), "invalid", 400)
+    if isinstance(exc, DjangoValidationError):
+        messages = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        return tool_error(first_validation_message(messages), "invalid", 400)
+    if isinstance(exc, Http404 | drf_exceptions.NotFound):
+        return tool_error("Not found.", "not_found", 404)
+    if isinstance(exc, DjangoPermissionDenied | drf_exceptions.PermissionDenied):
+        return tool_error("You do not have permission to perform this action.", "forbidden", 403)
+    if isinstance(exc, drf_exceptions.APIException):
+        return tool_error(str(exc.detail), str(exc.default_code), exc.status_code)
+    logger.exception("MCP tool call failed", exc_info=exc)
+    return tool_error("The tool failed unexpectedly; the error was logged.", "internal_error", 500)
+
+
+def mcp_tool(tool: registry.Tool) -> types.Tool:
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        annotations=types.ToolAnnotations(read_only_hint=tool.read_only),
+    )
+
+
+# --- database work, off the event loop ----------------------------------------------
+
+
+def _run_tool(caller: Caller, name: str, arguments: dict | None) -> types.CallToolResult:
+    try:
+        return tool_result(registry.call_tool(caller, name, arguments))
+    except Exception as exc:  # every failure becomes a tool error, never a dead session
+        return error_for(exc)
+    finally:
+        # Django closes connections at the end of each HTTP request; MCP calls do it here,
+        # so CONN_MAX_AGE is honoured and a broken connection is not reused.
+        close_old_connections()
+
+
+run_tool = sync_to_async(_run_tool, thread_sensitive=True)
+find_key = sync_to_async(active_key, thread_sensitive=True)
+
+
+async def close_db_connections() -> None:
+    """Close the connections of the thread MCP runs its database work in (tests, shutdown)."""
+    await sync_to_async(connections.close_all, thread_sensitive=True)()
+
+
+# --- the server ----------------------------------------------------------------------
+
+
+def build_server(caller_source: CallerSource = caller_of_request) -> Server:
+    """A low-level MCP server whose tools are the registry's, as seen by each request's caller."""
+
+    async def list_tools(ctx: ServerRequestContext, params) -> types.ListToolsResult:
+        caller = await caller_source(ctx)
+        return types.ListToolsResult(tools=[mcp_tool(t) for t in registry.tools_for(caller)])
+
+    async def call_tool(
+        ctx: ServerRequestContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        caller = await caller_source(ctx)
+        return await run_tool(caller, params.name, params.arguments)
+
+    return Server(
+        SERVER_NAME,
+        version="0.1.0",
+        title="Agent Org",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+# --- streamable HTTP at /mcp ---------------------------------------------------------
+
+
+async def send_json(send, status: int, body: dict, headers: list | None = None) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+def bearer_of(scope) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            parts = value.decode("latin-1").split()
+            if len(parts) == 2 and parts[0].lower() == "bearer":
+                return parts[1]
+            return ""
+    return None
+
+
+class McpHttpApp:
+    """ASGI app for /mcp: checks the key of every request, then hands over to the SDK.
+
+    No key → 401 `authentication_required`; a bad or revoked key → 401
+    `authentication_failed` (our error shape, with `WWW-Authenticate: Bearer`). The key is
+    also handed to the SDK as its authenticated user, so a stateful MCP session can only be
+    continued with the key that opened it.
+    """
+
+    def __init__(self, *, json_response: bool = True):
+        self.server = build_server()
+        self.session_manager = StreamableHTTPSessionManager(
+            app=self.server, json_response=json_response
+        )
+        self._stack: AsyncExitStack | None = None
+
+    async def startup(self) -> None:
+        self._stack = AsyncExitStack()
+        await self._stack.enter_async_context(self.session_manager.run())
+
+    async def shutdown(self) -> None:
+        if self._stack is not None:
+            await self._stack.aclose()
+            self._stack = None
+        await close_db_connections()
+
+    async def __call__(self, scope, receive, send) -> None:
+        plaintext = bearer_of(scope)
+        challenge = [(b"www-authenticate", b'Bearer realm="mcp"')]
+        if plaintext is None:
+            body = error_body(
+                "Authentication required: send 'Authorization: Bearer <agent key>'.",
+                "authentication_required",
+            )
+            await send_json(send, 401, body, challenge)
+            return
+        key = await find_key(plaintext)
+        if key is None:
+            body = error_body("Invalid or revoked API key.", "authentication_failed")
+            await send_json(send, 401, body, challenge)
+            return
+        token = AccessToken(token=plaintext, client_id=f"ao_{key.prefix}", scopes=[])
+        scope = {**scope, SCOPE_KEY: key, "user": AuthenticatedUser(token)}
+        await self.session_manager.handle_request(scope, receive, send)
+
+
+class AgentOrgASGI:
+    """The service's ASGI application: /mcp to the MCP server, everything else to Django.
+
+    It owns the ASGI lifespan, because the MCP session manager must run for the whole life
+    of the server (python-sdk#1467); Django's own handler does not speak lifespan.
+    """
+
+    def __init__(self, django_app, mcp_app: McpHttpApp):
+        self.django_app = django_app
+        self.mcp_app = mcp_app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            await self.lifespan(receive, send)
+            return
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (path == MCP_PATH or path == MCP_PATH + "/"):
+            await self.mcp_app(scope, receive, send)
+            return
+        await self.django_app(scope, receive, send)
+
+    async def lifespan(self, receive, send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.mcp_app.startup()
+                except Exception as exc:  # pragma: no cover - reported to the server
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.mcp_app.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def build_asgi_application(django_app=None) -> AgentOrgASGI:
+    """A fresh application (a session manager runs only once, so tests build one per server)."""
+    if django_app is None:
+        from django.core.asgi import get_asgi_application
+
+        django_app = get_asgi_application()
+    return AgentOrgASGI(django_app, McpHttpApp())
+
+
+# --- stdio ---------------------------------------------------------------------------
+
+
+async def serve_stdio(key: ApiKey) -> None:
+    """Serve MCP on stdin/stdout as the key's caller until the host closes the pipe."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(fixed_caller(caller_from_key(key)))
+    try:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        await close_db_connections()
