@@ -1,0 +1,98 @@
+"""`seed_demo` and `create_api_key`: used by tests, docs and outside checks alike."""
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from organization.models import Agent, ApiKey, Organization, TeamRule
+from tasks.models import Task
+from tests.conftest import KeyClient
+
+pytestmark = pytest.mark.django_db
+
+# id: (team, senior, workload, paused, hierarchy role)
+DEMO = {
+    "agent-alice": ("Leadership", None, 4, False, "supervisor"),
+    "agent-sam": ("Infrastructure", "agent-alice", 0, True, "supervisor"),
+    "agent-sarah": ("Development", "agent-alice", 3, False, "worker"),
+    "agent-alex": ("Development", "agent-alice", 1, False, "worker"),
+    "agent-jordan": ("Infrastructure", "agent-sam", 5, False, "worker"),
+    "agent-database-lead": ("Infrastructure", "agent-sam", 5, False, "specialist"),
+    "agent-taylor": ("Design", "agent-alice", 3, False, "worker"),
+}
+
+
+def run(*args) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def demo_state(slug: str) -> dict:
+    org = Organization.objects.get(slug=slug)
+    client = KeyClient(run("create_api_key", "--org", slug).strip())
+    agents = {a["id"]: a for a in client.get("/api/agents", {"limit": 100}).json()["results"]}
+    return {
+        handle: (
+            a["team"],
+            a["seniorId"],
+            a["current_workload"],
+            a["paused"],
+            a["hierarchy_role"]["role"],
+        )
+        for handle, a in agents.items()
+    } | {"_agents": Agent.objects.filter(organization=org).count()}
+
+
+def test_seed_demo_is_idempotent(db):
+    run("seed_demo")
+    tasks = Task.objects.count()
+    run("seed_demo")
+    assert Task.objects.count() == tasks
+    assert demo_state("demo") == DEMO | {"_agents": 7}
+    rule = TeamRule.objects.get(organization__slug="demo")
+    assert (rule.allow_peer_assignment, rule.require_supervisor_for_tasks) == (False, False)
+    assert rule.default_supervisor is None
+    assert rule.stale_after_critical == timedelta(minutes=15)
+
+
+def test_seed_demo_repairs_a_changed_demo(db):
+    run("seed_demo")
+    Agent.objects.filter(handle="agent-sam").update(is_paused=False)
+    Task.objects.filter(assignee__handle="agent-alex").update(status="completed")
+    run("seed_demo")
+    assert demo_state("demo") == DEMO | {"_agents": 7}
+
+
+def test_seed_demo_takes_the_organization_slug(db):
+    out = run("seed_demo", "--org", "acme")
+    assert "acme" in out
+    assert demo_state("acme") == DEMO | {"_agents": 7}
+    assert not Organization.objects.filter(slug="demo").exists()
+
+
+def test_create_api_key_prints_only_a_working_agent_key(demo):
+    out = run("create_api_key", "--org", "demo", "--agent", "agent-sarah", "--name", "ci")
+    key = out.strip()
+    assert out == key or out == key + "\n"
+    assert key.count("_") >= 2 and " " not in key
+    stored = ApiKey.objects.get(prefix=key.split("_")[1])
+    assert (stored.name, stored.agent.handle) == ("ci", "agent-sarah")
+    roster = KeyClient(key).get("/api/roster").json()
+    assert roster["agent_context"]["id"] == "agent-sarah"
+
+
+def test_create_api_key_without_agent_prints_an_organization_key(demo):
+    key = run("create_api_key", "--org", "demo").strip()
+    response = KeyClient(key).get("/api/roster")
+    assert response.status_code == 200
+    assert response.json()["agent_context"] is None
+
+
+def test_create_api_key_refuses_unknown_organization_or_agent(demo):
+    with pytest.raises(CommandError, match="Organization not found"):
+        run("create_api_key", "--org", "nope")
+    with pytest.raises(CommandError, match="Agent not found"):
+        run("create_api_key", "--org", "demo", "--agent", "agent-nobody")
