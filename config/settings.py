@@ -169,3 +169,13 @@ TEST_RUNNER = "config.test_runner.PytestRunner"
 
 API_KEY_PREFIX = "ao"
 STALE_CHECK_INTERVAL = timedelta(seconds=int(os.environ.get("STALE_CHECK_SECONDS", "60")))
+
+# --- tasks ---
+# Seed 001's wait estimate when an expert has no completed task yet (stated in the API docs).
+TASKS_DEFAULT_COMPLETION_SECONDS = int(os.environ.get("TASKS_DEFAULT_COMPLETION_SECONDS", "3600"))
+# Rows per transaction of the stale-queue sweep: fewer queries per task, shorter locks per batch.
+TASKS_SWEEP_BATCH_SIZE = int(os.environ.get("TASKS_SWEEP_BATCH_SIZE", "2000"))
+# Webhook retries: attempt n+1 waits base * 2**(n-1) seconds; tests shorten the base.
+TASKS_WEBHOOK_MAX_RETRIES = int(os.environ.get("TASKS_WEBHOOK_MAX_RETRIES", "5"))
+TASKS_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("TASKS_WEBHOOK_RETRY_BASE_SECONDS", "10"))
+TASKS_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("TASKS_WEBHOOK_TIMEOUT_SECONDS", "5"))

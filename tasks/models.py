@@ -57,6 +57,13 @@ class Task(models.Model):
     # Handles of the agents the task passed through, oldest first (loop guard, seed 001).
     delegation_chain = models.JSONField(default=list, blank=True)
     queued_at = models.DateTimeField(null=True, blank=True)
+    # Who put the task in the queue: the stale sweep escalates on that agent's behalf.
+    queued_by = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Measured completion times (finished_at - assigned_at) drive the queue's wait estimate.
+    assigned_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -78,3 +85,137 @@ class Task(models.Model):
         # Kept in step with urgency so queues sort by an integer column in SQL.
         self.urgency_rank = URGENCY_RANK[self.urgency]
         super().save(*args, **kwargs)
+
+
+class ActorKind(models.TextChoices):
+    AGENT = "agent"
+    USER = "user"
+    SYSTEM = "system"
+
+
+class EventKind(models.TextChoices):
+    CREATED = "created"
+    ASSIGNED = "assigned"
+    CLAIMED = "claimed"
+    DELEGATED = "delegated"
+    QUEUED = "queued"
+    AUTO_ASSIGNED = "auto_assigned"
+    ESCALATED = "escalated"
+    STATUS_CHANGED = "status_changed"
+    CANCELLED = "cancelled"
+
+
+class Decision(models.TextChoices):
+    DELEGATE = "DELEGATE"
+    QUEUE = "QUEUE"
+    ESCALATE = "ESCALATE"
+
+
+class AppendOnlyError(Exception):
+    pass
+
+
+class TaskEvent(models.Model):
+    """The audit trail: append-only. Rows are inserted, never updated or deleted."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=20, choices=EventKind.choices)
+    actor_kind = models.CharField(max_length=10, choices=ActorKind.choices)
+    actor_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Kept as text so the trail still says who acted after an agent or user is deleted.
+    actor_label = models.CharField(max_length=200)
+    # The agent who receives the task through this event (inbox/webhook), if any.
+    recipient = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    message = models.TextField(blank=True)
+    # Seed 001's DELEGATION DECISION.
+    decision = models.CharField(max_length=10, choices=Decision.choices, blank=True)
+    primary_choice = models.CharField(max_length=100, blank=True)
+    primary_reason = models.TextField(blank=True)
+    fallback = models.TextField(blank=True)
+    reasoning = models.TextField(blank=True)
+    wait_time_seconds = models.PositiveIntegerField(null=True, blank=True)
+    notes = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["task", "created_at"], name="taskevent_task_time")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} by {self.actor_label}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None and not kwargs.get("force_insert"):
+            raise AppendOnlyError("Task events are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("Task events are append-only.")
+
+
+class InboxItem(models.Model):
+    """What reached an agent: assigned, delegated, escalated or queued to it (never its own act)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="inbox_items")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="inbox_items")
+    event = models.ForeignKey(TaskEvent, on_delete=models.CASCADE, related_name="inbox_items")
+    kind = models.CharField(max_length=20, choices=EventKind.choices)
+    message = models.TextField(blank=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["agent", "read_at"], name="inbox_agent_read")]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.task} → {self.agent.handle}"
+
+    @property
+    def is_read(self) -> bool:
+        return self.read_at is not None
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class WebhookDelivery(models.Model):
+    """One signed POST of an event to an agent's webhook URL, retried by Celery."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    event = models.ForeignKey(
+        TaskEvent, null=True, on_delete=models.SET_NULL, related_name="deliveries"
+    )
+    url = models.URLField(max_length=500)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(
+        max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.url} ({self.status})"

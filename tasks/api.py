@@ -1,0 +1,234 @@
+"""Thin DRF views of the tasks engine: validate → service/selector → serialize."""
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status as http
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from rest_framework.viewsets import GenericViewSet
+
+from organization import registry
+from organization.api import ERRORS
+from organization.caller import resolve_caller
+from organization.selectors import agent_by_handle
+from organization.serializers import ErrorSerializer
+
+from . import services
+from .filters import TaskFilter
+from .models import Task
+from .recommend import recommend
+from .rules import Actor
+from .selectors import (
+    estimated_waits,
+    events_of,
+    inbox_item_for,
+    inbox_of,
+    task_for,
+    tasks_visible_to,
+)
+from .serializers import (
+    AssignSerializer,
+    CancelSerializer,
+    DelegateSerializer,
+    EscalateSerializer,
+    InboxItemSerializer,
+    InboxQuerySerializer,
+    InboxReadSerializer,
+    QueueSerializer,
+    RecommendationQuerySerializer,
+    RecommendationSerializer,
+    StatusSerializer,
+    TaskCreateSerializer,
+    TaskEventSerializer,
+    TaskSerializer,
+)
+
+MOVE_ERRORS = {**ERRORS, 409: OpenApiResponse(ErrorSerializer, description="State conflict")}
+
+
+class TaskViewSet(GenericViewSet):
+    serializer_class = TaskSerializer
+    filterset_class = TaskFilter
+    queryset = Task.objects.none()
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Task.objects.none()
+        return tasks_visible_to(self.caller).order_by("-created_at", "-pk")
+
+    @property
+    def caller(self):
+        return resolve_caller(self.request)
+
+    def body(self, serializer_class):
+        data = self.request.data
+        if isinstance(data, dict):
+            # The caller's identity comes from the key: a body naming someone else is refused.
+            registry.check_identity(self.caller, data)
+        serializer = serializer_class(data=data)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+    def agent(self, handle: str):
+        return agent_by_handle(org=self.caller.organization, handle=handle)
+
+    def task(self):
+        return task_for(self.caller, self.kwargs["pk"])
+
+    def answer(self, task: Task, status: int = http.HTTP_200_OK) -> Response:
+        # The service has checked what the caller may do; re-read for the fresh related rows.
+        task = Task.objects.select_related("assignee", "queued_for", "created_by_agent").get(
+            pk=task.pk
+        )
+        return Response(TaskSerializer(task).data, status=status)
+
+    @extend_schema(responses={200: TaskSerializer(many=True), 401: ERRORS[401]})
+    def list(self, request):
+        tasks = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(tasks)
+        items = page if page is not None else list(tasks)
+        data = TaskSerializer(items, many=True, context={"waits": estimated_waits(items)}).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
+
+    @extend_schema(request=TaskCreateSerializer, responses={201: TaskSerializer, **MOVE_ERRORS})
+    def create(self, request):
+        data = self.body(TaskCreateSerializer)
+        handle = data.pop("agent_id")
+        task = services.task_create(
+            org=self.caller.organization,
+            actor=Actor.of(self.caller),
+            assignee=self.agent(handle) if handle else None,
+            **data,
+        )
+        return self.answer(task, http.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: TaskSerializer, **ERRORS})
+    def retrieve(self, request, pk=None):
+        return Response(TaskSerializer(self.task()).data)
+
+    @extend_schema(request=AssignSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
+    def assign(self, request, pk=None):
+        task = self.task()
+        data = self.body(AssignSerializer)
+        to = self.agent(data["agent_id"]) if data["agent_id"] else None
+        return self.answer(services.task_assign(task=task, actor=Actor.of(self.caller), to=to))
+
+    @extend_schema(request=DelegateSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
+    def delegate(self, request, pk=None):
+        task = self.task()
+        data = self.body(DelegateSerializer)
+        self.caller.require_agent()
+        to = self.agent(data.pop("agent_id"))
+        return self.answer(
+            services.task_delegate(task=task, actor=Actor.of(self.caller), to=to, **data)
+        )
+
+    @extend_schema(request=QueueSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
+    def queue(self, request, pk=None):
+        task = self.task()
+        data = self.body(QueueSerializer)
+        to = self.agent(data["agent_id"])
+        return self.answer(
+            services.task_queue(
+                task=task, actor=Actor.of(self.caller), to=to, reasoning=data["reasoning"]
+            )
+        )
+
+    @extend_schema(request=EscalateSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
+    def escalate(self, request, pk=None):
+        task = self.task()
+        data = self.body(EscalateSerializer)
+        return self.answer(
+            services.task_escalate(task=task, actor=Actor.of(self.caller), reason=data["reason"])
+        )
+
+    @extend_schema(request=StatusSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
+    def set_status(self, request, pk=None):
+        task = self.task()
+        data = self.body(StatusSerializer)
+        return self.answer(
+            services.task_set_status(
+                task=task, actor=Actor.of(self.caller), status=data["status"], note=data["note"]
+            )
+        )
+
+    @extend_schema(request=CancelSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
+    def cancel(self, request, pk=None):
+        task = self.task()
+        data = self.body(CancelSerializer)
+        return self.answer(
+            services.task_cancel(task=task, actor=Actor.of(self.caller), reason=data["reason"])
+        )
+
+    @extend_schema(responses={200: TaskEventSerializer(many=True), **ERRORS})
+    def events(self, request, pk=None):
+        return Response(TaskEventSerializer(events_of(self.task()), many=True).data)
+
+
+class InboxView(APIView):
+    @extend_schema(
+        parameters=[InboxQuerySerializer],
+        responses={200: InboxItemSerializer(many=True), **ERRORS},
+        summary="What was assigned, delegated, escalated or queued to the calling agent",
+    )
+    def get(self, request):
+        agent = resolve_caller(request).require_agent()
+        query = InboxQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        items = inbox_of(agent)
+        if query.validated_data["unread"] is not None:
+            items = items.filter(read_at__isnull=query.validated_data["unread"])
+        from rest_framework.pagination import LimitOffsetPagination
+
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(items, request, view=self)
+        return paginator.get_paginated_response(InboxItemSerializer(page, many=True).data)
+
+
+class InboxReadView(APIView):
+    @extend_schema(
+        request=InboxReadSerializer,
+        responses={200: OpenApiResponse(description='{"success": true, "marked": n}'), **ERRORS},
+        summary="Mark inbox items read (all unread ones without ids)",
+    )
+    def post(self, request):
+        agent = resolve_caller(request).require_agent()
+        body = InboxReadSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        marked = services.inbox_mark_read(agent=agent, item_ids=body.validated_data["ids"])
+        return Response({"success": True, "marked": marked})
+
+
+class InboxItemReadView(APIView):
+    @extend_schema(request=None, responses={200: InboxItemSerializer, **ERRORS})
+    def post(self, request, item_id):
+        agent = resolve_caller(request).require_agent()
+        item = inbox_item_for(agent, item_id)
+        services.inbox_mark_read(agent=agent, item_ids=[item.pk])
+        item.refresh_from_db()
+        return Response(InboxItemSerializer(item).data)
+
+
+class RecommendationView(APIView):
+    @extend_schema(
+        parameters=[RecommendationQuerySerializer],
+        responses={200: RecommendationSerializer, **ERRORS},
+        summary="Seed 001's delegation framework: ranked candidates and the suggested decision",
+    )
+    def get(self, request):
+        caller = resolve_caller(request)
+        query = RecommendationQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        agent = caller.agent
+        if agent is None and params.get("agent"):
+            agent = agent_by_handle(org=caller.organization, handle=params["agent"])
+        exclude = tuple(h.strip() for h in params["exclude"].split(",") if h.strip())
+        return Response(
+            recommend(
+                org=caller.organization,
+                agent=agent,
+                expertise=params["expertise"],
+                urgency=params["urgency"],
+                exclude=exclude,
+            )
+        )

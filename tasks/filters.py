@@ -1,0 +1,23 @@
+import django_filters
+
+from .models import Task, TaskStatus, Urgency
+
+
+class TaskFilter(django_filters.FilterSet):
+    """GET /api/tasks filters; agents are named by handle. `expertise`/`created_by` are DESIGN.md's names."""
+
+    status = django_filters.ChoiceFilter(choices=TaskStatus.choices)
+    urgency = django_filters.ChoiceFilter(choices=Urgency.choices)
+    assignee = django_filters.CharFilter(field_name="assignee__handle")
+    queued_for = django_filters.CharFilter(field_name="queued_for__handle")
+    created_by_agent = django_filters.CharFilter(field_name="created_by_agent__handle")
+    created_by = django_filters.CharFilter(field_name="created_by_agent__handle")
+    required_expertise = django_filters.CharFilter()
+    expertise = django_filters.CharFilter(field_name="required_expertise")
+
+    class Meta:
+        model = Task
+        fields = [
+            "status", "urgency", "assignee", "queued_for", "created_by_agent", "created_by",
+            "required_expertise", "expertise",
+        ]  # fmt: skip

@@ -1,0 +1,203 @@
+"""The assignment rules of DESIGN.md, checked in ONE function whichever door the request used.
+
+`check_assignment` is called by every service that gives a task to an agent (create, assign,
+claim, delegate, queue, escalate, the queue's auto-assignment and the stale sweep), and those
+services are what REST, the tool registry, the admin and MCP call. It must run inside
+`transaction.atomic` with the task row already locked: it locks the target agent's row and counts
+the tasks it holds in the same transaction, so that capacity holds under concurrent requests.
+"""
+
+from dataclasses import dataclass
+
+from django.db.models import Count
+
+from organization.caller import Caller
+from organization.errors import Conflict, Forbidden, NotFound
+from organization.models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
+from organization.selectors import team_rule_of
+
+from .models import HELD_STATUSES, ActorKind, Task
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts on a task: an agent, a human (user or organization key) or the system."""
+
+    kind: str
+    label: str
+    agent: Agent | None = None
+    user: object | None = None
+
+    @classmethod
+    def of(cls, caller: Caller) -> "Actor":
+        if caller.agent is not None:
+            return cls(ActorKind.AGENT, caller.agent.handle, agent=caller.agent)
+        return cls(ActorKind.USER, caller.label, user=caller.user)
+
+    @property
+    def is_agent(self) -> bool:
+        return self.agent is not None
+
+    def is_(self, agent: Agent | None) -> bool:
+        return agent is not None and self.agent is not None and self.agent.pk == agent.pk
+
+
+SYSTEM = Actor(ActorKind.SYSTEM, "system")
+
+
+class Move:
+    """How a task reaches its target; each kind runs the checks that apply to it."""
+
+    CREATE = "create"
+    ASSIGN = "assign"
+    CLAIM = "claim"
+    DELEGATE = "delegate"
+    QUEUE = "queue"
+    ESCALATE = "escalate"
+    AUTO = "auto"  # the queue's auto-assignment: the system, no role checks
+
+
+# Moves by which an agent passes the task on: loops and depth are checked for them.
+_PASSING_ON = {Move.ASSIGN, Move.DELEGATE, Move.QUEUE}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    workload: int
+    capacity: int
+
+    @property
+    def has_room(self) -> bool:
+        return self.workload < self.capacity
+
+
+# The sentences of seed 003's own implementation.
+NO_PEER_PERMISSION = "Agent does not have permission to assign tasks to peers"
+NO_ESCALATION_PERMISSION = "Agent does not have escalation permission"
+NO_ROLE = "Agent does not have a role and peer assignment is disabled"
+
+
+def _role_of(agent: Agent) -> AgentRole | None:
+    try:
+        return agent.hierarchy_role
+    except AgentRole.DoesNotExist:
+        return None
+
+
+def role_violation(*, rule: TeamRule, source: Agent, target: Agent) -> str | None:
+    """Seed 003's enforcement: the sentence of the rule `source → target` breaks, or None."""
+    if not rule.require_supervisor_for_tasks or source.pk == target.pk:
+        return None
+    source_role = _role_of(source)
+    if source_role is not None and source_role.role == HierarchyRole.SUPERVISOR:
+        return None
+    target_role = _role_of(target)
+    if target_role is not None and target_role.role == HierarchyRole.SUPERVISOR:
+        # No role = a worker, whose can_escalate_to_supervisor defaults to true.
+        if source_role is None or source_role.can_escalate_to_supervisor:
+            return None
+        return NO_ESCALATION_PERMISSION
+    if source_role is None:
+        return NO_ROLE if not rule.allow_peer_assignment else NO_PEER_PERMISSION
+    if rule.allow_peer_assignment and source_role.can_assign_to_peers:
+        return None
+    return NO_PEER_PERMISSION
+
+
+def lock_workloads(agent_ids) -> dict[int, int]:
+    """Lock the agents' rows (in pk order, so two transactions never deadlock) and count held tasks."""
+    ids = sorted(set(agent_ids))
+    if not ids:
+        return {}
+    list(Agent.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
+    counts = dict(
+        Task.objects.filter(assignee_id__in=ids, status__in=HELD_STATUSES)
+        .values("assignee_id")
+        .annotate(n=Count("pk"))
+        .values_list("assignee_id", "n")
+        .order_by()
+    )
+    return {pk: counts.get(pk, 0) for pk in ids}
+
+
+def delegated_by(chain: list[str], handle: str) -> str | None:
+    """Who passed the task to `handle` (the entry before its last appearance in the chain)."""
+    if handle in chain:
+        index = len(chain) - 1 - chain[::-1].index(handle)
+        return chain[index - 1] if index > 0 else None
+    return chain[-1] if chain else None
+
+
+def chain_after(chain: list[str], handle: str) -> list[str]:
+    return chain if chain[-1:] == [handle] else [*chain, handle]
+
+
+def check_assignment(
+    *,
+    org: Organization,
+    actor: Actor,
+    target: Agent,
+    move: str,
+    task: Task | None = None,
+    rule: TeamRule | None = None,
+    workload: int | None = None,
+) -> Verdict:
+    """Raise the DomainError of the first rule `actor` giving `task` to `target` breaks.
+
+    Order: tenancy (404), roles (403 role_forbidden), offline (409 agent_offline), self-delegation,
+    loops and depth (409), then capacity under the target's row lock (409 capacity_exceeded; for
+    QUEUE the target must be full, 409 expert_available; ESCALATE reports the verdict instead).
+    `workload` is passed by a caller that already locked and counted (the batch sweep).
+    """
+    if target.organization_id != org.pk:
+        raise NotFound(f"Agent not found: {target.handle}", "agent_not_found")
+    rule = rule or team_rule_of(org=org)
+
+    if actor.is_agent and move != Move.AUTO:
+        violation = role_violation(rule=rule, source=actor.agent, target=target)
+        if violation:
+            raise Forbidden(violation, "role_forbidden")
+
+    if target.is_paused:
+        hint = "escalate instead" if move == Move.QUEUE else "choose someone else or escalate"
+        raise Conflict(
+            f"Agent {target.handle} is offline and receives no tasks: {hint}.", "agent_offline"
+        )
+
+    chain = list(task.delegation_chain) if task is not None else []
+    if move == Move.DELEGATE and actor.is_(target):
+        raise Conflict("You cannot delegate a task to yourself.", "self_delegation")
+    if actor.is_agent and move in _PASSING_ON and not actor.is_(target):
+        if target.handle in chain:
+            by = delegated_by(chain, actor.agent.handle)
+            who = f"This task was delegated to you by {by}" if by else "You started this task"
+            raise Conflict(
+                f"Delegation loop: {who}; {target.handle} is already in its delegation chain "
+                f"({' → '.join(chain)}). Do not delegate it back: escalate instead.",
+                "delegation_loop",
+            )
+        if len(chain_after(chain, target.handle)) > rule.max_delegation_depth:
+            raise Conflict(
+                f"Delegation too deep: the chain ({' → '.join(chain)}) would exceed the "
+                f"organization's maximum delegation depth of {rule.max_delegation_depth}. "
+                "Escalate instead.",
+                "delegation_too_deep",
+            )
+
+    if workload is None:
+        workload = lock_workloads([target.pk])[target.pk]
+    verdict = Verdict(workload=workload, capacity=target.workload_capacity)
+    if move == Move.QUEUE:
+        if verdict.has_room:
+            raise Conflict(
+                f"Agent {target.handle} has capacity ({workload}/{verdict.capacity}): "
+                "assign the task instead of queueing it.",
+                "expert_available",
+            )
+    elif move != Move.ESCALATE and not verdict.has_room:
+        raise Conflict(
+            f"Agent {target.handle} is at capacity ({workload}/{verdict.capacity}): "
+            "queue the task for them or choose someone else.",
+            "capacity_exceeded",
+        )
+    return verdict

@@ -1,0 +1,154 @@
+"""Reads of the tasks engine, scoped to the caller: an agent sees only its own tasks (DESIGN.md)."""
+
+from collections import defaultdict
+
+from django.conf import settings
+from django.db.models import Count, Q, QuerySet
+
+from organization.caller import Caller
+from organization.errors import NotFound
+from organization.models import Agent, Organization
+
+from .models import HELD_STATUSES, InboxItem, Task, TaskEvent, TaskStatus
+
+# How many of an expert's latest completions the wait estimate averages.
+COMPLETION_SAMPLE = 20
+
+
+def tasks_of(*, org: Organization) -> QuerySet[Task]:
+    return Task.objects.filter(organization=org).select_related(
+        "assignee", "queued_for", "created_by_agent"
+    )
+
+
+def visible_to_agent(agent: Agent) -> Q:
+    """Created, held, queued for, or part of the delegation chain of (handles are quote-free)."""
+    return (
+        Q(created_by_agent=agent)
+        | Q(assignee=agent)
+        | Q(queued_for=agent)
+        | Q(delegation_chain__icontains=f'"{agent.handle}"')
+    )
+
+
+def tasks_visible_to(caller: Caller) -> QuerySet[Task]:
+    tasks = tasks_of(org=caller.organization)
+    if caller.agent is not None:
+        tasks = tasks.filter(visible_to_agent(caller.agent))
+    return tasks
+
+
+def task_for(caller: Caller, pk) -> Task:
+    """The task `pk` if the caller may see it; otherwise 404 exactly as if it did not exist."""
+    try:
+        pk = int(pk)
+    except (TypeError, ValueError):
+        raise NotFound(f"Task not found: {pk}", "task_not_found") from None
+    task = tasks_visible_to(caller).filter(pk=pk).first()
+    if task is None:
+        raise NotFound(f"Task not found: {pk}", "task_not_found")
+    return task
+
+
+def events_of(task: Task) -> QuerySet[TaskEvent]:
+    return task.events.select_related("actor_agent", "recipient").order_by("created_at", "pk")
+
+
+def inbox_of(agent: Agent) -> QuerySet[InboxItem]:
+    return (
+        InboxItem.objects.filter(agent=agent)
+        .select_related("task", "event")
+        .order_by("-created_at", "-pk")
+    )
+
+
+def inbox_item_for(agent: Agent, pk) -> InboxItem:
+    item = InboxItem.objects.filter(agent=agent, pk=pk).first() if str(pk).isdigit() else None
+    if item is None:
+        raise NotFound(f"Inbox item not found: {pk}", "inbox_item_not_found")
+    return item
+
+
+# --- estimated wait (seed 001's "estimated_wait_time") --------------------------------------
+
+
+def completion_seconds(agent_ids) -> dict[int, float]:
+    """Each agent's mean measured completion time (assigned → completed); the default without history."""
+    default = float(settings.TASKS_DEFAULT_COMPLETION_SECONDS)
+    found = defaultdict(list)
+    rows = (
+        Task.objects.filter(
+            assignee_id__in=list(agent_ids),
+            status=TaskStatus.COMPLETED,
+            assigned_at__isnull=False,
+            finished_at__isnull=False,
+        )
+        .order_by("-finished_at")
+        .values_list("assignee_id", "assigned_at", "finished_at")[: 50 * COMPLETION_SAMPLE]
+    )
+    for agent_id, assigned_at, finished_at in rows:
+        if len(found[agent_id]) < COMPLETION_SAMPLE:
+            found[agent_id].append(max((finished_at - assigned_at).total_seconds(), 0.0))
+    return {pk: (sum(found[pk]) / len(found[pk]) if found[pk] else default) for pk in agent_ids}
+
+
+def wait_seconds(*, position: int, mean_seconds: float, capacity: int) -> int:
+    """A slot frees every mean/capacity seconds on average; the task at `position` waits that many."""
+    return int(round(position * mean_seconds / max(capacity, 1)))
+
+
+def estimated_wait_for_new(*, agent: Agent, urgency_rank: int) -> int:
+    """The wait of a task of `urgency_rank` queued for `agent` now (behind the as-urgent ones)."""
+    ahead = Task.objects.filter(
+        queued_for=agent, status=TaskStatus.QUEUED, urgency_rank__gte=urgency_rank
+    ).count()
+    mean = completion_seconds([agent.pk])[agent.pk]
+    return wait_seconds(position=ahead + 1, mean_seconds=mean, capacity=agent.workload_capacity)
+
+
+def estimated_waits(tasks) -> dict[int, int]:
+    """Wait estimates of queued tasks (two queries whatever their number)."""
+    queued = [t for t in tasks if t.status == TaskStatus.QUEUED and t.queued_for_id]
+    if not queued:
+        return {}
+    agent_ids = {t.queued_for_id for t in queued}
+    order = defaultdict(list)
+    for pk, agent_id in (
+        Task.objects.filter(queued_for_id__in=agent_ids, status=TaskStatus.QUEUED)
+        .order_by("-urgency_rank", "created_at", "pk")
+        .values_list("pk", "queued_for_id")
+    ):
+        order[agent_id].append(pk)
+    means = completion_seconds(agent_ids)
+    waits = {}
+    for task in queued:
+        line = order[task.queued_for_id]
+        position = line.index(task.pk) + 1 if task.pk in line else len(line) + 1
+        waits[task.pk] = wait_seconds(
+            position=position,
+            mean_seconds=means[task.queued_for_id],
+            capacity=task.queued_for.workload_capacity,
+        )
+    return waits
+
+
+def open_and_queued_counts(*, org: Organization) -> dict[int, dict]:
+    """Per agent: open (held) tasks and queue length, for the admin's org chart."""
+    held = dict(
+        Task.objects.filter(organization=org, status__in=HELD_STATUSES)
+        .values("assignee_id")
+        .annotate(n=Count("pk"))
+        .values_list("assignee_id", "n")
+        .order_by()
+    )
+    queued = dict(
+        Task.objects.filter(organization=org, status=TaskStatus.QUEUED, queued_for__isnull=False)
+        .values("queued_for_id")
+        .annotate(n=Count("pk"))
+        .values_list("queued_for_id", "n")
+        .order_by()
+    )
+    return {
+        pk: {"open_tasks": held.get(pk, 0), "queue_length": queued.get(pk, 0)}
+        for pk in set(held) | set(queued)
+    }

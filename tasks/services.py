@@ -1,0 +1,739 @@
+"""Writes of the tasks engine. Every change of assignee or status goes through one of these.
+
+Each service runs in one transaction: it locks the task row first, then the agents' rows (in pk
+order), checks the rules through `rules.check_assignment`, writes the task, its TaskEvent, the
+receiving agent's inbox item and webhook delivery, and refills the queue of an expert who
+dropped below capacity — all or nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from organization.errors import Conflict
+from organization.models import Agent, Organization, TeamRule
+from organization.selectors import team_rule_of
+
+from . import rules
+from .models import (
+    FINISHED_STATUSES,
+    HELD_STATUSES,
+    ActorKind,
+    Decision,
+    DeliveryStatus,
+    EventKind,
+    InboxItem,
+    Task,
+    TaskEvent,
+    TaskStatus,
+    Urgency,
+    WebhookDelivery,
+)
+from .rules import SYSTEM, Actor, Move
+
+# The status an assignee may move its task to (issue 3 §1).
+TRANSITIONS = {
+    TaskStatus.ASSIGNED: {TaskStatus.IN_PROGRESS},
+    TaskStatus.IN_PROGRESS: {TaskStatus.BLOCKED, TaskStatus.COMPLETED, TaskStatus.FAILED},
+    TaskStatus.BLOCKED: {TaskStatus.IN_PROGRESS, TaskStatus.FAILED},
+}
+
+STALE_DEFAULTS = {
+    Urgency.CRITICAL: timedelta(minutes=15),
+    Urgency.HIGH: timedelta(hours=1),
+    Urgency.NORMAL: timedelta(hours=4),
+    Urgency.LOW: timedelta(hours=24),
+}
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def invalid_transition(current: str, wanted: str, why: str = "") -> Conflict:
+    message = f"Cannot transition from {current} to {wanted}"
+    return Conflict(f"{message}: {why}" if why else f"{message}.", "invalid_transition")
+
+
+def _handle(agent: Agent | None) -> str | None:
+    return agent.handle if agent is not None else None
+
+
+def snapshot(task: Task) -> dict:
+    return {
+        "status": task.status,
+        "assignee": _handle(task.assignee),
+        "queued_for": _handle(task.queued_for),
+    }
+
+
+def _locked(task: Task) -> Task:
+    return (
+        Task.objects.select_for_update(of=("self",))
+        .select_related("assignee", "queued_for", "queued_by", "created_by_agent", "organization")
+        .get(pk=task.pk)
+    )
+
+
+def _ensure_open(task: Task, wanted: str) -> None:
+    if task.status in FINISHED_STATUSES:
+        raise invalid_transition(task.status, wanted, f"the task is {task.status}.")
+
+
+def _ensure_may_move(task: Task, actor: Actor, wanted: str) -> None:
+    """An agent moves only a task it holds, or an unheld one it created or waits for it."""
+    if not actor.is_agent:
+        return
+    if task.assignee_id is not None:
+        if task.assignee_id == actor.agent.pk:
+            return
+        raise invalid_transition(task.status, wanted, "only the task's assignee may move it.")
+    if actor.agent.pk in (task.created_by_agent_id, task.queued_for_id, task.queued_by_id):
+        return
+    raise invalid_transition(task.status, wanted, "you neither hold nor created this task.")
+
+
+def task_payload(task: Task) -> dict:
+    """The task as webhook receivers see it (the API's Task JSON without computed fields)."""
+    return {
+        "id": task.pk,
+        "title": task.title,
+        "required_expertise": task.required_expertise,
+        "urgency": task.urgency,
+        "deadline": task.deadline.isoformat() if task.deadline else None,
+        "status": task.status,
+        "assignee": _handle(task.assignee),
+        "queued_for": _handle(task.queued_for),
+        "delegation_chain": list(task.delegation_chain),
+    }
+
+
+def webhook_payload(event: TaskEvent, task: Task, recipient: Agent) -> dict:
+    return {
+        "event": f"task.{event.kind}",
+        "event_id": event.pk,
+        "organization": task.organization.slug if task.organization_id else None,
+        "agent": recipient.handle,
+        "actor": event.actor_label,
+        "message": event.message,
+        "decision": event.decision or None,
+        "task": task_payload(task),
+        "created_at": event.created_at.isoformat(),
+    }
+
+
+def _enqueue_deliveries(ids: list[int]) -> None:
+    from .tasks import deliver_webhook
+
+    for pk in ids:
+        deliver_webhook.delay_on_commit(pk)
+
+
+def _record(
+    *,
+    task: Task,
+    kind: str,
+    actor: Actor,
+    before: dict,
+    recipient: Agent | None = None,
+    message: str = "",
+    **decision,
+) -> TaskEvent:
+    """Write the audit row; the receiving agent gets an inbox item and a webhook, never for its own act."""
+    event = TaskEvent.objects.create(
+        organization_id=task.organization_id,
+        task=task,
+        kind=kind,
+        actor_kind=actor.kind,
+        actor_agent=actor.agent,
+        actor_user=actor.user if actor.kind == ActorKind.USER else None,
+        actor_label=actor.label,
+        recipient=recipient,
+        before=before,
+        after=snapshot(task),
+        message=message,
+        **decision,
+    )
+    if recipient is not None and not actor.is_(recipient):
+        InboxItem.objects.create(
+            organization_id=task.organization_id,
+            agent=recipient,
+            task=task,
+            event=event,
+            kind=kind,
+            message=message,
+        )
+        if recipient.webhook_url:
+            delivery = WebhookDelivery.objects.create(
+                organization_id=task.organization_id,
+                agent=recipient,
+                event=event,
+                url=recipient.webhook_url,
+                payload=webhook_payload(event, task, recipient),
+            )
+            _enqueue_deliveries([delivery.pk])
+    return event
+
+
+def _give(task: Task, target: Agent, now: datetime) -> None:
+    task.status = TaskStatus.ASSIGNED
+    task.assignee = target
+    task.queued_for = None
+    task.queued_by = None
+    task.queued_at = None
+    task.assigned_at = now
+    task.delegation_chain = rules.chain_after(list(task.delegation_chain), target.handle)
+
+
+def fill_from_queue(agent: Agent) -> list[Task]:
+    """Give `agent` its most urgent, oldest queued tasks while it has room (agent row locked)."""
+    if agent.is_paused:
+        return []
+    workload = rules.lock_workloads([agent.pk])[agent.pk]
+    given = []
+    while workload < agent.workload_capacity:
+        task = (
+            Task.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("organization", "queued_for")
+            .filter(queued_for=agent, status=TaskStatus.QUEUED)
+            .order_by("-urgency_rank", "created_at", "pk")
+            .first()
+        )
+        if task is None:
+            break
+        rules.check_assignment(
+            org=task.organization, actor=SYSTEM, target=agent, move=Move.AUTO, task=task,
+            workload=workload,
+        )  # fmt: skip
+        before = snapshot(task)
+        _give(task, agent, timezone.now())
+        task.save()
+        _record(
+            task=task,
+            kind=EventKind.AUTO_ASSIGNED,
+            actor=SYSTEM,
+            before=before,
+            recipient=agent,
+            message=f"{agent.handle} has room again: the queued task is assigned to them.",
+        )
+        workload += 1
+        given.append(task)
+    return given
+
+
+def _refill_if_dropped(previous: Agent | None, task: Task) -> None:
+    if previous is not None and task.assignee_id != previous.pk:
+        fill_from_queue(previous)
+
+
+# --- create and move -----------------------------------------------------------------------
+
+
+@transaction.atomic
+def task_create(
+    *,
+    org: Organization,
+    actor: Actor,
+    title: str,
+    description: str = "",
+    required_expertise: str = "",
+    urgency: str = Urgency.NORMAL,
+    deadline: datetime | None = None,
+    assignee: Agent | None = None,
+) -> Task:
+    """Create a task, assigned to `assignee` (rules checked) or queued unassigned."""
+    now = timezone.now()
+    task = Task(
+        organization=org,
+        title=title,
+        description=description,
+        required_expertise=required_expertise,
+        urgency=urgency,
+        deadline=deadline,
+        created_by_agent=actor.agent,
+        created_by_user=actor.user if actor.kind == ActorKind.USER else None,
+        delegation_chain=[actor.agent.handle] if actor.is_agent else [],
+    )
+    if assignee is not None:
+        move = Move.CLAIM if actor.is_(assignee) else Move.CREATE
+        rules.check_assignment(org=org, actor=actor, target=assignee, move=move, task=task)
+        _give(task, assignee, now)
+    else:
+        task.status = TaskStatus.QUEUED
+        task.queued_at = now
+        task.queued_by = actor.agent
+    task.save()
+    who = f" and assigned it to {assignee.handle}" if assignee else " (queued, unassigned)"
+    _record(
+        task=task,
+        kind=EventKind.CREATED,
+        actor=actor,
+        before={},
+        recipient=assignee,
+        message=f"{actor.label} created the task{who}.",
+    )
+    return task
+
+
+@transaction.atomic
+def task_assign(*, task: Task, actor: Actor, to: Agent | None = None) -> Task:
+    """Assign to `to`, or (no `to`) the calling agent claims the task."""
+    task = _locked(task)
+    claim = to is None or actor.is_(to)
+    if to is None:
+        to = actor.agent
+        if to is None:
+            raise Conflict(
+                "agent_id is required: only an agent can claim a task.", "agent_required"
+            )
+    _ensure_open(task, TaskStatus.ASSIGNED)
+    if task.assignee_id == to.pk:
+        raise Conflict(f"The task is already assigned to {to.handle}.", "already_assigned")
+    if claim and actor.is_agent:
+        if task.assignee_id is not None or task.queued_for_id not in (None, to.pk):
+            raise invalid_transition(
+                task.status,
+                TaskStatus.ASSIGNED,
+                "only an unassigned task, or one queued for you, can be claimed.",
+            )
+    else:
+        _ensure_may_move(task, actor, TaskStatus.ASSIGNED)
+    previous = task.assignee
+    rules.lock_workloads([to.pk] + ([previous.pk] if previous else []))
+    rules.check_assignment(
+        org=task.organization, actor=actor, target=to, move=Move.CLAIM if claim else Move.ASSIGN,
+        task=task,
+    )  # fmt: skip
+    before = snapshot(task)
+    _give(task, to, timezone.now())
+    task.save()
+    _record(
+        task=task,
+        kind=EventKind.CLAIMED if claim else EventKind.ASSIGNED,
+        actor=actor,
+        before=before,
+        recipient=to,
+        message=f"{to.handle} claimed the task."
+        if claim
+        else f"{actor.label} assigned the task to {to.handle}.",
+    )
+    _refill_if_dropped(previous, task)
+    return task
+
+
+@transaction.atomic
+def task_delegate(
+    *,
+    task: Task,
+    actor: Actor,
+    to: Agent,
+    primary_reason: str = "",
+    fallback: str = "",
+    reasoning: str = "",
+    notes: str = "",
+) -> Task:
+    """Seed 001's DELEGATE: pass the task on, storing the DELEGATION DECISION."""
+    task = _locked(task)
+    _ensure_open(task, TaskStatus.ASSIGNED)
+    _ensure_may_move(task, actor, TaskStatus.ASSIGNED)
+    previous = task.assignee
+    rules.lock_workloads([to.pk] + ([previous.pk] if previous else []))
+    rules.check_assignment(
+        org=task.organization, actor=actor, target=to, move=Move.DELEGATE, task=task
+    )
+    before = snapshot(task)
+    _give(task, to, timezone.now())
+    task.save()
+    _record(
+        task=task,
+        kind=EventKind.DELEGATED,
+        actor=actor,
+        before=before,
+        recipient=to,
+        message=f"{actor.label} delegated the task to {to.handle}.",
+        decision=Decision.DELEGATE,
+        primary_choice=to.handle,
+        primary_reason=primary_reason,
+        fallback=fallback,
+        reasoning=reasoning,
+        notes=notes,
+    )
+    _refill_if_dropped(previous, task)
+    return task
+
+
+@transaction.atomic
+def task_queue(*, task: Task, actor: Actor, to: Agent, reasoning: str = "") -> Task:
+    """Seed 001's QUEUE: the task waits for a busy (full, not offline) expert."""
+    from .selectors import estimated_wait_for_new
+
+    task = _locked(task)
+    _ensure_open(task, TaskStatus.QUEUED)
+    if task.status == TaskStatus.QUEUED and task.queued_for_id == to.pk:
+        raise Conflict(f"The task is already queued for {to.handle}.", "already_queued")
+    _ensure_may_move(task, actor, TaskStatus.QUEUED)
+    previous = task.assignee
+    if previous is not None and previous.pk == to.pk:
+        raise Conflict(f"The task is already assigned to {to.handle}.", "already_assigned")
+    rules.lock_workloads([to.pk] + ([previous.pk] if previous else []))
+    rules.check_assignment(
+        org=task.organization, actor=actor, target=to, move=Move.QUEUE, task=task
+    )
+    wait = estimated_wait_for_new(agent=to, urgency_rank=task.urgency_rank)
+    before = snapshot(task)
+    task.status = TaskStatus.QUEUED
+    task.assignee = None
+    task.queued_for = to
+    task.queued_by = actor.agent or task.queued_by
+    task.queued_at = timezone.now()
+    task.save()
+    _record(
+        task=task,
+        kind=EventKind.QUEUED,
+        actor=actor,
+        before=before,
+        recipient=to,
+        message=f"{actor.label} queued the task for {to.handle} (estimated wait {wait} s).",
+        decision=Decision.QUEUE,
+        primary_choice=to.handle,
+        reasoning=reasoning,
+        wait_time_seconds=wait,
+    )
+    _refill_if_dropped(previous, task)
+    return task
+
+
+def escalation_source(task: Task) -> Agent | None:
+    """On whose behalf a task is escalated when a human or the system does it."""
+    return task.assignee or task.queued_by or task.created_by_agent or task.queued_for
+
+
+def escalation_target(*, rule: TeamRule, source: Agent | None, exclude: set[int]) -> Agent | None:
+    """The source's senior, else the default supervisor (not offline, not excluded); None = humans."""
+    for candidate in (source.senior if source else None, rule.default_supervisor):
+        if candidate is not None and not candidate.is_paused and candidate.pk not in exclude:
+            return candidate
+    return None
+
+
+@transaction.atomic
+def task_escalate(*, task: Task, actor: Actor, reason: str = "") -> Task:
+    """Seed 001's ESCALATE: to the senior, else the default supervisor, else humans."""
+    task = _locked(task)
+    _ensure_open(task, TaskStatus.ESCALATED)
+    if task.status == TaskStatus.ESCALATED:
+        raise invalid_transition(task.status, TaskStatus.ESCALATED, "it already waits for humans.")
+    _ensure_may_move(task, actor, TaskStatus.ESCALATED)
+    org = task.organization
+    rule = team_rule_of(org=org)
+    source = actor.agent if actor.is_agent else escalation_source(task)
+    exclude = {pk for pk in (getattr(source, "pk", None), task.queued_for_id) if pk}
+    target = escalation_target(rule=rule, source=source, exclude=exclude)
+    previous = task.assignee
+    before = snapshot(task)
+    now = timezone.now()
+    decision = {"decision": Decision.ESCALATE, "reasoning": reason}
+    if target is None:
+        task.status = TaskStatus.ESCALATED
+        task.assignee = None
+        task.queued_for = None
+        task.queued_at = None
+        task.save()
+        rules.lock_workloads([previous.pk] if previous else [])
+        _record(
+            task=task, kind=EventKind.ESCALATED, actor=actor, before=before,
+            message=f"{actor.label} escalated the task to humans: no senior or supervisor available.",
+            **decision,
+        )  # fmt: skip
+    else:
+        rules.lock_workloads([target.pk] + ([previous.pk] if previous else []))
+        verdict = rules.check_assignment(
+            org=org, actor=actor, target=target, move=Move.ESCALATE, task=task, rule=rule
+        )
+        if verdict.has_room:
+            _give(task, target, now)
+            message = f"{actor.label} escalated the task to {target.handle}."
+        else:
+            task.status = TaskStatus.QUEUED
+            task.assignee = None
+            task.queued_for = target
+            task.queued_by = source
+            task.queued_at = now
+            message = (
+                f"{actor.label} escalated the task to {target.handle}, who is at capacity "
+                f"({verdict.workload}/{verdict.capacity}): the task is queued for them."
+            )
+        task.save()
+        _record(
+            task=task, kind=EventKind.ESCALATED, actor=actor, before=before, recipient=target,
+            message=message, primary_choice=target.handle, **decision,
+        )  # fmt: skip
+    _refill_if_dropped(previous, task)
+    return task
+
+
+@transaction.atomic
+def task_set_status(*, task: Task, actor: Actor, status: str, note: str = "") -> Task:
+    """The assignee moves its task: assigned → in_progress → blocked ⇄ in_progress → completed | failed."""
+    task = _locked(task)
+    if actor.is_agent and task.assignee_id != actor.agent.pk:
+        raise invalid_transition(
+            task.status, status, "only the task's assignee may change its status."
+        )
+    if status not in TRANSITIONS.get(task.status, set()):
+        raise invalid_transition(task.status, status)
+    assignee = task.assignee
+    if assignee is not None:
+        rules.lock_workloads([assignee.pk])
+    before = snapshot(task)
+    task.status = status
+    if status in FINISHED_STATUSES:
+        task.finished_at = timezone.now()
+    task.save()
+    _record(
+        task=task,
+        kind=EventKind.STATUS_CHANGED,
+        actor=actor,
+        before=before,
+        message=f"{actor.label}: {before['status']} → {status}." + (f" {note}" if note else ""),
+        notes=note,
+    )
+    if status in FINISHED_STATUSES and assignee is not None:
+        fill_from_queue(assignee)
+    return task
+
+
+@transaction.atomic
+def task_cancel(*, task: Task, actor: Actor, reason: str = "") -> Task:
+    """Cancel: a human, or the agent that created the task."""
+    task = _locked(task)
+    _ensure_open(task, TaskStatus.CANCELLED)
+    if actor.is_agent and task.created_by_agent_id != actor.agent.pk:
+        raise invalid_transition(
+            task.status, TaskStatus.CANCELLED, "only the task's creator or a human may cancel it."
+        )
+    previous = task.assignee
+    if previous is not None:
+        rules.lock_workloads([previous.pk])
+    before = snapshot(task)
+    task.status = TaskStatus.CANCELLED
+    task.finished_at = timezone.now()
+    task.queued_for = None
+    task.save()
+    _record(
+        task=task,
+        kind=EventKind.CANCELLED,
+        actor=actor,
+        before=before,
+        message=f"{actor.label} cancelled the task." + (f" {reason}" if reason else ""),
+        reasoning=reason,
+    )
+    if previous is not None and before["status"] in HELD_STATUSES:
+        fill_from_queue(previous)
+    return task
+
+
+def inbox_mark_read(*, agent: Agent, item_ids: list[int] | None = None) -> int:
+    """Mark the agent's inbox items read (all unread ones when `item_ids` is None)."""
+    items = InboxItem.objects.filter(agent=agent, read_at__isnull=True)
+    if item_ids is not None:
+        items = items.filter(pk__in=item_ids)
+    return items.update(read_at=timezone.now())
+
+
+# --- the stale-queue sweep (Celery beat) ----------------------------------------------------
+
+
+def stale_queued(now: datetime):
+    """Queued tasks waiting longer than their organization's threshold, or past their deadline."""
+    from django.db.models import DateTimeField, DurationField, ExpressionWrapper
+
+    waited_too_long = Q()
+    for urgency, default in STALE_DEFAULTS.items():
+        limit = ExpressionWrapper(
+            Value(now, output_field=DateTimeField())
+            - Coalesce(
+                F(f"organization__team_rule__stale_after_{urgency}"),
+                Value(default, output_field=DurationField()),
+            ),
+            output_field=DateTimeField(),
+        )
+        waited_too_long |= Q(urgency=urgency, queued_at__lt=limit)
+    return Task.objects.filter(status=TaskStatus.QUEUED).filter(
+        waited_too_long | Q(deadline__lt=now)
+    )
+
+
+def sweep_stale_queued(*, now: datetime | None = None, batch_size: int | None = None) -> int:
+    """Escalate every stale queued task, in batches; returns how many were escalated.
+
+    Rows are taken with SKIP LOCKED, so two sweeps running at once split the work and never
+    escalate one task twice; an escalated task is no longer stale, so a re-run does nothing.
+    """
+    batch_size = batch_size or settings.TASKS_SWEEP_BATCH_SIZE
+    total = 0
+    while True:
+        done = _sweep_batch(now or timezone.now(), batch_size)
+        total += done
+        if done < batch_size:
+            return total
+
+
+_SWEEP_FIELDS = (
+    "pk", "organization_id", "urgency", "deadline", "status", "queued_at", "queued_for_id",
+    "queued_by_id", "created_by_agent_id", "delegation_chain",
+)  # fmt: skip
+
+
+@transaction.atomic
+def _sweep_batch(now: datetime, batch_size: int) -> int:
+    rows = list(
+        stale_queued(now)
+        .select_for_update(skip_locked=True, of=("self",))
+        .order_by("pk")
+        .values(*_SWEEP_FIELDS)[:batch_size]
+    )
+    if not rows:
+        return 0
+    org_ids = {r["organization_id"] for r in rows}
+    rule_of = {
+        r.organization_id: r
+        for r in TeamRule.objects.filter(organization_id__in=org_ids).select_related(
+            "default_supervisor"
+        )
+    }
+    agent_ids = {
+        r[f] for r in rows for f in ("queued_for_id", "queued_by_id", "created_by_agent_id") if r[f]
+    }
+    agents = {a.pk: a for a in Agent.objects.filter(pk__in=agent_ids).select_related("senior")}
+
+    plans = []
+    for row in rows:
+        rule = rule_of.get(row["organization_id"]) or TeamRule(
+            organization_id=row["organization_id"]
+        )
+        source = next(
+            (
+                agents[row[f]]
+                for f in ("queued_by_id", "created_by_agent_id", "queued_for_id")
+                if row[f]
+            ),
+            None,
+        )
+        exclude = {pk for pk in (getattr(source, "pk", None), row["queued_for_id"]) if pk}
+        plans.append((row, rule, escalation_target(rule=rule, source=source, exclude=exclude)))
+
+    targets = {t.pk: t for _, _, t in plans if t is not None}
+    workloads = rules.lock_workloads(targets)
+    updated, events = [], []
+    for row, rule, target in plans:
+        reason = (
+            "Past its deadline while queued."
+            if row["deadline"] and row["deadline"] < now
+            else f"Queued longer than the {row['urgency']} threshold."
+        )
+        queued_for = agents.get(row["queued_for_id"])
+        before = {"status": row["status"], "assignee": None, "queued_for": _handle(queued_for)}
+        task = Task(pk=row["pk"], organization_id=row["organization_id"], updated_at=now)
+        task.delegation_chain = row["delegation_chain"]
+        task.queued_by_id = row["queued_by_id"]
+        task.assigned_at = None
+        if target is None:
+            task.status, task.assignee_id, task.queued_for_id, task.queued_at = (
+                TaskStatus.ESCALATED, None, None, None,
+            )  # fmt: skip
+            after = {"status": task.status, "assignee": None, "queued_for": None}
+            message = "The system escalated the stale task to humans."
+        else:
+            verdict = rules.check_assignment(
+                org=rule.organization if rule.pk else Organization(pk=row["organization_id"]),
+                actor=SYSTEM, target=target, move=Move.ESCALATE, rule=rule,
+                workload=workloads[target.pk],
+            )  # fmt: skip
+            if verdict.has_room:
+                workloads[target.pk] += 1
+                task.status, task.assignee_id, task.queued_for_id, task.queued_at = (
+                    TaskStatus.ASSIGNED, target.pk, None, None,
+                )  # fmt: skip
+                task.assigned_at = now
+                task.queued_by_id = None
+                task.delegation_chain = rules.chain_after(
+                    list(row["delegation_chain"]), target.handle
+                )
+                after = {"status": task.status, "assignee": target.handle, "queued_for": None}
+                message = f"The system escalated the stale task to {target.handle}."
+            else:
+                task.status, task.assignee_id, task.queued_for_id, task.queued_at = (
+                    TaskStatus.QUEUED, None, target.pk, now,
+                )  # fmt: skip
+                after = {"status": task.status, "assignee": None, "queued_for": target.handle}
+                message = (
+                    f"The system escalated the stale task to {target.handle}, who is at capacity: "
+                    "the task is queued for them."
+                )
+        updated.append(task)
+        events.append(
+            TaskEvent(
+                organization_id=row["organization_id"],
+                task_id=row["pk"],
+                kind=EventKind.ESCALATED,
+                actor_kind=ActorKind.SYSTEM,
+                actor_label=SYSTEM.label,
+                recipient=target,
+                before=before,
+                after=after,
+                message=message,
+                decision=Decision.ESCALATE,
+                primary_choice=_handle(target) or "",
+                reasoning=reason,
+            )  # fmt: skip
+        )
+    Task.objects.bulk_update(
+        updated,
+        ["status", "assignee_id", "queued_for_id", "queued_at", "queued_by_id", "assigned_at",
+         "delegation_chain", "updated_at"],
+    )  # fmt: skip
+    events = TaskEvent.objects.bulk_create(events)
+    InboxItem.objects.bulk_create(
+        InboxItem(
+            organization_id=e.organization_id,
+            agent_id=e.recipient_id,
+            task_id=e.task_id,
+            event=e,
+            kind=e.kind,
+            message=e.message,
+        )  # fmt: skip
+        for e in events
+        if e.recipient_id
+    )
+    _sweep_webhooks(events, updated, targets)
+    return len(rows)
+
+
+def _sweep_webhooks(events: list[TaskEvent], tasks: list[Task], targets: dict[int, Agent]) -> None:
+    hooked = [e for e in events if e.recipient_id and targets[e.recipient_id].webhook_url]
+    if not hooked:
+        return
+    by_pk = {
+        t.pk: t
+        for t in Task.objects.filter(pk__in=[e.task_id for e in hooked]).select_related(
+            "organization", "assignee", "queued_for"
+        )
+    }
+    deliveries = WebhookDelivery.objects.bulk_create(
+        WebhookDelivery(
+            organization_id=e.organization_id,
+            agent_id=e.recipient_id,
+            event=e,
+            url=targets[e.recipient_id].webhook_url,
+            payload=webhook_payload(e, by_pk[e.task_id], targets[e.recipient_id]),
+            status=DeliveryStatus.PENDING,
+        )
+        for e in hooked
+    )
+    _enqueue_deliveries([d.pk for d in deliveries])

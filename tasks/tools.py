@@ -1,0 +1,256 @@
+"""Task tools of the registry: the same services as REST, for call-tool and MCP."""
+
+from organization.caller import Caller
+from organization.registry import register_tool
+from organization.selectors import agent_by_handle
+
+from . import services
+from .models import TaskStatus, Urgency
+from .recommend import recommend
+from .rules import Actor
+from .selectors import estimated_waits, inbox_of, task_for, tasks_visible_to
+from .serializers import InboxItemSerializer, TaskSerializer
+
+TASK_ID = {"type": "integer", "description": "The task's id."}
+AGENT_ID = {"type": "string", "description": "An agent's id (handle), e.g. agent-alex."}
+TEXT = {"type": "string"}
+
+
+def _schema(properties: dict, required: list[str]) -> dict:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def _task_json(task) -> dict:
+    return TaskSerializer(task).data
+
+
+def _agent(caller: Caller, handle: str):
+    return agent_by_handle(org=caller.organization, handle=handle)
+
+
+def _parse_deadline(value):
+    if not value:
+        return None
+    from rest_framework import serializers
+
+    from organization.errors import Invalid
+
+    try:
+        return serializers.DateTimeField().to_internal_value(value)
+    except serializers.ValidationError:
+        raise Invalid("Invalid param 'deadline': use ISO 8601.", "invalid_params") from None
+
+
+@register_tool(
+    "create_task",
+    "Create a task; with agent_id it is assigned to that agent (rules checked), else queued.",
+    _schema(
+        {
+            "title": {"type": "string", "minLength": 1, "maxLength": 300},
+            "description": TEXT,
+            "required_expertise": {"type": "string", "maxLength": 100},
+            "urgency": {"type": "string", "enum": list(Urgency.values)},
+            "deadline": {"type": "string", "description": "ISO 8601"},
+            "agent_id": AGENT_ID,
+        },
+        ["title"],
+    ),
+    read_only=False,
+)
+def create_task(caller: Caller, params: dict) -> dict:
+    handle = params.get("agent_id")
+    task = services.task_create(
+        org=caller.organization,
+        actor=Actor.of(caller),
+        title=params["title"],
+        description=params.get("description", ""),
+        required_expertise=params.get("required_expertise", ""),
+        urgency=params.get("urgency", Urgency.NORMAL),
+        deadline=_parse_deadline(params.get("deadline")),
+        assignee=_agent(caller, handle) if handle else None,
+    )
+    return _task_json(task)
+
+
+@register_tool(
+    "assign_task",
+    "Assign a task to an agent; without agent_id you claim it yourself.",
+    _schema({"task_id": TASK_ID, "agent_id": AGENT_ID}, ["task_id"]),
+    read_only=False,
+)
+def assign_task(caller: Caller, params: dict) -> dict:
+    task = task_for(caller, params["task_id"])
+    to = _agent(caller, params["agent_id"]) if params.get("agent_id") else None
+    return _task_json(services.task_assign(task=task, actor=Actor.of(caller), to=to))
+
+
+@register_tool(
+    "delegate_task",
+    "Delegate a task you hold, with your DELEGATION DECISION (primary reason, fallback, reasoning, notes).",
+    _schema(
+        {
+            "task_id": TASK_ID,
+            "agent_id": AGENT_ID,
+            "primary_reason": TEXT,
+            "fallback": TEXT,
+            "reasoning": TEXT,
+            "notes": TEXT,
+        },
+        ["task_id", "agent_id"],
+    ),
+    read_only=False,
+)
+def delegate_task(caller: Caller, params: dict) -> dict:
+    task = task_for(caller, params["task_id"])
+    to = _agent(caller, params["agent_id"])
+    decision = {k: params.get(k, "") for k in ("primary_reason", "fallback", "reasoning", "notes")}
+    return _task_json(services.task_delegate(task=task, actor=Actor.of(caller), to=to, **decision))
+
+
+@register_tool(
+    "queue_task",
+    "Queue a task for a busy (at capacity, not offline) expert; it is assigned when they have room.",
+    _schema({"task_id": TASK_ID, "agent_id": AGENT_ID, "reasoning": TEXT}, ["task_id", "agent_id"]),
+    read_only=False,
+)
+def queue_task(caller: Caller, params: dict) -> dict:
+    task = task_for(caller, params["task_id"])
+    to = _agent(caller, params["agent_id"])
+    return _task_json(
+        services.task_queue(
+            task=task, actor=Actor.of(caller), to=to, reasoning=params.get("reasoning", "")
+        )
+    )
+
+
+@register_tool(
+    "escalate_task",
+    "Escalate a task to your senior, else the default supervisor, else humans.",
+    _schema({"task_id": TASK_ID, "reason": TEXT}, ["task_id"]),
+    read_only=False,
+)
+def escalate_task(caller: Caller, params: dict) -> dict:
+    task = task_for(caller, params["task_id"])
+    return _task_json(
+        services.task_escalate(task=task, actor=Actor.of(caller), reason=params.get("reason", ""))
+    )
+
+
+@register_tool(
+    "update_task_status",
+    "Move a task you hold: assigned → in_progress → blocked ⇄ in_progress → completed | failed.",
+    _schema(
+        {
+            "task_id": TASK_ID,
+            "status": {
+                "type": "string",
+                "enum": [
+                    TaskStatus.IN_PROGRESS,
+                    TaskStatus.BLOCKED,
+                    TaskStatus.COMPLETED,
+                    TaskStatus.FAILED,
+                ],
+            },
+            "note": TEXT,
+        },
+        ["task_id", "status"],
+    ),
+    read_only=False,
+)
+def update_task_status(caller: Caller, params: dict) -> dict:
+    task = task_for(caller, params["task_id"])
+    return _task_json(
+        services.task_set_status(
+            task=task, actor=Actor.of(caller), status=params["status"], note=params.get("note", "")
+        )
+    )
+
+
+@register_tool(
+    "get_my_tasks",
+    "Your tasks: held, queued for you, created by you or passed through you.",
+    _schema(
+        {
+            "status": {"type": "string", "enum": list(TaskStatus.values)},
+            "role": {
+                "type": "string",
+                "enum": ["all", "assigned", "queued_for", "created"],
+                "description": "Which relation to you (default all).",
+            },
+            "limit": {"type": "integer", "minimum": 1, "maximum": 500},
+        },
+        [],
+    ),
+)
+def get_my_tasks(caller: Caller, params: dict) -> dict:
+    tasks = tasks_visible_to(caller).order_by("-created_at", "-pk")
+    if params.get("status"):
+        tasks = tasks.filter(status=params["status"])
+    role = params.get("role", "all")
+    if caller.agent is not None and role != "all":
+        field = {"assigned": "assignee", "queued_for": "queued_for", "created": "created_by_agent"}
+        tasks = tasks.filter(**{field[role]: caller.agent})
+    items = list(tasks[: params.get("limit", 100)])
+    data = TaskSerializer(items, many=True, context={"waits": estimated_waits(items)}).data
+    return {"tasks": data, "count": len(data)}
+
+
+@register_tool(
+    "get_inbox",
+    "What was assigned, delegated, escalated or queued to you, newest first, with read/unread.",
+    _schema(
+        {
+            "unread_only": {"type": "boolean"},
+            "mark_read": {"type": "boolean", "description": "Mark the returned items read."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 500},
+        },
+        [],
+    ),
+    read_only=False,
+)
+def get_inbox(caller: Caller, params: dict) -> dict:
+    agent = caller.require_agent()
+    items = inbox_of(agent)
+    if params.get("unread_only"):
+        items = items.filter(read_at__isnull=True)
+    items = list(items[: params.get("limit", 100)])
+    data = InboxItemSerializer(items, many=True).data
+    if params.get("mark_read"):
+        services.inbox_mark_read(agent=agent, item_ids=[i.pk for i in items])
+    return {
+        "items": data,
+        "count": len(data),
+        "unread": inbox_of(agent).filter(read_at__isnull=True).count(),
+    }
+
+
+@register_tool(
+    "recommend_delegate",
+    "Seed 001's delegation framework: ranked candidates (tiers 1-5) and DELEGATE / QUEUE / ESCALATE.",
+    _schema(
+        {
+            "expertise": {"type": "string", "minLength": 1},
+            "urgency": {"type": "string", "enum": list(Urgency.values)},
+            "exclude": {"type": "array", "items": {"type": "string"}},
+            "agent": {"type": "string", "description": "Organization keys only: for which agent."},
+        },
+        ["expertise"],
+    ),
+    needs_agent=False,
+)
+def recommend_delegate(caller: Caller, params: dict) -> dict:
+    agent = caller.agent
+    if agent is None and params.get("agent"):
+        agent = _agent(caller, params["agent"])
+    return recommend(
+        org=caller.organization,
+        agent=agent,
+        expertise=params["expertise"],
+        urgency=params.get("urgency", Urgency.NORMAL),
+        exclude=tuple(params.get("exclude", [])),
+    )
