@@ -7,7 +7,7 @@ from rest_framework.views import APIView
 
 from . import cards, discovery
 from .caller import resolve_caller
-from .errors import Forbidden
+from .errors import NotFound
 from .selectors import agent_by_handle
 from .serializers import ErrorSerializer
 
@@ -117,9 +117,10 @@ class DiscoveryPromptView(APIView):
     )
     def get(self, request, agent_id: str):
         caller = resolve_caller(request)
+        if caller.agent is not None and agent_id != caller.agent.handle:
+            # Like system prompts: an agent reads its own; another's is as if it did not exist.
+            raise NotFound(f"Agent not found: {agent_id}", "agent_not_found")
         agent = agent_by_handle(org=caller.organization, handle=agent_id)
-        if caller.agent is not None and caller.agent.pk != agent.pk:
-            raise Forbidden("An agent reads its own discovery prompt only.", "not_own_agent")
         return Response(discovery.discovery_prompt_for(agent))
 
 

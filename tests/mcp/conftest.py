@@ -1,0 +1,66 @@
+"""Fixtures of the MCP tests: a live server of the whole ASGI app on 127.0.0.1, and keys.
+
+The server runs in a thread of the test process against the test database, so the tests
+that use it commit their data (`django_db(transaction=True)`).
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from organization.demo import seed_demo
+from tests.factories import make_key
+
+from .live import LiveServer
+
+BASE_DIR = Path(settings.BASE_DIR)
+
+
+@pytest.fixture
+def live_url(transactional_db):
+    with LiveServer() as server:
+        yield server.url
+
+
+@pytest.fixture
+def demo_org(transactional_db):
+    return seed_demo(slug="demo")
+
+
+@pytest.fixture
+def key_of(transactional_db):
+    """key_of(org, handle=None) → a fresh key: the agent's, or the organization's."""
+
+    def build(org, handle=None):
+        agent = org.agents.get(handle=handle) if handle else None
+        return make_key(org, agent)
+
+    return build
+
+
+def database_url() -> str | None:
+    """The test database as a DATABASE_URL, for a subprocess; None for in-memory SQLite."""
+    db = settings.DATABASES["default"]
+    if "postgresql" in db["ENGINE"]:
+        auth = db.get("USER") or ""
+        if db.get("PASSWORD"):
+            auth += f":{db['PASSWORD']}"
+        return f"postgres://{auth}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    name = str(db["NAME"])
+    if "memory" in name or name.startswith("file:"):
+        return None
+    return f"sqlite:///{name}"
+
+
+@pytest.fixture
+def subprocess_env(transactional_db):
+    url = database_url()
+    if url is None:
+        pytest.skip("the test database is in-memory SQLite: a subprocess cannot share it")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env["DATABASE_URL"] = url
+    env["PYTHONPATH"] = str(BASE_DIR)
+    env.pop("AGENT_ORG_KEY", None)
+    return env

@@ -1,0 +1,227 @@
+"""MCP over streamable HTTP at /mcp, with the SDK's own client against a live server."""
+
+import asyncio
+
+import pytest
+from mcp import MCPError
+
+from organization import registry
+from organization.caller import Caller
+from organization.models import ApiKey
+from organization.registry import REGISTRY, register_tool
+from organization.services import api_key_revoke
+from tests.conftest import KeyClient
+
+from .live import http_client, raw_http
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MODES = ["auto", "legacy"]  # the 2026 per-request protocol, and the initialize handshake
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def list_tools(url, key, mode="auto"):
+    async with http_client(url, key, mode=mode, read_timeout_seconds=30) as client:
+        return (await client.list_tools()).tools
+
+
+async def call(url, key, name, arguments, mode="auto"):
+    async with http_client(url, key, mode=mode, read_timeout_seconds=30) as client:
+        return await client.call_tool(name, arguments)
+
+
+def test_without_a_key_it_is_401(live_url):
+    with raw_http(live_url) as http:
+        response = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert response.status_code == 401
+    assert response.json()["code"] == "authentication_required"
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_with_a_bad_or_revoked_key_it_is_401(live_url, demo_org, key_of):
+    plaintext = key_of(demo_org, "agent-sarah")
+    api_key_revoke(key=ApiKey.objects.get(prefix=plaintext.split("_")[1]))
+    with raw_http(live_url) as http:
+        for key in ("ao_000000000000_not-a-real-secret", plaintext, ""):
+            response = http.post(
+                "/mcp", json={}, headers={"Authorization": f"Bearer {key}".strip()}
+            )
+            assert response.status_code == 401, key
+            assert response.json()["code"] == "authentication_failed"
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
+def test_the_sdk_client_without_a_key_cannot_connect(live_url):
+    with pytest.raises(BaseException) as raised:
+        run(list_tools(live_url, None))
+    assert any(isinstance(e, MCPError) for e in leaves(raised.value))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_it_lists_exactly_the_registry_tools(live_url, demo_org, key_of, mode):
+    tools = run(list_tools(live_url, key_of(demo_org, "agent-sarah"), mode))
+    sarah = demo_org.agents.get(handle="agent-sarah")
+    expected = registry.tools_for(Caller(organization=demo_org, agent=sarah))
+    assert [t.name for t in tools] == [t.name for t in expected]
+    for served, tool in zip(tools, expected, strict=True):
+        assert served.description == tool.description
+        assert served.input_schema == tool.input_schema
+        assert served.annotations.read_only_hint is tool.read_only
+
+
+def test_the_mcp_listing_matches_the_rest_listing(live_url, demo_org, key_of):
+    key = key_of(demo_org, "agent-sarah")
+    rest = KeyClient(key).get("/api/tools").json()
+    tools = run(list_tools(live_url, key))
+    assert [(t.name, t.description, t.input_schema) for t in tools] == [
+        (t["name"], t["description"], t["inputSchema"]) for t in rest
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_get_organization_roster_as_sarah(live_url, demo_org, key_of, mode):
+    key = key_of(demo_org, "agent-sarah")
+    result = run(
+        call(
+            live_url,
+            key,
+            "get_organization_roster",
+            {"filter": "by_expertise", "expertise": "PostgreSQL"},
+            mode,
+        )
+    )
+    assert result.is_error is False
+    roster = result.structured_content
+    assert roster["agent_context"]["id"] == "agent-sarah"
+    assert roster["agent_context"]["status"] == "active"
+    assert [c["id"] for c in roster["colleagues"]] == ["agent-alex", "agent-database-lead"]
+    rest = KeyClient(key).post(
+        "/api/agent-engine/call-tool",
+        {
+            "toolName": "get_organization_roster",
+            "params": {"filter": "by_expertise", "expertise": "PostgreSQL"},
+        },
+        format="json",
+    )
+    assert rest.json() == roster
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_domain_error_is_a_tool_error_and_the_session_goes_on(live_url, demo_org, key_of, mode):
+    key = key_of(demo_org, "agent-sarah")
+
+    async def scenario():
+        async with http_client(live_url, key, mode=mode) as client:
+            bad = await client.call_tool("get_organization_roster", {"filter": "by_expertise"})
+            unknown = await client.call_tool("no_such_tool", {})
+            good = await client.call_tool("get_organization_roster", {"filter": "all"})
+            return bad, unknown, good
+
+    bad, unknown, good = run(scenario())
+    assert bad.is_error is True
+    assert bad.structured_content == {
+        "success": False,
+        "error": "filter 'by_expertise' requires the 'expertise' parameter.",
+        "code": "invalid_filter",
+        "status": 400,
+    }
+    assert '"code": "invalid_filter"' in bad.content[0].text
+    assert unknown.is_error is True
+    assert unknown.structured_content["code"] == "unknown_tool"
+    assert unknown.structured_content["status"] == 404
+    assert good.is_error is False
+    assert len(good.structured_content["colleagues"]) == 6
+
+
+def test_arguments_naming_another_agent_are_403(live_url, demo_org, key_of):
+    result = run(
+        call(
+            live_url,
+            key_of(demo_org, "agent-sarah"),
+            "get_organization_roster",
+            {"agentId": "agent-alex"},
+        )
+    )
+    assert result.is_error is True
+    assert result.structured_content["code"] == "identity_mismatch"
+    assert result.structured_content["status"] == 403
+
+
+@pytest.fixture
+def write_tool():
+    """A tool registered at run time: it must appear on MCP without any MCP-side change."""
+
+    @register_tool(
+        "test_touch_agent",
+        "A test tool that writes (not read-only).",
+        {"type": "object", "properties": {"note": {"type": "string"}}},
+        read_only=False,
+    )
+    def touch(caller, params):
+        return {"touched_by": caller.agent.handle, "note": params.get("note")}
+
+    yield "test_touch_agent"
+    REGISTRY.pop("test_touch_agent", None)
+
+
+def test_a_tool_added_to_the_registry_is_served(live_url, demo_org, key_of, write_tool):
+    key = key_of(demo_org, "agent-alex")
+    tools = {t.name: t for t in run(list_tools(live_url, key))}
+    assert tools[write_tool].description == "A test tool that writes (not read-only)."
+    assert tools[write_tool].annotations.read_only_hint is False
+    result = run(call(live_url, key, write_tool, {"note": "hi"}))
+    assert result.structured_content == {"touched_by": "agent-alex", "note": "hi"}
+
+
+def test_an_organization_key_gets_the_read_only_tools(live_url, demo_org, key_of, write_tool):
+    key = key_of(demo_org)
+    names = [t.name for t in run(list_tools(live_url, key))]
+    assert write_tool not in names
+    assert "get_organization_roster" in names
+    assert all(REGISTRY[name].read_only for name in names)
+    refused = run(call(live_url, key, write_tool, {}))
+    assert refused.is_error is True
+    assert refused.structured_content["code"] == "agent_required"
+    assert refused.structured_content["status"] == 403
+    roster = run(call(live_url, key, "get_organization_roster", {"filter": "all"}))
+    assert roster.structured_content["agent_context"] is None
+    assert len(roster.structured_content["colleagues"]) == 7
+
+
+def test_a_session_cannot_be_continued_with_another_key(live_url, demo_org, key_of):
+    sarah, alex = key_of(demo_org, "agent-sarah"), key_of(demo_org, "agent-alex")
+    headers = {"Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    with raw_http(live_url) as http:
+        opened = http.post(
+            "/mcp", json=initialize, headers={**headers, "Authorization": f"Bearer {sarah}"}
+        )
+        assert opened.status_code == 200
+        session = opened.headers["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        session_headers = {
+            **headers,
+            "Mcp-Session-Id": session,
+            "Mcp-Protocol-Version": "2025-06-18",
+        }
+        hijack = http.post(
+            "/mcp", json=listing, headers={**session_headers, "Authorization": f"Bearer {alex}"}
+        )
+        assert hijack.status_code == 404

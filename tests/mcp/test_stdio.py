@@ -1,0 +1,78 @@
+"""MCP over stdio: the SDK's own client launches `python manage.py mcp --key KEY`."""
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+
+from organization import registry
+from organization.caller import Caller
+
+from .conftest import BASE_DIR
+from .live import stdio_client
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_it_serves_the_registry_as_the_keys_agent(demo_org, key_of, subprocess_env):
+    key = key_of(demo_org, "agent-sarah")
+
+    async def scenario():
+        async with stdio_client(key, subprocess_env, str(BASE_DIR), read_timeout_seconds=60) as c:
+            tools = (await c.list_tools()).tools
+            roster = await c.call_tool(
+                "get_organization_roster", {"filter": "by_expertise", "expertise": "PostgreSQL"}
+            )
+            error = await c.call_tool("get_organization_roster", {"filter": "nope"})
+            after = await c.call_tool("get_organization_roster", {"filter": "my_team"})
+            return tools, roster, error, after
+
+    tools, roster, error, after = asyncio.run(scenario())
+    sarah = demo_org.agents.get(handle="agent-sarah")
+    expected = registry.tools_for(Caller(organization=demo_org, agent=sarah))
+    assert [(t.name, t.description, t.input_schema) for t in tools] == [
+        (t.name, t.description, t.input_schema) for t in expected
+    ]
+    assert roster.structured_content["agent_context"]["id"] == "agent-sarah"
+    assert [c["id"] for c in roster.structured_content["colleagues"]] == [
+        "agent-alex",
+        "agent-database-lead",
+    ]
+    assert error.is_error is True
+    assert error.structured_content["code"] == "invalid_params"
+    assert error.structured_content["status"] == 400
+    assert [c["id"] for c in after.structured_content["colleagues"]] == ["agent-alex"]
+
+
+def test_the_key_can_come_from_the_environment(demo_org, key_of, subprocess_env):
+    key = key_of(demo_org)
+    env = {**subprocess_env, "AGENT_ORG_KEY": key}
+
+    async def scenario():
+        from mcp import Client, StdioServerParameters
+
+        params = StdioServerParameters(
+            command=sys.executable, args=["manage.py", "mcp"], env=env, cwd=str(BASE_DIR)
+        )
+        async with Client(params, read_timeout_seconds=60) as client:
+            return (await client.list_tools()).tools
+
+    names = [t.name for t in asyncio.run(scenario())]
+    assert names == [t.name for t in registry.tools_for(Caller(organization=demo_org))]
+
+
+@pytest.mark.parametrize("args", [[], ["--key", "ao_000000000000_not-a-real-secret"]])
+def test_without_a_valid_key_the_command_refuses_to_start(args, subprocess_env):
+    done = subprocess.run(
+        [sys.executable, "manage.py", "mcp", *args],
+        cwd=BASE_DIR,
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert "key" in done.stderr.lower()
