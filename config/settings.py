@@ -179,3 +179,11 @@ TASKS_SWEEP_BATCH_SIZE = int(os.environ.get("TASKS_SWEEP_BATCH_SIZE", "2000"))
 TASKS_WEBHOOK_MAX_RETRIES = int(os.environ.get("TASKS_WEBHOOK_MAX_RETRIES", "5"))
 TASKS_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("TASKS_WEBHOOK_RETRY_BASE_SECONDS", "10"))
 TASKS_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("TASKS_WEBHOOK_TIMEOUT_SECONDS", "5"))
+
+# --- api ---
+# One name for the roster status enum (idle/active/busy/offline); without it the discovery
+# status (idle/busy) collides with it by field name and the schema check warns.
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
+    "AgentStatusEnum": ["idle", "active", "busy", "offline"],
+    "ExpertStatusEnum": ["idle", "busy"],
+}
