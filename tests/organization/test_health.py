@@ -1,0 +1,34 @@
+"""`GET /healthz`: public, reports the database and the broker."""
+
+import pytest
+from django.conf import settings
+
+from config.celery import app
+
+pytestmark = pytest.mark.django_db
+
+
+def test_health_reports_database_and_broker_ok(anon_client):
+    response = anon_client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+
+
+def test_under_ci_the_broker_checked_is_the_real_redis():
+    if not settings.REDIS_URL:
+        pytest.skip("REDIS_URL not set: the embedded filesystem broker is checked instead")
+    assert app.conf.broker_url.startswith("redis://")
+
+
+def test_an_unreachable_broker_makes_it_503(anon_client):
+    # A real connection attempt to a port where nothing listens, not a mock.
+    previous = app.conf.broker_url
+    app.conf.broker_url = "redis://127.0.0.1:1/0"
+    try:
+        response = anon_client.get("/healthz")
+    finally:
+        app.conf.broker_url = previous
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["status"], body["database"]) == ("degraded", "ok")
+    assert body["broker"].startswith("error")
