@@ -1,1 +1,14 @@
-urlpatterns: list = []
+from django.urls import path
+
+from . import api
+
+sessions = api.CollaborationViewSet.as_view({"get": "list", "post": "create"})
+detail = api.CollaborationViewSet.as_view({"get": "retrieve"})
+cancel = api.CollaborationViewSet.as_view({"post": "cancel"})
+
+# No trailing slashes (DESIGN.md): /api/collaborations, /api/collaborations/<id>.
+urlpatterns = [
+    path("collaborations", sessions, name="collaboration-list"),
+    path("collaborations/<str:pk>", detail, name="collaboration-detail"),
+    path("collaborations/<str:pk>/cancel", cancel, name="collaboration-cancel"),
+]

@@ -170,6 +170,43 @@ TEST_RUNNER = "config.test_runner.PytestRunner"
 API_KEY_PREFIX = "ao"
 STALE_CHECK_INTERVAL = timedelta(seconds=int(os.environ.get("STALE_CHECK_SECONDS", "60")))
 
+# --- collaboration ---
+# LLM provider for agents without their own setting: offline | openai | anthropic. When unset,
+# openai if OPENAI_API_KEY is set, else anthropic if ANTHROPIC_API_KEY is, else offline.
+# The keys themselves are read by the SDKs from the environment only, never stored here.
+LLM_PROVIDER = os.environ.get("LLM_PROVIDER", "").strip().lower()
+LLM_MODEL = os.environ.get("LLM_MODEL", "").strip()
+# Used when neither the agent, the session nor LLM_MODEL names a model.
+LLM_DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5", "offline": "offline"}
+# Seed 004's limits; a session may only lower them (max_parallel, agent_timeout, max_total_tokens).
+COLLAB_MAX_AGENTS = int(os.environ.get("COLLAB_MAX_AGENTS", "5"))
+COLLAB_MAX_PARALLEL = int(os.environ.get("COLLAB_MAX_PARALLEL", "3"))
+COLLAB_AGENT_TIMEOUT = float(os.environ.get("COLLAB_AGENT_TIMEOUT", "300"))
+COLLAB_MAX_TOTAL_TOKENS = int(os.environ.get("COLLAB_MAX_TOTAL_TOKENS", "200000"))
+# The SDKs' own retries (429/5xx/connection errors) inside one agent's timeout.
+COLLAB_PROVIDER_MAX_RETRIES = int(os.environ.get("COLLAB_PROVIDER_MAX_RETRIES", "2"))
+# Coordinator synthesis / plan defaults (seed 004: temperature 0.3 for synthesis).
+COLLAB_COORDINATOR_TEMPERATURE = float(os.environ.get("COLLAB_COORDINATOR_TEMPERATURE", "0.3"))
+# Worst case of one session: a hierarchical plan tried twice, every agent one after the other
+# (sequential), then synthesis — (max_agents + 3) LLM calls of at most agent_timeout each, plus
+# slack for the database. It is the session task's hard time limit, and Redis' visibility_timeout
+# must exceed it (checked at start-up in collaboration/apps.py) or a live session is re-delivered.
+COLLAB_SESSION_TIME_LIMIT = int(
+    os.environ.get(
+        "COLLAB_SESSION_TIME_LIMIT",
+        str(int((COLLAB_MAX_AGENTS + 3) * COLLAB_AGENT_TIMEOUT + 30)),
+    )
+)
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # How often a worker looks for unacked messages older than visibility_timeout (kombu's
+    # defaults: a scan every 10 x 10 s); tests and small deployments lower them.
+    CELERY_BROKER_TRANSPORT_OPTIONS.setdefault(
+        "unacked_restore_interval", int(os.environ.get("CELERY_UNACKED_RESTORE_INTERVAL", "10"))
+    )
+    CELERY_BROKER_TRANSPORT_OPTIONS.setdefault(
+        "unacked_restore_throttle", int(os.environ.get("CELERY_UNACKED_RESTORE_THROTTLE", "10"))
+    )
+
 # --- tasks ---
 # Seed 001's wait estimate when an expert has no completed task yet (stated in the API docs).
 TASKS_DEFAULT_COMPLETION_SECONDS = int(os.environ.get("TASKS_DEFAULT_COMPLETION_SECONDS", "3600"))
@@ -179,6 +216,8 @@ TASKS_SWEEP_BATCH_SIZE = int(os.environ.get("TASKS_SWEEP_BATCH_SIZE", "2000"))
 TASKS_WEBHOOK_MAX_RETRIES = int(os.environ.get("TASKS_WEBHOOK_MAX_RETRIES", "5"))
 TASKS_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("TASKS_WEBHOOK_RETRY_BASE_SECONDS", "10"))
 TASKS_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("TASKS_WEBHOOK_TIMEOUT_SECONDS", "5"))
+# A re-delivered session task backs off while another worker's heartbeat is younger than this.
+COLLAB_LEASE_SECONDS = float(os.environ.get("COLLAB_LEASE_SECONDS", "30"))
 
 # --- api ---
 # One name for the roster status enum (idle/active/busy/offline); without it the discovery

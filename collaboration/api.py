@@ -1,0 +1,96 @@
+"""Thin DRF views: validate → service/selector → serialize."""
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from organization import registry
+from organization.caller import resolve_caller
+from organization.serializers import ErrorSerializer
+
+from . import selectors, services
+from .filters import SessionFilter
+from .models import CollaborationSession
+from .serializers import SessionListSerializer, SessionSerializer, StartCollaborationSerializer
+
+ERRORS = {
+    400: OpenApiResponse(ErrorSerializer, description="Invalid input (names the field)"),
+    401: OpenApiResponse(ErrorSerializer, description="No or bad API key"),
+    403: OpenApiResponse(ErrorSerializer, description="A rule forbids it"),
+    404: OpenApiResponse(ErrorSerializer, description="Absent or another organization's"),
+    409: OpenApiResponse(ErrorSerializer, description="Agent offline / session finished"),
+}
+
+
+class CollaborationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    serializer_class = SessionSerializer
+    filterset_class = SessionFilter
+    lookup_value_regex = "[^/]+"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return CollaborationSession.objects.none()
+        caller = resolve_caller(self.request)
+        if self.action == "list":
+            return (
+                selectors.sessions_of(caller=caller)
+                .prefetch_related("contributions")
+                .order_by("-created_at")
+            )
+        return selectors.session_detail_queryset(caller=caller)
+
+    def get_serializer_class(self):
+        return SessionListSerializer if self.action == "list" else SessionSerializer
+
+    def _session(self, pk) -> CollaborationSession:
+        return selectors.session_for(caller=resolve_caller(self.request), session_id=_uuid(pk))
+
+    @extend_schema(summary="The organization's sessions (an agent: those it started or is in)")
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(
+        request=StartCollaborationSerializer,
+        responses={202: SessionSerializer, **ERRORS},
+        summary="Start a collaborative session (seed 004); it runs on a worker",
+    )
+    def create(self, request):
+        caller = resolve_caller(request)
+        payload = request.data
+        if isinstance(payload, dict):
+            registry.check_identity(caller, payload)
+            payload = {k: v for k, v in payload.items() if k not in registry.IDENTITY_FIELDS}
+        session = services.session_create(caller=caller, payload=payload)
+        session = selectors.session_for(caller=caller, session_id=session.pk)
+        body = SessionSerializer(session, context={"request": request}).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+    @extend_schema(responses={200: SessionSerializer, **ERRORS}, summary="A session and its result")
+    def retrieve(self, request, pk=None):
+        session = self._session(pk)
+        return Response(SessionSerializer(session, context={"request": request}).data)
+
+    @extend_schema(
+        request=None,
+        responses={200: SessionSerializer, **ERRORS},
+        summary="Stop a session's pending work",
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        caller = resolve_caller(request)
+        session = services.session_cancel(caller=caller, session=self._session(pk))
+        session = selectors.session_for(caller=caller, session_id=session.pk)
+        return Response(SessionSerializer(session, context={"request": request}).data)
+
+
+def _uuid(value):
+    """A malformed id is as absent as a missing one (404, not 500)."""
+    import uuid
+
+    from organization.errors import NotFound
+
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise NotFound(f"Collaboration session not found: {value}", "session_not_found") from None

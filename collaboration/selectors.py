@@ -1,0 +1,36 @@
+"""Reads of the collaboration app, scoped to the caller's organization and visibility."""
+
+from django.db.models import Prefetch, Q, QuerySet
+
+from organization.caller import Caller
+from organization.errors import NotFound
+
+from .models import CollaborationSession, Contribution, SessionEvent
+
+
+def sessions_of(*, caller: Caller) -> QuerySet[CollaborationSession]:
+    """Humans see the organization's sessions; an agent those it started or takes part in.
+
+    A session holds its agents' answers, which DESIGN.md keeps from other colleagues.
+    """
+    qs = CollaborationSession.objects.filter(organization=caller.organization)
+    if caller.agent is not None:
+        qs = qs.filter(
+            Q(created_by_agent=caller.agent) | Q(contributions__agent=caller.agent)
+        ).distinct()
+    return qs
+
+
+def session_detail_queryset(*, caller: Caller) -> QuerySet[CollaborationSession]:
+    return sessions_of(caller=caller).prefetch_related(
+        Prefetch("contributions", queryset=Contribution.objects.order_by("position")),
+        Prefetch("events", queryset=SessionEvent.objects.order_by("id")),
+    )
+
+
+def session_for(*, caller: Caller, session_id) -> CollaborationSession:
+    """The session, or 404 `session_not_found` exactly as if it did not exist."""
+    session = session_detail_queryset(caller=caller).filter(pk=session_id).first()
+    if session is None:
+        raise NotFound(f"Collaboration session not found: {session_id}", "session_not_found")
+    return session

@@ -1,0 +1,363 @@
+"""Writes of the collaboration app: start a session, cancel it, record events.
+
+Every door (REST, the tool registry, the admin form) starts a session through `session_create`,
+which validates the seed-004 contract in one place and queues the run on a Celery worker.
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from organization.caller import Caller
+from organization.errors import Conflict, DomainError, Forbidden, Invalid
+from organization.models import Organization
+from organization.selectors import agent_by_handle
+
+from .models import (
+    CollaborationSession,
+    Contribution,
+    ContributionStatus,
+    Mode,
+    SessionEvent,
+    SessionStatus,
+    Synthesis,
+)
+from .providers import PROVIDERS
+
+EVENT_PREFIX = "tool:collaborative"
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,99}$")
+TOP_LEVEL_FIELDS = {
+    "task",
+    "agents",
+    "mode",
+    "synthesis",
+    "coordinator_config",
+    "context",
+    "max_parallel",
+    "agent_timeout",
+    "max_total_tokens",
+}
+CONFIG_FIELDS = {"provider", "model", "temperature", "max_tokens", "system_prompt", "providers"}
+ORG_AGENT_FIELDS = {"agent_id", "focus", "role", "config"}
+ADHOC_AGENT_FIELDS = {"name", "role", "focus", "config"}
+MAX_TASK_CHARS = 100_000
+MAX_CONTEXT_BYTES = 100_000
+MAX_COMPLETION_TOKENS = 100_000
+
+
+def limit_exceeded(message: str) -> DomainError:
+    return Invalid(message, "limit_exceeded")
+
+
+@dataclass
+class AgentSpec:
+    key: str
+    display_name: str
+    role: str
+    focus: str
+    config: dict
+    agent: object = None  # organization.models.Agent for an org agent
+
+
+@dataclass
+class StartSpec:
+    task: str
+    agents: list[AgentSpec]
+    mode: str
+    synthesis: str
+    coordinator_config: dict
+    context: dict
+    max_parallel: int
+    agent_timeout: float
+    max_total_tokens: int
+    extra: dict = field(default_factory=dict)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _optional_text(value, where: str, limit: int = 10_000) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise Invalid(f"{where}: must be a string.")
+    if len(value) > limit:
+        raise Invalid(f"{where}: at most {limit} characters.")
+    return value.strip()
+
+
+def validate_llm_config(value, where: str, *, allow_system_prompt: bool = True) -> dict:
+    """{provider, model, temperature, max_tokens[, system_prompt]}; seed-style `providers` too."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Invalid(f"{where}: must be an object.")
+    unknown = sorted(set(value) - CONFIG_FIELDS)
+    if unknown:
+        raise Invalid(f"{where}.{unknown[0]}: unknown field.")
+    config = dict(value)
+    providers = config.pop("providers", None)
+    if providers is not None:
+        # Seed 004 writes `providers: [{"module": "provider-anthropic", "config": {...}}]`.
+        if not isinstance(providers, list) or not providers or not isinstance(providers[0], dict):
+            raise Invalid(f"{where}.providers: must be a non-empty list of objects.")
+        module = str(providers[0].get("module", ""))
+        name = next((p for p in PROVIDERS if p in module), None)
+        if module and name is None:
+            raise Invalid(f"{where}.providers[0].module: unknown provider {module!r}.")
+        inner = providers[0].get("config") or {}
+        if not isinstance(inner, dict):
+            raise Invalid(f"{where}.providers[0].config: must be an object.")
+        for key in ("model", "temperature", "max_tokens"):
+            if key in inner and key not in config:
+                config[key] = inner[key]
+        if name and "provider" not in config:
+            config["provider"] = name
+    clean: dict = {}
+    if config.get("provider") is not None:
+        if config["provider"] not in PROVIDERS:
+            raise Invalid(f"{where}.provider: must be one of {', '.join(PROVIDERS)}.")
+        clean["provider"] = config["provider"]
+    if config.get("model") is not None:
+        model = config["model"]
+        if not isinstance(model, str) or not model.strip() or len(model) > 100:
+            raise Invalid(f"{where}.model: must be a non-empty string of at most 100 characters.")
+        clean["model"] = model.strip()
+    if config.get("temperature") is not None:
+        temperature = config["temperature"]
+        if not _is_number(temperature) or not 0 <= temperature <= 2:
+            raise Invalid(f"{where}.temperature: must be a number from 0 to 2.")
+        clean["temperature"] = float(temperature)
+    if config.get("max_tokens") is not None:
+        max_tokens = config["max_tokens"]
+        if not _is_int(max_tokens) or not 1 <= max_tokens <= MAX_COMPLETION_TOKENS:
+            raise Invalid(
+                f"{where}.max_tokens: must be an integer from 1 to {MAX_COMPLETION_TOKENS}."
+            )
+        clean["max_tokens"] = max_tokens
+    if config.get("system_prompt") is not None:
+        if not allow_system_prompt:
+            raise Invalid(
+                f"{where}.system_prompt: an organization agent's prompt is its own "
+                "(custom prompt + organizational context)."
+            )
+        clean["system_prompt"] = _optional_text(
+            config["system_prompt"], f"{where}.system_prompt", 20_000
+        )
+    return clean
+
+
+def _validate_agent(item, index: int, org: Organization) -> AgentSpec:
+    where = f"agents[{index}]"
+    if not isinstance(item, dict):
+        raise Invalid(f"{where}: must be an object.")
+    if "agent_id" in item:
+        unknown = sorted(set(item) - ORG_AGENT_FIELDS)
+        if unknown:
+            raise Invalid(f"{where}.{unknown[0]}: unknown field for an organization agent.")
+        handle = item["agent_id"]
+        if not isinstance(handle, str) or not handle.strip():
+            raise Invalid(f"{where}.agent_id: must be a non-empty string.")
+        agent = agent_by_handle(org=org, handle=handle.strip())
+        if agent.is_paused:
+            raise Conflict(f"{where}: agent {agent.handle} is offline (paused).", "agent_offline")
+        return AgentSpec(
+            key=agent.handle,
+            display_name=agent.name,
+            role=_optional_text(item.get("role"), f"{where}.role", 200)
+            or agent.role
+            or "specialist",
+            focus=_optional_text(item.get("focus"), f"{where}.focus"),
+            config=validate_llm_config(
+                item.get("config"), f"{where}.config", allow_system_prompt=False
+            ),
+            agent=agent,
+        )
+    unknown = sorted(set(item) - ADHOC_AGENT_FIELDS)
+    if unknown:
+        raise Invalid(f"{where}.{unknown[0]}: unknown field.")
+    name = item.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name.strip()):
+        raise Invalid(
+            f"{where}.name: required for an ad-hoc specialist (or give agent_id); letters, digits, "
+            "spaces, '_', '.', '-', at most 100 characters."
+        )
+    return AgentSpec(
+        key=name.strip(),
+        display_name=name.strip(),
+        role=_optional_text(item.get("role"), f"{where}.role", 200) or "specialist",
+        focus=_optional_text(item.get("focus"), f"{where}.focus"),
+        config=validate_llm_config(item.get("config"), f"{where}.config"),
+    )
+
+
+def _limit(payload: dict, name: str, ceiling, *, integer: bool):
+    if payload.get(name) is None:
+        return ceiling
+    value = payload[name]
+    if integer and not _is_int(value) or not integer and not _is_number(value):
+        raise Invalid(f"{name}: must be {'an integer' if integer else 'a number'}.")
+    if value <= 0:
+        raise Invalid(f"{name}: must be positive.")
+    if value > ceiling:
+        raise limit_exceeded(
+            f"{name}: {value} is above this server's limit of {ceiling}; a session may only lower it."
+        )
+    return value
+
+
+def validate_start(payload, *, org: Organization) -> StartSpec:
+    """Seed 004's contract, with our limits; raises Invalid/NotFound/Conflict naming the field."""
+    if not isinstance(payload, dict):
+        raise Invalid("The body must be a JSON object.")
+    unknown = sorted(set(payload) - TOP_LEVEL_FIELDS)
+    if unknown:
+        raise Invalid(f"{unknown[0]}: unknown field.")
+    task = payload.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise Invalid("task: required, a non-empty string.")
+    if len(task) > MAX_TASK_CHARS:
+        raise Invalid(f"task: at most {MAX_TASK_CHARS} characters.")
+    mode = payload.get("mode") or Mode.PARALLEL
+    if mode not in Mode.values:
+        raise Invalid(f"mode: must be one of {', '.join(Mode.values)}.")
+    synthesis = payload.get("synthesis") or Synthesis.COORDINATOR
+    if synthesis not in Synthesis.values:
+        raise Invalid(f"synthesis: must be one of {', '.join(Synthesis.values)}.")
+    agents = payload.get("agents")
+    if not isinstance(agents, list) or not agents:
+        raise Invalid("agents: required, a non-empty list.")
+    if len(agents) > settings.COLLAB_MAX_AGENTS:
+        raise limit_exceeded(
+            f"agents: {len(agents)} agents is above this server's limit of "
+            f"{settings.COLLAB_MAX_AGENTS}."
+        )
+    specs = [_validate_agent(item, i, org) for i, item in enumerate(agents)]
+    seen: set[str] = set()
+    for i, spec in enumerate(specs):
+        if spec.key in seen:
+            raise Invalid(f"agents[{i}]: {spec.key} appears twice in this session.")
+        seen.add(spec.key)
+    if mode == Mode.HIERARCHICAL and len(specs) < 2:
+        raise Invalid("agents: hierarchical mode needs a coordinator and at least one specialist.")
+    context = payload.get("context")
+    if context is None:
+        context = {}
+    if not isinstance(context, dict):
+        raise Invalid("context: must be an object.")
+    if len(json.dumps(context, default=str)) > MAX_CONTEXT_BYTES:
+        raise Invalid(f"context: at most {MAX_CONTEXT_BYTES} bytes of JSON.")
+    return StartSpec(
+        task=task.strip(),
+        agents=specs,
+        mode=mode,
+        synthesis=synthesis,
+        coordinator_config=validate_llm_config(
+            payload.get("coordinator_config"), "coordinator_config"
+        ),
+        context=context,
+        max_parallel=_limit(payload, "max_parallel", settings.COLLAB_MAX_PARALLEL, integer=True),
+        agent_timeout=float(
+            _limit(payload, "agent_timeout", settings.COLLAB_AGENT_TIMEOUT, integer=False)
+        ),
+        max_total_tokens=_limit(
+            payload, "max_total_tokens", settings.COLLAB_MAX_TOTAL_TOKENS, integer=True
+        ),
+    )
+
+
+def event_record(session_id, name: str, **data) -> SessionEvent:
+    """Append `tool:collaborative:<name>` to the session's event log."""
+    return SessionEvent.objects.create(
+        session_id=session_id, name=f"{EVENT_PREFIX}:{name}" if name else EVENT_PREFIX, data=data
+    )
+
+
+@transaction.atomic
+def session_create(*, caller: Caller, payload) -> CollaborationSession:
+    """Validate, store the session with one pending Contribution per agent, queue it on a worker."""
+    spec = validate_start(payload, org=caller.organization)
+    session = CollaborationSession.objects.create(
+        organization=caller.organization,
+        created_by_agent=caller.agent,
+        created_by_user=caller.user if caller.user is not None and caller.agent is None else None,
+        created_by=caller.label,
+        task=spec.task,
+        mode=spec.mode,
+        synthesis=spec.synthesis,
+        coordinator_config=spec.coordinator_config,
+        context=spec.context,
+        max_parallel=spec.max_parallel,
+        agent_timeout=spec.agent_timeout,
+        max_total_tokens=spec.max_total_tokens,
+    )
+    Contribution.objects.bulk_create(
+        Contribution(
+            session=session,
+            position=i,
+            agent_key=a.key,
+            agent=a.agent,
+            display_name=a.display_name,
+            role="coordinator" if spec.mode == Mode.HIERARCHICAL and i == 0 else a.role,
+            focus=a.focus,
+            config=a.config,
+        )
+        for i, a in enumerate(spec.agents)
+    )
+    event_record(
+        session.id,
+        "queued",
+        agents=[a.key for a in spec.agents],
+        mode=spec.mode,
+        synthesis=spec.synthesis,
+    )
+    from .tasks import run_collaboration
+
+    run_collaboration.delay_on_commit(str(session.id))
+    return session
+
+
+def can_manage(caller: Caller, session: CollaborationSession) -> bool:
+    """Humans of the organization, or the agent that started the session."""
+    return caller.is_human or session.created_by_agent_id == caller.agent.pk
+
+
+@transaction.atomic
+def session_cancel(*, caller: Caller, session: CollaborationSession) -> CollaborationSession:
+    """Stop pending work: a queued session ends now, a running one at its runner's next check."""
+    if not can_manage(caller, session):
+        raise Forbidden(
+            "Only the agent that started a session, or a human of the organization, may cancel it.",
+            "forbidden",
+        )
+    session = CollaborationSession.objects.select_for_update().get(pk=session.pk)
+    if session.is_finished:
+        raise Conflict(f"The session is already {session.status}.", "session_finished")
+    if not session.cancel_requested:
+        session.cancel_requested = True
+        session.save(update_fields=["cancel_requested"])
+        event_record(session.id, "cancel_requested", by=caller.label)
+    if session.status == SessionStatus.QUEUED:
+        session_finish_cancelled(session)
+    return session
+
+
+def session_finish_cancelled(session: CollaborationSession) -> None:
+    """Mark a session (locked by the caller) and its unfinished contributions cancelled."""
+    now = timezone.now()
+    session.contributions.filter(
+        status__in=[ContributionStatus.PENDING, ContributionStatus.RUNNING]
+    ).update(status=ContributionStatus.CANCELLED, error="cancelled", finished_at=now)
+    session.status = SessionStatus.CANCELLED
+    session.finished_at = now
+    session.save(update_fields=["status", "finished_at"])
+    event_record(session.id, "cancelled")

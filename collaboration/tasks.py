@@ -1,0 +1,26 @@
+"""Celery tasks of the collaboration app: thin, they take an id and call the runner."""
+
+from celery import shared_task
+from django.conf import settings
+
+from . import runner
+
+
+@shared_task(
+    bind=True,
+    name="collaboration.run_session",
+    # At-least-once: the message is acked when the session is over, and re-queued if the worker
+    # process dies; the runner makes a second run resume instead of repeating work.
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,
+    # Redis' visibility_timeout must exceed this (checked in apps.py), else a live run is re-delivered.
+    time_limit=settings.COLLAB_SESSION_TIME_LIMIT,
+    soft_time_limit=max(1, settings.COLLAB_SESSION_TIME_LIMIT - 10),
+)
+def run_collaboration(self, session_id: str) -> str:
+    outcome = runner.run_session(session_id)
+    if outcome == runner.BUSY:
+        # Another worker holds a live lease on this session: look again once it could have expired.
+        raise self.retry(countdown=settings.COLLAB_LEASE_SECONDS)
+    return outcome
