@@ -1,4 +1,3 @@
-import sys
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -31,7 +30,7 @@ class Command(BaseCommand):
         out = options["out"]
         path = Path(out) if out and out != "-" else (None if out == "-" else manifest_path(org))
         if path is None:
-            sys.stdout.write(content)
+            self.stdout.write(content, ending="")
             return
         write_atomically(path, content)
         self.stderr.write(f"Wrote the manifest of {org.slug} to {path}")
