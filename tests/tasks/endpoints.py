@@ -1,0 +1,77 @@
+"""Tenancy table of the task endpoints (contract: tests/tenancy.py)."""
+
+from organization.models import AgentRole
+from tasks.models import InboxItem, TaskEvent
+from tasks.rules import SYSTEM
+from tasks.services import task_create
+from tests.factories import give_tasks, make_agent
+from tests.tenancy import COLLECTION, Endpoint
+
+
+def a_task(org) -> dict:
+    """A task held by an agent, plus a second agent (a target for moves)."""
+    holder = make_agent(org, expertise=["Tenancy"])
+    other = make_agent(org, expertise=["Tenancy"])
+    task = task_create(org=org, actor=SYSTEM, title=f"task of {org.slug}", assignee=holder)
+    return {
+        "task_id": task.pk,
+        "title": task.title,
+        "agent_id": other.handle,
+        "holder": holder.handle,
+    }
+
+
+def an_inbox_item(org) -> dict:
+    kwargs = a_task(org)
+    task_id = kwargs["task_id"]
+    event = TaskEvent.objects.filter(task_id=task_id).first()
+    item = InboxItem.objects.filter(event=event).first()
+    return {**kwargs, "item_id": item.pk}
+
+
+def an_agent(org) -> dict:
+    agent = make_agent(org, expertise=["Tenancy"])
+    AgentRole.objects.create(agent=agent, role="worker")
+    give_tasks(agent, 1)
+    return {"agent_id": agent.handle}
+
+
+ENDPOINTS = [
+    Endpoint("GET", "/api/tasks", a_task, kind=COLLECTION),
+    Endpoint("GET", "/api/tasks?status=assigned", a_task, kind=COLLECTION),
+    Endpoint("POST", "/api/tasks", a_task, body={"title": "x", "agent_id": "{agent_id}"}),
+    Endpoint("GET", "/api/tasks/{task_id}", a_task),
+    Endpoint("POST", "/api/tasks/{task_id}/assign", a_task, body={"agent_id": "{agent_id}"}),
+    Endpoint("POST", "/api/tasks/{task_id}/delegate", a_task, body={"agent_id": "{agent_id}"}),
+    Endpoint("POST", "/api/tasks/{task_id}/queue", a_task, body={"agent_id": "{agent_id}"}),
+    Endpoint("POST", "/api/tasks/{task_id}/escalate", a_task, body={"reason": "r"}),
+    Endpoint("POST", "/api/tasks/{task_id}/status", a_task, body={"status": "in_progress"}),
+    Endpoint("POST", "/api/tasks/{task_id}/cancel", a_task, body={"reason": "r"}),
+    Endpoint("GET", "/api/tasks/{task_id}/events", a_task),
+    Endpoint("GET", "/api/inbox", an_inbox_item, kind=COLLECTION, callers=("agent",)),
+    Endpoint(
+        "POST", "/api/inbox/read", an_inbox_item, body={}, kind=COLLECTION, callers=("agent",)
+    ),
+    Endpoint("POST", "/api/inbox/{item_id}/read", an_inbox_item, callers=("agent",)),
+    Endpoint("GET", "/api/delegation/recommendation?expertise=Tenancy", an_agent, kind=COLLECTION),
+    Endpoint(
+        "GET",
+        "/api/delegation/recommendation?expertise=Tenancy&agent={agent_id}",
+        an_agent,
+        callers=("org",),
+    ),
+    Endpoint(
+        "POST",
+        "/api/agent-engine/call-tool",
+        a_task,
+        body={"toolName": "get_my_tasks", "params": {}},
+        kind=COLLECTION,
+    ),
+    Endpoint(
+        "POST",
+        "/api/agent-engine/call-tool",
+        a_task,
+        body={"toolName": "assign_task", "params": {"task_id": "{task_id}"}},
+        callers=("agent",),
+    ),
+]
