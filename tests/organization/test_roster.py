@@ -163,3 +163,56 @@ def test_a_wrong_key_is_401(demo):
 
     response = KeyClient("ao_deadbeef0000_notarealsecret").get("/api/roster")
     assert response.status_code == 401
+
+
+def test_an_organization_key_sees_everyone_unless_it_names_an_agent(demo, org_client):
+    client = org_client(demo)
+    everyone = roster(client).json()
+    assert everyone["agent_context"] is None
+    assert len(everyone["colleagues"]) == 7
+    jordan = roster(client, agent="agent-jordan", filter="my_team").json()
+    assert jordan["agent_context"]["id"] == "agent-jordan"
+    assert sorted(c["id"] for c in jordan["colleagues"]) == ["agent-database-lead", "agent-sam"]
+
+
+def test_an_organization_key_naming_an_unknown_agent_is_404(demo, org_client):
+    response = roster(org_client(demo), agent="agent-nobody")
+    assert response.status_code == 404
+    assert response.json()["code"] == "agent_not_found"
+
+
+def test_an_agent_key_cannot_ask_for_another_agents_roster(demo, agent_client):
+    body = roster(agent_client(agent_of(demo, "agent-sarah")), agent="agent-jordan").json()
+    assert body["agent_context"]["id"] == "agent-sarah"
+
+
+def test_the_tool_and_the_endpoint_answer_the_same(demo, agent_client):
+    client = agent_client(agent_of(demo, "agent-sarah"))
+    params = {"filter": "by_expertise", "expertise": "CSS"}
+    rest = roster(client, **params).json()
+    tool = client.post(
+        "/api/agent-engine/call-tool",
+        {"toolName": "get_organization_roster", "params": params},
+        format="json",
+    ).json()
+    assert rest == tool
+    assert [c["id"] for c in rest["colleagues"]] == ["agent-taylor"]
+
+
+def test_the_number_of_queries_is_the_same_at_any_size(demo, agent_client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = agent_client(agent_of(demo, "agent-sarah"))
+
+    def queries() -> int:
+        roster(client)  # the first call records the key's last use
+        with CaptureQueriesContext(connection) as ctx:
+            assert roster(client).status_code == 200
+        return len(ctx.captured_queries)
+
+    small = queries()
+    team = make_team(demo)
+    for _ in range(60):
+        give_tasks(make_agent(demo, team=team, expertise=["AWS"]), 2)
+    assert queries() == small == 2
