@@ -1,0 +1,769 @@
+"""The admin is the hierarchy editor (issue 2 §3).
+
+Superusers see everything. Other staff see and edit only the organizations they administer
+(`Membership.is_admin`): every queryset, every foreign-key choice and every permission below
+is scoped to those organizations, and being an admin member is what grants the permissions,
+so such a user needs no Django model permissions to work.
+"""
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.widgets import AutocompleteSelect
+from django.contrib.auth import get_user_model
+from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from .admin_views import STATUS_COLOURS, admin_org_ids, agent_set_paused, org_chart_view
+from .models import (
+    Agent,
+    AgentRole,
+    AgentStatus,
+    ApiKey,
+    ExpertiseGroup,
+    HierarchyRole,
+    Membership,
+    Organization,
+    Team,
+    TeamRule,
+    status_for,
+)
+from .selectors import workload_count
+from .services import api_key_create, api_key_revoke
+
+# --- tenancy: one mixin for ModelAdmins and inlines ---------------------------------------
+
+
+def _org_id_along(obj, path: str) -> int | None:
+    """The organization id reached from `obj` by `path` ("organization", "agent__organization")."""
+    *hops, last = path.split("__")
+    for hop in hops:
+        obj = getattr(obj, hop, None)
+        if obj is None:
+            return None
+    return getattr(obj, f"{last}_id")
+
+
+def _scope_org_id(request) -> int | None:
+    """The organization the form being built belongs to, when it is known (see get_form)."""
+    return getattr(request, "_admin_scope_org_id", None)
+
+
+class OrgAutocompleteSelect(AutocompleteSelect):
+    """Autocomplete whose search is limited to one organization (`?org_scope=<id>`)."""
+
+    def __init__(self, *args, org_id: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.org_id = org_id
+
+    def get_url(self) -> str:
+        url = super().get_url()
+        return f"{url}?org_scope={self.org_id}" if self.org_id else url
+
+
+class OrgScoped:
+    """Scopes querysets, foreign-key choices and permissions to the user's organizations.
+
+    `org_path` leads from the admin's model to its Organization. For inlines, `parent_org_path`
+    leads from the parent object (what Django passes as `obj`) to the Organization.
+    """
+
+    org_path = "organization"
+    parent_org_path: str | None = None
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        ids = admin_org_ids(request)
+        if ids is None:
+            return qs
+        return qs.filter(**{f"{self.org_path}__in": ids})
+
+    def _obj_org_id(self, obj) -> int | None:
+        if self.parent_org_path is not None:
+            if self.parent_org_path == "pk":
+                return obj.pk
+            return _org_id_along(obj, self.parent_org_path)
+        if isinstance(obj, Organization):
+            return obj.pk
+        return _org_id_along(obj, self.org_path)
+
+    def _allowed(self, request, obj=None) -> bool:
+        ids = admin_org_ids(request)
+        if ids is None:
+            return True
+        if not ids:
+            return False
+        if obj is None or (self.parent_org_path is not None and obj.pk is None):
+            return True
+        return self._obj_org_id(obj) in ids
+
+    def has_module_permission(self, request):
+        return self._allowed(request)
+
+    def has_view_permission(self, request, obj=None):
+        return self._allowed(request, obj)
+
+    def has_change_permission(self, request, obj=None):
+        return self._allowed(request, obj)
+
+    def has_add_permission(self, request, *args):
+        obj = args[0] if args else None
+        return self._allowed(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return self._allowed(request, obj)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        ids = admin_org_ids(request)
+        scope = _scope_org_id(request)
+        model = db_field.related_model
+        if model is Organization:
+            qs = Organization.objects.all()
+            if ids is not None:
+                qs = qs.filter(pk__in=ids)
+            kwargs.setdefault("queryset", qs)
+        elif model in (Agent, Team):
+            qs = model._default_manager.all()
+            if ids is not None:
+                qs = qs.filter(organization__in=ids)
+            if db_field.name in self.get_autocomplete_fields(request):
+                # The search offers the form's organization only; a choice from another
+                # organization of the user is refused by Model.clean with its own message.
+                kwargs.setdefault(
+                    "widget", OrgAutocompleteSelect(db_field, self.admin_site, org_id=scope)
+                )
+            elif scope is not None:
+                qs = qs.filter(organization_id=scope)
+            kwargs.setdefault("queryset", qs)
+        elif model is get_user_model() and ids is not None:
+            # Staff choose among the people of their own organizations, never the whole user table.
+            kwargs.setdefault(
+                "queryset",
+                model._default_manager.filter(memberships__organization__in=ids).distinct(),
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class ScopedRelatedFilter(admin.RelatedFieldListFilter):
+    """A foreign-key filter offering only the user's organizations (or their teams)."""
+
+    def field_choices(self, field, request, model_admin):
+        ids = admin_org_ids(request)
+        limit = {}
+        if ids is not None:
+            limit = (
+                {"pk__in": ids}
+                if field.related_model is Organization
+                else {"organization__in": ids}
+            )
+        ordering = self.field_admin_ordering(field, request, model_admin)
+        return field.get_choices(include_blank=False, ordering=ordering, limit_choices_to=limit)
+
+
+def _choose_scope_org(request, obj) -> int | None:
+    """The organization a change/add form is for: the object's, the one asked for, or the only one."""
+    if obj is not None and obj.pk is not None:
+        return obj.organization_id
+    ids = admin_org_ids(request)
+    asked = request.POST.get("organization") or request.GET.get("organization")
+    if asked and asked.isdigit() and (ids is None or int(asked) in ids):
+        return int(asked)
+    if ids is not None and len(ids) == 1:
+        return next(iter(ids))
+    return None
+
+
+class OrgOwnedAdmin(OrgScoped, admin.ModelAdmin):
+    """A model that belongs to one organization, which is fixed once the object exists."""
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        request._admin_scope_org_id = _choose_scope_org(request, obj)
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        return readonly + ("organization",) if obj is not None else readonly
+
+    def get_changeform_initial_data(self, request):
+        initial = super().get_changeform_initial_data(request)
+        scope = _scope_org_id(request)
+        if scope is not None:
+            initial.setdefault("organization", scope)
+        return initial
+
+    def get_list_filter(self, request):
+        filters = list(super().get_list_filter(request))
+        ids = admin_org_ids(request)
+        if ids is None or len(ids) > 1:
+            filters.insert(0, ("organization", ScopedRelatedFilter))
+        return filters
+
+    def get_search_results(self, request, queryset, search_term):
+        # Only the autocomplete view passes org_scope: a team or senior of the agent's own org.
+        scope = request.GET.get("org_scope", "")
+        if scope.isdigit() and request.path.endswith("/autocomplete/"):
+            queryset = queryset.filter(organization_id=int(scope))
+        return super().get_search_results(request, queryset, search_term)
+
+
+class OrgUniqueNameForm(forms.ModelForm):
+    """Once organization is read-only Django skips the (organization, <name>) constraint: check it."""
+
+    unique_in_org: str = "name"
+
+    def clean(self):
+        cleaned = super().clean()
+        value = cleaned.get(self.unique_in_org)
+        org_id = self.instance.organization_id
+        if value and org_id and "organization" not in self.fields:
+            clash = type(self.instance)._default_manager.filter(
+                organization_id=org_id, **{self.unique_in_org: value}
+            )
+            if clash.exclude(pk=self.instance.pk).exists():
+                label = self.instance._meta.get_field(self.unique_in_org).verbose_name
+                self.add_error(
+                    self.unique_in_org, f"This organization already has one with this {label}."
+                )
+        return cleaned
+
+
+class ExpertiseField(forms.CharField):
+    """Expertise as comma-separated terms in the form, a JSON list in the database."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("help_text", "Comma-separated, exact and case-sensitive: React, CSS")
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value):
+        if isinstance(value, list):
+            return ", ".join(value)
+        return value
+
+    def to_python(self, value):
+        if isinstance(value, list):
+            return value
+        text = super().to_python(value)
+        return [term.strip() for term in text.split(",") if term.strip()]
+
+    def has_changed(self, initial, data):
+        return (initial or []) != self.to_python(data)
+
+
+def _expertise(terms) -> str:
+    return ", ".join(terms or []) or "—"
+
+
+# --- organization ------------------------------------------------------------------------
+
+
+class TeamInline(OrgScoped, admin.TabularInline):
+    model = Team
+    parent_org_path = "pk"
+    extra = 0
+    fields = ["name"]
+    show_change_link = True
+
+
+class MembershipInline(OrgScoped, admin.TabularInline):
+    model = Membership
+    parent_org_path = "pk"
+    extra = 0
+    fields = ["user", "is_admin"]
+    verbose_name_plural = "members (humans)"
+
+
+class TeamRuleInline(OrgScoped, admin.StackedInline):
+    model = TeamRule
+    parent_org_path = "pk"
+    can_delete = False
+    max_num = 1
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "require_supervisor_for_tasks",
+                    "allow_peer_assignment",
+                    "default_supervisor",
+                    "max_delegation_depth",
+                ]
+            },
+        ),
+        (
+            "Stale queued tasks escalate after",
+            {
+                "fields": [
+                    "stale_after_critical",
+                    "stale_after_high",
+                    "stale_after_normal",
+                    "stale_after_low",
+                ]
+            },
+        ),
+    ]
+
+    def get_formset(self, request, obj=None, **kwargs):
+        # The default supervisor is one of this organization's agents (none yet on the add page).
+        request._admin_scope_org_id = obj.pk if obj is not None and obj.pk else -1
+        return super().get_formset(request, obj, **kwargs)
+
+
+class ExpertiseGroupInlineForm(forms.ModelForm):
+    expertise = ExpertiseField()
+
+    class Meta:
+        model = ExpertiseGroup
+        fields = ["name", "expertise"]
+
+
+class ExpertiseGroupInline(OrgScoped, admin.TabularInline):
+    model = ExpertiseGroup
+    form = ExpertiseGroupInlineForm
+    parent_org_path = "pk"
+    extra = 0
+
+
+class ApiKeyInlineForm(forms.ModelForm):
+    revoke = forms.BooleanField(required=False, help_text="The key stops working at once.")
+
+    class Meta:
+        model = ApiKey
+        fields = []
+
+
+class ApiKeyInline(OrgScoped, admin.TabularInline):
+    """Keys are listed, never shown; they are created on the API key page and revoked here."""
+
+    model = ApiKey
+    form = ApiKeyInlineForm
+    parent_org_path = "pk"
+    extra = 0
+    can_delete = False
+    fields = ["name", "agent", "prefix", "created_at", "last_used_at", "revoked_at", "revoke"]
+    readonly_fields = ["name", "agent", "prefix", "created_at", "last_used_at", "revoked_at"]
+    verbose_name_plural = "API keys (create one with “Add API key” above)"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("agent")
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+def _counted(model, column: str) -> Coalesce:
+    rows = (
+        model._default_manager.filter(**{column: OuterRef("pk")})
+        .order_by()
+        .values(column)
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(rows, output_field=IntegerField()), Value(0))
+
+
+@admin.register(Organization)
+class OrganizationAdmin(OrgScoped, admin.ModelAdmin):
+    org_path = "pk"
+    list_display = ["name", "slug", "agent_count", "team_count", "org_chart_link"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [TeamRuleInline, TeamInline, MembershipInline, ExpertiseGroupInline, ApiKeyInline]
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                agent_total=_counted(Agent, "organization"),
+                team_total=_counted(Team, "organization"),
+            )
+        )
+
+    def get_readonly_fields(self, request, obj=None):
+        # The slug names the organization in API calls (X-Organization); only superusers move it.
+        return [] if request.user.is_superuser else ["slug"]
+
+    def get_prepopulated_fields(self, request, obj=None):
+        return self.prepopulated_fields if request.user.is_superuser else {}
+
+    def has_add_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    @admin.display(description="agents", ordering="agent_total")
+    def agent_count(self, org):
+        url = reverse("admin:organization_agent_changelist")
+        return format_html(
+            '<a href="{}?organization__id__exact={}">{}</a>', url, org.pk, org.agent_total
+        )
+
+    @admin.display(description="teams", ordering="team_total")
+    def team_count(self, org):
+        return org.team_total
+
+    @admin.display(description="org chart")
+    def org_chart_link(self, org):
+        url = reverse("admin:organization_organization_org_chart", args=[org.pk])
+        return format_html('<a href="{}">Org chart</a>', url)
+
+    def get_urls(self):
+        chart = self.admin_site.admin_view(self.org_chart)
+        return [
+            path("<int:object_id>/org-chart/", chart, name="organization_organization_org_chart"),
+            *super().get_urls(),
+        ]
+
+    def org_chart(self, request, object_id: int):
+        return org_chart_view(request, self, object_id)
+
+    def save_formset(self, request, form, formset, change):
+        if formset.model is not ApiKey:
+            return super().save_formset(request, form, formset, change)
+        # Nothing of a key is editable here; `revoke` goes through the service.
+        formset.save(commit=False)
+        for key_form in formset.forms:
+            if key_form.cleaned_data.get("revoke") and key_form.instance.pk:
+                api_key_revoke(key=key_form.instance)
+
+
+# --- agents ------------------------------------------------------------------------------
+
+
+class StatusFilter(admin.SimpleListFilter):
+    """Status as seed 000 computes it, from the workload annotation and the paused flag."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return [(status.value, status.label) for status in AgentStatus]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value == AgentStatus.OFFLINE:
+            return queryset.filter(is_paused=True)
+        if value == AgentStatus.IDLE:
+            return queryset.filter(is_paused=False, current_workload__lte=2)
+        if value == AgentStatus.ACTIVE:
+            return queryset.filter(is_paused=False, current_workload=3)
+        if value == AgentStatus.BUSY:
+            return queryset.filter(is_paused=False, current_workload__gte=4)
+        return queryset
+
+
+class HierarchyRoleFilter(admin.SimpleListFilter):
+    title = "hierarchy role"
+    parameter_name = "hierarchy_role"
+    NONE = "none"
+
+    def lookups(self, request, model_admin):
+        return [(role.value, role.label) for role in HierarchyRole] + [
+            (self.NONE, "No role (worker by default)")
+        ]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value == self.NONE:
+            return queryset.filter(hierarchy_role__isnull=True)
+        if value in HierarchyRole.values:
+            return queryset.filter(hierarchy_role__role=value)
+        return queryset
+
+
+class AgentRoleInline(OrgScoped, admin.StackedInline):
+    model = AgentRole
+    org_path = "agent__organization"
+    parent_org_path = "organization"
+    can_delete = True
+    max_num = 1
+    extra = 1
+    fields = ["role", "can_assign_to_peers", "can_escalate_to_supervisor"]
+    verbose_name = "hierarchy role"
+    verbose_name_plural = "hierarchy role (none = worker without peer assignment)"
+
+
+class AgentForm(OrgUniqueNameForm):
+    unique_in_org = "handle"
+    expertise = ExpertiseField()
+    webhook_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        help_text="Optional: notified of new work (signed with the organization's secret).",
+    )
+
+    class Meta:
+        model = Agent
+        fields = [
+            "organization", "handle", "name", "role", "team", "senior", "expertise",
+            "is_paused", "workload_capacity", "availability_until", "system_prompt",
+            "worktree_path", "webhook_url", "llm_provider", "llm_model", "llm_temperature",
+            "llm_max_tokens",
+        ]  # fmt: skip
+
+
+@admin.register(Agent)
+class AgentAdmin(OrgOwnedAdmin):
+    form = AgentForm
+    inlines = [AgentRoleInline]
+    list_display = [
+        "handle",
+        "name",
+        "role",
+        "team",
+        "senior",
+        "hierarchy_role_display",
+        "status_badge",
+        "workload",
+        "expertise_display",
+    ]
+    list_display_links = ["handle", "name"]
+    list_select_related = ["organization", "team", "senior", "hierarchy_role"]
+    list_filter = [("team", ScopedRelatedFilter), StatusFilter, HierarchyRoleFilter]
+    search_fields = ["name", "handle", "expertise"]
+    autocomplete_fields = ["team", "senior"]
+    actions = ["pause_agents", "resume_agents"]
+    list_per_page = 100
+    # Explicit: a GROUP BY (the workload annotation) drops Meta.ordering.
+    ordering = ["handle"]
+    fieldsets = [
+        (
+            None,
+            {"fields": ["organization", "handle", "name", "role", "team", "senior", "expertise"]},
+        ),
+        ("Availability", {"fields": ["is_paused", "workload_capacity", "availability_until"]}),
+        ("Prompt and integrations", {"fields": ["system_prompt", "worktree_path", "webhook_url"]}),
+        (
+            "LLM for collaboration sessions",
+            {
+                "classes": ["collapse"],
+                "fields": ["llm_provider", "llm_model", "llm_temperature", "llm_max_tokens"],
+            },
+        ),
+    ]
+
+    def get_queryset(self, request):
+        # The workload is derived from tasks: one annotated query for the whole page.
+        return super().get_queryset(request).annotate(current_workload=workload_count())
+
+    def get_list_display(self, request):
+        columns = list(super().get_list_display(request))
+        ids = admin_org_ids(request)
+        if ids is None or len(ids) > 1:
+            columns.insert(2, "organization")
+        return columns
+
+    @admin.display(description="hierarchy role", ordering="hierarchy_role__role")
+    def hierarchy_role_display(self, agent):
+        role = getattr(agent, "hierarchy_role", None)
+        return role.role if role is not None else "—"
+
+    @admin.display(description="status")
+    def status_badge(self, agent):
+        status = status_for(is_paused=agent.is_paused, workload=agent.current_workload)
+        return format_html(
+            '<span class="agent-status agent-status-{}" style="display:inline-block;'
+            "padding:1px 8px;border-radius:9px;color:#fff;background:{};font-weight:600;"
+            '">{}</span>',
+            status,
+            STATUS_COLOURS[status],
+            status,
+        )
+
+    @admin.display(description="workload", ordering="current_workload")
+    def workload(self, agent):
+        return f"{agent.current_workload}/{agent.workload_capacity}"
+
+    @admin.display(description="expertise")
+    def expertise_display(self, agent):
+        return _expertise(agent.expertise)
+
+    @admin.action(description="Pause selected agents (offline: they receive nothing)")
+    def pause_agents(self, request, queryset):
+        changed = agent_set_paused(agents=queryset, paused=True)
+        self.message_user(request, f"Paused {changed} agent(s).", messages.SUCCESS)
+
+    @admin.action(description="Resume selected agents")
+    def resume_agents(self, request, queryset):
+        changed = agent_set_paused(agents=queryset, paused=False)
+        self.message_user(request, f"Resumed {changed} agent(s).", messages.SUCCESS)
+
+    def changelist_view(self, request, extra_context=None):
+        orgs = Organization.objects.order_by("name")
+        ids = admin_org_ids(request)
+        if ids is not None:
+            orgs = orgs.filter(pk__in=ids)
+        chosen = request.GET.get("organization__id__exact", "")
+        if chosen.isdigit():
+            orgs = orgs.filter(pk=int(chosen))
+        extra_context = {
+            **(extra_context or {}),
+            "org_chart_links": [
+                (org.name, reverse("admin:organization_organization_org_chart", args=[org.pk]))
+                for org in orgs[:10]
+            ],
+        }
+        return super().changelist_view(request, extra_context)
+
+
+# --- teams, memberships, expertise groups, API keys --------------------------------------
+
+
+class TeamForm(OrgUniqueNameForm):
+    class Meta:
+        model = Team
+        fields = ["organization", "name"]
+
+
+@admin.register(Team)
+class TeamAdmin(OrgOwnedAdmin):
+    form = TeamForm
+    list_display = ["name", "agent_count"]
+    search_fields = ["name"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(agent_total=_counted(Agent, "team"))
+
+    def get_list_display(self, request):
+        ids = admin_org_ids(request)
+        if ids is None or len(ids) > 1:
+            return ["name", "organization", "agent_count"]
+        return self.list_display
+
+    def get_list_select_related(self, request):
+        return ["organization"]
+
+    @admin.display(description="agents", ordering="agent_total")
+    def agent_count(self, team):
+        url = reverse("admin:organization_agent_changelist")
+        return format_html('<a href="{}?team__id__exact={}">{}</a>', url, team.pk, team.agent_total)
+
+
+@admin.register(Membership)
+class MembershipAdmin(OrgOwnedAdmin):
+    list_display = ["user", "organization", "is_admin"]
+    list_select_related = ["user", "organization"]
+    search_fields = ["user__username", "user__email"]
+
+
+class ExpertiseGroupForm(OrgUniqueNameForm):
+    expertise = ExpertiseField()
+
+    class Meta:
+        model = ExpertiseGroup
+        fields = ["organization", "name", "expertise"]
+
+
+@admin.register(ExpertiseGroup)
+class ExpertiseGroupAdmin(OrgOwnedAdmin):
+    form = ExpertiseGroupForm
+    list_display = ["name", "organization", "expertise_display"]
+    list_select_related = ["organization"]
+    search_fields = ["name", "expertise"]
+
+    @admin.display(description="expertise")
+    def expertise_display(self, group):
+        return _expertise(group.expertise)
+
+
+class KeyStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "Active"), ("revoked", "Revoked")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(OrgOwnedAdmin):
+    """Only the digest is stored; the plaintext is on the page that answers the creation, once."""
+
+    list_display = [
+        "__str__",
+        "prefix",
+        "organization",
+        "agent",
+        "created_at",
+        "last_used_at",
+        "state",
+    ]
+    list_select_related = ["organization", "agent"]
+    list_filter = [KeyStateFilter]
+    search_fields = ["name", "prefix", "agent__handle"]
+    autocomplete_fields = ["agent"]
+    actions = ["revoke_keys"]
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ["organization", "agent", "name"]
+        return [
+            "organization",
+            "agent",
+            "name",
+            "prefix",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+        ]
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return []
+        return ["organization", "agent", "prefix", "created_at", "last_used_at", "revoked_at"]
+
+    def has_delete_permission(self, request, obj=None):
+        # Revoke, do not delete: the row is the record of who could call.
+        return request.user.is_active and request.user.is_superuser
+
+    @admin.display(description="state")
+    def state(self, key):
+        if key.revoked_at is None:
+            return format_html('<span style="color:{}">active</span>', STATUS_COLOURS["idle"])
+        return format_html('<span style="color:{}">revoked</span>', STATUS_COLOURS["offline"])
+
+    @admin.action(description="Revoke selected API keys")
+    def revoke_keys(self, request, queryset):
+        keys = list(queryset.filter(revoked_at__isnull=True))
+        for key in keys:
+            api_key_revoke(key=key)
+        self.message_user(request, f"Revoked {len(keys)} API key(s).", messages.SUCCESS)
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        created, plaintext = api_key_create(
+            organization=obj.organization, agent=obj.agent, name=obj.name
+        )
+        # The admin goes on with `obj` (log entry, redirect): make it the saved row.
+        for model_field in ApiKey._meta.concrete_fields:
+            setattr(obj, model_field.attname, getattr(created, model_field.attname))
+        obj._state.adding = False
+        obj._state.db = created._state.db
+        request._api_key_plaintext = plaintext
+
+    def response_add(self, request, obj, post_url_continue=None):
+        plaintext = getattr(request, "_api_key_plaintext", None)
+        if plaintext is None:
+            return super().response_add(request, obj, post_url_continue)
+        # Rendered in the answer to the POST, not stored in a session or message cookie.
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "API key created",
+            "key": obj,
+            "plaintext": plaintext,
+        }
+        response = TemplateResponse(request, "admin/organization/apikey/created.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
