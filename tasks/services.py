@@ -651,7 +651,7 @@ def _sweep_batch(now: datetime, batch_size: int) -> int:
             message = "The system escalated the stale task to humans."
         else:
             verdict = rules.check_assignment(
-                org=rule.organization if rule.pk else Organization(pk=row["organization_id"]),
+                org=Organization(pk=row["organization_id"]),
                 actor=SYSTEM, target=target, move=Move.ESCALATE, rule=rule,
                 workload=workloads[target.pk],
             )  # fmt: skip
