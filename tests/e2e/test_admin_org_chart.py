@@ -1,0 +1,57 @@
+"""A staff member builds part of the hierarchy in the admin and sees it on the org chart."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from organization.demo import seed_demo
+from tests.factories import make_admin_user
+
+pytestmark = pytest.mark.e2e
+
+
+def pick(page, field: str, term: str, choice: str) -> None:
+    """Choose `choice` in the select2 autocomplete of `field`, as a person would."""
+    page.locator(f".field-{field} .select2-selection").click()
+    page.locator(".select2-container--open .select2-search__field").fill(term)
+    page.locator(".select2-results__option", has_text=choice).click()
+
+
+def test_staff_member_adds_a_team_and_an_agent_and_sees_it_on_the_org_chart(
+    live_server, transactional_db, page
+):
+    org = seed_demo(slug="demo")
+    make_admin_user(org, username="bob")
+
+    page.goto(f"{live_server.url}/admin/login/")
+    page.fill("#id_username", "bob")
+    page.fill("#id_password", "pw-for-tests-only")
+    page.click("input[type=submit]")
+    expect(page.locator("#site-name")).to_be_visible()
+
+    page.goto(f"{live_server.url}/admin/organization/team/add/")
+    page.fill("#id_name", "Research")
+    page.click("input[name=_save]")
+    expect(page.locator(".messagelist")).to_contain_text("Research")
+
+    page.goto(f"{live_server.url}/admin/organization/agent/add/")
+    page.fill("#id_handle", "agent-robin")
+    page.fill("#id_name", "Robin <R&D>")
+    page.fill("#id_role", "Data Scientist")
+    pick(page, "team", "Res", "Research")
+    pick(page, "senior", "Ali", "Alice (agent-alice)")
+    page.fill("#id_expertise", "Statistics, Python")
+    page.select_option("#id_hierarchy_role-0-role", "specialist")
+    page.click("input[name=_save]")
+    expect(page.locator(".messagelist")).to_contain_text("agent-robin")
+
+    page.get_by_role("link", name="Org chart").click()
+    expect(page).to_have_url(re.compile(r"/org-chart/$"))
+    robin = page.locator("#agent-agent-alice #agent-agent-robin")
+    expect(robin).to_be_visible()
+    expect(robin).to_contain_text("Robin <R&D>")
+    expect(robin).to_contain_text("Data Scientist · Research · specialist")
+    expect(robin.locator(".agent-status-idle")).to_have_text("idle")
+    expect(robin.locator(".workload")).to_have_text("0/5")
+    expect(robin.locator(".expertise")).to_contain_text("Statistics")
