@@ -1,0 +1,70 @@
+"""Fixtures of the collaboration tests: a fake LLM server, a cast of agents, a runner."""
+
+import time
+
+import pytest
+
+from collaboration import runner
+from collaboration.models import CollaborationSession
+from organization.caller import Caller
+from tests.factories import make_admin_user, make_agent, make_org
+from tests.fake_llm import FakeLLM
+
+
+@pytest.fixture
+def offline(settings, monkeypatch):
+    """The offline provider, whatever keys the machine has."""
+    settings.LLM_PROVIDER = "offline"
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def fake_llm(settings, monkeypatch):
+    """A FakeLLM on 127.0.0.1 that both SDKs point at; openai is the default provider."""
+    with FakeLLM() as fake:
+        for key, value in fake.env().items():
+            monkeypatch.setenv(key, value)
+        settings.LLM_PROVIDER = "openai"
+        settings.LLM_MODEL = "fake-model"
+        yield fake
+
+
+@pytest.fixture
+def acme(db):
+    org = make_org("acme")
+    make_agent(org, "agent-alex", name="Alex", role="Backend Developer",
+               expertise=["PostgreSQL", "API Design"])  # fmt: skip
+    make_agent(org, "agent-sarah", name="Sarah", role="Frontend Developer", expertise=["React"])
+    make_agent(org, "agent-sam", name="Sam", role="Infrastructure Lead", is_paused=True)
+    return org
+
+
+def human(org) -> Caller:
+    """A human administrator of `org` (as the admin or an org member's session would act)."""
+    return Caller(organization=org, user=make_admin_user(org))
+
+
+def specialists(*names: str, **extra) -> list[dict]:
+    return [{"name": n, "role": n.split("-")[0], "focus": f"the {n} view", **extra} for n in names]
+
+
+def run(session) -> CollaborationSession:
+    """Run the session in this process, as the worker would, and return it fresh."""
+    runner.run_session(session.pk)
+    return CollaborationSession.objects.get(pk=session.pk)
+
+
+def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
+    """Poll until predicate() is truthy; fail after `timeout` seconds (never a blind sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def event_names(session) -> list[str]:
+    return [e.name.removeprefix("tool:collaborative:") for e in session.events.order_by("id")]

@@ -1,0 +1,135 @@
+"""The SDK providers against the fake server: retries, tokens, settings, keys, selection."""
+
+import json
+
+import pytest
+
+from collaboration import providers
+from collaboration.models import CollaborationSession, Contribution
+from collaboration.services import session_create
+from tests.collaboration.conftest import human, run, specialists
+from tests.conftest import agent_of
+from tests.fake_llm import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_429_429_then_200_is_one_contribution_three_attempts_tokens_counted(
+    acme, fake_llm, provider
+):
+    fake_llm.on(agent="a", replies=[Reply(status=429), Reply(status=429),
+                                    Reply("third time lucky", prompt_tokens=30, completion_tokens=12)])  # fmt: skip
+    session = session_create(caller=human(acme), payload={
+        "task": "t", "synthesis": "merge",
+        "agents": [{"name": "a", "config": {"provider": provider, "model": "m-1"}}]})  # fmt: skip
+    session = run(session)
+    contribution = session.contributions.get()
+    assert Contribution.objects.filter(session=session).count() == 1
+    assert contribution.status == "completed"
+    assert contribution.attempts == 3
+    assert [c.status for c in fake_llm.calls_for(agent="a")] == [429, 429, 200]
+    assert {c.api for c in fake_llm.calls_for(agent="a")} == {provider}
+    assert (contribution.prompt_tokens, contribution.completion_tokens) == (30, 12)
+    assert contribution.tokens_used == 42
+    assert session.metadata["total_tokens"] == 42
+    assert contribution.provider == provider and contribution.model == "m-1"
+
+
+def test_anthropic_gets_system_temperature_and_max_tokens(acme, fake_llm):
+    session = session_create(caller=human(acme), payload={
+        "task": "t", "synthesis": "merge",
+        "agents": [{"name": "a", "config": {"provider": "anthropic", "model": "claude-x",
+                                            "temperature": 0.1, "max_tokens": 321,
+                                            "system_prompt": "You are A."}}]})  # fmt: skip
+    run(session)
+    call = fake_llm.calls_for(agent="a")[0]
+    assert call.api == "anthropic"
+    assert (call.model, call.temperature, call.max_tokens) == ("claude-x", 0.1, 321)
+    assert call.system == "You are A."
+
+
+def test_an_org_agent_uses_its_stored_llm_settings_and_its_org_prompt(acme, fake_llm):
+    alex = agent_of(acme, "agent-alex")
+    alex.llm_provider, alex.llm_model, alex.llm_temperature, alex.llm_max_tokens = (
+        "anthropic",
+        "claude-alex",
+        0.4,
+        200,
+    )
+    alex.save()
+    session = session_create(caller=human(acme), payload={
+        "task": "Index strategy?", "synthesis": "merge",
+        "agents": [{"agent_id": "agent-alex", "focus": "query plans"}]})  # fmt: skip
+    run(session)
+    call = fake_llm.calls_for(agent="agent-alex")[0]
+    assert call.api == "anthropic"
+    assert (call.model, call.temperature, call.max_tokens) == ("claude-alex", 0.4, 200)
+    assert "YOUR ORGANIZATIONAL CONTEXT" in call.system
+    assert "You are Alex (Backend Developer)" in call.system
+    assert "PostgreSQL, API Design" in call.system
+    assert "## Your Focus\nquery plans" in call.prompt
+
+
+def test_the_default_provider_and_model_come_from_the_environment(acme, fake_llm):
+    run(session_create(caller=human(acme), payload={"task": "t", "agents": specialists("a")}))
+    assert fake_llm.calls_for(agent="a")[0].api == "openai"
+    assert fake_llm.calls_for(agent="a")[0].model == "fake-model"
+    assert fake_llm.calls_for(purpose="synthesis")[0].temperature == 0.3
+
+
+def test_a_persistent_error_fails_that_agent_after_the_sdk_retries(acme, fake_llm):
+    fake_llm.on(agent="a", replies=Reply(status=500))
+    session = run(session_create(caller=human(acme), payload={
+        "task": "t", "synthesis": "merge", "agents": specialists("a", "b")}))  # fmt: skip
+    a = session.contributions.get(agent_key="a")
+    assert a.status == "failed"
+    assert a.error.startswith("openai: HTTP 500 after 3 attempt(s): ")
+    assert a.error.endswith("fake api_error (500)")
+    assert len(fake_llm.calls_for(agent="a")) == 3
+    assert session.status == "partial"
+    assert session.error == f"a: {a.error}"
+    failed = session.events.get(name="tool:collaborative:agent:failed")
+    assert failed.data["agent"] == "a" and failed.data["status"] == "failed"
+
+
+def test_api_keys_never_reach_the_database_or_the_api(acme, fake_llm, monkeypatch, org_client):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret-123")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-very-secret-456")
+    client = org_client(acme)
+    session_id = client.post("/api/collaborations", {"task": "t", "agents": specialists("a")},
+                             format="json").json()["id"]  # fmt: skip
+    run(CollaborationSession.objects.get(pk=session_id))
+    body = json.dumps(client.get(f"/api/collaborations/{session_id}").json())
+    rows = json.dumps(list(CollaborationSession.objects.values()), default=str) + json.dumps(
+        list(Contribution.objects.values()), default=str
+    )
+    for secret in ("sk-very-secret-123", "sk-ant-very-secret-456"):
+        assert secret not in body and secret not in rows
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, "offline"),
+        ({"OPENAI_API_KEY": "k"}, "openai"),
+        ({"ANTHROPIC_API_KEY": "k"}, "anthropic"),
+        ({"OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"}, "openai"),
+        ({"LLM_PROVIDER": "anthropic", "OPENAI_API_KEY": "k"}, "anthropic"),
+        ({"LLM_PROVIDER": "offline", "OPENAI_API_KEY": "k"}, "offline"),
+    ],
+)
+def test_the_default_provider_is_chosen_as_the_issue_says(settings, monkeypatch, env, expected):
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    settings.LLM_PROVIDER = env.pop("LLM_PROVIDER", "")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert providers.default_provider_name() == expected
+
+
+def test_llm_model_is_the_default_providers_model_only(settings, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    settings.LLM_PROVIDER, settings.LLM_MODEL = "openai", "gpt-local"
+    assert providers.default_model_for("openai") == "gpt-local"
+    assert providers.default_model_for("anthropic") == settings.LLM_DEFAULT_MODELS["anthropic"]

@@ -1,0 +1,216 @@
+"""The runner in this process (as the worker runs it), with the offline provider or the fake server."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from collaboration import runner
+from collaboration.models import CollaborationSession
+from collaboration.providers.offline import BANNER
+from collaboration.services import session_create
+from tests.collaboration.conftest import event_names, human, run, specialists
+from tests.fake_llm import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def create(org, **payload):
+    payload.setdefault("task", "Should we use microservices or a monolith?")
+    payload.setdefault(
+        "agents", specialists("security-reviewer", "perf-reviewer", "maint-reviewer")
+    )
+    return session_create(caller=human(org), payload=payload)
+
+
+def test_a_parallel_session_completes_offline_with_every_event(acme, offline):
+    session = run(create(acme))
+    assert session.status == "completed"
+    contributions = list(session.contributions.order_by("position"))
+    assert [c.status for c in contributions] == ["completed"] * 3
+    assert all(c.response.startswith(BANNER) and c.provider == "offline" for c in contributions)
+    assert all(c.confidence is not None and c.tokens_used > 0 for c in contributions)
+    assert session.result.startswith(BANNER)
+    names = event_names(session)
+    assert names[:2] == ["queued", "start"]
+    assert names.count("agent:start") == 3 and names.count("agent:complete") == 3
+    assert names[-2:] == ["synthesis:start", "complete"]
+    assert (
+        session.metadata["total_tokens"]
+        == sum(c.tokens_used for c in contributions) + (session.metadata["synthesis_tokens"])
+    )
+    assert session.metadata["synthesis_tokens"] > 0
+    assert set(session.metadata["agent_durations_ms"]) == {c.agent_key for c in contributions}
+    assert session.metadata["duration_ms"] >= 0
+    complete = session.events.get(name="tool:collaborative:complete")
+    assert complete.data == {"status": "completed", "agents_count": 3,
+                             "total_tokens": session.metadata["total_tokens"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["parallel", "sequential", "hierarchical"])
+@pytest.mark.parametrize("strategy", ["coordinator", "vote", "merge", "best_of"])
+def test_every_mode_and_synthesis_works_offline(acme, offline, mode, strategy):
+    session = run(create(acme, mode=mode, synthesis=strategy))
+    assert session.status == "completed", session.error
+    assert session.result
+    assert session.consensus["agents_count"] == (2 if mode == "hierarchical" else 3)
+    assert session.consensus["agreement_score"] is not None
+
+
+def test_hierarchical_offline_assigns_a_subtask_to_each_specialist(acme, offline):
+    session = run(create(acme, mode="hierarchical"))
+    coordinator, *rest = session.contributions.order_by("position")
+    assert coordinator.role == "coordinator"
+    assert json.loads(coordinator.response)["assignments"]
+    assert all(c.subtask for c in rest)
+    assert session.metadata["plan"]["valid"] is True
+    assert "fallback" not in event_names(session)
+
+
+def test_vote_tallies_normalised_verdicts(acme, fake_llm):
+    replies = {"a": "Ship it.\nVERDICT: **Approve**\nCONFIDENCE: 90%",
+               "b": "Looks fine.\nVERDICT: yes\nCONFIDENCE: 0.7",
+               "c": "Too risky.\nVERDICT: No.\nCONFIDENCE: 0.6"}  # fmt: skip
+    for name, text in replies.items():
+        fake_llm.on(agent=name, replies=Reply(text))
+    session = run(create(acme, agents=specialists("a", "b", "c"), synthesis="vote"))
+    assert session.status == "completed"
+    assert [c.verdict for c in session.contributions.order_by("position")] == ["yes", "yes", "no"]
+    assert session.consensus["method"] == "verdict_majority"
+    assert session.consensus["agreement_score"] == pytest.approx(2 / 3, abs=0.001)
+    assert session.consensus["has_consensus"] is True
+    assert session.consensus["key_disagreements"] == ["c (c): no"]
+    assert "## Majority Conclusion\nVERDICT: yes — 2 of 3 agents (67%)" in session.result
+    assert "## Divergent Views\n- c (c): no, confidence 0.60" in session.result
+    assert "End your answer with two lines:\nVERDICT:" in fake_llm.calls_for(agent="a")[0].prompt
+
+
+def test_best_of_takes_the_most_confident(acme, fake_llm):
+    for name, conf in {"a": 0.4, "b": 0.9, "c": 0.6}.items():
+        fake_llm.on(agent=name, replies=Reply(f"answer {name}\nCONFIDENCE: {conf}"))
+    session = run(create(acme, agents=specialists("a", "b", "c"), synthesis="best_of"))
+    assert session.result.startswith("## Best of 3: b (b, confidence 0.90; highest confidence)")
+    assert "answer b" in session.result
+    assert session.metadata["best_of"]["agent"] == "b"
+
+
+def test_a_best_of_tie_goes_to_the_earliest_without_a_coordinator(acme, fake_llm):
+    fake_llm.on(agent="a", replies=Reply("answer a\nCONFIDENCE: 0.8"))
+    fake_llm.on(agent="b", replies=Reply("answer b\nCONFIDENCE: 0.8"))
+    session = run(create(acme, agents=specialists("a", "b"), synthesis="best_of"))
+    assert session.metadata["best_of"] == {"agent": "a", "confidence": 0.8, "tied": ["a", "b"],
+                                           "how": "tie broken by order: the earliest"}  # fmt: skip
+    assert not fake_llm.calls_for(purpose="judge")
+
+
+def test_a_best_of_tie_goes_to_the_coordinator_when_configured(acme, fake_llm):
+    fake_llm.on(agent="a", replies=Reply("answer a\nCONFIDENCE: 0.8"))
+    fake_llm.on(agent="b", replies=Reply("answer b\nCONFIDENCE: 0.8"))
+    fake_llm.on(purpose="judge", replies=Reply("BEST: b"))
+    session = run(create(acme, agents=specialists("a", "b"), synthesis="best_of",
+                         coordinator_config={"model": "judge-model"}))  # fmt: skip
+    assert session.metadata["best_of"]["agent"] == "b"
+    assert session.metadata["best_of"]["how"] == "tie broken by the coordinator"
+    assert fake_llm.calls_for(purpose="judge")[0].model == "judge-model"
+
+
+def test_merge_keeps_one_section_per_agent(acme, offline):
+    session = run(create(acme, synthesis="merge"))
+    assert session.result.count("### ") == 3
+    assert "### security-reviewer (security)" in session.result
+
+
+def test_sequential_agents_see_the_previous_contributions(acme, fake_llm):
+    fake_llm.on(agent="analyzer", replies=Reply("ANALYSIS-MARKER"))
+    fake_llm.on(agent="designer", replies=Reply("DESIGN-MARKER"))
+    run(create(acme, mode="sequential", synthesis="merge",
+               agents=specialists("analyzer", "designer", "critic")))  # fmt: skip
+    designer = fake_llm.calls_for(agent="designer")[0]
+    critic = fake_llm.calls_for(agent="critic")[0]
+    assert "ANALYSIS-MARKER" in designer.prompt and "DESIGN-MARKER" not in designer.prompt
+    assert "ANALYSIS-MARKER" in critic.prompt and "DESIGN-MARKER" in critic.prompt
+    assert designer.started >= fake_llm.calls_for(agent="analyzer")[0].ended
+
+
+def test_the_coordinator_synthesis_uses_the_seeds_prompt_and_config(acme, fake_llm):
+    fake_llm.on(purpose="synthesis", replies=Reply("THE SYNTHESIS", prompt_tokens=11,
+                                                   completion_tokens=4))  # fmt: skip
+    session = run(create(acme, coordinator_config={"model": "big-model", "temperature": 0.2}))
+    call = fake_llm.calls_for(purpose="synthesis")[0]
+    assert call.model == "big-model" and call.temperature == 0.2
+    assert "You are synthesizing contributions from multiple specialist agents." in call.prompt
+    assert session.result == "THE SYNTHESIS"
+    assert session.metadata["synthesis_tokens"] == 15
+
+
+def test_a_failed_coordinator_synthesis_falls_back_to_merge(acme, fake_llm):
+    fake_llm.on(purpose="synthesis", replies=Reply(status=400))
+    session = run(create(acme))
+    assert session.status == "partial"
+    assert session.result.count("### ") == 3
+    fallback = session.events.get(name="tool:collaborative:fallback")
+    assert fallback.data["stage"] == "synthesis" and fallback.data["action"] == "merge"
+
+
+def test_a_finished_session_is_not_run_again(acme, fake_llm):
+    session = run(create(acme))
+    calls = len(fake_llm.calls)
+    assert runner.run_session(session.pk) == runner.FINISHED
+    assert len(fake_llm.calls) == calls
+    assert event_names(session).count("complete") == 1
+
+
+def test_a_redelivered_session_resumes_without_rerunning_finished_agents(acme, fake_llm):
+    session = create(acme, agents=specialists("a", "b", "c"), synthesis="merge")
+    # The state a worker leaves when it dies: a done, b in flight, c not started.
+    CollaborationSession.objects.filter(pk=session.pk).update(
+        status="running", attempts=1, lease_token="dead", heartbeat_at=timezone.now() - timedelta(minutes=5),
+        started_at=timezone.now())  # fmt: skip
+    session.contributions.filter(agent_key="a").update(status="completed", response="A DONE",
+                                                       tokens_used=7)  # fmt: skip
+    session.contributions.filter(agent_key="b").update(status="running", started_at=timezone.now())
+    session = run(session)
+    assert session.status == "completed"
+    assert not fake_llm.calls_for(agent="a")
+    assert len(fake_llm.calls_for(agent="b")) == 1 and len(fake_llm.calls_for(agent="c")) == 1
+    assert "A DONE" in session.result
+    resume = session.events.get(name="tool:collaborative:resume")
+    assert resume.data == {"attempt": 2, "rerun": ["b"]}
+    assert session.metadata["attempts"] == 2
+
+
+def test_a_session_with_a_live_lease_elsewhere_is_left_alone(acme, fake_llm):
+    session = create(acme)
+    CollaborationSession.objects.filter(pk=session.pk).update(
+        status="running", attempts=1, lease_token="alive", heartbeat_at=timezone.now()
+    )
+    assert runner.run_session(session.pk) == runner.BUSY
+    assert not fake_llm.calls
+
+
+def test_a_missing_session_is_ignored(db):
+    import uuid
+
+    assert runner.run_session(uuid.uuid4()) == runner.MISSING
+
+
+def test_all_agents_failing_fails_the_session_with_the_reasons(acme, fake_llm):
+    fake_llm.on(purpose="agent", replies=Reply(status=400))
+    session = run(create(acme, agents=specialists("a", "b")))
+    assert session.status == "failed"
+    assert session.error.startswith("every agent failed — a: openai: HTTP 400")
+    assert "b: openai: HTTP 400" in session.error
+    assert not fake_llm.calls_for(purpose="synthesis")
+    assert event_names(session).count("agent:failed") == 2
+
+
+def test_the_token_budget_stops_further_agents(acme, fake_llm):
+    fake_llm.on(agent="a", replies=Reply("big", prompt_tokens=80, completion_tokens=40))
+    session = run(create(acme, mode="sequential", synthesis="merge", max_total_tokens=100,
+                         agents=specialists("a", "b")))  # fmt: skip
+    a, b = session.contributions.order_by("position")
+    assert a.status == "completed" and a.tokens_used == 120
+    assert b.status == "failed" and "token budget exhausted" in b.error
+    assert not fake_llm.calls_for(agent="b")
+    assert session.status == "partial"
