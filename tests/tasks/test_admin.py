@@ -1,0 +1,84 @@
+"""The tasks admin: scoped to the user's organizations, rules enforced, audit read-only."""
+
+import pytest
+from django.test import Client
+
+from organization.models import TeamRule
+from tasks.models import Task, TaskEvent, WebhookDelivery
+from tasks.rules import SYSTEM
+from tasks.services import task_create, task_escalate
+from tests.factories import give_tasks, make_admin_user, make_agent, make_org
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world():
+    ours, theirs = make_org("ours"), make_org("theirs")
+    TeamRule.objects.create(organization=ours)
+    alex = make_agent(ours, "agent-alex")
+    full = make_agent(ours, "agent-full")
+    give_tasks(full, 5)
+    stranger = make_agent(theirs, "agent-stranger")
+    mine = task_create(org=ours, actor=SYSTEM, title="Our task", assignee=alex)
+    stuck = task_create(org=ours, actor=SYSTEM, title="Stuck task", assignee=alex)
+    task_escalate(task=stuck, actor=SYSTEM, reason="nobody above")
+    hidden = task_create(org=theirs, actor=SYSTEM, title="Their task", assignee=stranger)
+    WebhookDelivery.objects.create(
+        organization=ours, agent=alex, url="http://127.0.0.1:9/h", last_error="HTTP 500"
+    )
+    client = Client()
+    client.force_login(make_admin_user(ours))
+    return {"ours": ours, "alex": alex, "full": full, "mine": mine, "stuck": stuck,
+            "hidden": hidden, "client": client}  # fmt: skip
+
+
+def test_the_list_shows_only_the_users_organizations(world):
+    response = world["client"].get("/admin/tasks/task/")
+    assert response.status_code == 200
+    assert b"Our task" in response.content and b"Their task" not in response.content
+    assert world["client"].get(f"/admin/tasks/task/{world['hidden'].pk}/change/").status_code == 302
+
+
+def test_needs_attention_lists_tasks_escalated_to_humans(world):
+    response = world["client"].get("/admin/tasks/task/?attention=needs")
+    assert b"Stuck task" in response.content and b"Our task" not in response.content
+
+
+def test_the_change_page_shows_the_event_history_read_only(world):
+    response = world["client"].get(f"/admin/tasks/task/{world['stuck'].pk}/change/")
+    assert response.status_code == 200
+    assert b"escalated" in response.content and b"nobody above" in response.content
+
+
+def test_assigning_in_the_admin_goes_through_the_rules(world):
+    client = world["client"]
+    data = {"organization": world["ours"].pk, "title": "Admin-made", "description": "",
+            "required_expertise": "", "urgency": "high", "deadline": "", "assign_to": world["full"].pk,
+            "events-TOTAL_FORMS": 0, "events-INITIAL_FORMS": 0}  # fmt: skip
+    response = client.post("/admin/tasks/task/add/", data)
+    assert response.status_code == 200
+    assert b"capacity_exceeded" in response.content
+    assert not Task.objects.filter(title="Admin-made").exists()
+    data["assign_to"] = world["alex"].pk
+    response = client.post("/admin/tasks/task/add/", data)
+    assert response.status_code == 302, response.content[:2000]
+    task = Task.objects.get(title="Admin-made")
+    assert (task.assignee, task.urgency_rank) == (world["alex"], 3)
+    event = TaskEvent.objects.get(task=task)
+    assert event.actor_kind == "user" and event.actor_label.startswith("user:")
+
+
+def test_events_cannot_be_deleted_or_changed(world):
+    event = TaskEvent.objects.filter(task=world["mine"]).first()
+    client = world["client"]
+    assert client.get(f"/admin/tasks/taskevent/{event.pk}/delete/").status_code == 403
+    response = client.post(f"/admin/tasks/taskevent/{event.pk}/change/", {"message": "x"})
+    assert response.status_code == 403
+    event.refresh_from_db()
+    assert event.message != "x"
+
+
+def test_webhook_deliveries_and_failures_are_visible(world):
+    response = world["client"].get("/admin/tasks/webhookdelivery/")
+    assert response.status_code == 200 and b"HTTP 500" in response.content
