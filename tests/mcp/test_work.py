@@ -1,0 +1,170 @@
+"""Real work over MCP (streamable HTTP, the SDK's client): tasks with the engine's rules, and a
+collaborative session run by a real Celery worker with the offline provider."""
+
+import asyncio
+import time
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+
+from config.celery import app as celery_app
+from organization.models import TeamRule
+from tasks.models import Task, TaskEvent
+
+from .live import http_client
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def calls(url, key, *steps):
+    """Run `(tool, arguments)` steps in one MCP session; return their results."""
+    results = []
+    async with http_client(url, key, read_timeout_seconds=60) as client:
+        for name, arguments in steps:
+            results.append(await client.call_tool(name, arguments))
+    return results
+
+
+def test_create_and_delegate_a_task(live_url, demo_org, key_of):
+    created, = run(
+        calls(
+            live_url,
+            key_of(demo_org, "agent-sarah"),
+            ("create_task", {"title": "Index the orders table", "required_expertise": "PostgreSQL",
+                             "agent_id": "agent-sarah"}),
+        )
+    )  # fmt: skip
+    assert created.is_error is False, created.content[0].text
+    task = created.structured_content
+    assert task["assignee"] == "agent-sarah"
+    assert task["status"] == "assigned"
+
+    delegated, = run(
+        calls(
+            live_url,
+            key_of(demo_org, "agent-sarah"),
+            ("delegate_task", {"task_id": task["id"], "agent_id": "agent-alex",
+                               "primary_reason": "Tier 1: PostgreSQL expert with capacity",
+                               "fallback": "agent-database-lead", "reasoning": "Alex is idle (1/5)"}),
+        )
+    )  # fmt: skip
+    assert delegated.is_error is False, delegated.content[0].text
+    assert delegated.structured_content["assignee"] == "agent-alex"
+    assert delegated.structured_content["delegation_chain"] == ["agent-sarah", "agent-alex"]
+    assert Task.objects.get(pk=task["id"]).assignee.handle == "agent-alex"
+    event = TaskEvent.objects.filter(task_id=task["id"]).order_by("-pk").first()
+    assert event.recipient.handle == "agent-alex"
+
+
+def test_a_rule_violation_is_a_403_tool_error(live_url, demo_org, key_of):
+    TeamRule.objects.filter(organization=demo_org).update(require_supervisor_for_tasks=True)
+    refused, = run(
+        calls(
+            live_url,
+            key_of(demo_org, "agent-sarah"),
+            ("create_task", {"title": "Peer work", "agent_id": "agent-alex"}),
+        )
+    )  # fmt: skip
+    assert refused.is_error is True
+    assert refused.structured_content["code"] == "role_forbidden"
+    assert refused.structured_content["status"] == 403
+    assert refused.structured_content["success"] is False
+    assert not Task.objects.filter(title="Peer work").exists()
+
+
+def test_capacity_offline_and_loops_are_409_tool_errors(live_url, demo_org, key_of):
+    key = key_of(demo_org, "agent-alex")
+    created, to_jordan, to_sam = run(
+        calls(
+            live_url,
+            key,
+            ("create_task", {"title": "Deploy", "agent_id": "agent-alex"}),
+            ("create_task", {"title": "Too much", "agent_id": "agent-jordan"}),
+            ("create_task", {"title": "Nobody home", "agent_id": "agent-sam"}),
+        )
+    )
+    assert to_jordan.structured_content["code"] == "capacity_exceeded"
+    assert to_jordan.structured_content["status"] == 409
+    assert to_sam.structured_content["code"] == "agent_offline"
+    assert to_sam.structured_content["status"] == 409
+
+    task_id = created.structured_content["id"]
+    to_sarah, = run(calls(live_url, key, ("delegate_task", {"task_id": task_id, "agent_id": "agent-sarah"})))  # fmt: skip
+    assert to_sarah.is_error is False, to_sarah.content[0].text
+    back, = run(
+        calls(
+            live_url,
+            key_of(demo_org, "agent-sarah"),
+            ("delegate_task", {"task_id": task_id, "agent_id": "agent-alex"}),
+        )
+    )  # fmt: skip
+    assert back.is_error is True
+    assert back.structured_content["code"] == "delegation_loop"
+    assert back.structured_content["status"] == 409
+
+
+def test_another_agents_task_is_404(live_url, demo_org, key_of):
+    created, = run(calls(live_url, key_of(demo_org, "agent-alex"), ("create_task", {"title": "Mine", "agent_id": "agent-alex"})))  # fmt: skip
+    hidden, = run(
+        calls(
+            live_url,
+            key_of(demo_org, "agent-taylor"),
+            ("delegate_task", {"task_id": created.structured_content["id"], "agent_id": "agent-sarah"}),
+        )
+    )  # fmt: skip
+    assert hidden.structured_content["code"] == "task_not_found"
+    assert hidden.structured_content["status"] == 404
+
+
+@pytest.fixture
+def offline(settings, monkeypatch):
+    settings.LLM_PROVIDER = "offline"
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def worker(transactional_db):
+    with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        yield
+
+
+def test_start_a_collaboration_and_read_its_result(live_url, demo_org, key_of, offline, worker):
+    key = key_of(demo_org, "agent-sarah")
+
+    async def scenario():
+        async with http_client(live_url, key, read_timeout_seconds=60) as client:
+            started = await client.call_tool(
+                "start_collaboration",
+                {
+                    "task": "Should the orders API paginate with cursors?",
+                    "agents": [
+                        {"agent_id": "agent-alex", "focus": "the database"},
+                        {"agent_id": "agent-taylor", "focus": "the user experience"},
+                    ],
+                    "mode": "parallel",
+                    "synthesis": "merge",
+                },
+            )
+            assert started.is_error is False, started.content[0].text
+            session_id = started.structured_content["id"]
+            deadline = time.monotonic() + 60
+            while True:
+                read = await client.call_tool("get_collaboration", {"session_id": session_id})
+                assert read.is_error is False, read.content[0].text
+                if read.structured_content["status"] in ("completed", "failed", "cancelled"):
+                    return read.structured_content
+                assert time.monotonic() < deadline, read.structured_content["status"]
+                await asyncio.sleep(0.1)
+
+    session = run(scenario())
+    assert session["status"] == "completed", session
+    assert session["result"]
+    assert "offline" in session["result"].lower()
+    contributions = {c["agent"]: c for c in session["contributions"]}
+    assert sorted(contributions) == ["agent-alex", "agent-taylor"]
+    assert all(c["is_org_agent"] and c["provider"] == "offline" for c in contributions.values())
