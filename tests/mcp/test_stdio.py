@@ -76,3 +76,73 @@ def test_without_a_valid_key_the_command_refuses_to_start(args, subprocess_env):
     assert done.returncode != 0
     assert done.stdout == ""
     assert "key" in done.stderr.lower()
+
+
+def test_real_work_over_stdio(demo_org, key_of, subprocess_env, settings):
+    """Tasks (created, delegated, a 403 and a 409) and a collaboration, in one stdio session."""
+    from celery.contrib.testing.worker import start_worker
+
+    from config.celery import app as celery_app
+    from organization.models import TeamRule
+
+    settings.LLM_PROVIDER = "offline"  # the worker runs in this process
+    env = {
+        **subprocess_env,
+        "LLM_PROVIDER": "offline",
+        "OPENAI_API_KEY": "",
+        "ANTHROPIC_API_KEY": "",
+    }
+    key = key_of(demo_org, "agent-sarah")
+
+    async def scenario():
+        async with stdio_client(key, env, str(BASE_DIR), read_timeout_seconds=60) as c:
+            created = await c.call_tool(
+                "create_task", {"title": "Stdio task", "agent_id": "agent-sarah"}
+            )
+            task_id = created.structured_content["id"]
+            delegated = await c.call_tool(
+                "delegate_task", {"task_id": task_id, "agent_id": "agent-alex"}
+            )
+            full = await c.call_tool(
+                "create_task", {"title": "Overflow", "agent_id": "agent-jordan"}
+            )
+            await asyncio.to_thread(
+                lambda: TeamRule.objects.filter(organization=demo_org).update(
+                    require_supervisor_for_tasks=True
+                )
+            )
+            forbidden = await c.call_tool(
+                "create_task", {"title": "Peer", "agent_id": "agent-taylor"}
+            )
+            started = await c.call_tool(
+                "start_collaboration",
+                {
+                    "task": "Name the service",
+                    "agents": [{"agent_id": "agent-alex"}],
+                    "synthesis": "merge",
+                },
+            )
+            session_id = started.structured_content["id"]
+            deadline = asyncio.get_running_loop().time() + 60
+            while True:
+                read = await c.call_tool("get_collaboration", {"session_id": session_id})
+                if read.structured_content["status"] in ("completed", "failed", "cancelled"):
+                    break
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.1)
+            return created, delegated, full, forbidden, read
+
+    with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        created, delegated, full, forbidden, read = asyncio.run(scenario())
+    assert created.structured_content["assignee"] == "agent-sarah"
+    assert delegated.structured_content["assignee"] == "agent-alex"
+    assert (full.structured_content["code"], full.structured_content["status"]) == (
+        "capacity_exceeded",
+        409,
+    )
+    assert (forbidden.structured_content["code"], forbidden.structured_content["status"]) == (
+        "role_forbidden",
+        403,
+    )
+    assert read.structured_content["status"] == "completed"
+    assert read.structured_content["result"]
