@@ -7,6 +7,7 @@ from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, 
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils import timezone
 
 from tasks.models import HELD_STATUSES, Task, TaskStatus
@@ -81,6 +82,8 @@ class ChartNode:
     status: str = ""
     colour: str = ""
     percent: int = 0
+    workload: str = ""
+    team: str = ""
     role: str = ""
     has_children: bool = False
     # How many nested lists end after this node (the template closes them).
@@ -129,6 +132,8 @@ def build_chart(agents: list[Agent]) -> list[ChartNode]:
                 status=status,
                 colour=STATUS_COLOURS[status],
                 percent=percent,
+                workload=f"{agent.current_workload}/{capacity}",
+                team=agent.team.name if agent.team_id else "",
                 role=role,
                 has_children=next_depth > depth,
                 closes=range(max(0, depth - next_depth)),
@@ -152,6 +157,8 @@ def org_chart_view(request, model_admin, object_id: int) -> TemplateResponse:
         "title": f"Org chart of {org.name}",
         "organization": org,
         "nodes": nodes,
+        # One reverse() for the page, not one per agent: the chart may hold thousands.
+        "agent_url": reverse("admin:organization_agent_changelist"),
         "legend": [
             (status.value, STATUS_COLOURS[status], totals[status]) for status in AgentStatus
         ],

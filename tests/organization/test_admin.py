@@ -459,7 +459,8 @@ def test_org_chart_shows_the_tree_of_seniors_with_status_workload_and_queue(root
     assert nodes["agent-sam"].status == "offline"
     html = response.content.decode()
     jordan_card = html[html.index('id="agent-agent-jordan"') :].split("</li>")[0]
-    for expected in ["5/5", "5 open tasks", "2 queued", "Docker", "Kubernetes", "#e65100"]:
+    assert 'class="s-busy"' in jordan_card and ".s-busy .org-card" in html and "#e65100" in html
+    for expected in ["5/5", "5 open", "2 queued", "Docker", "Kubernetes", "Infrastructure"]:
         assert expected in jordan_card
     # Jordan's list item sits inside Sam's, which sits inside Alice's.
     assert html.index('id="agent-agent-alice"') < html.index('id="agent-agent-sam"')
@@ -609,3 +610,21 @@ def test_staff_without_an_admin_membership_sees_nothing(client, demo):
     assert "organization/agent" not in index.content.decode()
     assert client.get(AGENTS).status_code == 403
     assert client.get(chart_url(demo)).status_code == 404
+
+
+def test_staff_member_chooses_members_among_the_people_of_their_organizations(
+    bob_client, bob, demo, rival
+):
+    outsider = make_admin_user(rival, username="eve")
+    response = bob_client.get(reverse("admin:organization_membership_add"))
+    users = set(response.context["adminform"].form.fields["user"].queryset)
+    assert bob in users and outsider not in users
+
+
+def test_links_to_an_organizations_agents_work_for_staff(bob_client, demo):
+    html = bob_client.get(chart_url(demo)).content.decode()
+    link = f"{AGENTS}?organization__id__exact={demo.pk}"
+    assert link in html
+    response = bob_client.get(link)
+    assert response.status_code == 200
+    assert len(listed(response)) == 7
