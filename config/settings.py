@@ -220,9 +220,12 @@ TASKS_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("TASKS_WEBHOOK_TIMEOUT_SECO
 COLLAB_LEASE_SECONDS = float(os.environ.get("COLLAB_LEASE_SECONDS", "30"))
 
 # --- api ---
-# One name for the roster status enum (idle/active/busy/offline); without it the discovery
-# status (idle/busy) collides with it by field name and the schema check warns.
-SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
-    "AgentStatusEnum": ["idle", "active", "busy", "offline"],
-    "ExpertStatusEnum": ["idle", "busy"],
-}
+# One name per "status" choice set (roster, discovery, collaboration); fields of the same name
+# with different choices otherwise collide and `spectacular --fail-on-warn` fails.
+SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
+    {
+        "AgentStatusEnum": ["idle", "active", "busy", "offline"],
+        "ExpertStatusEnum": ["idle", "busy"],
+        "CollaborationStatusEnum": "collaboration.models.SessionStatus",
+    }
+)  # fmt: skip
