@@ -1,9 +1,16 @@
 """Celery tasks of the collaboration app: thin, they take an id and call the runner."""
 
 from celery import shared_task
+from celery.signals import worker_init, worker_process_init
 from django.conf import settings
 
-from . import runner
+from . import providers, runner
+
+
+@worker_init.connect
+@worker_process_init.connect
+def _warm_up_providers(**kwargs) -> None:
+    providers.warm_up()
 
 
 @shared_task(

@@ -85,3 +85,12 @@ def complete(provider: str, request: LLMRequest) -> LLMReply:
     reply.provider = reply.provider or provider
     reply.model = reply.model or request.model
     return reply
+
+
+def warm_up() -> None:
+    """Import both SDKs now (a worker at start-up): the first import takes seconds, and inside a
+    session it would count against the first agents' timeouts."""
+    from . import anthropic, openai  # noqa: F401
+    from .http import shared_client
+
+    shared_client()

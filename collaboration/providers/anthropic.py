@@ -29,8 +29,7 @@ def complete(request: LLMRequest) -> LLMReply:
         # anthropic 2.x's create() has no temperature parameter; the API still takes it.
         kwargs["extra_body"] = {"temperature": request.temperature}
     try:
-        with client:
-            message = client.messages.create(**kwargs)
+        message = client.messages.create(**kwargs)
     except anthropic.APITimeoutError as exc:
         raise ProviderTimeout(
             f"anthropic: timed out after {transport.attempts} attempt(s)"

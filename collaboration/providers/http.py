@@ -8,6 +8,8 @@ the SDK stops at once instead of sleeping and retrying. It also counts the attem
 SDKs do not report.
 """
 
+import contextvars
+import threading
 import time
 
 import httpx2
@@ -16,15 +18,29 @@ import httpx2
 DEADLINE_SLACK = 0.05
 
 
-class DeadlineTransport(httpx2.HTTPTransport):
-    def __init__(self, deadline: float | None, **kwargs):
-        super().__init__(**kwargs)
+class CallState:
+    """The deadline and the attempt count of the call running in this thread."""
+
+    def __init__(self, deadline: float | None):
         self.deadline = deadline
         self.attempts = 0
         self.expired = False
 
+
+_current: contextvars.ContextVar[CallState | None] = contextvars.ContextVar(
+    "collaboration_llm_call", default=None
+)
+
+
+class DeadlineTransport(httpx2.HTTPTransport):
+    """One shared, thread-safe connection pool; the per-call state lives in a context variable."""
+
+    @property
+    def state(self) -> CallState:
+        return _current.get() or CallState(None)
+
     def _expired_response(self, request: httpx2.Request) -> httpx2.Response:
-        self.expired = True
+        self.state.expired = True
         return httpx2.Response(
             408,
             headers={"x-should-retry": "false"},
@@ -33,10 +49,11 @@ class DeadlineTransport(httpx2.HTTPTransport):
         )
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        if self.deadline is None:
-            self.attempts += 1
+        state = self.state
+        if state.deadline is None:
+            state.attempts += 1
             return super().handle_request(request)
-        remaining = self.deadline - time.monotonic()
+        remaining = state.deadline - time.monotonic()
         if remaining <= 0:
             return self._expired_response(request)
         timeouts = dict(request.extensions.get("timeout") or {})
@@ -44,18 +61,33 @@ class DeadlineTransport(httpx2.HTTPTransport):
             value = timeouts.get(key)
             timeouts[key] = remaining if value is None else min(value, remaining)
         request.extensions = {**request.extensions, "timeout": timeouts}
-        self.attempts += 1
+        state.attempts += 1
         try:
             return super().handle_request(request)
         except httpx2.TimeoutException:
-            if self.deadline - time.monotonic() <= DEADLINE_SLACK:
+            if state.deadline - time.monotonic() <= DEADLINE_SLACK:
                 return self._expired_response(request)
             raise
 
 
-def client_for(deadline: float | None) -> tuple[httpx2.Client, DeadlineTransport]:
-    transport = DeadlineTransport(deadline)
-    return httpx2.Client(transport=transport), transport
+_client: httpx2.Client | None = None
+_client_lock = threading.Lock()
+
+
+def shared_client() -> httpx2.Client:
+    """Building a client costs ~40 ms (TLS context); one per process keeps calls cheap."""
+    global _client
+    with _client_lock:
+        if _client is None:
+            _client = httpx2.Client(transport=DeadlineTransport())
+        return _client
+
+
+def client_for(deadline: float | None) -> tuple[httpx2.Client, CallState]:
+    """The shared client, and the state of a new call (this thread's) bound to `deadline`."""
+    state = CallState(deadline)
+    _current.set(state)
+    return shared_client(), state
 
 
 def timeout_for(deadline: float | None, default: float) -> float:

@@ -30,8 +30,7 @@ def complete(request: LLMRequest) -> LLMReply:
     if request.temperature is not None:
         kwargs["temperature"] = request.temperature
     try:
-        with client:
-            completion = client.chat.completions.create(**kwargs)
+        completion = client.chat.completions.create(**kwargs)
     except openai.APITimeoutError as exc:
         raise ProviderTimeout(f"openai: timed out after {transport.attempts} attempt(s)") from exc
     except openai.APIStatusError as exc:

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from collaboration import runner
+from collaboration import providers, runner
 from collaboration.models import CollaborationSession
 from organization.caller import Caller
 from tests.factories import make_admin_user, make_agent, make_org
@@ -22,6 +22,7 @@ def offline(settings, monkeypatch):
 @pytest.fixture
 def fake_llm(settings, monkeypatch):
     """A FakeLLM on 127.0.0.1 that both SDKs point at; openai is the default provider."""
+    providers.warm_up()  # the SDK imports take seconds once; not inside a timed session
     with FakeLLM() as fake:
         for key, value in fake.env().items():
             monkeypatch.setenv(key, value)
