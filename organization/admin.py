@@ -162,6 +162,17 @@ class ScopedRelatedFilter(admin.RelatedFieldListFilter):
         return field.get_choices(include_blank=False, ordering=ordering, limit_choices_to=limit)
 
 
+def _sees_several_organizations(request) -> bool:
+    """Whether an organization column or filter tells the user anything."""
+    ids = admin_org_ids(request)
+    if ids is None:
+        cached = getattr(request, "_admin_several_orgs", None)
+        if cached is None:
+            cached = request._admin_several_orgs = Organization.objects.count() > 1
+        return cached
+    return len(ids) > 1
+
+
 def _choose_scope_org(request, obj) -> int | None:
     """The organization a change/add form is for: the object's, the one asked for, or the only one."""
     if obj is not None and obj.pk is not None:
@@ -195,8 +206,7 @@ class OrgOwnedAdmin(OrgScoped, admin.ModelAdmin):
 
     def get_list_filter(self, request):
         filters = list(super().get_list_filter(request))
-        ids = admin_org_ids(request)
-        if ids is None or len(ids) > 1:
+        if _sees_several_organizations(request):
             filters.insert(0, ("organization", ScopedRelatedFilter))
         return filters
 
@@ -513,12 +523,12 @@ class AgentAdmin(OrgOwnedAdmin):
     list_display = [
         "handle",
         "name",
+        "status_badge",
+        "workload",
         "role",
         "team",
         "senior",
         "hierarchy_role_display",
-        "status_badge",
-        "workload",
         "expertise_display",
     ]
     list_display_links = ["handle", "name"]
@@ -552,8 +562,7 @@ class AgentAdmin(OrgOwnedAdmin):
 
     def get_list_display(self, request):
         columns = list(super().get_list_display(request))
-        ids = admin_org_ids(request)
-        if ids is None or len(ids) > 1:
+        if _sees_several_organizations(request):
             columns.insert(2, "organization")
         return columns
 
@@ -629,8 +638,7 @@ class TeamAdmin(OrgOwnedAdmin):
         return super().get_queryset(request).annotate(agent_total=_counted(Agent, "team"))
 
     def get_list_display(self, request):
-        ids = admin_org_ids(request)
-        if ids is None or len(ids) > 1:
+        if _sees_several_organizations(request):
             return ["name", "organization", "agent_count"]
         return self.list_display
 

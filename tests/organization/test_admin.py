@@ -459,7 +459,8 @@ def test_org_chart_shows_the_tree_of_seniors_with_status_workload_and_queue(root
     assert nodes["agent-sam"].status == "offline"
     html = response.content.decode()
     jordan_card = html[html.index('id="agent-agent-jordan"') :].split("</li>")[0]
-    assert 'class="s-busy"' in jordan_card and ".s-busy .org-card" in html and "#e65100" in html
+    assert 'class="org-card s-busy"' in jordan_card
+    assert ".org-card.s-busy { border-left-color: #e65100; }" in html
     for expected in ["5/5", "5 open", "2 queued", "Docker", "Kubernetes", "Infrastructure"]:
         assert expected in jordan_card
     # Jordan's list item sits inside Sam's, which sits inside Alice's.
