@@ -1,0 +1,102 @@
+"""A worker process is SIGKILLed mid-session; a second worker resumes the session.
+
+The workers are real `celery -A config worker` processes on the Redis broker of REDIS_URL and
+the test database. Their Redis visibility_timeout is lowered (10 s) so that the killed worker's
+unacked message is re-delivered quickly; the session limits are lowered with it (the start-up
+check wants visibility_timeout > COLLAB_SESSION_TIME_LIMIT).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from collaboration.models import CollaborationSession
+from collaboration.services import session_create
+from tests.collaboration.conftest import human, specialists, wait_for
+from tests.fake_llm import Reply
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+
+def database_url() -> str:
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def start_worker_process(name: str, fake, tmp_path) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        **fake.env(),
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "LLM_PROVIDER": "openai",
+        "LLM_MODEL": "fake-model",
+        "COLLAB_AGENT_TIMEOUT": "5",
+        "COLLAB_SESSION_TIME_LIMIT": "9",
+        "CELERY_VISIBILITY_TIMEOUT": "10",
+        "CELERY_UNACKED_RESTORE_INTERVAL": "1",
+        "CELERY_UNACKED_RESTORE_THROTTLE": "1",
+        "COLLAB_LEASE_SECONDS": "3",
+    }
+    env.pop("TEST_DATABASE_NAME", None)
+    log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "-P", "solo", "-n",
+         f"{name}@%h", "-l", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="needs Redis (REDIS_URL)")
+@pytest.mark.skipif("postgresql" not in settings.DATABASES["default"]["ENGINE"],
+                    reason="worker processes share the test database: needs PostgreSQL")  # fmt: skip
+def test_a_session_survives_a_sigkilled_worker(acme, fake_llm, tmp_path):
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    # b's first request hangs: the first worker is killed while it waits for it.
+    fake_llm.on(agent="b", replies=[Reply(hang=True), Reply("b, second try\nCONFIDENCE: 0.7")])
+    fake_llm.on(purpose="agent", replies=Reply("an answer\nCONFIDENCE: 0.6", delay=0.2))
+    first = start_worker_process("first", fake_llm, tmp_path)
+    second = None
+    try:
+        session = session_create(caller=human(acme), payload={
+            "task": "t", "mode": "sequential", "synthesis": "merge",
+            "agents": specialists("a", "b", "c")})  # fmt: skip
+        wait_for(lambda: fake_llm.calls_for(agent="b"), timeout=60)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        second = start_worker_process("second", fake_llm, tmp_path)
+
+        def done():
+            s = CollaborationSession.objects.get(pk=session.pk)
+            return s if s.is_finished else None
+
+        session = wait_for(done, timeout=60, interval=0.2)
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=15)
+    logs = "\n".join(p.read_text() for p in tmp_path.glob("*.log"))
+    assert session.status == "completed", logs[-3000:]
+    assert session.attempts == 2
+    # Each agent answered exactly once; a finished agent (a) was never asked again, and b's
+    # request that the killed worker left hanging is the only one repeated.
+    for name in ("a", "b", "c"):
+        assert len(fake_llm.calls_for(agent=name, answered=True)) == 1, name
+    assert len(fake_llm.calls_for(agent="a")) == 1
+    assert len(fake_llm.calls_for(agent="c")) == 1
+    assert [c.answered for c in fake_llm.calls_for(agent="b")] == [False, True]
+    resume = session.events.get(name="tool:collaborative:resume")
+    assert resume.data == {"attempt": 2, "rerun": ["b"]}
+    assert [c.status for c in session.contributions.order_by("position")] == ["completed"] * 3
