@@ -1,0 +1,287 @@
+"""Collaborative sessions in the admin: status and progress, contributions, events, and a form
+for humans to start a session with organization agents.
+
+LLM text is never trusted HTML: results and responses are shown escaped, in <pre> blocks.
+Staff see only the organizations they administer (`admin_organizations`); superusers see all.
+"""
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Count, Q
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from organization.caller import Caller, admin_organizations
+from organization.errors import DomainError
+from organization.models import Agent, Organization
+
+from . import services
+from .models import (
+    FINISHED_CONTRIBUTION_STATUSES,
+    CollaborationSession,
+    Contribution,
+    ContributionStatus,
+    Mode,
+    SessionEvent,
+    SessionStatus,
+    Synthesis,
+)
+
+STATUS_COLOURS = {
+    SessionStatus.QUEUED: "#6c757d",
+    SessionStatus.RUNNING: "#0d6efd",
+    SessionStatus.SYNTHESIZING: "#6f42c1",
+    SessionStatus.COMPLETED: "#198754",
+    SessionStatus.PARTIAL: "#fd7e14",
+    SessionStatus.FAILED: "#dc3545",
+    SessionStatus.CANCELLED: "#adb5bd",
+    ContributionStatus.PENDING: "#6c757d",
+    ContributionStatus.RUNNING: "#0d6efd",
+    ContributionStatus.TIMED_OUT: "#fd7e14",
+    ContributionStatus.SKIPPED: "#adb5bd",
+}
+
+
+def badge(value: str):
+    return format_html(
+        '<span style="background:{};color:#fff;padding:2px 6px;border-radius:8px">{}</span>',
+        STATUS_COLOURS.get(value, "#6c757d"),
+        value,
+    )
+
+
+def pre(text: str):
+    # format_html escapes `text`: a <script> in an LLM answer stays text.
+    return format_html('<pre style="white-space:pre-wrap;max-width:60em">{}</pre>', text or "")
+
+
+def allowed(request, obj=None) -> bool:
+    user = request.user
+    if not (user.is_active and user.is_staff):
+        return False
+    if user.is_superuser:
+        return True
+    orgs = admin_organizations(user)
+    if obj is not None:
+        return orgs.filter(pk=obj.organization_id).exists()
+    return orgs.exists()
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_view_permission(self, request, obj=None):
+        return allowed(request, obj)
+
+
+class ContributionInline(ReadOnlyInline):
+    model = Contribution
+    ordering = ["position"]
+    fields = ["agent_key", "role", "status_badge", "answer", "confidence", "verdict",
+              "tokens_used", "attempts", "provider", "model", "error", "started_at", "finished_at"]  # fmt: skip
+    readonly_fields = fields
+
+    @admin.display(description="status")
+    def status_badge(self, obj):
+        return badge(obj.status)
+
+    @admin.display(description="response")
+    def answer(self, obj):
+        return pre(obj.response)
+
+
+class SessionEventInline(ReadOnlyInline):
+    model = SessionEvent
+    ordering = ["id"]
+    fields = ["created_at", "name", "data"]
+    readonly_fields = fields
+
+
+@admin.register(CollaborationSession)
+class CollaborationSessionAdmin(admin.ModelAdmin):
+    list_display = ["short_task", "status_badge", "progress", "mode", "synthesis", "created_by",
+                    "organization", "created_at", "finished_at"]  # fmt: skip
+    list_filter = ["status", "mode", "synthesis"]
+    search_fields = ["task", "created_by"]
+    list_select_related = ["organization"]
+    date_hierarchy = "created_at"
+    inlines = [ContributionInline, SessionEventInline]
+    actions = ["cancel_sessions"]
+    fieldsets = [
+        (None, {"fields": ["organization", "task", "mode", "synthesis", "status_badge",
+                           "progress", "created_by", "created_at", "started_at", "finished_at"]}),
+        ("Result", {"fields": ["result_text", "error", "consensus", "metadata"]}),
+        ("Settings", {"fields": ["context", "coordinator_config", "max_parallel", "agent_timeout",
+                                 "max_total_tokens", "attempts", "cancel_requested"]}),
+    ]  # fmt: skip
+    readonly_fields = [f for _, o in fieldsets for f in o["fields"]]
+
+    def get_queryset(self, request):
+        qs = (
+            super()
+            .get_queryset(request)
+            .annotate(
+                agents_total=Count("contributions", distinct=True),
+                agents_done=Count(
+                    "contributions",
+                    filter=Q(contributions__status__in=FINISHED_CONTRIBUTION_STATUSES),
+                    distinct=True,
+                ),
+            )
+        )
+        if request.user.is_superuser:
+            return qs
+        return qs.filter(organization__in=admin_organizations(request.user))
+
+    def has_module_permission(self, request):
+        return allowed(request)
+
+    def has_view_permission(self, request, obj=None):
+        return allowed(request, obj)
+
+    def has_change_permission(self, request, obj=None):
+        return allowed(request, obj)
+
+    def has_add_permission(self, request):
+        return False  # sessions start through the "Start collaboration" form
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="task")
+    def short_task(self, obj):
+        return obj.task if len(obj.task) <= 60 else obj.task[:59] + "…"
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        return badge(obj.status)
+
+    @admin.display(description="progress")
+    def progress(self, obj):
+        total = getattr(obj, "agents_total", None)
+        done = getattr(obj, "agents_done", None)
+        if total is None:
+            contributions = list(obj.contributions.all())
+            total, done = len(contributions), sum(c.is_finished for c in contributions)
+        return f"{done}/{total} agents done"
+
+    @admin.display(description="result")
+    def result_text(self, obj):
+        return pre(obj.result)
+
+    @admin.action(description="Cancel the selected sessions")
+    def cancel_sessions(self, request, queryset):
+        cancelled = 0
+        for session in queryset:
+            if session.is_finished:
+                continue
+            caller = Caller(organization=session.organization, user=request.user)
+            services.session_cancel(caller=caller, session=session)
+            cancelled += 1
+        self.message_user(request, f"Cancellation requested for {cancelled} session(s).")
+
+    # --- the "Start collaboration" form ------------------------------------------------------
+
+    def get_urls(self):
+        start = self.admin_site.admin_view(self.start_view)
+        return [
+            path("start/", start, name="collaboration_collaborationsession_start"),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(self, request, extra_context=None):
+        extra_context = {
+            **(extra_context or {}),
+            "start_url": reverse("admin:collaboration_collaborationsession_start"),
+        }
+        return super().changelist_view(request, extra_context)
+
+    def start_view(self, request):
+        if not allowed(request):
+            from django.core.exceptions import PermissionDenied
+
+            raise PermissionDenied
+        orgs = (
+            Organization.objects.all()
+            if request.user.is_superuser
+            else admin_organizations(request.user)
+        )
+        form = StartCollaborationForm(request.POST or None, organizations=orgs)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            payload = {
+                "task": data["task"],
+                "mode": data["mode"],
+                "synthesis": data["synthesis"],
+                "agents": [
+                    {"agent_id": a.handle, **({"focus": data["focus"]} if data["focus"] else {})}
+                    for a in form.ordered_agents()
+                ],
+            }
+            caller = Caller(organization=data["organization"], user=request.user)
+            try:
+                session = services.session_create(caller=caller, payload=payload)
+            except DomainError as exc:
+                form.add_error(None, exc.message)
+            else:
+                self.message_user(request, "The session is queued on a worker.", messages.SUCCESS)
+                return redirect(
+                    reverse("admin:collaboration_collaborationsession_change", args=[session.pk])
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Start collaboration",
+            "form": form,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(
+            request, "admin/collaboration/collaborationsession/start.html", context
+        )
+
+
+class StartCollaborationForm(forms.Form):
+    organization = forms.ModelChoiceField(queryset=Organization.objects.none())
+    task = forms.CharField(widget=forms.Textarea(attrs={"rows": 5, "cols": 80}))
+    agents = forms.ModelMultipleChoiceField(
+        queryset=Agent.objects.none(),
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Organization agents (paused agents are offline and cannot take part). "
+        "In hierarchical mode the first one, by name, coordinates.",
+    )
+    focus = forms.CharField(required=False, help_text="Optional focus given to every agent.")
+    mode = forms.ChoiceField(choices=Mode.choices, initial=Mode.PARALLEL)
+    synthesis = forms.ChoiceField(choices=Synthesis.choices, initial=Synthesis.COORDINATOR)
+
+    def __init__(self, *args, organizations, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["organization"].queryset = organizations
+        if organizations.count() == 1:
+            self.fields["organization"].initial = organizations.first()
+        self.fields["agents"].queryset = (
+            Agent.objects.filter(organization__in=organizations, is_paused=False)
+            .select_related("organization")
+            .order_by("organization__name", "name")
+        )
+        self.fields["agents"].label_from_instance = lambda a: (
+            f"{a.name} — {a.role or 'no job title'} ({a.handle}, {a.organization})"
+        )
+
+    def clean(self):
+        data = super().clean()
+        org, agents = data.get("organization"), data.get("agents")
+        if org and agents and any(a.organization_id != org.pk for a in agents):
+            raise forms.ValidationError("Pick agents of the chosen organization only.")
+        return data
+
+    def ordered_agents(self):
+        return sorted(self.cleaned_data["agents"], key=lambda a: (a.name, a.handle))

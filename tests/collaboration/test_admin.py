@@ -1,0 +1,93 @@
+import pytest
+from django.urls import reverse
+
+from collaboration.models import CollaborationSession, Contribution
+from tests.collaboration.conftest import specialists
+from tests.factories import make_admin_user, make_agent, make_org
+
+pytestmark = pytest.mark.django_db
+
+SCRIPT = "<script>alert('pwned')</script>"
+
+
+def a_session(org, **fields):
+    session = CollaborationSession.objects.create(
+        organization=org, task=fields.pop("task", "Review the API"), max_parallel=3,
+        agent_timeout=300, max_total_tokens=1000, **fields)  # fmt: skip
+    for i, (name, status) in enumerate([("a", "completed"), ("b", "completed"), ("c", "running"),
+                                        ("d", "pending"), ("e", "timed_out")]):  # fmt: skip
+        Contribution.objects.create(session=session, position=i, agent_key=name, status=status,
+                                    response=f"{name} says {SCRIPT}")  # fmt: skip
+    return session
+
+
+@pytest.fixture
+def alice(acme, client):
+    user = make_admin_user(acme, username="alice")
+    client.force_login(user)
+    return client
+
+
+def test_the_list_shows_status_and_progress(acme, alice):
+    a_session(acme, status="running")
+    response = alice.get(reverse("admin:collaboration_collaborationsession_changelist"))
+    assert response.status_code == 200
+    assert "3/5 agents done" in response.content.decode()
+    assert "Start collaboration" in response.content.decode()
+
+
+def test_llm_text_is_escaped_in_the_session_page(acme, alice):
+    session = a_session(acme, status="completed", result=f"The result {SCRIPT}")
+    response = alice.get(
+        reverse("admin:collaboration_collaborationsession_change", args=[session.pk])
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert SCRIPT not in html
+    assert "The result &lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
+    assert "a says &lt;script&gt;" in html
+
+
+def test_staff_see_only_their_organizations_sessions(acme, alice):
+    theirs = a_session(make_org("theirs"), task="their secret task")
+    listing = alice.get(reverse("admin:collaboration_collaborationsession_changelist"))
+    assert "their secret task" not in listing.content.decode()
+    change = alice.get(reverse("admin:collaboration_collaborationsession_change", args=[theirs.pk]))
+    assert change.status_code in (302, 404)
+
+
+def test_the_start_form_starts_a_session_with_organization_agents(acme, alice):
+    alex, sarah = acme.agents.get(handle="agent-alex"), acme.agents.get(handle="agent-sarah")
+    url = reverse("admin:collaboration_collaborationsession_start")
+    page = alice.get(url).content.decode()
+    assert "Alex — Backend Developer" in page
+    assert "agent-sam" not in page  # paused: offline agents cannot take part
+    response = alice.post(url, {"organization": acme.pk, "task": "Plan the migration",
+                                "agents": [alex.pk, sarah.pk], "mode": "sequential",
+                                "synthesis": "merge", "focus": ""})  # fmt: skip
+    session = CollaborationSession.objects.get()
+    assert response.status_code == 302
+    assert response["Location"].endswith(f"/{session.pk}/change/")
+    assert session.created_by == "user:alice"
+    assert list(session.contributions.values_list("agent_key", flat=True)) == [
+        "agent-alex", "agent-sarah"]  # fmt: skip
+
+
+def test_the_start_form_refuses_agents_of_another_organization(acme, alice):
+    stranger = make_agent(make_org("theirs"), "agent-stranger")
+    response = alice.post(reverse("admin:collaboration_collaborationsession_start"), {
+        "organization": acme.pk, "task": "t", "agents": [stranger.pk], "mode": "parallel",
+        "synthesis": "merge"})  # fmt: skip
+    assert response.status_code == 200
+    assert not CollaborationSession.objects.exists()
+
+
+def test_the_cancel_action_cancels_queued_sessions(acme, alice):
+    from collaboration.services import session_create
+    from tests.collaboration.conftest import human
+
+    session = session_create(caller=human(acme), payload={"task": "t", "agents": specialists("a")})
+    alice.post(reverse("admin:collaboration_collaborationsession_changelist"),
+               {"action": "cancel_sessions", "_selected_action": [session.pk]})  # fmt: skip
+    session.refresh_from_db()
+    assert session.status == "cancelled"
