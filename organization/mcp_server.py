@@ -5,8 +5,9 @@ One source of truth: `tools/list` is `registry.tools_for(caller)` and `tools/cal
 same name, description and input schema as on REST call-tool. Who calls comes only from
 the API key: the `Authorization: Bearer` header of each HTTP request, or `--key` for stdio.
 
-Domain errors never crash a session: they come back as MCP tool errors (`isError`) whose
-content is our error body `{"success": false, "error", "code", "status"}`.
+A result is the tool's JSON (as REST renders it) in one text block. Domain errors never
+crash a session: they come back as MCP tool errors (`isError`) whose text is our error body
+`{"success": false, "error", "code", "status"}`.
 """
 
 from __future__ import annotations
@@ -91,27 +92,24 @@ def fixed_caller(caller: Caller) -> CallerSource:
 # --- results -------------------------------------------------------------------------
 
 
-def to_json(value: Any) -> Any:
+def to_json_text(value: Any) -> str:
     """What REST would render for `value` (datetimes as ISO 8601, Decimals, UUIDs …)."""
-    return json.loads(json.dumps(value, cls=JSONEncoder))
+    return json.dumps(value, cls=JSONEncoder, ensure_ascii=False, separators=(",", ":"))
 
 
 def tool_result(value: Any) -> types.CallToolResult:
-    data = to_json(value)
-    text = json.dumps(data, ensure_ascii=False)
-    # Older protocol versions restrict structuredContent to an object; a list stays text only.
-    structured = data if isinstance(data, dict) else None
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structured_content=structured
-    )
+    """The tool's JSON as one text block: what an LLM host reads, and what a program parses.
+
+    No `structuredContent` copy: the tools declare no output schema, and validating a large
+    nested copy on both ends cost more than the whole REST request (bench/mcp.py).
+    """
+    return types.CallToolResult(content=[types.TextContent(type="text", text=to_json_text(value))])
 
 
 def tool_error(message: str, code: str, status: int) -> types.CallToolResult:
     body = {**error_body(message, code), "status": status}
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
-        structured_content=body,
-        is_error=True,
+        content=[types.TextContent(type="text", text=to_json_text(body))], is_error=True
     )
 
 
@@ -182,8 +180,14 @@ def build_server(caller_source: CallerSource = caller_of_request) -> Server:
         caller = await caller_source(ctx)
         return await run_tool(caller, params.name, params.arguments)
 
+    def input_schema_of(name: str) -> dict | None:
+        # Lets the SDK check Mcp-Param headers without running tools/list on every call.
+        tool = registry.REGISTRY.get(name)
+        return tool.input_schema if tool is not None else None
+
     return Server(
         SERVER_NAME,
+        get_tool_input_schema=input_schema_of,
         version="0.1.0",
         title="Agent Org",
         instructions=INSTRUCTIONS,

@@ -1,6 +1,7 @@
 """A live uvicorn server of the whole ASGI application on 127.0.0.1, in a thread, and MCP clients."""
 
 import contextlib
+import json
 import socket
 import threading
 import time
@@ -74,3 +75,9 @@ def stdio_client(key: str, env: dict, cwd: str, **kwargs) -> Client:
 def raw_http(base_url: str):
     with httpx2.Client(base_url=base_url, timeout=30) as client:
         yield client
+
+
+def data(result) -> dict | list:
+    """The JSON a tool answered (a result or an error body): the text block of its result."""
+    assert len(result.content) == 1 and result.content[0].type == "text", result
+    return json.loads(result.content[0].text)

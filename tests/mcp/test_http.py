@@ -12,7 +12,7 @@ from organization.registry import REGISTRY, register_tool
 from organization.services import api_key_revoke
 from tests.conftest import KeyClient
 
-from .live import http_client, raw_http
+from .live import data, http_client, raw_http
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -99,7 +99,7 @@ def test_get_organization_roster_as_sarah(live_url, demo_org, key_of, mode):
         )
     )
     assert result.is_error is False
-    roster = result.structured_content
+    roster = data(result)
     assert roster["agent_context"]["id"] == "agent-sarah"
     assert roster["agent_context"]["status"] == "active"
     assert [c["id"] for c in roster["colleagues"]] == ["agent-alex", "agent-database-lead"]
@@ -127,18 +127,18 @@ def test_a_domain_error_is_a_tool_error_and_the_session_goes_on(live_url, demo_o
 
     bad, unknown, good = run(scenario())
     assert bad.is_error is True
-    assert bad.structured_content == {
+    assert data(bad) == {
         "success": False,
         "error": "filter 'by_expertise' requires the 'expertise' parameter.",
         "code": "invalid_filter",
         "status": 400,
     }
-    assert '"code": "invalid_filter"' in bad.content[0].text
+    assert bad.content[0].type == "text"
     assert unknown.is_error is True
-    assert unknown.structured_content["code"] == "unknown_tool"
-    assert unknown.structured_content["status"] == 404
+    assert data(unknown)["code"] == "unknown_tool"
+    assert data(unknown)["status"] == 404
     assert good.is_error is False
-    assert len(good.structured_content["colleagues"]) == 6
+    assert len(data(good)["colleagues"]) == 6
 
 
 def test_arguments_naming_another_agent_are_403(live_url, demo_org, key_of):
@@ -151,8 +151,8 @@ def test_arguments_naming_another_agent_are_403(live_url, demo_org, key_of):
         )
     )
     assert result.is_error is True
-    assert result.structured_content["code"] == "identity_mismatch"
-    assert result.structured_content["status"] == 403
+    assert data(result)["code"] == "identity_mismatch"
+    assert data(result)["status"] == 403
 
 
 @pytest.fixture
@@ -178,7 +178,7 @@ def test_a_tool_added_to_the_registry_is_served(live_url, demo_org, key_of, writ
     assert tools[write_tool].description == "A test tool that writes (not read-only)."
     assert tools[write_tool].annotations.read_only_hint is False
     result = run(call(live_url, key, write_tool, {"note": "hi"}))
-    assert result.structured_content == {"touched_by": "agent-alex", "note": "hi"}
+    assert data(result) == {"touched_by": "agent-alex", "note": "hi"}
 
 
 def test_an_organization_key_gets_the_read_only_tools(live_url, demo_org, key_of, write_tool):
@@ -192,11 +192,11 @@ def test_an_organization_key_gets_the_read_only_tools(live_url, demo_org, key_of
     assert {"create_task", "delegate_task"}.isdisjoint(names)
     refused = run(call(live_url, key, write_tool, {}))
     assert refused.is_error is True
-    assert refused.structured_content["code"] == "agent_required"
-    assert refused.structured_content["status"] == 403
+    assert data(refused)["code"] == "agent_required"
+    assert data(refused)["status"] == 403
     roster = run(call(live_url, key, "get_organization_roster", {"filter": "all"}))
-    assert roster.structured_content["agent_context"] is None
-    assert len(roster.structured_content["colleagues"]) == 7
+    assert data(roster)["agent_context"] is None
+    assert len(data(roster)["colleagues"]) == 7
 
 
 def test_a_session_cannot_be_continued_with_another_key(live_url, demo_org, key_of):

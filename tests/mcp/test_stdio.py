@@ -10,7 +10,7 @@ from organization import registry
 from organization.caller import Caller
 
 from .conftest import BASE_DIR
-from .live import stdio_client
+from .live import data, stdio_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,15 +34,15 @@ def test_it_serves_the_registry_as_the_keys_agent(demo_org, key_of, subprocess_e
     assert [(t.name, t.description, t.input_schema) for t in tools] == [
         (t.name, t.description, t.input_schema) for t in expected
     ]
-    assert roster.structured_content["agent_context"]["id"] == "agent-sarah"
-    assert [c["id"] for c in roster.structured_content["colleagues"]] == [
+    assert data(roster)["agent_context"]["id"] == "agent-sarah"
+    assert [c["id"] for c in data(roster)["colleagues"]] == [
         "agent-alex",
         "agent-database-lead",
     ]
     assert error.is_error is True
-    assert error.structured_content["code"] == "invalid_params"
-    assert error.structured_content["status"] == 400
-    assert [c["id"] for c in after.structured_content["colleagues"]] == ["agent-alex"]
+    assert data(error)["code"] == "invalid_params"
+    assert data(error)["status"] == 400
+    assert [c["id"] for c in data(after)["colleagues"]] == ["agent-alex"]
 
 
 def test_the_key_can_come_from_the_environment(demo_org, key_of, subprocess_env):
@@ -99,7 +99,7 @@ def test_real_work_over_stdio(demo_org, key_of, subprocess_env, settings):
             created = await c.call_tool(
                 "create_task", {"title": "Stdio task", "agent_id": "agent-sarah"}
             )
-            task_id = created.structured_content["id"]
+            task_id = data(created)["id"]
             delegated = await c.call_tool(
                 "delegate_task", {"task_id": task_id, "agent_id": "agent-alex"}
             )
@@ -122,11 +122,11 @@ def test_real_work_over_stdio(demo_org, key_of, subprocess_env, settings):
                     "synthesis": "merge",
                 },
             )
-            session_id = started.structured_content["id"]
+            session_id = data(started)["id"]
             deadline = asyncio.get_running_loop().time() + 60
             while True:
                 read = await c.call_tool("get_collaboration", {"session_id": session_id})
-                if read.structured_content["status"] in ("completed", "failed", "cancelled"):
+                if data(read)["status"] in ("completed", "failed", "cancelled"):
                     break
                 assert asyncio.get_running_loop().time() < deadline
                 await asyncio.sleep(0.1)
@@ -134,15 +134,15 @@ def test_real_work_over_stdio(demo_org, key_of, subprocess_env, settings):
 
     with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
         created, delegated, full, forbidden, read = asyncio.run(scenario())
-    assert created.structured_content["assignee"] == "agent-sarah"
-    assert delegated.structured_content["assignee"] == "agent-alex"
-    assert (full.structured_content["code"], full.structured_content["status"]) == (
+    assert data(created)["assignee"] == "agent-sarah"
+    assert data(delegated)["assignee"] == "agent-alex"
+    assert (data(full)["code"], data(full)["status"]) == (
         "capacity_exceeded",
         409,
     )
-    assert (forbidden.structured_content["code"], forbidden.structured_content["status"]) == (
+    assert (data(forbidden)["code"], data(forbidden)["status"]) == (
         "role_forbidden",
         403,
     )
-    assert read.structured_content["status"] == "completed"
-    assert read.structured_content["result"]
+    assert data(read)["status"] == "completed"
+    assert data(read)["result"]

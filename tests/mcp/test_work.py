@@ -11,7 +11,7 @@ from config.celery import app as celery_app
 from organization.models import TeamRule
 from tasks.models import Task, TaskEvent
 
-from .live import http_client
+from .live import data, http_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,7 +39,7 @@ def test_create_and_delegate_a_task(live_url, demo_org, key_of):
         )
     )  # fmt: skip
     assert created.is_error is False, created.content[0].text
-    task = created.structured_content
+    task = data(created)
     assert task["assignee"] == "agent-sarah"
     assert task["status"] == "assigned"
 
@@ -53,8 +53,8 @@ def test_create_and_delegate_a_task(live_url, demo_org, key_of):
         )
     )  # fmt: skip
     assert delegated.is_error is False, delegated.content[0].text
-    assert delegated.structured_content["assignee"] == "agent-alex"
-    assert delegated.structured_content["delegation_chain"] == ["agent-sarah", "agent-alex"]
+    assert data(delegated)["assignee"] == "agent-alex"
+    assert data(delegated)["delegation_chain"] == ["agent-sarah", "agent-alex"]
     assert Task.objects.get(pk=task["id"]).assignee.handle == "agent-alex"
     event = TaskEvent.objects.filter(task_id=task["id"]).order_by("-pk").first()
     assert event.recipient.handle == "agent-alex"
@@ -70,9 +70,9 @@ def test_a_rule_violation_is_a_403_tool_error(live_url, demo_org, key_of):
         )
     )  # fmt: skip
     assert refused.is_error is True
-    assert refused.structured_content["code"] == "role_forbidden"
-    assert refused.structured_content["status"] == 403
-    assert refused.structured_content["success"] is False
+    assert data(refused)["code"] == "role_forbidden"
+    assert data(refused)["status"] == 403
+    assert data(refused)["success"] is False
     assert not Task.objects.filter(title="Peer work").exists()
 
 
@@ -87,12 +87,12 @@ def test_capacity_offline_and_loops_are_409_tool_errors(live_url, demo_org, key_
             ("create_task", {"title": "Nobody home", "agent_id": "agent-sam"}),
         )
     )
-    assert to_jordan.structured_content["code"] == "capacity_exceeded"
-    assert to_jordan.structured_content["status"] == 409
-    assert to_sam.structured_content["code"] == "agent_offline"
-    assert to_sam.structured_content["status"] == 409
+    assert data(to_jordan)["code"] == "capacity_exceeded"
+    assert data(to_jordan)["status"] == 409
+    assert data(to_sam)["code"] == "agent_offline"
+    assert data(to_sam)["status"] == 409
 
-    task_id = created.structured_content["id"]
+    task_id = data(created)["id"]
     to_sarah, = run(calls(live_url, key, ("delegate_task", {"task_id": task_id, "agent_id": "agent-sarah"})))  # fmt: skip
     assert to_sarah.is_error is False, to_sarah.content[0].text
     back, = run(
@@ -103,8 +103,8 @@ def test_capacity_offline_and_loops_are_409_tool_errors(live_url, demo_org, key_
         )
     )  # fmt: skip
     assert back.is_error is True
-    assert back.structured_content["code"] == "delegation_loop"
-    assert back.structured_content["status"] == 409
+    assert data(back)["code"] == "delegation_loop"
+    assert data(back)["status"] == 409
 
 
 def test_another_agents_task_is_404(live_url, demo_org, key_of):
@@ -113,11 +113,11 @@ def test_another_agents_task_is_404(live_url, demo_org, key_of):
         calls(
             live_url,
             key_of(demo_org, "agent-taylor"),
-            ("delegate_task", {"task_id": created.structured_content["id"], "agent_id": "agent-sarah"}),
+            ("delegate_task", {"task_id": data(created)["id"], "agent_id": "agent-sarah"}),
         )
     )  # fmt: skip
-    assert hidden.structured_content["code"] == "task_not_found"
-    assert hidden.structured_content["status"] == 404
+    assert data(hidden)["code"] == "task_not_found"
+    assert data(hidden)["status"] == 404
 
 
 @pytest.fixture
@@ -151,14 +151,14 @@ def test_start_a_collaboration_and_read_its_result(live_url, demo_org, key_of, o
                 },
             )
             assert started.is_error is False, started.content[0].text
-            session_id = started.structured_content["id"]
+            session_id = data(started)["id"]
             deadline = time.monotonic() + 60
             while True:
                 read = await client.call_tool("get_collaboration", {"session_id": session_id})
                 assert read.is_error is False, read.content[0].text
-                if read.structured_content["status"] in ("completed", "failed", "cancelled"):
-                    return read.structured_content
-                assert time.monotonic() < deadline, read.structured_content["status"]
+                if data(read)["status"] in ("completed", "failed", "cancelled"):
+                    return data(read)
+                assert time.monotonic() < deadline, data(read)["status"]
                 await asyncio.sleep(0.1)
 
     session = run(scenario())
