@@ -229,3 +229,8 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
         "CollaborationStatusEnum": "collaboration.models.SessionStatus",
     }
 )  # fmt: skip
+
+# --- expert discovery (issue 5) ---
+# Seed 002's files: <dir>/<org slug>/experts_manifest.json and <dir>/<org slug>/status/expert{id}.
+# Empty: no files are written and the on-commit manifest refresh is off.
+AGENT_ORG_MANIFEST_DIR = os.environ.get("AGENT_ORG_MANIFEST_DIR", "")
