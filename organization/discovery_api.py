@@ -25,7 +25,7 @@ class ExpertSerializer(serializers.Serializer):
     name = serializers.CharField()
     role = serializers.CharField()
     worktree_path = serializers.CharField(allow_null=True)
-    status = serializers.CharField(help_text="'idle' (reported pending) or 'busy' (anything else)")
+    status = serializers.ChoiceField(choices=[discovery.IDLE, discovery.BUSY])
 
 
 class ExpertsSerializer(serializers.Serializer):
@@ -43,7 +43,7 @@ class StatusSerializer(serializers.Serializer):
     agent_id = serializers.CharField()
     expert_id = serializers.IntegerField()
     runtime_status = serializers.CharField()
-    status = serializers.CharField(help_text="'idle' (reported pending) or 'busy' (anything else)")
+    status = serializers.ChoiceField(choices=[discovery.IDLE, discovery.BUSY])
     updated_at = serializers.DateTimeField()
 
 
