@@ -56,8 +56,7 @@ CLAIMED, MISSING, FINISHED, BUSY = "claimed", "missing", "finished", "busy"
 class Slot:
     """One agent's run inside a batch, as the session thread sees it."""
 
-    contribution_id: int
-    agent_key: str
+    contribution: Contribution
     # time.monotonic() by which the running attempt must be over; set by the agent's thread.
     deadline: float | None = None
     future: object = None
@@ -71,6 +70,8 @@ class RunContext:
     lock: threading.Lock = field(default_factory=threading.Lock)
     inflight: int = 0
     peak: int = 0
+    # Tokens spent by this session so far (kept here: a query per call costs the agents time).
+    tokens: int = 0
 
     @property
     def session_id(self):
@@ -88,23 +89,20 @@ class RunContext:
             with self.lock:
                 self.inflight -= 1
 
-    def tokens_used(self) -> int:
-        agents = (
-            Contribution.objects.filter(session_id=self.session_id).aggregate(n=Sum("tokens_used"))[
-                "n"
-            ]
-            or 0
-        )
-        extra = (
-            CollaborationSession.objects.filter(pk=self.session_id)
-            .values_list("metadata", flat=True)
-            .first()
-            or {}
-        )
-        return agents + int(extra.get("synthesis_tokens", 0))
+    def load_tokens(self) -> None:
+        """What earlier runs of this session spent (a resumed session keeps its budget)."""
+        agents = Contribution.objects.filter(session_id=self.session_id).aggregate(
+            n=Sum("tokens_used")
+        )["n"]
+        self.tokens = (agents or 0) + int(self.session.metadata.get("synthesis_tokens", 0))
+
+    def spend(self, tokens: int) -> None:
+        with self.lock:
+            self.tokens += tokens
 
     def budget_left(self) -> int:
-        return self.session.max_total_tokens - self.tokens_used()
+        with self.lock:
+            return self.session.max_total_tokens - self.tokens
 
 
 class Heartbeat(threading.Thread):
@@ -143,6 +141,7 @@ def run_session(session_id) -> str:
     if outcome != CLAIMED:
         return outcome
     ctx = RunContext(session=CollaborationSession.objects.get(pk=session_id))
+    ctx.load_tokens()
     heartbeat = Heartbeat(ctx, token)
     heartbeat.start()
     try:
@@ -215,7 +214,7 @@ def _claim(session_id, token: str) -> str:
 
 def _execute(ctx: RunContext) -> None:
     session = ctx.session
-    contributions = list(session.contributions.order_by("position"))
+    contributions = list(session.contributions.select_related("agent").order_by("position"))
     if session.mode == Mode.PARALLEL:
         _run_batch(ctx, [c for c in contributions if not c.is_finished], session.max_parallel)
     elif session.mode == Mode.SEQUENTIAL:
@@ -232,9 +231,13 @@ def _execute(ctx: RunContext) -> None:
             _run_batch(ctx, [coordinator], 1, work=_run_plan)
         _ensure_plan_outcome(ctx, coordinator)
         if not ctx.cancelled.is_set():
-            pending = Contribution.objects.filter(
-                pk__in=[s.pk for s in specialists], status=ContributionStatus.PENDING
-            ).order_by("position")
+            pending = (
+                Contribution.objects.filter(
+                    pk__in=[s.pk for s in specialists], status=ContributionStatus.PENDING
+                )
+                .select_related("agent")
+                .order_by("position")
+            )
             _run_batch(ctx, list(pending), session.max_parallel)
     if ctx.cancelled.is_set():
         with transaction.atomic():
@@ -263,7 +266,7 @@ def _run_batch(
     if not contributions:
         return
     work = work or _run_agent
-    slots = [Slot(c.pk, c.agent_key) for c in contributions]
+    slots = [Slot(c) for c in contributions]
     pool = ThreadPoolExecutor(
         max_workers=min(parallel, len(slots)), thread_name_prefix="collab-agent"
     )
@@ -281,7 +284,7 @@ def _run_batch(
                 if slot.deadline is not None and now > slot.deadline:
                     _settle(
                         ctx,
-                        slot.contribution_id,
+                        slot.contribution,
                         ContributionStatus.TIMED_OUT,
                         error=f"timed out after {ctx.session.agent_timeout:g} s",
                     )
@@ -293,7 +296,7 @@ def _run_batch(
                 for slot in open_slots:
                     _settle(
                         ctx,
-                        slot.contribution_id,
+                        slot.contribution,
                         ContributionStatus.CANCELLED,
                         error="cancelled",
                         from_statuses=(ContributionStatus.PENDING, ContributionStatus.RUNNING),
@@ -307,15 +310,15 @@ def _start(ctx: RunContext, slot: Slot) -> Contribution | None:
     """Claim the contribution (pending → running); None when it is not ours to run."""
     if ctx.stop.is_set() or ctx.cancelled.is_set():
         return None
+    contribution = slot.contribution
     claimed = Contribution.objects.filter(
-        pk=slot.contribution_id, status=ContributionStatus.PENDING
+        pk=contribution.pk, status=ContributionStatus.PENDING
     ).update(
         status=ContributionStatus.RUNNING, started_at=timezone.now(), finished_at=None, error=""
     )
     if not claimed:
         return None
     slot.deadline = time.monotonic() + ctx.session.agent_timeout
-    contribution = Contribution.objects.select_related("agent").get(pk=slot.contribution_id)
     event_record(
         ctx.session_id, "agent:start", agent=contribution.agent_key, role=contribution.role
     )
@@ -324,7 +327,7 @@ def _start(ctx: RunContext, slot: Slot) -> Contribution | None:
 
 def _settle(
     ctx: RunContext,
-    contribution_id: int,
+    contribution: Contribution,
     status: str,
     *,
     error: str = "",
@@ -349,20 +352,17 @@ def _settle(
         )
     fields.update(extra or {})
     with transaction.atomic():
-        settled = Contribution.objects.filter(pk=contribution_id, status__in=from_statuses).update(
+        settled = Contribution.objects.filter(pk=contribution.pk, status__in=from_statuses).update(
             **fields
         )
         if not settled:
             return False
-        contribution = Contribution.objects.only("agent_key", "role", "tokens_used").get(
-            pk=contribution_id
-        )
         if status == ContributionStatus.COMPLETED:
             event_record(
                 ctx.session_id,
                 "agent:complete",
                 agent=contribution.agent_key,
-                tokens=contribution.tokens_used,
+                tokens=reply.tokens_used if reply else 0,
             )
         else:
             event_record(
@@ -437,7 +437,9 @@ def _call(ctx: RunContext, provider: str, request: LLMRequest) -> LLMReply:
         )
     request.max_tokens = max(1, min(request.max_tokens, budget))
     with ctx.track():
-        return providers.complete(provider, request)
+        reply = providers.complete(provider, request)
+    ctx.spend(reply.tokens_used)
+    return reply
 
 
 def _run_agent(ctx: RunContext, slot: Slot) -> None:
@@ -493,16 +495,16 @@ def _run_agent(ctx: RunContext, slot: Slot) -> None:
             },
         )
         reply = _call(ctx, provider, request)
-        _settle(ctx, slot.contribution_id, ContributionStatus.COMPLETED, reply=reply)
+        _settle(ctx, slot.contribution, ContributionStatus.COMPLETED, reply=reply)
     except ProviderTimeout as exc:
-        _settle(ctx, slot.contribution_id, ContributionStatus.TIMED_OUT, error=str(exc))
+        _settle(ctx, slot.contribution, ContributionStatus.TIMED_OUT, error=str(exc))
     except ProviderError as exc:
-        _settle(ctx, slot.contribution_id, ContributionStatus.FAILED, error=str(exc))
+        _settle(ctx, slot.contribution, ContributionStatus.FAILED, error=str(exc))
     except Exception as exc:
-        log.exception("collaboration agent %s crashed", slot.agent_key)
+        log.exception("collaboration agent %s crashed", slot.contribution.agent_key)
         _settle(
             ctx,
-            slot.contribution_id,
+            slot.contribution,
             ContributionStatus.FAILED,
             error=f"internal error: {type(exc).__name__}: {exc}",
         )
@@ -574,7 +576,7 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
                 if isinstance(failure, ProviderTimeout)
                 else ContributionStatus.FAILED
             )
-            _settle(ctx, slot.contribution_id, status, error=str(failure))
+            _settle(ctx, slot.contribution, status, error=str(failure))
             return
         combined = LLMReply(
             text=replies[-1].text,
@@ -613,7 +615,7 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
 
         _settle(
             ctx,
-            slot.contribution_id,
+            slot.contribution,
             ContributionStatus.COMPLETED,
             reply=combined,
             error="" if plan else f"plan rejected: {reason}",
@@ -623,7 +625,7 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
         log.exception("collaboration plan crashed")
         _settle(
             ctx,
-            slot.contribution_id,
+            slot.contribution,
             ContributionStatus.FAILED,
             error=f"internal error: {type(exc).__name__}: {exc}",
         )

@@ -255,11 +255,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # quiet
         pass
 
-    def _client_gone(self) -> bool:
+    def _client_gone(self, timeout: float = 0.0) -> bool:
+        """Waits up to `timeout` for the client to hang up (select wakes at once if it does)."""
         try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
+            readable, _, _ = select.select([self.connection], [], [], timeout)
             if readable:
-                return self.connection.recv(1, socket.MSG_PEEK) == b""
+                if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                    return True
+                time.sleep(min(timeout, 0.01))  # unexpected extra bytes: do not spin
         except OSError:
             return True
         return False
@@ -269,16 +272,17 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server_fake
         end = None if seconds is None else time.monotonic() + seconds
         while True:
-            if self._client_gone():
-                return False
             if end is None:
-                if fake._released.wait(0.01):
+                if self._client_gone(0.01):
+                    return False
+                if fake._released.is_set():
                     return True
             else:
                 left = end - time.monotonic()
                 if left <= 0:
                     return True
-                time.sleep(min(0.01, left))
+                if self._client_gone(min(left, 0.05)):
+                    return False
 
     def do_POST(self):
         fake = self.server_fake
