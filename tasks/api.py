@@ -31,6 +31,7 @@ from .serializers import (
     DelegateSerializer,
     EscalateSerializer,
     InboxItemSerializer,
+    InboxPageSerializer,
     InboxQuerySerializer,
     InboxReadSerializer,
     QueueSerializer,
@@ -81,7 +82,7 @@ class TaskViewSet(GenericViewSet):
         )
         return Response(TaskSerializer(task).data, status=status)
 
-    @extend_schema(responses={200: TaskSerializer(many=True), 401: ERRORS[401]})
+    @extend_schema(responses={200: TaskSerializer(many=True), 400: ERRORS[400], 401: ERRORS[401]})
     def list(self, request):
         tasks = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(tasks)
@@ -167,7 +168,7 @@ class TaskViewSet(GenericViewSet):
 class InboxView(APIView):
     @extend_schema(
         parameters=[InboxQuerySerializer],
-        responses={200: InboxItemSerializer(many=True), **ERRORS},
+        responses={200: InboxPageSerializer, **ERRORS},
         summary="What was assigned, delegated, escalated or queued to the calling agent",
     )
     def get(self, request):
@@ -189,6 +190,7 @@ class InboxReadView(APIView):
         request=InboxReadSerializer,
         responses={200: OpenApiResponse(description='{"success": true, "marked": n}'), **ERRORS},
         summary="Mark inbox items read (all unread ones without ids)",
+        operation_id="inbox_read_many",
     )
     def post(self, request):
         agent = resolve_caller(request).require_agent()
@@ -199,7 +201,9 @@ class InboxReadView(APIView):
 
 
 class InboxItemReadView(APIView):
-    @extend_schema(request=None, responses={200: InboxItemSerializer, **ERRORS})
+    @extend_schema(
+        request=None, responses={200: InboxItemSerializer, **ERRORS}, operation_id="inbox_item_read"
+    )
     def post(self, request, item_id):
         agent = resolve_caller(request).require_agent()
         item = inbox_item_for(agent, item_id)

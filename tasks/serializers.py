@@ -62,9 +62,11 @@ class CancelSerializer(serializers.Serializer):
 
 
 class TaskSerializer(serializers.ModelSerializer):
-    assignee = serializers.SlugRelatedField(slug_field="handle", read_only=True)
-    queued_for = serializers.SlugRelatedField(slug_field="handle", read_only=True)
-    created_by_agent = serializers.SlugRelatedField(slug_field="handle", read_only=True)
+    assignee = serializers.SlugRelatedField(slug_field="handle", read_only=True, allow_null=True)
+    queued_for = serializers.SlugRelatedField(slug_field="handle", read_only=True, allow_null=True)
+    created_by_agent = serializers.SlugRelatedField(
+        slug_field="handle", read_only=True, allow_null=True
+    )
     delegation_chain = serializers.ListField(child=serializers.CharField(), read_only=True)
     estimated_wait_seconds = serializers.SerializerMethodField()
 
@@ -89,8 +91,8 @@ class TaskSerializer(serializers.ModelSerializer):
 
 class TaskEventSerializer(serializers.ModelSerializer):
     actor = serializers.CharField(source="actor_label")
-    actor_agent = serializers.SlugRelatedField(slug_field="handle", read_only=True)
-    recipient = serializers.SlugRelatedField(slug_field="handle", read_only=True)
+    actor_agent = serializers.SlugRelatedField(slug_field="handle", read_only=True, allow_null=True)
+    recipient = serializers.SlugRelatedField(slug_field="handle", read_only=True, allow_null=True)
     decision = serializers.ChoiceField(choices=Decision.choices, allow_blank=True)
 
     class Meta:
@@ -127,6 +129,13 @@ class InboxItemSerializer(serializers.ModelSerializer):
     def get_task(self, item: InboxItem) -> dict:
         t = item.task
         return {"id": t.pk, "title": t.title, "status": t.status, "urgency": t.urgency}
+
+
+class InboxPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = InboxItemSerializer(many=True)
 
 
 class InboxQuerySerializer(serializers.Serializer):
