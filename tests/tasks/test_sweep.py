@@ -108,6 +108,7 @@ def test_a_full_target_gets_the_task_queued_and_it_is_not_escalated_to_the_exper
     assert Task.objects.get(pk=task.pk).assignee == chief
 
 
+@requires_postgres()  # elsewhere the batch is written with bulk_update, in several statements
 def test_the_sweep_takes_few_queries_per_task(team, django_assert_max_num_queries):
     org, chief, boss, worker, expert = team
     TeamRule.objects.filter(organization=org).update(default_supervisor=None)
