@@ -17,7 +17,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from organization.errors import Conflict
+from organization.errors import Conflict, Forbidden
 from organization.models import Agent, Organization, TeamRule
 from organization.selectors import team_rule_of
 
@@ -289,7 +289,7 @@ def task_assign(*, task: Task, actor: Actor, to: Agent | None = None) -> Task:
     if to is None:
         to = actor.agent
         if to is None:
-            raise Conflict(
+            raise Forbidden(
                 "agent_id is required: only an agent can claim a task.", "agent_required"
             )
     _ensure_open(task, TaskStatus.ASSIGNED)

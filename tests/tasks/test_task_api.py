@@ -436,3 +436,8 @@ def test_list_query_count_does_not_grow_with_tasks(cast, django_assert_max_num_q
         response = client.get("/api/tasks?status=queued")
     waits = [t["estimated_wait_seconds"] for t in response.json()["results"]]
     assert sorted(waits) == [720 * n for n in range(1, 11)]
+
+
+def test_a_human_must_name_the_assignee(cast):
+    task = create(cast.human).json()
+    assert_error(post(cast.human, f"/api/tasks/{task['id']}/assign", {}), 403, "agent_required")
