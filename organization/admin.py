@@ -245,6 +245,7 @@ class ExpertiseField(forms.CharField):
     def __init__(self, **kwargs):
         kwargs.setdefault("required", False)
         kwargs.setdefault("help_text", "Comma-separated, exact and case-sensitive: React, CSS")
+        kwargs.setdefault("widget", forms.TextInput(attrs={"class": "vTextField"}))
         super().__init__(**kwargs)
 
     def prepare_value(self, value):

@@ -20,8 +20,10 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def browser():
+    """Function-scoped on purpose: sync Playwright keeps an asyncio loop running in this thread
+    while it is open, and later tests that call asyncio.run() (MCP) would fail under it."""
     if not Path(CHROMIUM).exists():
         message = (
             f"Chromium not found at {CHROMIUM} (apt-get install -y chromium; `make test` does)"
