@@ -119,7 +119,8 @@ class TaskEvent(models.Model):
     """The audit trail: append-only. Rows are inserted, never updated or deleted."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    # Indexed by taskevent_task_time (task, created_at): a second index would only slow inserts.
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events", db_index=False)
     kind = models.CharField(max_length=20, choices=EventKind.choices)
     actor_kind = models.CharField(max_length=10, choices=ActorKind.choices)
     actor_agent = models.ForeignKey(
@@ -167,7 +168,10 @@ class InboxItem(models.Model):
     """What reached an agent: assigned, delegated, escalated or queued to it (never its own act)."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="inbox_items")
+    # Indexed by inbox_agent_read (agent, read_at).
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="inbox_items", db_index=False
+    )
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="inbox_items")
     event = models.ForeignKey(TaskEvent, on_delete=models.CASCADE, related_name="inbox_items")
     kind = models.CharField(max_length=20, choices=EventKind.choices)

@@ -601,6 +601,8 @@ def _sweep_batch(now: datetime, batch_size: int) -> int:
     )
     if not rows:
         return 0
+    # `now` decides what is stale; the rows record when the sweep actually wrote them.
+    written = timezone.now()
     org_ids = {r["organization_id"] for r in rows}
     rule_of = {
         r.organization_id: r
@@ -640,7 +642,7 @@ def _sweep_batch(now: datetime, batch_size: int) -> int:
         )
         queued_for = agents.get(row["queued_for_id"])
         before = {"status": row["status"], "assignee": None, "queued_for": _handle(queued_for)}
-        task = Task(pk=row["pk"], organization_id=row["organization_id"], updated_at=now)
+        task = Task(pk=row["pk"], organization_id=row["organization_id"], updated_at=written)
         task.delegation_chain = row["delegation_chain"]
         task.queued_by_id = row["queued_by_id"]
         task.assigned_at = None
@@ -661,7 +663,7 @@ def _sweep_batch(now: datetime, batch_size: int) -> int:
                 task.status, task.assignee_id, task.queued_for_id, task.queued_at = (
                     TaskStatus.ASSIGNED, target.pk, None, None,
                 )  # fmt: skip
-                task.assigned_at = now
+                task.assigned_at = written
                 task.queued_by_id = None
                 task.delegation_chain = rules.chain_after(
                     list(row["delegation_chain"]), target.handle
@@ -670,7 +672,7 @@ def _sweep_batch(now: datetime, batch_size: int) -> int:
                 message = f"The system escalated the stale task to {target.handle}."
             else:
                 task.status, task.assignee_id, task.queued_for_id, task.queued_at = (
-                    TaskStatus.QUEUED, None, target.pk, now,
+                    TaskStatus.QUEUED, None, target.pk, written,
                 )  # fmt: skip
                 after = {"status": task.status, "assignee": None, "queued_for": target.handle}
                 message = (
@@ -695,19 +697,7 @@ def _sweep_batch(now: datetime, batch_size: int) -> int:
             )  # fmt: skip
         )
     _bulk_apply(updated)
-    events = TaskEvent.objects.bulk_create(events)
-    InboxItem.objects.bulk_create(
-        InboxItem(
-            organization_id=e.organization_id,
-            agent_id=e.recipient_id,
-            task_id=e.task_id,
-            event=e,
-            kind=e.kind,
-            message=e.message,
-        )  # fmt: skip
-        for e in events
-        if e.recipient_id
-    )
+    _bulk_record(events, written)
     _sweep_webhooks(events, updated, targets)
     return len(rows)
 
@@ -753,6 +743,91 @@ def _bulk_apply(tasks: list[Task]) -> None:
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, columns)
+
+
+def _bulk_record(events: list[TaskEvent], now: datetime) -> None:
+    """Insert the batch's events (setting their pks) and the recipients' inbox items.
+
+    On PostgreSQL two `INSERT … SELECT FROM unnest(arrays)`: Django's bulk_create compiles a
+    placeholder per value, which costs more than the insert itself at this size.
+    """
+    if connection.vendor != "postgresql":
+        TaskEvent.objects.bulk_create(events)
+        InboxItem.objects.bulk_create(
+            InboxItem(
+                organization_id=e.organization_id,
+                agent_id=e.recipient_id,
+                task_id=e.task_id,
+                event=e,
+                kind=e.kind,
+                message=e.message,
+            )  # fmt: skip
+            for e in events
+            if e.recipient_id
+        )
+        return
+    for e in events:
+        e.created_at = now
+    event_table, inbox_table = TaskEvent._meta.db_table, InboxItem._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {event_table} (
+                organization_id, task_id, kind, actor_kind, actor_agent_id, actor_user_id,
+                actor_label, recipient_id, before, after, message, decision, primary_choice,
+                primary_reason, fallback, reasoning, wait_time_seconds, notes, created_at)
+            SELECT v.org, v.task, v.kind, v.actor_kind, NULL, NULL, v.actor_label, v.recipient,
+                   v.before::jsonb, v.after::jsonb, v.message, v.decision, v.choice, '', '',
+                   v.reasoning, NULL, '', %s
+            FROM unnest(
+                %s::bigint[], %s::bigint[], %s::varchar[], %s::varchar[], %s::varchar[],
+                %s::bigint[], %s::text[], %s::text[], %s::text[], %s::varchar[], %s::varchar[],
+                %s::text[]
+            ) AS v(org, task, kind, actor_kind, actor_label, recipient, before, after, message,
+                   decision, choice, reasoning)
+            RETURNING id, task_id
+            """,  # noqa: S608  (table names are ours, every value is a parameter)
+            [
+                now,
+                [e.organization_id for e in events],
+                [e.task_id for e in events],
+                [e.kind for e in events],
+                [e.actor_kind for e in events],
+                [e.actor_label for e in events],
+                [e.recipient_id for e in events],
+                [json.dumps(e.before) for e in events],
+                [json.dumps(e.after) for e in events],
+                [e.message for e in events],
+                [e.decision for e in events],
+                [e.primary_choice for e in events],
+                [e.reasoning for e in events],
+            ],
+        )
+        ids = dict((task_id, pk) for pk, task_id in cursor.fetchall())
+        for e in events:
+            e.pk = e.id = ids[e.task_id]
+            e._state.adding = False
+        inbox = [e for e in events if e.recipient_id]
+        if inbox:
+            cursor.execute(
+                f"""
+                INSERT INTO {inbox_table}
+                    (organization_id, agent_id, task_id, event_id, kind, message, read_at,
+                     created_at)
+                SELECT v.org, v.agent, v.task, v.event, v.kind, v.message, NULL, %s
+                FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
+                            %s::varchar[], %s::text[]) AS v(org, agent, task, event, kind, message)
+                """,  # noqa: S608
+                [
+                    now,
+                    [e.organization_id for e in inbox],
+                    [e.recipient_id for e in inbox],
+                    [e.task_id for e in inbox],
+                    [e.pk for e in inbox],
+                    [e.kind for e in inbox],
+                    [e.message for e in inbox],
+                ],
+            )
 
 
 def _sweep_webhooks(events: list[TaskEvent], tasks: list[Task], targets: dict[int, Agent]) -> None:
