@@ -119,6 +119,10 @@ def run_one(caller, label: str, ideal: float, **payload) -> float:
         f"{label:<38} status={done.status:<9} wall={wall:6.3f}s ideal={ideal:5.2f}s "
         f"efficiency={efficiency:.3f}"
     )
+    if "--timeline" in sys.argv:
+        for event in done.events.order_by("id"):
+            offset = (event.created_at - done.created_at).total_seconds()
+            print(f"    {offset:6.3f}s {event.name} {event.data.get('agent', '')}")
     return efficiency if done.status == "completed" else 0.0
 
 
@@ -153,7 +157,7 @@ def main() -> None:
             # Warm-up (workers up, SDK imported, connections open); not measured.
             from collaboration.services import session_create
 
-            warm = [session_create(caller=caller, payload={"task": "warm-up", "agents": agents(1),
+            warm = [session_create(caller=caller, payload={"task": "warm-up", "agents": agents(5), "max_parallel": 5,
                                                            "synthesis": "merge"})
                     for _ in range(WORKERS * 2)]  # fmt: skip
             wait_finished([s.pk for s in warm], timeout=120)

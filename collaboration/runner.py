@@ -15,6 +15,7 @@ every step is written so that a re-delivered task (acks_late, the worker died) r
 """
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -144,6 +145,7 @@ def run_session(session_id) -> str:
     ctx.load_tokens()
     heartbeat = Heartbeat(ctx, token)
     heartbeat.start()
+    _session_started()
     try:
         _execute(ctx)
     except Exception as exc:
@@ -158,7 +160,37 @@ def run_session(session_id) -> str:
     finally:
         ctx.stop.set()
         heartbeat.halt()
+        _session_ended()
     return CLAIMED
+
+
+def _session_started() -> None:
+    global _active_sessions, _generation
+    with _pool_lock:
+        _active_sessions += 1
+        _generation += 1
+
+
+def _session_ended() -> None:
+    global _active_sessions
+    with _pool_lock:
+        _active_sessions -= 1
+        idle, generation = _active_sessions == 0, _generation
+    if not idle:
+        return
+    if IDLE_CLOSE_SECONDS <= 0:
+        close_thread_connections(timeout=2.0)
+        return
+
+    def close_if_still_idle():
+        with _pool_lock:
+            still_idle = _active_sessions == 0 and _generation == generation
+        if still_idle:
+            close_thread_connections(timeout=2.0)
+
+    timer = threading.Timer(IDLE_CLOSE_SECONDS, close_if_still_idle)
+    timer.daemon = True
+    timer.start()
 
 
 def _claim(session_id, token: str) -> str:
@@ -267,12 +299,10 @@ def _run_batch(
         return
     work = work or _run_agent
     slots = [Slot(c) for c in contributions]
-    pool = ThreadPoolExecutor(
-        max_workers=min(parallel, len(slots)), thread_name_prefix="collab-agent"
-    )
+    permits = threading.BoundedSemaphore(parallel)
     try:
         for slot in slots:
-            slot.future = pool.submit(work, ctx, slot)
+            slot.future = agent_pool().submit(_in_agent_thread, work, ctx, slot, permits)
         open_slots = list(slots)
         while open_slots:
             wait([s.future for s in open_slots], timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
@@ -303,7 +333,78 @@ def _run_batch(
                     )
                 break
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Agents not started yet see the stop flag and return at once.
+        if ctx.cancelled.is_set():
+            ctx.stop.set()
+
+
+# One pool of agent threads per worker process, shared by its sessions: a warm thread keeps its
+# database connection while the process has sessions to run (a fresh thread and connection per
+# agent cost 50-250 ms on a busy machine); IDLE_CLOSE_SECONDS after the last session ends they are
+# closed, so no connection idles forever (the tests set it to 0 so their database can be dropped).
+# A batch's own semaphore bounds its concurrency to max_parallel; a hung agent keeps its permit
+# until its HTTP call gives up at the deadline, so max_parallel is never exceeded.
+AGENT_THREADS = 64
+IDLE_CONNECTION_SECONDS = 60
+IDLE_CLOSE_SECONDS = 30.0
+_pool: ThreadPoolExecutor | None = None
+_pool_pid: int | None = None
+_pool_lock = threading.Lock()
+_thread_state = threading.local()
+_active_sessions = 0
+_generation = 0
+
+
+def agent_pool() -> ThreadPoolExecutor:
+    global _pool, _pool_pid
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid():  # a forked child needs its own threads
+            _pool = ThreadPoolExecutor(max_workers=AGENT_THREADS, thread_name_prefix="collab-agent")
+            _pool_pid = os.getpid()
+        return _pool
+
+
+def _fresh_connection() -> None:
+    """Reuse this thread's connection, unless it sat idle long enough to have been dropped."""
+    last = getattr(_thread_state, "last_used", None)
+    if last is not None and time.monotonic() - last > IDLE_CONNECTION_SECONDS:
+        connection.close()
+    _thread_state.last_used = time.monotonic()
+
+
+def _in_agent_thread(work, ctx: RunContext, slot: Slot, permits: threading.BoundedSemaphore):
+    _fresh_connection()
+    try:
+        with permits:
+            work(ctx, slot)
+    except Exception:
+        # The connection may be broken (e.g. the server restarted): start clean next time.
+        connection.close()
+        raise
+    finally:
+        _thread_state.last_used = time.monotonic()
+
+
+def close_thread_connections(timeout: float = 10.0) -> None:
+    """Close the database connections of the idle agent threads (tests, before dropping a DB)."""
+    with _pool_lock:
+        pool = _pool if _pool_pid == os.getpid() else None
+    if pool is None:
+        return
+    count = len(pool._threads)
+    if not count or pool._work_queue.qsize():
+        return
+    # Each thread takes exactly one task: having closed its connection it waits at the barrier.
+    barrier = threading.Barrier(count)
+
+    def close():
+        connection.close()
+        try:
+            barrier.wait(timeout)
+        except threading.BrokenBarrierError:
+            pass
+
+    wait([pool.submit(close) for _ in range(count)], timeout=timeout + 1)
 
 
 def _start(ctx: RunContext, slot: Slot) -> Contribution | None:
@@ -508,8 +609,6 @@ def _run_agent(ctx: RunContext, slot: Slot) -> None:
             ContributionStatus.FAILED,
             error=f"internal error: {type(exc).__name__}: {exc}",
         )
-    finally:
-        connection.close()
 
 
 # --- hierarchical plan -----------------------------------------------------------------------
@@ -629,8 +728,6 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
             ContributionStatus.FAILED,
             error=f"internal error: {type(exc).__name__}: {exc}",
         )
-    finally:
-        connection.close()
 
 
 def _ensure_plan_outcome(ctx: RunContext, coordinator: Contribution) -> None:

@@ -10,6 +10,11 @@ from organization.caller import Caller
 from tests.factories import make_admin_user, make_agent, make_org
 from tests.fake_llm import FakeLLM
 
+# The runner's agent threads close their database connections as soon as no session runs (not
+# 30 s later): the test database must be droppable when the suite ends. Conftests are loaded
+# at collection, so this holds for every test of the suite that runs a session (MCP, e2e …).
+runner.IDLE_CLOSE_SECONDS = 0.0
+
 
 @pytest.fixture
 def offline(settings, monkeypatch):
