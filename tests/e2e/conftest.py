@@ -5,10 +5,6 @@ from pathlib import Path
 
 import pytest
 
-# Playwright's sync API runs an event loop in the test's thread; the ORM calls the test makes
-# around it are still plain synchronous calls, so Django's async-safety guard must stand aside.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -18,6 +14,14 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+@pytest.fixture(autouse=True)
+def allow_sync_orm_next_to_playwright(monkeypatch):
+    """Playwright's sync API runs an event loop in the test's thread; the ORM calls the test makes
+    around it are still plain synchronous calls, so Django's async-safety guard must stand aside
+    (DJANGO_ALLOW_ASYNC_UNSAFE=true) — for the e2e tests only, not the rest of the suite."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 @pytest.fixture
