@@ -63,7 +63,9 @@ def normalise_verdict(raw: str) -> str:
         return SYNONYMS[first]
     if cleaned in SYNONYMS:
         return SYNONYMS[cleaned]
-    return " ".join(cleaned.split()[:6])[:100]
+    # "Microservices, for scale" and "microservices (later)" are the same vote: keep the clause.
+    head = re.split(r"\s*[,;:(—–]\s*|\s+-\s+|\s+because\s+", cleaned)[0]
+    return " ".join(head.split()[:6])[:100]
 
 
 def parse_confidence(text: str) -> float | None:
