@@ -155,8 +155,19 @@ def _run_tool(caller: Caller, name: str, arguments: dict | None) -> types.CallTo
         close_old_connections()
 
 
+def _find_key(plaintext: str) -> ApiKey | None:
+    # The connection stays open for the tool call that usually follows (one connect per call);
+    # a failed lookup drops it, so a broken connection is not handed to the next request.
+    try:
+        return active_key(plaintext)
+    except Exception:
+        close_old_connections()
+        raise
+
+
+# thread_sensitive: all MCP database work runs in asgiref's one shared sync thread, in order.
 run_tool = sync_to_async(_run_tool, thread_sensitive=True)
-find_key = sync_to_async(active_key, thread_sensitive=True)
+find_key = sync_to_async(_find_key, thread_sensitive=True)
 
 
 async def close_db_connections() -> None:
