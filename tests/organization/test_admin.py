@@ -629,3 +629,13 @@ def test_links_to_an_organizations_agents_work_for_staff(bob_client, demo):
     response = bob_client.get(link)
     assert response.status_code == 200
     assert len(listed(response)) == 7
+
+
+def test_a_resumed_agent_receives_the_tasks_waiting_in_its_queue(root_client, demo):
+    sam = agent_of(demo, "agent-sam")
+    waiting = Task.objects.create(
+        organization=demo, title="terraform plan", status=TaskStatus.QUEUED, queued_for=sam
+    )
+    root_client.post(AGENTS, {"action": "resume_agents", "_selected_action": [sam.pk]})
+    waiting.refresh_from_db()
+    assert (waiting.status, waiting.assignee) == (TaskStatus.ASSIGNED, sam)
