@@ -263,6 +263,15 @@ class McpHttpApp:
         await close_db_connections()
 
     async def __call__(self, scope, receive, send) -> None:
+        if self._stack is None:
+            # The session manager runs in the ASGI lifespan; a server started without one
+            # (e.g. `uvicorn --lifespan off`) cannot serve MCP.
+            body = error_body(
+                "The MCP server is not running: serve the app with its ASGI lifespan on.",
+                "mcp_unavailable",
+            )
+            await send_json(send, 503, body)
+            return
         plaintext = bearer_of(scope)
         challenge = [(b"www-authenticate", b'Bearer realm="mcp"')]
         if plaintext is None:

@@ -18,14 +18,14 @@ from organization.mcp_server import build_asgi_application
 class LiveServer:
     """`with LiveServer() as server:` serves `build_asgi_application()` at `server.url`."""
 
-    def __init__(self, app=None):
+    def __init__(self, app=None, lifespan: str = "on"):
         self.app = app or build_asgi_application()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app, lifespan="on", log_level="warning", access_log=False, ws="none"
+            self.app, lifespan=lifespan, log_level="warning", access_log=False, ws="none"
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
