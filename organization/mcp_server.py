@@ -5,7 +5,8 @@ One source of truth: `tools/list` is `registry.tools_for(caller)` and `tools/cal
 same name, description and input schema as on REST call-tool. Who calls comes only from
 the API key: the `Authorization: Bearer` header of each HTTP request, or `--key` for stdio.
 
-A result is the tool's JSON (as REST renders it) in one text block. Domain errors never
+Two prompts are served as well: the agent's system prompt (seed 001) and its expert-discovery
+subagent prompt (seed 002). A result is the tool's JSON (as REST renders it) in one text block. Domain errors never
 crash a session: they come back as MCP tool errors (`isError`) whose text is our error body
 `{"success": false, "error", "code", "status"}`.
 """
@@ -16,6 +17,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -29,14 +31,17 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.utils.encoders import JSONEncoder
 
 from . import registry
 from .auth import key_from_plaintext
 from .caller import Caller
-from .errors import DomainError, error_body, first_validation_message
-from .models import ApiKey
+from .errors import DomainError, Invalid, NotFound, error_body, first_validation_message
+from .models import Agent, ApiKey
+from .selectors import agent_by_handle
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +180,87 @@ async def close_db_connections() -> None:
     await sync_to_async(connections.close_all, thread_sensitive=True)()
 
 
+# --- prompts: the texts an agent is launched with ---------------------------------
+
+
+@dataclass(frozen=True)
+class McpPrompt:
+    name: str
+    description: str
+    render: Callable[[Agent], str | None]
+
+
+def _system_prompt(agent: Agent) -> str:
+    from .prompt import system_prompt_for
+
+    return system_prompt_for(agent)
+
+
+def _discovery_prompt(agent: Agent) -> str | None:
+    from .discovery import discovery_prompt_for
+
+    subagent = discovery_prompt_for(agent)["agents"].get("expert-discovery")
+    return subagent["prompt"] if subagent else None
+
+
+PROMPTS = {
+    p.name: p
+    for p in (
+        McpPrompt(
+            "system_prompt",
+            "Your full system prompt: your custom prompt plus your organizational context "
+            "(seed 001), fresh.",
+            _system_prompt,
+        ),
+        McpPrompt(
+            "expert_discovery",
+            "The expert-discovery subagent prompt (seed 002): where the expert manifest and "
+            "status files are, and how to read them without writing.",
+            _discovery_prompt,
+        ),
+    )
+}
+AGENT_ARGUMENT = types.PromptArgument(
+    name="agent", description="Organization keys only: whose prompt (an agent id).", required=False
+)
+
+
+def _get_prompt(caller: Caller, name: str, arguments: dict | None) -> types.GetPromptResult:
+    """A prompt as the caller may see it: an agent its own, an organization key any agent's."""
+    try:
+        prompt = PROMPTS.get(name)
+        if prompt is None:
+            raise NotFound(f"Unknown prompt: {name}", "unknown_prompt")
+        wanted = (arguments or {}).get("agent")
+        if caller.agent is not None:
+            if wanted and wanted != caller.agent.handle:
+                raise NotFound(f"Agent not found: {wanted}", "agent_not_found")
+            agent = caller.agent
+        elif wanted:
+            agent = agent_by_handle(org=caller.organization, handle=wanted)
+        else:
+            raise Invalid(
+                "An organization key acts as no agent: name one with 'agent'.", "agent_required"
+            )
+        text = prompt.render(agent)
+        if text is None:
+            raise NotFound(f"Prompt not available: {name}", "prompt_unavailable")
+    except DomainError as exc:
+        body = {**error_body(exc.message, exc.code), "status": exc.status}
+        raise MCPError(INVALID_PARAMS, exc.message, body) from None
+    finally:
+        close_old_connections()
+    return types.GetPromptResult(
+        description=prompt.description,
+        messages=[
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+        ],
+    )
+
+
+get_prompt = sync_to_async(_get_prompt, thread_sensitive=True)
+
+
 # --- the server ----------------------------------------------------------------------
 
 
@@ -191,6 +277,22 @@ def build_server(caller_source: CallerSource = caller_of_request) -> Server:
         caller = await caller_source(ctx)
         return await run_tool(caller, params.name, params.arguments)
 
+    async def list_prompts(ctx: ServerRequestContext, params) -> types.ListPromptsResult:
+        caller = await caller_source(ctx)
+        arguments = [] if caller.agent is not None else [AGENT_ARGUMENT]
+        return types.ListPromptsResult(
+            prompts=[
+                types.Prompt(name=p.name, description=p.description, arguments=arguments)
+                for p in PROMPTS.values()
+            ]
+        )
+
+    async def prompt(
+        ctx: ServerRequestContext, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        caller = await caller_source(ctx)
+        return await get_prompt(caller, params.name, params.arguments)
+
     def input_schema_of(name: str) -> dict | None:
         # Lets the SDK check Mcp-Param headers without running tools/list on every call.
         tool = registry.REGISTRY.get(name)
@@ -204,6 +306,8 @@ def build_server(caller_source: CallerSource = caller_of_request) -> Server:
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=prompt,
     )
 
 
