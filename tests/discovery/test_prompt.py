@@ -132,3 +132,28 @@ def test_an_organization_key_reads_any_agents_prompt(acme, cast, org_client, no_
     body = prompt_of(org_client(acme), "agent-grusha")
     assert body["agent_id"] == "agent-grusha"
     assert DISCOVERY_TEMPLATE.endswith(".md")
+
+
+# --- template.rs: what the agent is launched with passes the paths through ------------
+
+
+def test_load_instruction_passes_manifest_path_to_agents(acme, cast, manifest_dir):
+    from organization.discovery import discovery_prompt_for
+
+    loaded = discovery_prompt_for(cast["ivan"])
+    assert loaded["manifest_path"] in loaded["agents"]["expert-discovery"]["prompt"]
+
+
+def test_load_instruction_passes_status_dir_to_agents(acme, cast, manifest_dir):
+    from organization.discovery import discovery_prompt_for
+
+    loaded = discovery_prompt_for(cast["ivan"])
+    assert f"{loaded['status_dir']}/expert{{id}}" in loaded["agents"]["expert-discovery"]["prompt"]
+
+
+def test_load_instruction_passes_worktree_path_to_agents(acme, cast, no_manifest_dir):
+    from organization.discovery import discovery_prompt_for
+
+    loaded = discovery_prompt_for(cast["ivan"])
+    assert loaded["worktree_path"] == "/repo/wt-1"
+    assert 'worktree_path: "/repo/wt-1"' in loaded["agents"]["expert-discovery"]["prompt"]
