@@ -46,7 +46,10 @@ class CollaborationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def _session(self, pk) -> CollaborationSession:
         return selectors.session_for(caller=resolve_caller(self.request), session_id=_uuid(pk))
 
-    @extend_schema(summary="The organization's sessions (an agent: those it started or is in)")
+    @extend_schema(
+        responses={200: SessionListSerializer(many=True), 400: ERRORS[400], 401: ERRORS[401]},
+        summary="The organization's sessions (an agent: those it started or is in)",
+    )
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
 
