@@ -124,9 +124,11 @@ def role_set(*, caller: Caller, data) -> dict:
     agent = _agent_in(caller.organization, agent_id)
     caller.require_human()
 
-    role = AgentRole.objects.select_for_update().filter(agent=agent).first()
-    if role is None:
-        role = AgentRole(agent=agent)
+    # get_or_create re-reads on a unique-constraint race, so two concurrent upserts of the
+    # same agent end with one row instead of a 500.
+    role, _ = AgentRole.objects.select_for_update().get_or_create(
+        agent=agent, defaults={"role": role_name}
+    )
     role.role = role_name
     for name, value in flags.items():
         if value is not None:
