@@ -101,6 +101,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# WhiteNoise warns on every request when the folder is missing (before collectstatic ran).
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 LOGIN_URL = "/admin/login/"
 
