@@ -1,6 +1,7 @@
 """The stale-queue sweep: the service, its beat schedule, and a real worker + beat on Redis."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connection, connections
 from django.utils import timezone
 
 from organization.models import TeamRule
@@ -144,11 +146,103 @@ needs_redis = pytest.mark.skipif(
 )
 
 
+STOP_SECONDS = 10
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    """Terminate, wait with a deadline, then kill: the process (and its group) never outlives the test."""
+    if process.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, STOP_SECONDS), (signal.SIGKILL, STOP_SECONDS)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    raise AssertionError(f"process {process.pid} survived SIGKILL")
+
+
+def other_connections() -> int:
+    """Sessions on the test database other than this one (a live beat or worker thread)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.fixture
+def beat_process(tmp_path):
+    """Start `celery beat` on the test database; stopped for sure, whatever the test did."""
+    log_path = tmp_path / "beat.log"
+    processes = []
+
+    def start() -> Path:
+        env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": settings.REDIS_URL}
+        env.pop("TEST_DATABASE_NAME", None)
+        # A file, not a pipe: a full pipe would block the beat's logging, and so its shutdown.
+        with open(log_path, "wb") as log:
+            processes.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "celery",
+                        "-A",
+                        "config",
+                        "beat",
+                        "-l",
+                        "info",
+                        "--schedule",
+                        str(tmp_path / "beat-schedule"),
+                        "--pidfile",
+                        "",
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own group: SIGKILL reaches any child too
+                )  # fmt: skip
+            )
+        return log_path
+
+    yield start
+    for process in processes:
+        stop_process(process)
+    # The beat's session ends with its process; wait for PostgreSQL to see it go, so the
+    # test database can be dropped at teardown.
+    deadline = time.monotonic() + STOP_SECONDS
+    while other_connections() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert other_connections() == 0, "a session still holds the test database"
+
+
+@pytest.fixture
+def worker_closes_its_connections():
+    """The solo worker runs tasks in its own thread: close that thread's connections after each."""
+    from celery.signals import task_postrun
+
+    def close(**kwargs):
+        connections.close_all()
+
+    task_postrun.connect(close, weak=False)
+    yield
+    task_postrun.disconnect(close)
+
+
 @requires_postgres()
 @needs_redis
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_a_real_beat_and_worker_escalate_a_stale_task_to_the_right_agent(tmp_path):
+def test_a_real_beat_and_worker_escalate_a_stale_task_to_the_right_agent(
+    beat_process, worker_closes_its_connections
+):
     from celery.contrib.testing.worker import start_worker
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
@@ -172,24 +266,15 @@ def test_a_real_beat_and_worker_escalate_a_stale_task_to_the_right_agent(tmp_pat
     PeriodicTask.objects.filter(name=STALE_SWEEP_NAME).update(interval=every_second, enabled=True)
 
     app.control.purge()
-    env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": settings.REDIS_URL}
-    env.pop("TEST_DATABASE_NAME", None)
-    beat = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "info",
-         "--schedule", str(tmp_path / "beat-schedule"), "--pidfile", ""],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                task.refresh_from_db()
-                if task.status != "queued":
-                    break
-                time.sleep(0.2)
-    finally:
-        beat.terminate()
-        output = beat.communicate(timeout=20)[0].decode(errors="replace")
+    log_path = beat_process()
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            task.refresh_from_db()
+            if task.status != "queued":
+                break
+            time.sleep(0.2)
+    output = log_path.read_text(errors="replace")
     assert task.status == "assigned", output[-3000:]
     assert task.assignee == boss
     event = TaskEvent.objects.get(task=task, kind="escalated")
