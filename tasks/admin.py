@@ -1,6 +1,7 @@
 """Tasks in the admin: a product screen over the same services as the API.
 
-Staff see only the organizations they administer (`admin_organizations`); superusers see all.
+Staff see only the organizations they administer, scoped by organization/admin.py's
+`OrgScoped`/`OrgOwnedAdmin` (as every other admin page); superusers see all.
 Assignments made here go through `services.task_create` / `task_assign`, so the rules of
 DESIGN.md (capacity, offline, …) hold in the admin too; human-initiated moves bypass the role
 checks exactly as over REST. The audit trail is read-only and cannot be deleted.
@@ -14,7 +15,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
-from organization.caller import admin_organizations
+from organization.admin import OrgOwnedAdmin, OrgScoped
+from organization.admin_views import admin_org_ids
 from organization.errors import DomainError
 from organization.models import Agent
 
@@ -49,51 +51,24 @@ def human_actor(request) -> Actor:
     return Actor("user", f"user:{request.user.get_username()}", user=request.user)
 
 
-class OrgScopedAdmin(admin.ModelAdmin):
-    """Querysets, choices and permissions limited to the organizations the user administers."""
-
-    def orgs(self, request):
-        return admin_organizations(request.user)
-
-    def get_queryset(self, request):
-        qs = super().get_queryset(request)
-        if request.user.is_superuser:
-            return qs
-        return qs.filter(organization__in=self.orgs(request))
-
-    def _allowed(self, request, obj=None) -> bool:
-        user = request.user
-        if not (user.is_active and user.is_staff):
-            return False
-        if user.is_superuser:
-            return True
-        orgs = self.orgs(request)
-        if obj is not None:
-            return orgs.filter(pk=obj.organization_id).exists()
-        return orgs.exists()
-
-    def has_module_permission(self, request):
-        return self._allowed(request)
-
-    def has_view_permission(self, request, obj=None):
-        return self._allowed(request, obj)
-
-    def has_change_permission(self, request, obj=None):
-        return self._allowed(request, obj)
-
-    def has_add_permission(self, request):
-        return self._allowed(request)
+class TasksAppAdmin(OrgOwnedAdmin):
+    """Scoped like the organization's admins; nothing here is ever deleted (the audit trail)."""
 
     def has_delete_permission(self, request, obj=None):
         return False
 
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if not request.user.is_superuser:
-            if db_field.name == "organization":
-                kwargs["queryset"] = self.orgs(request)
-            elif db_field.related_model is Agent:
-                kwargs["queryset"] = Agent.objects.filter(organization__in=self.orgs(request))
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+class AuditAdmin(TasksAppAdmin):
+    """Written only by the services: listed and shown, never added or changed."""
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 class NeedsAttentionFilter(admin.SimpleListFilter):
@@ -109,9 +84,10 @@ class NeedsAttentionFilter(admin.SimpleListFilter):
         return queryset
 
 
-class TaskEventInline(admin.TabularInline):
+class TaskEventInline(OrgScoped, admin.TabularInline):
     model = TaskEvent
     fk_name = "task"
+    parent_org_path = "organization"
     extra = 0
     can_delete = False
     ordering = ["created_at", "pk"]
@@ -129,9 +105,6 @@ class TaskEventInline(admin.TabularInline):
 
     def has_delete_permission(self, request, obj=None):
         return False
-
-    def has_view_permission(self, request, obj=None):
-        return request.user.is_active and request.user.is_staff
 
 
 class TaskAdminForm(forms.ModelForm):
@@ -157,13 +130,13 @@ class TaskAdminForm(forms.ModelForm):
     def __init__(self, *args, request=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.request = request
-        orgs = admin_organizations(request.user) if request else None
         agents = Agent.objects.select_related("organization")
-        if orgs is not None and not request.user.is_superuser:
-            agents = agents.filter(organization__in=orgs)
+        ids = admin_org_ids(request) if request else None
+        if ids is not None:
+            agents = agents.filter(organization__in=ids)
         if self.instance.pk:
+            # OrgOwnedAdmin shows a saved task's organization read-only.
             agents = agents.filter(organization_id=self.instance.organization_id)
-            self.fields["organization"].disabled = True
         self.fields["assign_to"].queryset = agents
         self.created_task = None
 
@@ -196,12 +169,12 @@ class TaskAdminForm(forms.ModelForm):
 
 
 @admin.register(Task)
-class TaskAdmin(OrgScopedAdmin):
+class TaskAdmin(TasksAppAdmin):
     form = TaskAdminForm
     list_display = [
         "title", "status_badge", "urgency", "assignee", "queued_for", "age", "organization",
     ]  # fmt: skip
-    list_filter = [NeedsAttentionFilter, "status", "urgency", "organization"]
+    list_filter = [NeedsAttentionFilter, "status", "urgency"]  # + organization, scoped
     list_select_related = ["assignee", "queued_for", "organization"]
     search_fields = ["title", "description", "assignee__handle", "queued_for__handle"]
     readonly_fields = [
@@ -272,39 +245,21 @@ class TaskAdmin(OrgScopedAdmin):
 
 
 @admin.register(TaskEvent)
-class TaskEventAdmin(OrgScopedAdmin):
+class TaskEventAdmin(AuditAdmin):
     list_display = ["created_at", "task", "kind", "actor_label", "recipient", "decision"]
     list_filter = ["kind", "actor_kind", "decision"]
     list_select_related = ["task", "recipient"]
     search_fields = ["task__title", "actor_label", "message"]
 
-    def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in self.model._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(OrgScopedAdmin):
+class WebhookDeliveryAdmin(AuditAdmin):
     list_display = [
         "created_at", "agent", "status_badge", "attempts", "response_status", "last_error", "url",
     ]  # fmt: skip
     list_filter = ["status"]
     list_select_related = ["agent"]
     search_fields = ["agent__handle", "url", "last_error"]
-
-    def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in self.model._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, delivery):

@@ -3,7 +3,7 @@
 import pytest
 from django.test import Client
 
-from organization.models import TeamRule
+from organization.models import Membership, TeamRule
 from tasks.models import Task, TaskEvent, WebhookDelivery
 from tasks.rules import SYSTEM
 from tasks.services import task_create, task_escalate
@@ -82,3 +82,62 @@ def test_events_cannot_be_deleted_or_changed(world):
 def test_webhook_deliveries_and_failures_are_visible(world):
     response = world["client"].get("/admin/tasks/webhookdelivery/")
     assert response.status_code == 200 and b"HTTP 500" in response.content
+
+
+def change_data(task, **extra):
+    return {"title": task.title, "description": "", "required_expertise": "",
+            "urgency": task.urgency, "deadline": "", "events-TOTAL_FORMS": 0,
+            "events-INITIAL_FORMS": 0, **extra}  # fmt: skip
+
+
+def test_reassigning_on_the_change_form_goes_through_the_rules(world):
+    client, mine = world["client"], world["mine"]
+    url = f"/admin/tasks/task/{mine.pk}/change/"
+    response = client.post(url, change_data(mine, assign_to=world["full"].pk))
+    assert response.status_code == 200 and b"capacity_exceeded" in response.content
+    paused = make_agent(world["ours"], "agent-paused", is_paused=True)
+    response = client.post(url, change_data(mine, assign_to=paused.pk))
+    assert response.status_code == 200 and b"agent_offline" in response.content
+    mine.refresh_from_db()
+    assert mine.assignee == world["alex"]
+    free = make_agent(world["ours"], "agent-free")
+    response = client.post(url, change_data(mine, assign_to=free.pk))
+    assert response.status_code == 302, response.content[:2000]
+    mine.refresh_from_db()
+    assert (mine.assignee, mine.delegation_chain) == (free, ["agent-alex", "agent-free"])
+    event = TaskEvent.objects.filter(task=mine).latest("pk")
+    assert (event.kind, event.actor_kind) == ("assigned", "user")
+
+
+def test_the_change_form_offers_only_the_tasks_organization_and_keeps_it(world):
+    client, mine = world["client"], world["mine"]
+    response = client.get(f"/admin/tasks/task/{mine.pk}/change/")
+    assert b"agent-alex" in response.content and b"agent-stranger" not in response.content
+    stranger = Task.objects.get(pk=world["hidden"].pk).assignee
+    response = client.post(
+        f"/admin/tasks/task/{mine.pk}/change/", change_data(mine, assign_to=stranger.pk)
+    )
+    assert response.status_code == 200 and b"Select a valid choice" in response.content
+    mine.refresh_from_db()
+    assert (mine.assignee, mine.organization) == (world["alex"], world["ours"])
+
+
+def test_the_organization_filter_offers_only_the_users_organizations(world):
+    third = make_org("third")
+    user = make_admin_user(world["ours"])
+    Membership.objects.create(user=user, organization=third, is_admin=True)
+    client = Client()
+    client.force_login(user)
+    response = client.get("/admin/tasks/task/")
+    assert response.status_code == 200
+    assert b"Third" in response.content and b"Theirs" not in response.content
+
+
+def test_tasks_cannot_be_deleted_in_the_admin(world):
+    client, mine = world["client"], world["mine"]
+    assert client.get(f"/admin/tasks/task/{mine.pk}/delete/").status_code == 403
+    response = client.post(
+        "/admin/tasks/task/", {"action": "delete_selected", "_selected_action": [mine.pk]}
+    )
+    assert Task.objects.filter(pk=mine.pk).exists()
+    assert response.status_code == 302  # "No action selected": delete_selected is not offered
