@@ -21,7 +21,7 @@ class Tool:
     description: str
     input_schema: dict
     handler: Callable[[Caller, dict], Any]
-    # Read-only tools are the ones organization keys may call (they act as no agent).
+    # Read-only tools are the only ones organization keys may list and call (issue 5).
     read_only: bool = True
     needs_agent: bool = True
 
@@ -57,11 +57,45 @@ def register_tool(
     return decorator
 
 
+# --- who may use which tool: one rule for every door (REST call-tool, GET /api/tools, MCP) ---
+
+
+def is_organization_key(caller: Caller) -> bool:
+    """An organization key: a key that acts as no agent (not an admin member's session)."""
+    return caller.agent is None and caller.api_key is not None
+
+
+def may_use(caller: Caller | None, tool: Tool) -> bool:
+    """Whether `caller` sees and may call `tool`.
+
+    - an agent key: every tool;
+    - an organization key: exactly the read-only tools (issue 5);
+    - an admin member (session): the read-only tools and those that act as no agent.
+    """
+    if caller is None or caller.agent is not None or tool.read_only:
+        return True
+    if is_organization_key(caller):
+        return False
+    return not tool.needs_agent
+
+
+def check_access(caller: Caller, tool: Tool) -> None:
+    """403 for a tool `caller` may not call: `agent_required` when the tool acts as an agent,
+    `read_only_key` when an organization key calls a tool that writes."""
+    if may_use(caller, tool):
+        return
+    if tool.needs_agent:
+        caller.require_agent()
+    raise Forbidden(
+        f"Organization keys may call read-only tools only, and '{tool.name}' writes: "
+        "use an agent key.",
+        "read_only_key",
+    )
+
+
 def tools_for(caller: Caller | None = None) -> list[Tool]:
-    tools = sorted(REGISTRY.values(), key=lambda t: t.name)
-    if caller is not None and caller.is_human:
-        tools = [t for t in tools if not t.needs_agent or t.read_only]
-    return tools
+    """The tools `caller` may use, sorted by name (all of them for None)."""
+    return [t for t in sorted(REGISTRY.values(), key=lambda t: t.name) if may_use(caller, t)]
 
 
 IDENTITY_FIELDS = ("agentId", "organizationId")
@@ -102,7 +136,8 @@ def validate_params(tool: Tool, params: dict) -> None:
 
 
 def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
-    """Run tool `name` as `caller`: unknown → 404, bad params → 400, identity from the key."""
+    """Run tool `name` as `caller`: unknown → 404, not allowed → 403 (`check_access`),
+    bad params → 400, identity from the key."""
     tool = REGISTRY.get(name)
     if tool is None:
         raise NotFound(f"Unknown tool: {name}", "unknown_tool")
@@ -112,9 +147,8 @@ def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
         raise Invalid("params must be an object.", "invalid_params")
     params = dict(params)
     check_identity(caller, params)
+    check_access(caller, tool)
     for field in IDENTITY_FIELDS:
         params.pop(field, None)
     validate_params(tool, params)
-    if caller.is_human and tool.needs_agent and not tool.read_only:
-        caller.require_agent()
     return tool.handler(caller, params)

@@ -186,10 +186,10 @@ def test_an_organization_key_gets_the_read_only_tools(live_url, demo_org, key_of
     names = [t.name for t in run(list_tools(live_url, key))]
     assert write_tool not in names
     assert "get_organization_roster" in names
-    assert names == [t.name for t in registry.tools_for(Caller(organization=demo_org))]
-    # The read-only tools, plus those a human may start too (they act as no agent).
+    # Exactly the read-only tools (issue 5): not even those that act as no agent.
+    assert names == sorted(name for name, tool in REGISTRY.items() if tool.read_only)
     assert all(REGISTRY[name].read_only or not REGISTRY[name].needs_agent for name in names)
-    assert {"create_task", "delegate_task"}.isdisjoint(names)
+    assert {"create_task", "delegate_task", "start_collaboration"}.isdisjoint(names)
     refused = run(call(live_url, key, write_tool, {}))
     assert refused.is_error is True
     assert data(refused)["code"] == "agent_required"
