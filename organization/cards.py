@@ -5,7 +5,11 @@ status, workload and capacity, the team and the reporting line, seed 002's runti
 status — travels in an A2A extension declared in `capabilities.extensions`.
 
 Work is given to an agent through this service (a task assigned to it), so the card's
-endpoint is our tasks API and its security scheme our bearer API key.
+endpoint is our tasks API and its security scheme our bearer API key. We do NOT implement
+A2A's message protocol (`message/send`, `tasks/get` …) at that URL, and the card says so:
+in its description, and in a second extension, `work-intake`, marked `required` (a client
+that does not understand it cannot talk to the agent) that tells how work is sent: POST a
+task to the tasks API, or call the tools over MCP or REST call-tool.
 """
 
 from __future__ import annotations
@@ -19,6 +23,13 @@ from .selectors import agent_by_handle, agents_with_workload
 A2A_PROTOCOL_VERSION = "0.3.0"
 CARD_VERSION = "0.1.0"
 EXTENSION_URI = "urn:agent-org:a2a-extension:organization:v1"
+INTAKE_EXTENSION_URI = "urn:agent-org:a2a-extension:work-intake:v1"
+NOT_A2A_MESSAGING = (
+    "Not an A2A message endpoint: this service does not implement A2A's message protocol "
+    "(message/send, tasks/get). Send work as an Agent Org task: POST {tasks_url} "
+    '{{"title": "...", "agent_id": "{agent_id}"}} with an Agent Org API key, or use the '
+    "tools over MCP ({mcp_url}) or REST call-tool (see the work-intake extension)."
+)
 MODES = ["text/plain", "application/json"]
 
 
@@ -68,6 +79,33 @@ def organization_extension(agent: Agent, reports: list[str]) -> dict:
     }
 
 
+def intake_extension(agent: Agent, base_url: str) -> dict:
+    """How to give this agent work, since its card's `url` speaks our API, not A2A messaging."""
+    return {
+        "uri": INTAKE_EXTENSION_URI,
+        "description": NOT_A2A_MESSAGING.format(
+            tasks_url=f"{base_url}/api/tasks", agent_id=agent.handle, mcp_url=f"{base_url}/mcp"
+        ),
+        # A client that does not understand this extension would send A2A messages to `url`.
+        "required": True,
+        "params": {
+            "a2a_messaging": False,
+            "send_work": {
+                "method": "POST",
+                "url": f"{base_url}/api/tasks",
+                "body": {"title": "<what to do>", "agent_id": agent.handle},
+                "optional": ["description", "required_expertise", "urgency", "deadline"],
+                "auth": "Authorization: Bearer <Agent Org API key>",
+            },
+            "read_task": f"{base_url}/api/tasks/{{id}}",
+            "mcp_url": f"{base_url}/mcp",
+            "call_tool_url": f"{base_url}/api/agent-engine/call-tool",
+            "tools_url": f"{base_url}/api/tools",
+            "tool": "create_task",
+        },
+    }
+
+
 def agent_card(agent: Agent, *, base_url: str, reports: list[str]) -> dict:
     """The A2A Agent Card of `agent` (annotated with `current_workload`)."""
     base_url = base_url.rstrip("/")
@@ -78,7 +116,11 @@ def agent_card(agent: Agent, *, base_url: str, reports: list[str]) -> dict:
     return {
         "protocolVersion": A2A_PROTOCOL_VERSION,
         "name": agent.name,
-        "description": f"{agent.role or 'Agent'}{team} at {org.name}. Expertise: {expertise}.",
+        "description": (
+            f"{agent.role or 'Agent'}{team} at {org.name}. Expertise: {expertise}. "
+            "Work reaches it as an Agent Org task, not as A2A messages: see the "
+            "work-intake extension."
+        ),
         "url": f"{base_url}/api/tasks",
         "preferredTransport": "HTTP+JSON",
         "version": CARD_VERSION,
@@ -88,7 +130,10 @@ def agent_card(agent: Agent, *, base_url: str, reports: list[str]) -> dict:
             "streaming": False,
             "pushNotifications": bool(agent.webhook_url),
             "stateTransitionHistory": True,
-            "extensions": [organization_extension(agent, reports)],
+            "extensions": [
+                organization_extension(agent, reports),
+                intake_extension(agent, base_url),
+            ],
         },
         "securitySchemes": {
             "agentOrgKey": {

@@ -4,7 +4,8 @@ import jsonschema
 import pytest
 from a2a.compat.v0_3.types import AgentCard
 
-from organization.cards import EXTENSION_URI
+from organization.cards import EXTENSION_URI, INTAKE_EXTENSION_URI
+from tasks.models import Task
 
 pytestmark = pytest.mark.django_db
 
@@ -95,3 +96,30 @@ def test_an_unknown_agents_card_is_404(demo, org_client):
     response = org_client(demo).get("/api/agents/agent-nobody/card")
     assert response.status_code == 404
     assert response.json()["code"] == "agent_not_found"
+
+
+def test_the_card_says_it_is_no_a2a_message_endpoint_and_how_to_send_work(demo, agent_client):
+    """`url` is our tasks API, not A2A messaging: the card must say so, and how to send work."""
+    client = agent_client(demo.agents.get(handle="agent-alex"))
+    card = client.get("/api/agents/agent-sarah/card").json()
+    validate(card)
+    assert "not as A2A messages" in card["description"]
+    (intake,) = [e for e in card["capabilities"]["extensions"] if e["uri"] == INTAKE_EXTENSION_URI]
+    assert intake["required"] is True  # a client that ignores it would send A2A messages
+    assert "does not implement A2A's message protocol" in intake["description"]
+    params = intake["params"]
+    assert params["a2a_messaging"] is False
+    send = params["send_work"]
+    assert (send["method"], send["url"]) == ("POST", card["url"])
+    assert send["body"]["agent_id"] == "agent-sarah"
+    assert params["mcp_url"] == "http://testserver/mcp"
+    assert params["call_tool_url"] == "http://testserver/api/agent-engine/call-tool"
+    # Following the card's instructions gives Sarah the work.
+    response = client.post(
+        send["url"].removeprefix("http://testserver"),
+        {**send["body"], "title": "Review the login form"},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    task = Task.objects.get(title="Review the login form")
+    assert task.assignee.handle == "agent-sarah"
