@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from organization.models import Agent, ApiKey, Organization, TeamRule
-from tasks.models import Task
+from tasks.models import HELD_STATUSES, Task
 from tests.conftest import KeyClient
 
 pytestmark = pytest.mark.django_db
@@ -56,6 +56,36 @@ def test_seed_demo_is_idempotent(db):
     assert (rule.allow_peer_assignment, rule.require_supervisor_for_tasks) == (False, False)
     assert rule.default_supervisor is None
     assert rule.stale_after_critical == timedelta(minutes=15)
+
+
+# The issue's table, written out here (not imported from organization/demo.py) so that a change
+# of the seed data cannot pass unnoticed: id: (name, job title, expertise).
+DEMO_PEOPLE = {
+    "agent-alice": ("Alice", "Engineering Manager", ["Leadership", "Planning"]),
+    "agent-sam": ("Sam", "Infrastructure Lead", ["AWS", "Terraform"]),
+    "agent-sarah": ("Sarah", "Frontend Developer", ["React", "TypeScript", "CSS"]),
+    "agent-alex": ("Alex", "Backend Developer", ["Node.js", "PostgreSQL", "API Design"]),
+    "agent-jordan": ("Jordan", "DevOps Engineer", ["Docker", "Kubernetes", "AWS"]),
+    "agent-database-lead": ("Morgan", "Database Lead", ["PostgreSQL", "MySQL", "Redis"]),
+    "agent-taylor": ("Taylor", "Designer", ["Figma", "CSS"]),
+}
+
+
+def test_seed_demo_creates_exactly_the_issues_agents_with_real_held_tasks(db):
+    run("seed_demo")
+    agents = Agent.objects.filter(organization__slug="demo")
+    assert {a.handle: (a.name, a.role, a.expertise) for a in agents} == DEMO_PEOPLE
+    for handle, (_, _, held, _, _) in DEMO.items():
+        tasks = Task.objects.filter(assignee__handle=handle, status__in=HELD_STATUSES)
+        assert tasks.count() == held, handle
+        assert all(t.organization.slug == "demo" for t in tasks)
+    rule = TeamRule.objects.get(organization__slug="demo")
+    assert rule.max_delegation_depth == 5
+    assert (rule.stale_after_high, rule.stale_after_normal, rule.stale_after_low) == (
+        timedelta(hours=1),
+        timedelta(hours=4),
+        timedelta(hours=24),
+    )
 
 
 def test_seed_demo_repairs_a_changed_demo(db):
