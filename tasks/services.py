@@ -191,6 +191,39 @@ def _give(task: Task, target: Agent, now: datetime) -> None:
     task.delegation_chain = rules.chain_after(list(task.delegation_chain), target.handle)
 
 
+def _hand_over(
+    task: Task, to: Agent, *, actor: Actor, kind: str, message: str, **decision
+) -> TaskEvent:
+    """Give the task to `to` and record it (the rules were checked by the caller)."""
+    before = snapshot(task)
+    _give(task, to, timezone.now())
+    task.save()
+    return _record(
+        task=task, kind=kind, actor=actor, before=before, recipient=to, message=message,
+        **decision,
+    )  # fmt: skip
+
+
+def _wait_for(task: Task, target: Agent, by: Agent | None, now: datetime) -> None:
+    task.status = TaskStatus.QUEUED
+    task.assignee = None
+    task.queued_for = target
+    task.queued_by = by
+    task.queued_at = now
+
+
+def _check_move(
+    task: Task, actor: Actor, to: Agent, move: str, rule: TeamRule | None = None
+) -> tuple[Agent | None, rules.Verdict]:
+    """Lock the target's and the current holder's rows, then run the rules for `move`."""
+    previous = task.assignee
+    rules.lock_workloads([to.pk] + ([previous.pk] if previous else []))
+    verdict = rules.check_assignment(
+        org=task.organization, actor=actor, target=to, move=move, task=task, rule=rule
+    )
+    return previous, verdict
+
+
 def fill_from_queue(agent: Agent) -> list[Task]:
     """Give `agent` its most urgent, oldest queued tasks while it has room (agent row locked)."""
     if agent.is_paused:
@@ -211,17 +244,10 @@ def fill_from_queue(agent: Agent) -> list[Task]:
             org=task.organization, actor=SYSTEM, target=agent, move=Move.AUTO, task=task,
             workload=workload,
         )  # fmt: skip
-        before = snapshot(task)
-        _give(task, agent, timezone.now())
-        task.save()
-        _record(
-            task=task,
-            kind=EventKind.AUTO_ASSIGNED,
-            actor=SYSTEM,
-            before=before,
-            recipient=agent,
+        _hand_over(
+            task, agent, actor=SYSTEM, kind=EventKind.AUTO_ASSIGNED,
             message=f"{agent.handle} has room again: the queued task is assigned to them.",
-        )
+        )  # fmt: skip
         workload += 1
         given.append(task)
     return given
@@ -304,25 +330,12 @@ def task_assign(*, task: Task, actor: Actor, to: Agent | None = None) -> Task:
             )
     else:
         _ensure_may_move(task, actor, TaskStatus.ASSIGNED)
-    previous = task.assignee
-    rules.lock_workloads([to.pk] + ([previous.pk] if previous else []))
-    rules.check_assignment(
-        org=task.organization, actor=actor, target=to, move=Move.CLAIM if claim else Move.ASSIGN,
-        task=task,
-    )  # fmt: skip
-    before = snapshot(task)
-    _give(task, to, timezone.now())
-    task.save()
-    _record(
-        task=task,
-        kind=EventKind.CLAIMED if claim else EventKind.ASSIGNED,
-        actor=actor,
-        before=before,
-        recipient=to,
-        message=f"{to.handle} claimed the task."
-        if claim
+    previous, _ = _check_move(task, actor, to, Move.CLAIM if claim else Move.ASSIGN)
+    _hand_over(
+        task, to, actor=actor, kind=EventKind.CLAIMED if claim else EventKind.ASSIGNED,
+        message=f"{to.handle} claimed the task." if claim
         else f"{actor.label} assigned the task to {to.handle}.",
-    )
+    )  # fmt: skip
     _refill_if_dropped(previous, task)
     return task
 
@@ -342,20 +355,12 @@ def task_delegate(
     task = _locked(task)
     _ensure_open(task, TaskStatus.ASSIGNED)
     _ensure_may_move(task, actor, TaskStatus.ASSIGNED)
-    previous = task.assignee
-    rules.lock_workloads([to.pk] + ([previous.pk] if previous else []))
-    rules.check_assignment(
-        org=task.organization, actor=actor, target=to, move=Move.DELEGATE, task=task
-    )
-    before = snapshot(task)
-    _give(task, to, timezone.now())
-    task.save()
-    _record(
-        task=task,
-        kind=EventKind.DELEGATED,
+    previous, _ = _check_move(task, actor, to, Move.DELEGATE)
+    _hand_over(
+        task,
+        to,
         actor=actor,
-        before=before,
-        recipient=to,
+        kind=EventKind.DELEGATED,
         message=f"{actor.label} delegated the task to {to.handle}.",
         decision=Decision.DELEGATE,
         primary_choice=to.handle,
@@ -378,20 +383,12 @@ def task_queue(*, task: Task, actor: Actor, to: Agent, reasoning: str = "") -> T
     if task.status == TaskStatus.QUEUED and task.queued_for_id == to.pk:
         raise Conflict(f"The task is already queued for {to.handle}.", "already_queued")
     _ensure_may_move(task, actor, TaskStatus.QUEUED)
-    previous = task.assignee
-    if previous is not None and previous.pk == to.pk:
+    if task.assignee_id == to.pk:
         raise Conflict(f"The task is already assigned to {to.handle}.", "already_assigned")
-    rules.lock_workloads([to.pk] + ([previous.pk] if previous else []))
-    rules.check_assignment(
-        org=task.organization, actor=actor, target=to, move=Move.QUEUE, task=task
-    )
+    previous, _ = _check_move(task, actor, to, Move.QUEUE)
     wait = estimated_wait_for_new(agent=to, urgency_rank=task.urgency_rank)
     before = snapshot(task)
-    task.status = TaskStatus.QUEUED
-    task.assignee = None
-    task.queued_for = to
-    task.queued_by = actor.agent or task.queued_by
-    task.queued_at = timezone.now()
+    _wait_for(task, to, actor.agent or task.queued_by, timezone.now())
     task.save()
     _record(
         task=task,
@@ -452,19 +449,12 @@ def task_escalate(*, task: Task, actor: Actor, reason: str = "") -> Task:
             **decision,
         )  # fmt: skip
     else:
-        rules.lock_workloads([target.pk] + ([previous.pk] if previous else []))
-        verdict = rules.check_assignment(
-            org=org, actor=actor, target=target, move=Move.ESCALATE, task=task, rule=rule
-        )
+        _, verdict = _check_move(task, actor, target, Move.ESCALATE, rule=rule)
         if verdict.has_room:
             _give(task, target, now)
             message = f"{actor.label} escalated the task to {target.handle}."
         else:
-            task.status = TaskStatus.QUEUED
-            task.assignee = None
-            task.queued_for = target
-            task.queued_by = source
-            task.queued_at = now
+            _wait_for(task, target, source, now)
             message = (
                 f"{actor.label} escalated the task to {target.handle}, who is at capacity "
                 f"({verdict.workload}/{verdict.capacity}): the task is queued for them."

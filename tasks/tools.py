@@ -33,6 +33,12 @@ def _agent(caller: Caller, handle: str):
     return agent_by_handle(org=caller.organization, handle=handle)
 
 
+def _move(caller: Caller, params: dict, service, **kwargs) -> dict:
+    """Run a move service on the caller's task (404 for a task it cannot see) as the caller."""
+    task = task_for(caller, params["task_id"])
+    return _task_json(service(task=task, actor=Actor.of(caller), **kwargs))
+
+
 def _parse_deadline(value):
     if not value:
         return None
@@ -84,9 +90,8 @@ def create_task(caller: Caller, params: dict) -> dict:
     read_only=False,
 )
 def assign_task(caller: Caller, params: dict) -> dict:
-    task = task_for(caller, params["task_id"])
     to = _agent(caller, params["agent_id"]) if params.get("agent_id") else None
-    return _task_json(services.task_assign(task=task, actor=Actor.of(caller), to=to))
+    return _move(caller, params, services.task_assign, to=to)
 
 
 @register_tool(
@@ -106,10 +111,9 @@ def assign_task(caller: Caller, params: dict) -> dict:
     read_only=False,
 )
 def delegate_task(caller: Caller, params: dict) -> dict:
-    task = task_for(caller, params["task_id"])
     to = _agent(caller, params["agent_id"])
     decision = {k: params.get(k, "") for k in ("primary_reason", "fallback", "reasoning", "notes")}
-    return _task_json(services.task_delegate(task=task, actor=Actor.of(caller), to=to, **decision))
+    return _move(caller, params, services.task_delegate, to=to, **decision)
 
 
 @register_tool(
@@ -119,13 +123,8 @@ def delegate_task(caller: Caller, params: dict) -> dict:
     read_only=False,
 )
 def queue_task(caller: Caller, params: dict) -> dict:
-    task = task_for(caller, params["task_id"])
     to = _agent(caller, params["agent_id"])
-    return _task_json(
-        services.task_queue(
-            task=task, actor=Actor.of(caller), to=to, reasoning=params.get("reasoning", "")
-        )
-    )
+    return _move(caller, params, services.task_queue, to=to, reasoning=params.get("reasoning", ""))
 
 
 @register_tool(
@@ -135,10 +134,7 @@ def queue_task(caller: Caller, params: dict) -> dict:
     read_only=False,
 )
 def escalate_task(caller: Caller, params: dict) -> dict:
-    task = task_for(caller, params["task_id"])
-    return _task_json(
-        services.task_escalate(task=task, actor=Actor.of(caller), reason=params.get("reason", ""))
-    )
+    return _move(caller, params, services.task_escalate, reason=params.get("reason", ""))
 
 
 @register_tool(
@@ -163,12 +159,10 @@ def escalate_task(caller: Caller, params: dict) -> dict:
     read_only=False,
 )
 def update_task_status(caller: Caller, params: dict) -> dict:
-    task = task_for(caller, params["task_id"])
-    return _task_json(
-        services.task_set_status(
-            task=task, actor=Actor.of(caller), status=params["status"], note=params.get("note", "")
-        )
-    )
+    return _move(
+        caller, params, services.task_set_status, status=params["status"],
+        note=params.get("note", ""),
+    )  # fmt: skip
 
 
 @register_tool(

@@ -32,16 +32,21 @@ def queued(org, *, by=None, for_=None, urgency="normal", age=timedelta(0), deadl
     return task
 
 
-@pytest.fixture
-def team(db):
-    org = make_org("sweepers")
+def make_team_of(slug, **rule):
+    """A worker whose senior is the boss, a full expert, and a default supervisor (the chief)."""
+    org = make_org(slug)
     chief = make_agent(org, "agent-chief", hierarchy_role="supervisor")
     boss = make_agent(org, "agent-boss")
     worker = make_agent(org, "agent-worker", senior=boss)
     expert = make_agent(org, "agent-expert")
     give_tasks(expert, 5)
-    TeamRule.objects.create(organization=org, default_supervisor=chief)
+    TeamRule.objects.create(organization=org, default_supervisor=chief, **rule)
     return org, chief, boss, worker, expert
+
+
+@pytest.fixture
+def team(db):
+    return make_team_of("sweepers")
 
 
 def test_stale_tasks_go_to_the_queuers_senior_by_the_default_thresholds(team):
@@ -248,17 +253,10 @@ def test_a_real_beat_and_worker_escalate_a_stale_task_to_the_right_agent(
 
     from config.celery import app
 
-    org = make_org("beaten")
-    chief = make_agent(org, "agent-chief", hierarchy_role="supervisor")
-    boss = make_agent(org, "agent-boss")
-    worker = make_agent(org, "agent-worker", senior=boss)
-    expert = make_agent(org, "agent-expert")
-    give_tasks(expert, 5)
     second = timedelta(seconds=1)
-    TeamRule.objects.create(
-        organization=org, default_supervisor=chief, stale_after_critical=second,
-        stale_after_high=second, stale_after_normal=second, stale_after_low=second,
-    )  # fmt: skip
+    org, chief, boss, worker, expert = make_team_of(
+        "beaten", **{f"stale_after_{u}": second for u in ("critical", "high", "normal", "low")}
+    )
     task = queued(org, by=worker, for_=expert)
 
     ensure_stale_sweep_schedule()

@@ -162,16 +162,17 @@ def test_delegating_back_is_a_loop_naming_who_delegated_it(cast):
     assert_error(response, 409, "delegation_loop", "delegated to you by agent-sarah")
 
 
+def delegate_along(cast, task, hops):
+    """Each (agent, handle): that agent delegates the task to the handle, successfully."""
+    for agent, to in hops:
+        response = post(cast.client(agent), f"/api/tasks/{task['id']}/delegate", {"agent_id": to})
+        assert response.status_code == 200, response.content
+
+
 def test_a_longer_loop_is_caught_too(cast):
     task = create(cast.human, agent_id="agent-sarah").json()
     hops = [(cast.sarah, "agent-alex"), (cast.alex, "agent-morgan"), (cast.morgan, "agent-boss")]
-    for agent, to in hops:
-        assert (
-            post(
-                cast.client(agent), f"/api/tasks/{task['id']}/delegate", {"agent_id": to}
-            ).status_code
-            == 200
-        )
+    delegate_along(cast, task, hops)
     response = post(
         cast.client(cast.boss), f"/api/tasks/{task['id']}/delegate", {"agent_id": "agent-sarah"}
     )
@@ -190,13 +191,7 @@ def test_a_chain_longer_than_the_maximum_depth_is_409(cast):
     cast.rule.max_delegation_depth = 3
     cast.rule.save()
     task = create(cast.human, agent_id="agent-sarah").json()
-    for agent, to in [(cast.sarah, "agent-alex"), (cast.alex, "agent-morgan")]:
-        assert (
-            post(
-                cast.client(agent), f"/api/tasks/{task['id']}/delegate", {"agent_id": to}
-            ).status_code
-            == 200
-        )
+    delegate_along(cast, task, [(cast.sarah, "agent-alex"), (cast.alex, "agent-morgan")])
     response = post(
         cast.client(cast.morgan), f"/api/tasks/{task['id']}/delegate", {"agent_id": "agent-boss"}
     )
