@@ -20,20 +20,19 @@ drops:
 """
 
 import argparse
+import contextlib
 import os
 import random
 import socket
-import statistics
 import subprocess
 import sys
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import ROOT, bench_database, p50, percentile  # noqa: E402
 
 AGENTS = 100
 HELD_EACH = 2
@@ -42,22 +41,6 @@ COMPLETES = 200
 CLIENT_THREADS = 32
 TARGET_RATIO = 0.3
 HELD = {"assigned", "in_progress", "blocked"}
-
-
-def server_url_and_bench_db() -> tuple[str, str]:
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
-        sys.exit("bench/assign.py runs on PostgreSQL: set DATABASE_URL=postgres://…")
-    parts = urlsplit(url)
-    name = f"bench_assign_{os.getpid()}"
-    return urlunsplit(parts._replace(path="/postgres")), urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def admin_sql(server_url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql)
 
 
 def free_port() -> int:
@@ -113,6 +96,11 @@ def start_gunicorn(bench_url: str, port: int) -> subprocess.Popen:
     sys.exit("gunicorn did not start")
 
 
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    process.wait(timeout=30)
+
+
 def fire(requests: list[tuple[str, str, str, dict | None]], base: str) -> tuple[list, float]:
     """Send all requests from CLIENT_THREADS threads; return [(status, code, seconds)] and wall time."""
     import httpx
@@ -132,11 +120,6 @@ def fire(requests: list[tuple[str, str, str, dict | None]], base: str) -> tuple[
     with ThreadPoolExecutor(max_workers=CLIENT_THREADS) as pool:
         results = list(pool.map(one, requests))
     return results, time.perf_counter() - started
-
-
-def percentile(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
 def audit(org_capacity: dict[str, int]) -> tuple[int, int, int]:
@@ -177,28 +160,18 @@ def audit(org_capacity: dict[str, int]) -> tuple[int, int, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args()
-    server_url, bench_url = server_url_and_bench_db()
-    bench_db = urlsplit(bench_url).path.lstrip("/")
-    admin_sql(server_url, f'CREATE DATABASE "{bench_db}"')
-    gunicorn = None
-    try:
-        os.environ["DATABASE_URL"] = bench_url
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-        import django
-
-        django.setup()
+    with bench_database("bench_assign") as bench_url, contextlib.ExitStack() as cleanup:
         import logging
 
-        from django.core.management import call_command
         from django.db import connections
 
         logging.getLogger("httpx").setLevel(logging.WARNING)
 
-        call_command("migrate", verbosity=0)
         agents, keys, org_key, held, pool = build()
         connections.close_all()
         port = free_port()
         gunicorn = start_gunicorn(bench_url, port)
+        cleanup.callback(stop, gunicorn)  # before the database is dropped
         base = f"http://127.0.0.1:{port}"
         rng = random.Random(3)
 
@@ -234,13 +207,13 @@ def main() -> int:
         plain_throughput = len(plain) / plain_wall
         print(
             f"assign/complete: {len(results)} requests ({CLIENT_THREADS} at a time) in {wall:.2f}s: "
-            f"{throughput:.0f} req/s, p50 {statistics.median(latencies) * 1000:.1f} ms, "
+            f"{throughput:.0f} req/s, p50 {p50(latencies) * 1000:.1f} ms, "
             f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms; outcomes "
             + ", ".join(f"{s} {c or 'ok'}: {n}" for (s, c), n in sorted(outcomes.items(), key=str))
         )
         print(
             f"GET /api/agents/<id>: {len(plain)} requests in {plain_wall:.2f}s: "
-            f"{plain_throughput:.0f} req/s, p50 {statistics.median(plain_latencies) * 1000:.1f} ms, "
+            f"{plain_throughput:.0f} req/s, p50 {p50(plain_latencies) * 1000:.1f} ms, "
             f"p99 {percentile(plain_latencies, 0.99) * 1000:.1f} ms"
         )
         from organization.models import Agent
@@ -253,11 +226,6 @@ def main() -> int:
             f"incomplete histories: {incomplete}; unexpected answers: {dict(unexpected)}"
         )
         connections.close_all()
-    finally:
-        if gunicorn is not None:
-            gunicorn.terminate()
-            gunicorn.wait(timeout=30)
-        admin_sql(server_url, f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
 
     ratio = throughput / plain_throughput
     print(f"RESULT assign violations={violations} (target == 0)")

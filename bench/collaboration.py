@@ -15,16 +15,18 @@ It creates and drops a database of its own on the server of DATABASE_URL, and us
 of its own (nothing else on the broker is touched).
 """
 
+import contextlib
 import math
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# bench.common also takes bench/ off sys.path: this file is named collaboration.py, and with
+# bench/ on sys.path `import collaboration` (the app) could import this script instead.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import ROOT, bench_database  # noqa: E402
 
 LATENCY = 1.0
 TARGET_PARALLEL = 0.85
@@ -34,24 +36,6 @@ WORKERS = 2
 QUEUE = f"bench-collab-{os.getpid()}"
 # Limits for this run: the scenarios need 6 agents and max_parallel 5.
 LIMITS = {"COLLAB_MAX_AGENTS": "6", "COLLAB_MAX_PARALLEL": "5", "COLLAB_AGENT_TIMEOUT": "30"}
-
-
-def server_url_and_bench_db() -> tuple[str, str]:
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
-        sys.exit("bench/collaboration.py runs on PostgreSQL: set DATABASE_URL=postgres://…")
-    if not os.environ.get("REDIS_URL"):
-        sys.exit("bench/collaboration.py needs Redis: set REDIS_URL=redis://…")
-    parts = urlsplit(url)
-    name = f"bench_collab_{os.getpid()}"
-    return urlunsplit(parts._replace(path="/postgres")), urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def admin_sql(server_url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql)
 
 
 def start_workers(env: dict, logdir: Path) -> list[subprocess.Popen]:
@@ -126,25 +110,27 @@ def run_one(caller, label: str, ideal: float, **payload) -> float:
     return efficiency if done.status == "completed" else 0.0
 
 
+def stop(workers: list[subprocess.Popen]) -> None:
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+
+
 def main() -> None:
-    server_url, bench_url = server_url_and_bench_db()
-    name = urlsplit(bench_url).path.lstrip("/")
-    admin_sql(server_url, f'CREATE DATABASE "{name}"')
-    os.environ.update(DATABASE_URL=bench_url, DJANGO_SETTINGS_MODULE="config.settings", **LIMITS)
+    os.environ.update(DJANGO_SETTINGS_MODULE="config.settings", **LIMITS)
     os.environ.pop("TEST_DATABASE_NAME", None)
     workers: list[subprocess.Popen] = []
-    try:
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
+    with bench_database("bench_collab", needs_redis=True), contextlib.ExitStack() as cleanup:
+        cleanup.callback(stop, workers)  # before the database is dropped
         from config.celery import app
         from organization.caller import Caller
         from tests.factories import make_admin_user, make_org
         from tests.fake_llm import FakeLLM
 
-        call_command("migrate", verbosity=0)
         app.conf.task_default_queue = QUEUE
         org = make_org("bench-collab")
         caller = Caller(organization=org, user=make_admin_user(org, username="bench"))
@@ -153,7 +139,7 @@ def main() -> None:
             os.environ.update(fake.env(), LLM_PROVIDER="openai", LLM_MODEL="fake")
             logdir = ROOT / "var"
             logdir.mkdir(exist_ok=True)
-            workers = start_workers(env, logdir)
+            workers += start_workers(env, logdir)
             # Warm-up (workers up, SDK imported, connections open); not measured.
             from collaboration.services import session_create
 
@@ -207,18 +193,6 @@ def main() -> None:
             and sequential >= TARGET_SEQUENTIAL
             and incomplete == 0
         )
-    finally:
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            try:
-                worker.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-        from django.db import connections
-
-        connections.close_all()
-        admin_sql(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     sys.exit(0 if ok else 1)
 
 

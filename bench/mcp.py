@@ -22,91 +22,20 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import socket
-import statistics
 import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-# This file is named mcp.py: with bench/ first on sys.path, `import mcp` would import itself.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
-sys.path.insert(0, str(ROOT))
+# bench.common also takes bench/ off sys.path: this file is named mcp.py, and with bench/ on
+# sys.path `import mcp` (the SDK) would import this script instead.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import bench_database, build_org, p50  # noqa: E402
 
 AGENTS = 1_000
 TARGET_RATIO = 1.5
 PARAMS = {"filter": "all"}
-EXPERTISE = ["PostgreSQL", "React", "AWS", "Docker", "Figma", "Redis", "Terraform", "CSS",
-             "TypeScript", "Kubernetes", "Node.js", "MySQL", "API Design", "Planning"]  # fmt: skip
-
-
-def server_url_and_bench_db() -> tuple[str, str]:
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
-        sys.exit("bench/mcp.py runs on PostgreSQL: set DATABASE_URL=postgres://…")
-    parts = urlsplit(url)
-    name = f"bench_mcp_{os.getpid()}"
-    return urlunsplit(parts._replace(path="/postgres")), urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def admin_sql(server_url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql)
-
-
-def build_org(size: int) -> tuple[str, int]:
-    """`size` agents in 20 teams, with seniors and held tasks; returns (agent key, task count)."""
-    from django.db import connection
-
-    from organization.models import Agent, Organization, Team
-    from organization.services import api_key_create
-    from tasks.models import Task, TaskStatus
-
-    rng = random.Random(size)
-    org = Organization.objects.create(slug=f"bench-mcp-{size}", name=f"Bench MCP {size}")
-    teams = Team.objects.bulk_create(
-        [Team(organization=org, name=f"Team {n:02d}") for n in range(20)]
-    )
-    agents = Agent.objects.bulk_create(
-        [
-            Agent(
-                organization=org,
-                handle=f"agent-{n:05d}",
-                name=f"Agent {n}",
-                role="Engineer",
-                team=teams[n % len(teams)],
-                expertise=rng.sample(EXPERTISE, 3),
-                is_paused=rng.random() < 0.05,
-            )
-            for n in range(size)
-        ],
-        batch_size=2000,
-    )
-    for n, agent in enumerate(agents[1:], start=1):
-        agent.senior = agents[(n - 1) // 10]
-    Agent.objects.bulk_update(agents[1:], ["senior"], batch_size=2000)
-    held = (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED)
-    tasks = [
-        Task(
-            organization=org,
-            title=f"task {agent.handle} {k}",
-            status=rng.choice(held + (TaskStatus.COMPLETED,)),
-            assignee=agent,
-            delegation_chain=[agent.handle],
-        )
-        for agent in agents
-        for k in range(rng.randint(0, 5))
-    ]
-    Task.objects.bulk_create(tasks, batch_size=5000)
-    _, key = api_key_create(organization=org, agent=agents[size // 2], name="bench")
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
-    return key, len(tasks)
 
 
 class LiveServer:
@@ -181,8 +110,8 @@ async def measure(url: str, key: str, iterations: int) -> dict:
                 (mcp_times if call is over_mcp else rest_times).append(elapsed)
     return {
         "colleagues": colleagues,
-        "mcp_p50": statistics.median(mcp_times),
-        "rest_p50": statistics.median(rest_times),
+        "mcp_p50": p50(mcp_times),
+        "rest_p50": p50(rest_times),
     }
 
 
@@ -192,22 +121,14 @@ def main() -> int:
     parser.add_argument("--agents", type=int, default=AGENTS)
     args = parser.parse_args()
 
-    server_url, bench_url = server_url_and_bench_db()
-    bench_db = urlsplit(bench_url).path.lstrip("/")
-    admin_sql(server_url, f'CREATE DATABASE "{bench_db}"')
-    try:
-        os.environ["DATABASE_URL"] = bench_url
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-        os.environ.setdefault("LOG_LEVEL", "WARNING")
-        import django
-
-        django.setup()
-        from django.core.management import call_command
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    with bench_database("bench_mcp"):
         from django.db import connections
 
-        call_command("migrate", verbosity=0)
         started = time.perf_counter()
-        key, task_count = build_org(args.agents)
+        _, key, task_count = build_org(
+            args.agents, slug=f"bench-mcp-{args.agents}", name=f"Bench MCP {args.agents}"
+        )
         built = time.perf_counter() - started
         connections.close_all()
 
@@ -215,9 +136,6 @@ def main() -> int:
 
         with LiveServer(application) as server:
             r = asyncio.run(measure(server.url, key, args.iterations))
-        connections.close_all()
-    finally:
-        admin_sql(server_url, f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
 
     ratio = r["mcp_p50"] / r["rest_p50"]
     print(

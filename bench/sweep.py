@@ -19,34 +19,16 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import analyze, bench_database  # noqa: E402
 
 TARGET_RATIO = 10.0
 TARGET_QUERIES_PER_1000 = 10.0
 
 
-def server_url_and_bench_db() -> tuple[str, str]:
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
-        sys.exit("bench/sweep.py runs on PostgreSQL: set DATABASE_URL=postgres://…")
-    parts = urlsplit(url)
-    name = f"bench_sweep_{os.getpid()}"
-    return urlunsplit(parts._replace(path="/postgres")), urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def admin_sql(server_url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql)
-
-
 def build(total: int, stale: int):
     """100 agents (10 leads, 90 workers reporting to them), `total` queued tasks, `stale` stale."""
-    from django.db import connection
     from django.utils import timezone
 
     from organization.models import Agent, Organization, TeamRule
@@ -92,8 +74,7 @@ def build(total: int, stale: int):
             )  # fmt: skip
         )
     Task.objects.bulk_create(tasks, batch_size=10_000)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+    analyze()
     return org, now
 
 
@@ -103,23 +84,13 @@ def main() -> int:
     parser.add_argument("--stale", type=int, default=10_000)
     args = parser.parse_args()
 
-    server_url, bench_url = server_url_and_bench_db()
-    bench_db = urlsplit(bench_url).path.lstrip("/")
-    admin_sql(server_url, f'CREATE DATABASE "{bench_db}"')
-    try:
-        os.environ["DATABASE_URL"] = bench_url
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-        import django
-
-        django.setup()
-        from django.core.management import call_command
+    with bench_database("bench_sweep"):
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
         from tasks.models import InboxItem, Task, TaskEvent, TaskStatus
         from tasks.services import stale_queued, sweep_stale_queued
 
-        call_command("migrate", verbosity=0)
         started = time.perf_counter()
         org, now = build(args.total, args.stale)
         print(
@@ -155,11 +126,6 @@ def main() -> int:
             f"queued for them) in {sweep_seconds * 1000:.0f} ms, {queries} queries; "
             f"floor: one bulk UPDATE of the same {len(stale_ids)} rows in {floor_seconds * 1000:.0f} ms"
         )
-        from django.db import connections
-
-        connections.close_all()
-    finally:
-        admin_sql(server_url, f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
 
     ratio = sweep_seconds / floor_seconds
     per_1000 = queries / (escalated / 1000)

@@ -4,6 +4,19 @@ Superusers see everything. Other staff see and edit only the organizations they 
 (`Membership.is_admin`): every queryset, every foreign-key choice and every permission below
 is scoped to those organizations, and being an admin member is what grants the permissions,
 so such a user needs no Django model permissions to work.
+
+Other apps' admins reuse the same scoping rather than writing their own (tasks/admin.py does):
+
+- `admin_org_ids(request)` — ids of the organizations the user administers; None for a
+  superuser (all). Cached on the request. Defined in admin_views.py, importable from here.
+- `OrgScoped` — mixin for a ModelAdmin or an inline: scopes the queryset, the foreign-key
+  choices (Organization, Agent, Team, users) and every permission to those organizations.
+  Set `org_path` to the lookup from the model to its Organization (default "organization",
+  e.g. "task__organization"); on an inline set `parent_org_path` to the path from the parent
+  object (what Django passes as `obj`) to the Organization, or "pk" when the parent is one.
+- `OrgOwnedAdmin(OrgScoped, admin.ModelAdmin)` — for a model with an `organization` field:
+  adds the organization filter when the user sees several, keeps the organization read-only
+  once the object exists, and limits team/senior choices and autocompletes to it.
 """
 
 from django import forms
@@ -32,6 +45,8 @@ from .models import (
 )
 from .selectors import workload_count
 from .services import api_key_create, api_key_revoke
+
+__all__ = ["OrgOwnedAdmin", "OrgScoped", "admin_org_ids"]  # for other apps' admins; see above
 
 # --- tenancy: one mixin for ModelAdmins and inlines ---------------------------------------
 

@@ -1,0 +1,159 @@
+"""What the bench scripts share: a throw-away PostgreSQL database, Django set-up, statistics,
+and the organization of N agents that the roster and MCP benchmarks measure.
+
+Each bench script starts with
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench.common import ...  # noqa: E402
+
+Importing this module leaves the project root, and not bench/, on sys.path: some scripts are
+named like packages they import (bench/mcp.py imports the `mcp` SDK, bench/collaboration.py the
+`collaboration` app), and with bench/ on sys.path they would import themselves instead.
+
+Not a benchmark itself: `make bench` runs every bench/*.py, so run as a script it says so and
+exits 0.
+"""
+
+import contextlib
+import os
+import random
+import statistics
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+EXPERTISE = ["PostgreSQL", "React", "AWS", "Docker", "Figma", "Redis", "Terraform", "CSS",
+             "TypeScript", "Kubernetes", "Node.js", "MySQL", "API Design", "Planning"]  # fmt: skip
+
+
+def _script() -> str:
+    return f"bench/{Path(sys.argv[0]).name}"
+
+
+def server_url_and_bench_db(prefix: str, *, needs_redis: bool = False) -> tuple[str, str]:
+    """(URL of the server's `postgres` database, URL of a new database `<prefix>_<pid>`)."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        sys.exit(f"{_script()} runs on PostgreSQL: set DATABASE_URL=postgres://…")
+    if needs_redis and not os.environ.get("REDIS_URL"):
+        sys.exit(f"{_script()} needs Redis: set REDIS_URL=redis://…")
+    parts = urlsplit(url)
+    name = f"{prefix}_{os.getpid()}"
+    return urlunsplit(parts._replace(path="/postgres")), urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def admin_sql(server_url: str, sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+@contextlib.contextmanager
+def bench_database(prefix: str, *, needs_redis: bool = False) -> Iterator[str]:
+    """A database of its own on the server of DATABASE_URL, migrated, with Django set up on it.
+
+    Yields its URL (also put in os.environ["DATABASE_URL"] for subprocesses). On the way out it
+    closes this process's connections and drops the database, whatever happened; nothing of the
+    server's other databases is touched.
+    """
+    server_url, bench_url = server_url_and_bench_db(prefix, needs_redis=needs_redis)
+    bench_db = urlsplit(bench_url).path.lstrip("/")
+    admin_sql(server_url, f'CREATE DATABASE "{bench_db}"')
+    try:
+        os.environ["DATABASE_URL"] = bench_url
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        yield bench_url
+    finally:
+        if "django.db" in sys.modules:
+            from django.db import connections
+
+            connections.close_all()
+        admin_sql(server_url, f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
+
+
+def p50(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def analyze() -> None:
+    """Fresh planner statistics, as autovacuum would have them for a live organization."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
+def build_org(size: int, *, slug: str, name: str, roles: bool = False):
+    """An organization of `size` agents in 20 teams, with seniors and held tasks (and, with
+    `roles`, an AgentRole each). Returns (organization, agent key, task count)."""
+    from organization.models import Agent, AgentRole, Organization, Team
+    from organization.services import api_key_create
+    from tasks.models import Task, TaskStatus
+
+    rng = random.Random(size)
+    org = Organization.objects.create(slug=slug, name=name)
+    teams = Team.objects.bulk_create(
+        [Team(organization=org, name=f"Team {n:02d}") for n in range(20)]
+    )
+    agents = Agent.objects.bulk_create(
+        [
+            Agent(
+                organization=org,
+                handle=f"agent-{n:05d}",
+                name=f"Agent {n}",
+                role="Engineer",
+                team=teams[n % len(teams)],
+                expertise=rng.sample(EXPERTISE, 3),
+                is_paused=rng.random() < 0.05,
+            )
+            for n in range(size)
+        ],
+        batch_size=2000,
+    )
+    for n, agent in enumerate(agents[1:], start=1):
+        agent.senior = agents[(n - 1) // 10]
+    Agent.objects.bulk_update(agents[1:], ["senior"], batch_size=2000)
+    if roles:
+        AgentRole.objects.bulk_create(
+            [AgentRole(agent=a, role="supervisor" if n % 10 == 0 else "worker")
+             for n, a in enumerate(agents)],
+            batch_size=2000,
+        )  # fmt: skip
+    held = (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED)
+    tasks = [
+        Task(
+            organization=org,
+            title=f"task {agent.handle} {k}",
+            status=rng.choice(held + (TaskStatus.COMPLETED,)),
+            assignee=agent,
+            delegation_chain=[agent.handle],
+        )
+        for agent in agents
+        for k in range(rng.randint(0, 5))
+    ]
+    Task.objects.bulk_create(tasks, batch_size=5000)
+    _, key = api_key_create(organization=org, agent=agents[size // 2], name="bench")
+    analyze()
+    return org, key, len(tasks)
+
+
+if __name__ == "__main__":
+    print("bench/common.py: shared helpers of the bench scripts; nothing to measure")
