@@ -108,6 +108,7 @@ def test_by_expertise_without_expertise_is_400(demo, agent_client):
     response = roster(agent_client(agent_of(demo, "agent-sarah")), filter="by_expertise")
     assert response.status_code == 400
     assert response.json()["success"] is False
+    assert response.json()["code"] == "invalid_filter"
     assert "expertise" in response.json()["error"]
 
 
@@ -127,6 +128,7 @@ def test_an_organization_key_cannot_name_another_orgs_agent(demo, other_org, org
     make_agent(other_org, "agent-zed")
     response = roster(org_client(demo), agent="agent-zed")
     assert response.status_code == 404
+    assert response.json()["code"] == "agent_not_found"
 
 
 def test_agents_of_another_organization_are_never_listed(demo, other_org, agent_client):
@@ -179,6 +181,7 @@ def test_an_organization_key_naming_an_unknown_agent_is_404(demo, org_client):
     response = roster(org_client(demo), agent="agent-nobody")
     assert response.status_code == 404
     assert response.json()["code"] == "agent_not_found"
+    assert response.json()["code"] == "agent_not_found"
 
 
 def test_an_agent_key_cannot_ask_for_another_agents_roster(demo, agent_client):
@@ -216,3 +219,65 @@ def test_the_number_of_queries_is_the_same_at_any_size(demo, agent_client):
     for _ in range(60):
         give_tasks(make_agent(demo, team=team, expertise=["AWS"]), 2)
     assert queries() == small == 2
+
+
+def call_roster_tool(client, **params):
+    return client.post(
+        "/api/agent-engine/call-tool",
+        {"toolName": "get_organization_roster", "params": params},
+        format="json",
+    )
+
+
+# Both doors of the one service refuse the same requests (REST validates the query string with
+# its serializer, the tool its params with the registry's JSON schema, hence different codes
+# for a value outside the enum; the service's own rules answer `invalid_filter` at both).
+@pytest.mark.parametrize(
+    "params, rest_code, tool_code, named",
+    [
+        ({"filter": "everyone"}, "invalid", "invalid_params", "filter"),
+        ({"expertise_match": "fuzzy"}, "invalid", "invalid_params", "expertise_match"),
+        ({"filter": "by_expertise"}, "invalid_filter", "invalid_filter", "expertise"),
+        (
+            {"filter": "by_expertise", "expertise": ""},
+            "invalid_filter",
+            "invalid_filter",
+            "expertise",
+        ),
+    ],
+)
+def test_both_doors_refuse_bad_roster_requests(
+    demo, agent_client, params, rest_code, tool_code, named
+):
+    client = agent_client(agent_of(demo, "agent-sarah"))
+    for response, code in (
+        (roster(client, **params), rest_code),
+        (call_roster_tool(client, **params), tool_code),
+    ):
+        assert response.status_code == 400, response.content
+        assert response.json()["code"] == code
+        assert named in response.json()["error"]
+
+
+def test_my_team_for_an_organization_key_needs_an_agent_at_both_doors(demo, org_client):
+    client = org_client(demo)
+    for response in (roster(client, filter="my_team"), call_roster_tool(client, filter="my_team")):
+        assert response.status_code == 400, response.content
+        assert response.json()["code"] == "invalid_filter"
+    tool = call_roster_tool(client, filter="my_team", agent="agent-jordan").json()
+    assert tool == roster(client, filter="my_team", agent="agent-jordan").json()
+    assert sorted(c["id"] for c in tool["colleagues"]) == ["agent-database-lead", "agent-sam"]
+
+
+def test_the_tool_with_an_organization_key_refuses_another_orgs_agent(demo, other_org, org_client):
+    make_agent(other_org, "agent-zed")
+    response = call_roster_tool(org_client(demo), agent="agent-zed")
+    assert response.status_code == 404
+    assert response.json()["code"] == "agent_not_found"
+
+
+def test_an_agent_key_naming_another_agent_gets_its_own_roster_at_both_doors(demo, agent_client):
+    client = agent_client(agent_of(demo, "agent-sarah"))
+    tool = call_roster_tool(client, agent="agent-jordan").json()
+    assert tool["agent_context"]["id"] == "agent-sarah"
+    assert tool == roster(client, agent="agent-jordan").json()
