@@ -468,6 +468,23 @@ def task_escalate(*, task: Task, actor: Actor, reason: str = "") -> Task:
     return task
 
 
+def _change_status(task: Task, actor: Actor, status: str, *, kind: str, message: str, **decision):
+    """Move the (locked, checked) task to `status`; a finished task frees its holder's room."""
+    holder = task.assignee if task.status in HELD_STATUSES else None
+    if holder is not None:
+        rules.lock_workloads([holder.pk])
+    before = snapshot(task)
+    task.status = status
+    if status in FINISHED_STATUSES:
+        task.finished_at = timezone.now()
+        task.queued_for = None
+    task.save()
+    _record(task=task, kind=kind, actor=actor, before=before, message=message, **decision)
+    if holder is not None and status in FINISHED_STATUSES:
+        fill_from_queue(holder)
+    return task
+
+
 @transaction.atomic
 def task_set_status(*, task: Task, actor: Actor, status: str, note: str = "") -> Task:
     """The assignee moves its task: assigned → in_progress → blocked ⇄ in_progress → completed | failed."""
@@ -478,25 +495,11 @@ def task_set_status(*, task: Task, actor: Actor, status: str, note: str = "") ->
         )
     if status not in TRANSITIONS.get(task.status, set()):
         raise invalid_transition(task.status, status)
-    assignee = task.assignee
-    if assignee is not None:
-        rules.lock_workloads([assignee.pk])
-    before = snapshot(task)
-    task.status = status
-    if status in FINISHED_STATUSES:
-        task.finished_at = timezone.now()
-    task.save()
-    _record(
-        task=task,
-        kind=EventKind.STATUS_CHANGED,
-        actor=actor,
-        before=before,
-        message=f"{actor.label}: {before['status']} → {status}." + (f" {note}" if note else ""),
+    return _change_status(
+        task, actor, status, kind=EventKind.STATUS_CHANGED,
+        message=f"{actor.label}: {task.status} → {status}." + (f" {note}" if note else ""),
         notes=note,
-    )
-    if status in FINISHED_STATUSES and assignee is not None:
-        fill_from_queue(assignee)
-    return task
+    )  # fmt: skip
 
 
 @transaction.atomic
@@ -508,25 +511,11 @@ def task_cancel(*, task: Task, actor: Actor, reason: str = "") -> Task:
         raise invalid_transition(
             task.status, TaskStatus.CANCELLED, "only the task's creator or a human may cancel it."
         )
-    previous = task.assignee
-    if previous is not None:
-        rules.lock_workloads([previous.pk])
-    before = snapshot(task)
-    task.status = TaskStatus.CANCELLED
-    task.finished_at = timezone.now()
-    task.queued_for = None
-    task.save()
-    _record(
-        task=task,
-        kind=EventKind.CANCELLED,
-        actor=actor,
-        before=before,
+    return _change_status(
+        task, actor, TaskStatus.CANCELLED, kind=EventKind.CANCELLED,
         message=f"{actor.label} cancelled the task." + (f" {reason}" if reason else ""),
         reasoning=reason,
-    )
-    if previous is not None and before["status"] in HELD_STATUSES:
-        fill_from_queue(previous)
-    return task
+    )  # fmt: skip
 
 
 def inbox_mark_read(*, agent: Agent, item_ids: list[int] | None = None) -> int:
