@@ -155,7 +155,7 @@ def run_session(session_id) -> str:
             ctx,
             status=SessionStatus.FAILED,
             result="",
-            error=f"internal error: {type(exc).__name__}: {exc}",
+            error=internal_error(exc),
         )
     finally:
         ctx.stop.set()
@@ -178,7 +178,8 @@ def _session_ended() -> None:
         idle, generation = _active_sessions == 0, _generation
     if not idle:
         return
-    if IDLE_CLOSE_SECONDS <= 0:
+    idle_close = float(settings.COLLAB_IDLE_CLOSE_SECONDS)
+    if idle_close <= 0:
         close_thread_connections(timeout=2.0)
         return
 
@@ -188,7 +189,7 @@ def _session_ended() -> None:
         if still_idle:
             close_thread_connections(timeout=2.0)
 
-    timer = threading.Timer(IDLE_CLOSE_SECONDS, close_if_still_idle)
+    timer = threading.Timer(idle_close, close_if_still_idle)
     timer.daemon = True
     timer.start()
 
@@ -340,13 +341,13 @@ def _run_batch(
 
 # One pool of agent threads per worker process, shared by its sessions: a warm thread keeps its
 # database connection while the process has sessions to run (a fresh thread and connection per
-# agent cost 50-250 ms on a busy machine); IDLE_CLOSE_SECONDS after the last session ends they are
-# closed, so no connection idles forever (the tests set it to 0 so their database can be dropped).
+# agent cost 50-250 ms on a busy machine); settings.COLLAB_IDLE_CLOSE_SECONDS after the last session
+# ends they are closed, so no connection idles forever (the test suite sets it to 0 so that its
+# database can be dropped).
 # A batch's own semaphore bounds its concurrency to max_parallel; a hung agent keeps its permit
 # until its HTTP call gives up at the deadline, so max_parallel is never exceeded.
 AGENT_THREADS = 64
 IDLE_CONNECTION_SECONDS = 60
-IDLE_CLOSE_SECONDS = 30.0
 _pool: ThreadPoolExecutor | None = None
 _pool_pid: int | None = None
 _pool_lock = threading.Lock()
@@ -383,6 +384,15 @@ def _in_agent_thread(work, ctx: RunContext, slot: Slot, permits: threading.Bound
         raise
     finally:
         _thread_state.last_used = time.monotonic()
+        if ctx.stop.is_set() and _idle():
+            # An orphan (a cancelled agent whose call outlived its session, or a timed-out one)
+            # that ends after the last session: the idle close already passed this thread by.
+            connection.close()
+
+
+def _idle() -> bool:
+    with _pool_lock:
+        return _active_sessions == 0
 
 
 def close_thread_connections(timeout: float = 10.0) -> None:
@@ -597,18 +607,24 @@ def _run_agent(ctx: RunContext, slot: Slot) -> None:
         )
         reply = _call(ctx, provider, request)
         _settle(ctx, slot.contribution, ContributionStatus.COMPLETED, reply=reply)
-    except ProviderTimeout as exc:
-        _settle(ctx, slot.contribution, ContributionStatus.TIMED_OUT, error=str(exc))
-    except ProviderError as exc:
-        _settle(ctx, slot.contribution, ContributionStatus.FAILED, error=str(exc))
     except Exception as exc:
+        _settle_failure(ctx, slot, exc)
+
+
+def internal_error(exc: BaseException) -> str:
+    return f"internal error: {type(exc).__name__}: {exc}"
+
+
+def _settle_failure(ctx: RunContext, slot: Slot, exc: BaseException) -> None:
+    """An agent's call ended in `exc`: timed out, failed at the provider, or a bug (logged)."""
+    if isinstance(exc, ProviderTimeout):
+        status, error = ContributionStatus.TIMED_OUT, str(exc)
+    elif isinstance(exc, ProviderError):
+        status, error = ContributionStatus.FAILED, str(exc)
+    else:
         log.exception("collaboration agent %s crashed", slot.contribution.agent_key)
-        _settle(
-            ctx,
-            slot.contribution,
-            ContributionStatus.FAILED,
-            error=f"internal error: {type(exc).__name__}: {exc}",
-        )
+        status, error = ContributionStatus.FAILED, internal_error(exc)
+    _settle(ctx, slot.contribution, status, error=error)
 
 
 # --- hierarchical plan -----------------------------------------------------------------------
@@ -670,12 +686,7 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
             if plan is not None:
                 break
         if not replies:
-            status = (
-                ContributionStatus.TIMED_OUT
-                if isinstance(failure, ProviderTimeout)
-                else ContributionStatus.FAILED
-            )
-            _settle(ctx, slot.contribution, status, error=str(failure))
+            _settle_failure(ctx, slot, failure)
             return
         combined = LLMReply(
             text=replies[-1].text,
@@ -721,13 +732,7 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
             on_settled=record_plan,
         )
     except Exception as exc:
-        log.exception("collaboration plan crashed")
-        _settle(
-            ctx,
-            slot.contribution,
-            ContributionStatus.FAILED,
-            error=f"internal error: {type(exc).__name__}: {exc}",
-        )
+        _settle_failure(ctx, slot, exc)
 
 
 def _ensure_plan_outcome(ctx: RunContext, coordinator: Contribution) -> None:

@@ -221,6 +221,9 @@ TASKS_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("TASKS_WEBHOOK_RETRY_BAS
 TASKS_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("TASKS_WEBHOOK_TIMEOUT_SECONDS", "5"))
 # A re-delivered session task backs off while another worker's heartbeat is younger than this.
 COLLAB_LEASE_SECONDS = float(os.environ.get("COLLAB_LEASE_SECONDS", "30"))
+# A worker's agent threads close their database connections this long after its last session
+# ends (0: at once; the test suite uses 0 so that its database can be dropped).
+COLLAB_IDLE_CLOSE_SECONDS = float(os.environ.get("COLLAB_IDLE_CLOSE_SECONDS", "30"))
 
 # --- api ---
 # One name per "status" choice set (roster, discovery, collaboration); fields of the same name

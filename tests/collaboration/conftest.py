@@ -3,6 +3,7 @@
 import time
 
 import pytest
+from django.conf import settings as django_settings
 
 from collaboration import providers, runner
 from collaboration.models import CollaborationSession
@@ -11,9 +12,10 @@ from tests.factories import make_admin_user, make_agent, make_org
 from tests.fake_llm import FakeLLM
 
 # The runner's agent threads close their database connections as soon as no session runs (not
-# 30 s later): the test database must be droppable when the suite ends. Conftests are loaded
-# at collection, so this holds for every test of the suite that runs a session (MCP, e2e …).
-runner.IDLE_CLOSE_SECONDS = 0.0
+# 30 s later): the test database must be droppable when the suite ends. tests/conftest.py is to set
+# the same for the whole suite (other apps' tests run sessions too); this keeps a run of only
+# tests/collaboration right whatever that file does.
+django_settings.COLLAB_IDLE_CLOSE_SECONDS = 0.0
 
 
 @pytest.fixture
