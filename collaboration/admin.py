@@ -2,18 +2,22 @@
 for humans to start a session with organization agents.
 
 LLM text is never trusted HTML: results and responses are shown escaped, in <pre> blocks.
-Staff see only the organizations they administer (`admin_organizations`); superusers see all.
+Staff see only the organizations they administer (organization.admin.OrgScoped, the same scoping
+as the hierarchy editor); superusers see all.
 """
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from organization.caller import Caller, admin_organizations
+from organization.admin import OrgScoped
+from organization.admin_views import admin_org_ids
+from organization.caller import Caller
 from organization.errors import DomainError
 from organization.models import Agent, Organization
 
@@ -57,19 +61,11 @@ def pre(text: str):
     return format_html('<pre style="white-space:pre-wrap;max-width:60em">{}</pre>', text or "")
 
 
-def allowed(request, obj=None) -> bool:
-    user = request.user
-    if not (user.is_active and user.is_staff):
-        return False
-    if user.is_superuser:
-        return True
-    orgs = admin_organizations(user)
-    if obj is not None:
-        return orgs.filter(pk=obj.organization_id).exists()
-    return orgs.exists()
+class ReadOnlyInline(OrgScoped, admin.TabularInline):
+    """Rows of a session (Django passes the session as `obj`): seen, never edited here."""
 
-
-class ReadOnlyInline(admin.TabularInline):
+    org_path = "session__organization"
+    parent_org_path = "organization"
     extra = 0
     can_delete = False
     show_change_link = False
@@ -80,8 +76,8 @@ class ReadOnlyInline(admin.TabularInline):
     def has_change_permission(self, request, obj=None):
         return False
 
-    def has_view_permission(self, request, obj=None):
-        return allowed(request, obj)
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 class ContributionInline(ReadOnlyInline):
@@ -108,7 +104,7 @@ class SessionEventInline(ReadOnlyInline):
 
 
 @admin.register(CollaborationSession)
-class CollaborationSessionAdmin(admin.ModelAdmin):
+class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
     list_display = ["short_task", "status_badge", "progress", "mode", "synthesis", "created_by",
                     "organization", "created_at", "finished_at"]  # fmt: skip
     list_filter = ["status", "mode", "synthesis"]
@@ -127,7 +123,8 @@ class CollaborationSessionAdmin(admin.ModelAdmin):
     readonly_fields = [f for _, o in fieldsets for f in o["fields"]]
 
     def get_queryset(self, request):
-        qs = (
+        # OrgScoped.get_queryset keeps the user's organizations only.
+        return (
             super()
             .get_queryset(request)
             .annotate(
@@ -139,18 +136,6 @@ class CollaborationSessionAdmin(admin.ModelAdmin):
                 ),
             )
         )
-        if request.user.is_superuser:
-            return qs
-        return qs.filter(organization__in=admin_organizations(request.user))
-
-    def has_module_permission(self, request):
-        return allowed(request)
-
-    def has_view_permission(self, request, obj=None):
-        return allowed(request, obj)
-
-    def has_change_permission(self, request, obj=None):
-        return allowed(request, obj)
 
     def has_add_permission(self, request):
         return False  # sessions start through the "Start collaboration" form
@@ -207,14 +192,11 @@ class CollaborationSessionAdmin(admin.ModelAdmin):
         return super().changelist_view(request, extra_context)
 
     def start_view(self, request):
-        if not allowed(request):
-            from django.core.exceptions import PermissionDenied
-
+        if not self._allowed(request):
             raise PermissionDenied
+        ids = admin_org_ids(request)
         orgs = (
-            Organization.objects.all()
-            if request.user.is_superuser
-            else admin_organizations(request.user)
+            Organization.objects.all() if ids is None else Organization.objects.filter(pk__in=ids)
         )
         form = StartCollaborationForm(request.POST or None, organizations=orgs)
         if request.method == "POST" and form.is_valid():

@@ -9,10 +9,15 @@ SDKs do not report.
 """
 
 import contextvars
+import os
 import threading
 import time
+from collections.abc import Callable
 
 import httpx2
+from django.conf import settings
+
+from . import ProviderError, ProviderTimeout
 
 # How close to the deadline a transport timeout counts as "the agent's time ran out".
 DEADLINE_SLACK = 0.05
@@ -102,3 +107,42 @@ def headers_for(request) -> dict:
         "X-Collaboration-Agent": request.label or "-",
         "X-Collaboration-Purpose": request.purpose,
     }
+
+
+def sdk_options(request, key_variable: str) -> tuple[dict, CallState]:
+    """The constructor arguments both SDK clients take, and the state of this call.
+
+    The key comes from the SDK's own environment variable only; local OpenAI-compatible servers
+    (Ollama, vLLM) need none, but the SDKs insist on one.
+    """
+    http_client, state = client_for(request.deadline)
+    options = {
+        "api_key": os.environ.get(key_variable) or "no-key-configured",
+        "timeout": timeout_for(request.deadline, settings.COLLAB_AGENT_TIMEOUT),
+        "max_retries": settings.COLLAB_PROVIDER_MAX_RETRIES,
+        "http_client": http_client,
+        "default_headers": headers_for(request),
+    }
+    return options, state
+
+
+def sdk_call(name: str, sdk, state: CallState, create: Callable[[], object]):
+    """Run `create()` (one SDK call, its retries included); map the SDK's errors to ours.
+
+    `sdk` is the `openai` or `anthropic` module: both define APITimeoutError, APIStatusError
+    (with `status_code`) and APIError (with `message`).
+    """
+    try:
+        return create()
+    except sdk.APITimeoutError as exc:
+        raise ProviderTimeout(f"{name}: timed out after {state.attempts} attempt(s)") from exc
+    except sdk.APIStatusError as exc:
+        if state.expired:
+            raise ProviderTimeout(
+                f"{name}: the agent's time ran out after {state.attempts} attempt(s)"
+            ) from exc
+        raise ProviderError(
+            f"{name}: HTTP {exc.status_code} after {state.attempts} attempt(s): {exc.message}"
+        ) from exc
+    except sdk.APIError as exc:
+        raise ProviderError(f"{name}: {exc.message}") from exc

@@ -1,5 +1,9 @@
 """A worker process is SIGKILLed mid-session; a second worker resumes the session.
 
+Two moments: while an agent's call is in flight (that agent alone is asked again), and while the
+synthesis is in flight after every agent has answered (no agent is asked again: each is called
+exactly once, and only the synthesis runs a second time).
+
 The workers are real `celery -A config worker` processes on the Redis broker of REDIS_URL and
 the test database. Their Redis visibility_timeout is lowered (10 s) so that the killed worker's
 unacked message is re-delivered quickly; the session limits are lowered with it (the start-up
@@ -21,7 +25,15 @@ from collaboration.services import session_create
 from tests.collaboration.conftest import human, specialists, wait_for
 from tests.fake_llm import Reply
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.worker,
+    pytest.mark.skipif(not settings.REDIS_URL, reason="needs Redis (REDIS_URL)"),
+    pytest.mark.skipif(
+        "postgresql" not in settings.DATABASES["default"]["ENGINE"],
+        reason="worker processes share the test database: needs PostgreSQL",
+    ),
+]
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -56,39 +68,46 @@ def start_worker_process(name: str, fake, tmp_path) -> subprocess.Popen:
     )  # fmt: skip
 
 
-@pytest.mark.skipif(not settings.REDIS_URL, reason="needs Redis (REDIS_URL)")
-@pytest.mark.skipif("postgresql" not in settings.DATABASES["default"]["ENGINE"],
-                    reason="worker processes share the test database: needs PostgreSQL")  # fmt: skip
-def test_a_session_survives_a_sigkilled_worker(acme, fake_llm, tmp_path):
+def kill_and_resume(org, fake, tmp_path, payload: dict, killable) -> CollaborationSession:
+    """Start a session on a first worker, SIGKILL it once `killable(session)` holds, let a second
+    worker finish the session; returns the finished session."""
     import redis
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    # b's first request hangs: the first worker is killed while it waits for it.
-    fake_llm.on(agent="b", replies=[Reply(hang=True), Reply("b, second try\nCONFIDENCE: 0.7")])
-    fake_llm.on(purpose="agent", replies=Reply("an answer\nCONFIDENCE: 0.6", delay=0.2))
-    first = start_worker_process("first", fake_llm, tmp_path)
+    first = start_worker_process("first", fake, tmp_path)
     second = None
     try:
-        session = session_create(caller=human(acme), payload={
-            "task": "t", "mode": "sequential", "synthesis": "merge",
-            "agents": specialists("a", "b", "c")})  # fmt: skip
-        wait_for(lambda: fake_llm.calls_for(agent="b"), timeout=60)
+        session = session_create(caller=human(org), payload=payload)
+        wait_for(lambda: killable(session), timeout=60)
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
-        second = start_worker_process("second", fake_llm, tmp_path)
+        second = start_worker_process("second", fake, tmp_path)
 
         def done():
             s = CollaborationSession.objects.get(pk=session.pk)
             return s if s.is_finished else None
 
-        session = wait_for(done, timeout=60, interval=0.2)
+        return wait_for(done, timeout=60, interval=0.2)
     finally:
         for process in (first, second):
             if process is not None and process.poll() is None:
                 process.terminate()
                 process.wait(timeout=15)
-    logs = "\n".join(p.read_text() for p in tmp_path.glob("*.log"))
-    assert session.status == "completed", logs[-3000:]
+
+
+def logs_of(tmp_path) -> str:
+    return "\n".join(p.read_text() for p in tmp_path.glob("*.log"))[-3000:]
+
+
+def test_a_session_survives_a_sigkilled_worker(acme, fake_llm, tmp_path):
+    # b's first request hangs: the first worker is killed while it waits for it.
+    fake_llm.on(agent="b", replies=[Reply(hang=True), Reply("b, second try\nCONFIDENCE: 0.7")])
+    fake_llm.on(purpose="agent", replies=Reply("an answer\nCONFIDENCE: 0.6", delay=0.2))
+    session = kill_and_resume(acme, fake_llm, tmp_path, {
+        "task": "t", "mode": "sequential", "synthesis": "merge",
+        "agents": specialists("a", "b", "c")},
+        killable=lambda s: fake_llm.calls_for(agent="b"))  # fmt: skip
+    assert session.status == "completed", logs_of(tmp_path)
     assert session.attempts == 2
     # Each agent answered exactly once; a finished agent (a) was never asked again, and b's
     # request that the killed worker left hanging is the only one repeated.
@@ -100,3 +119,39 @@ def test_a_session_survives_a_sigkilled_worker(acme, fake_llm, tmp_path):
     resume = session.events.get(name="tool:collaborative:resume")
     assert resume.data == {"attempt": 2, "rerun": ["b"]}
     assert [c.status for c in session.contributions.order_by("position")] == ["completed"] * 3
+
+
+def test_a_worker_killed_during_synthesis_calls_each_agent_once(acme, fake_llm, tmp_path):
+    """The issue's sentence to the letter: the session completes on a second worker with each
+    agent called once — the kill comes after every contribution is saved, while the first
+    worker waits for the coordinator's synthesis."""
+    fake_llm.on(purpose="synthesis", replies=[Reply(hang=True), Reply("THE SYNTHESIS, run 2")])
+    fake_llm.on(purpose="agent", replies=Reply("an answer\nCONFIDENCE: 0.6", delay=0.2))
+
+    def synthesis_in_flight(session):
+        statuses = set(session.contributions.values_list("status", flat=True))
+        return (
+            statuses == {"completed"}
+            and session.events.filter(name="tool:collaborative:synthesis:start").exists()
+            and fake_llm.calls_for(purpose="synthesis")
+        )
+
+    session = kill_and_resume(acme, fake_llm, tmp_path, {
+        "task": "t", "mode": "parallel", "synthesis": "coordinator",
+        "agents": specialists("a", "b", "c")}, killable=synthesis_in_flight)  # fmt: skip
+    assert session.status == "completed", logs_of(tmp_path)
+    assert session.attempts == 2
+    for name in ("a", "b", "c"):
+        calls = fake_llm.calls_for(agent=name)
+        assert [c.answered for c in calls] == [True], name
+    # The synthesis alone ran again: its first request died with the worker.
+    assert [c.answered for c in fake_llm.calls_for(purpose="synthesis")] == [False, True]
+    assert session.result == "THE SYNTHESIS, run 2"
+    resume = session.events.get(name="tool:collaborative:resume")
+    assert resume.data == {"attempt": 2, "rerun": []}
+    names = [e.name.removeprefix("tool:collaborative:") for e in session.events.order_by("id")]
+    assert names.count("agent:start") == 3 and names.count("agent:complete") == 3
+    assert names.count("synthesis:start") == 2 and names.count("complete") == 1
+    assert names[-2:] == ["synthesis:start", "complete"]
+    assert [c.status for c in session.contributions.order_by("position")] == ["completed"] * 3
+    assert session.metadata["agents_completed"] == 3
