@@ -29,7 +29,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from .admin_views import STATUS_COLOURS, admin_org_ids, agent_set_paused, org_chart_view
+from .admin_views import STATUS_COLOURS, admin_org_ids, org_chart_view
 from .models import (
     Agent,
     AgentRole,
@@ -44,7 +44,7 @@ from .models import (
     status_for,
 )
 from .selectors import workload_count
-from .services import api_key_create, api_key_revoke
+from .services import agent_set_paused, api_key_create, api_key_revoke
 
 __all__ = ["OrgOwnedAdmin", "OrgScoped", "admin_org_ids"]  # for other apps' admins; see above
 

@@ -1,18 +1,18 @@
-"""Admin-only reads, writes and pages: tenant scoping for staff, pause/resume, the org chart."""
+"""Admin-only reads and pages: tenant scoping for staff, the org chart.
+
+The admin's writes go through organization/services.py (pause/resume, API keys).
+"""
 
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db import transaction
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils import timezone
 
 from tasks.models import HELD_STATUSES, Task, TaskStatus
-from tasks.services import fill_from_queue
 
 from .caller import admin_organizations
 from .models import Agent, AgentStatus, Organization, status_for
@@ -43,26 +43,6 @@ def admin_org_ids(request) -> set[int] | None:
             cached = set()
         request._admin_org_ids = cached
     return cached
-
-
-@transaction.atomic
-def agent_set_paused(*, agents: QuerySet[Agent], paused: bool) -> int:
-    """Pause (offline: receives nothing) or resume agents; returns how many changed.
-
-    A resumed agent with room at once receives the tasks that waited in its queue (rule 5).
-    """
-    # The admin's queryset carries a GROUP BY annotation; go through a plain pk subquery.
-    changed = list(
-        Agent.objects.filter(pk__in=agents.order_by().values("pk"))
-        .exclude(is_paused=paused)
-        .order_by("pk")
-        .values_list("pk", flat=True)
-    )
-    Agent.objects.filter(pk__in=changed).update(is_paused=paused, updated_at=timezone.now())
-    if not paused:
-        for agent in Agent.objects.filter(pk__in=changed).order_by("pk"):
-            fill_from_queue(agent)
-    return len(changed)
 
 
 def _count_of(tasks: QuerySet[Task], column: str) -> Coalesce:

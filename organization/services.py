@@ -1,6 +1,7 @@
 """Writes of the organization app. Each is one transaction."""
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from .auth import generate_key
@@ -24,3 +25,25 @@ def api_key_revoke(*, key: ApiKey) -> ApiKey:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
     return key
+
+
+@transaction.atomic
+def agent_set_paused(*, agents: QuerySet[Agent], paused: bool) -> int:
+    """Pause (offline: receives nothing) or resume agents; returns how many changed.
+
+    A resumed agent with room at once receives the tasks that waited in its queue (rule 5).
+    """
+    from tasks.services import fill_from_queue  # late: the tasks app is built on this one
+
+    # The admin's queryset carries a GROUP BY annotation; go through a plain pk subquery.
+    changed = list(
+        Agent.objects.filter(pk__in=agents.order_by().values("pk"))
+        .exclude(is_paused=paused)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    Agent.objects.filter(pk__in=changed).update(is_paused=paused, updated_at=timezone.now())
+    if not paused:
+        for agent in Agent.objects.filter(pk__in=changed).order_by("pk"):
+            fill_from_queue(agent)
+    return len(changed)
