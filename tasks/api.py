@@ -117,7 +117,6 @@ class TaskViewSet(GenericViewSet):
     def delegate(self, request, pk=None):
         task = self.task()
         data = self.body(DelegateSerializer)
-        self.caller.require_agent()
         to = self.agent(data.pop("agent_id"))
         return self.answer(
             services.task_delegate(task=task, actor=Actor.of(self.caller), to=to, **data)

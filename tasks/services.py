@@ -351,7 +351,12 @@ def task_delegate(
     reasoning: str = "",
     notes: str = "",
 ) -> Task:
-    """Seed 001's DELEGATE: pass the task on, storing the DELEGATION DECISION."""
+    """Seed 001's DELEGATE: an agent passes the task on, storing the DELEGATION DECISION."""
+    if not actor.is_agent:
+        raise Forbidden(
+            "Only an agent delegates (it acts as one agent); a human reassigns with assign.",
+            "agent_required",
+        )
     task = _locked(task)
     _ensure_open(task, TaskStatus.ASSIGNED)
     _ensure_may_move(task, actor, TaskStatus.ASSIGNED)

@@ -2,9 +2,14 @@
 
 import pytest
 
+from organization.errors import Forbidden
 from tasks.models import Task, TaskEvent
+from tasks.rules import Actor
+from tasks.services import task_delegate
 from tests.factories import give_tasks, make_agent, make_org
 from tests.tasks.conftest import assert_error, create, post
+
+HUMAN = Actor("user", "user:tester")
 
 
 def test_an_agent_creates_a_task_assigned_to_a_colleague(cast):
@@ -202,6 +207,11 @@ def test_humans_delegate_through_assign_not_delegate(cast):
     task = create(cast.human, agent_id="agent-sarah").json()
     response = post(cast.human, f"/api/tasks/{task['id']}/delegate", {"agent_id": "agent-alex"})
     assert_error(response, 403, "agent_required")
+    # The rule is the service's, so every door (admin, MCP, …) gets it, not only REST.
+    with pytest.raises(Forbidden) as refused:
+        task_delegate(task=Task.objects.get(pk=task["id"]), actor=HUMAN, to=cast.alex)
+    assert refused.value.code == "agent_required"
+    assert Task.objects.get(pk=task["id"]).assignee == cast.sarah
 
 
 def test_queue_only_for_a_busy_expert(cast):
