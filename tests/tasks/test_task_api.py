@@ -1,6 +1,9 @@
 """POST/GET /api/tasks and the moves: assign, claim, delegate, queue, escalate, status, cancel."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from organization.errors import Forbidden
 from tasks.models import Task, TaskEvent
@@ -67,6 +70,22 @@ def test_capacity_is_final(cast):
     give_tasks(cast.alex, 5)
     response = create(cast.human, agent_id="agent-alex")
     assert_error(response, 409, "capacity_exceeded", "5/5")
+
+
+@pytest.mark.parametrize(
+    "status, counts",
+    [("assigned", True), ("in_progress", True), ("blocked", True), ("completed", False),
+     ("failed", False), ("cancelled", False)],
+)  # fmt: skip
+def test_workload_counts_assigned_in_progress_and_blocked_tasks_only(cast, status, counts):
+    give_tasks(cast.alex, 4)
+    give_tasks(cast.alex, 3, status=status)
+    response = create(cast.human, agent_id="agent-alex")
+    if counts:
+        assert_error(response, 409, "capacity_exceeded", "7/5")
+    else:
+        assert response.status_code == 201, response.content
+        assert response.json()["assignee"] == "agent-alex"
 
 
 def test_an_offline_agent_receives_nothing(cast):
@@ -237,6 +256,27 @@ def test_queue_only_for_a_busy_expert(cast):
     assert body["estimated_wait_seconds"] == 720
     event = TaskEvent.objects.filter(task_id=task["id"], kind="queued").get()
     assert (event.decision, event.wait_time_seconds) == ("QUEUE", 720)
+
+
+def test_the_estimated_wait_comes_from_the_experts_measured_completion_times(cast):
+    now = timezone.now()
+    for minutes in (5, 15):  # a mean of 10 minutes per task
+        done = give_tasks(cast.morgan, 1, status="completed")[0]
+        Task.objects.filter(pk=done.pk).update(
+            assigned_at=now - timedelta(minutes=minutes), finished_at=now
+        )
+    give_tasks(cast.morgan, 5)
+    sarah = cast.client(cast.sarah)
+    waits = []
+    for _ in range(2):
+        task = create(cast.human, agent_id="agent-sarah").json()
+        response = post(sarah, f"/api/tasks/{task['id']}/queue", {"agent_id": "agent-morgan"})
+        assert response.status_code == 200, response.content
+        waits.append(response.json()["estimated_wait_seconds"])
+    # 600 s over capacity 5 per place in line: first 120 s, second 240 s.
+    assert waits == [120, 240]
+    listed = cast.human.get("/api/tasks?queued_for=agent-morgan").json()["results"]
+    assert sorted(t["estimated_wait_seconds"] for t in listed) == [120, 240]
 
 
 def test_when_the_expert_drops_below_capacity_the_most_urgent_oldest_queued_task_is_assigned(cast):
@@ -419,6 +459,9 @@ def test_list_filters(cast):
 
     assert ids("assignee=agent-alex") == ["A task:agent-alex"]
     assert ids("status=queued") == ["A task:-"]
+    Task.objects.filter(status="queued").update(queued_for=cast.morgan)
+    assert ids("queued_for=agent-morgan") == ["A task:-"]
+    assert ids("queued_for=agent-alex") == []
     assert ids("urgency=low") == ["A task:agent-sarah"]
     assert (
         ids("required_expertise=PostgreSQL") == ids("expertise=PostgreSQL") == ["A task:agent-alex"]
