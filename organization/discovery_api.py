@@ -7,9 +7,8 @@ from rest_framework.views import APIView
 
 from . import cards, discovery
 from .caller import resolve_caller
-from .errors import NotFound
-from .selectors import agent_by_handle
 from .serializers import ErrorSerializer
+from .tools import visible_prompt_subject
 
 ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="Invalid input"),
@@ -116,11 +115,8 @@ class DiscoveryPromptView(APIView):
         summary="Seed 002: the expert-discovery subagent prompt of an agent",
     )
     def get(self, request, agent_id: str):
-        caller = resolve_caller(request)
-        if caller.agent is not None and agent_id != caller.agent.handle:
-            # Like system prompts: an agent reads its own; another's is as if it did not exist.
-            raise NotFound(f"Agent not found: {agent_id}", "agent_not_found")
-        agent = agent_by_handle(org=caller.organization, handle=agent_id)
+        # Like system prompts: an agent reads its own; another's is as if it did not exist.
+        agent = visible_prompt_subject(resolve_caller(request), agent_id)
         return Response(discovery.discovery_prompt_for(agent))
 
 

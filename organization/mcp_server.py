@@ -39,9 +39,9 @@ from rest_framework.utils.encoders import JSONEncoder
 from . import registry
 from .auth import key_from_plaintext
 from .caller import Caller
-from .errors import DomainError, Invalid, NotFound, error_body, first_validation_message
+from .errors import DomainError, NotFound, error_body, first_validation_message
 from .models import Agent, ApiKey
-from .selectors import agent_by_handle
+from .tools import visible_prompt_subject
 
 logger = logging.getLogger(__name__)
 
@@ -231,17 +231,8 @@ def _get_prompt(caller: Caller, name: str, arguments: dict | None) -> types.GetP
         prompt = PROMPTS.get(name)
         if prompt is None:
             raise NotFound(f"Unknown prompt: {name}", "unknown_prompt")
-        wanted = (arguments or {}).get("agent")
-        if caller.agent is not None:
-            if wanted and wanted != caller.agent.handle:
-                raise NotFound(f"Agent not found: {wanted}", "agent_not_found")
-            agent = caller.agent
-        elif wanted:
-            agent = agent_by_handle(org=caller.organization, handle=wanted)
-        else:
-            raise Invalid(
-                "An organization key acts as no agent: name one with 'agent'.", "agent_required"
-            )
+        # The same visibility as get_my_context and REST: an agent its own, a key any.
+        agent = visible_prompt_subject(caller, (arguments or {}).get("agent") or None)
         text = prompt.render(agent)
         if text is None:
             raise NotFound(f"Prompt not available: {name}", "prompt_unavailable")

@@ -157,3 +157,13 @@ def test_load_instruction_passes_worktree_path_to_agents(acme, cast, no_manifest
     loaded = discovery_prompt_for(cast["ivan"])
     assert loaded["worktree_path"] == "/repo/wt-1"
     assert 'worktree_path: "/repo/wt-1"' in loaded["agents"]["expert-discovery"]["prompt"]
+
+
+def test_discovery_template_handles_the_seeds_error_cases(template_text):
+    """Seed 002's error table: a missing manifest, a malformed one, an unreadable status."""
+    assert '"No expert manifest found. The Agent Org service may not have generated it yet."' in (
+        template_text
+    )
+    assert "If it is not valid JSON, report the parse error" in template_text
+    assert "export_manifest" in template_text
+    assert "a missing or unreadable file -> busy" in template_text

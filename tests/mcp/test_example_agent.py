@@ -1,6 +1,8 @@
 """examples/agent_loop.py, run as a user would, against a live server over MCP."""
 
 import json
+import re
+import shlex
 import subprocess
 import sys
 
@@ -53,6 +55,31 @@ def test_offline_it_takes_a_task_and_delegates_it(live_url, demo_org, key_of, lo
     assert task.delegation_chain == ["agent-sarah", "agent-alex"]
     event = TaskEvent.objects.filter(task=task, recipient__handle="agent-alex").latest("pk")
     assert event.decision == "DELEGATE"
+
+
+def readme_example() -> tuple[str, list[str], str]:
+    """README's "Example agent": the key command, the script's arguments, the output shown."""
+    text = (BASE_DIR / "README.md").read_text()
+    section = text.split("\n## Example agent\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(\w*)\n(.*?)```", section, re.S)
+    shell = next(body for lang, body in blocks if lang == "sh").replace("\\\n", " ")
+    output = next(body for lang, body in blocks if lang == "")
+    key_line = next(line for line in shell.splitlines() if "create_api_key" in line)
+    args = shlex.split(shell.split("examples/agent_loop.py", 1)[1].splitlines()[0])
+    return key_line, args, output
+
+
+def test_the_readme_example_runs_as_shown(live_url, demo_org, key_of, loop_env):
+    """The README's command, run against the demo organization offline, prints its output."""
+    key_line, args, shown = readme_example()
+    assert "--org demo --agent agent-sarah" in key_line
+    assert args[:2] == ["--key", "$KEY"]
+    done = run_loop(live_url, key_of(demo_org, "agent-sarah"), loop_env, *args[2:])
+
+    def normal(text: str) -> str:
+        return re.sub(r"#\d+", "#N", text).strip()
+
+    assert normal(done.stdout) == normal(shown)
 
 
 def test_with_a_model_it_follows_the_models_choice(live_url, demo_org, key_of, loop_env):

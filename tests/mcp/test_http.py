@@ -228,3 +228,38 @@ def test_a_session_cannot_be_continued_with_another_key(live_url, demo_org, key_
             "/mcp", json=listing, headers={**session_headers, "Authorization": f"Bearer {alex}"}
         )
         assert hijack.status_code == 404
+
+
+@pytest.fixture
+def broken_tool():
+    """A tool whose handler crashes: the client gets a tool error, the session goes on."""
+
+    @register_tool("test_broken", "A test tool that fails unexpectedly.")
+    def broken(caller, params):
+        raise RuntimeError("boom: a secret detail that must not leak")
+
+    yield "test_broken"
+    REGISTRY.pop("test_broken", None)
+
+
+def test_an_unexpected_failure_is_a_500_tool_error_not_a_dead_session(
+    live_url, demo_org, key_of, broken_tool
+):
+    key = key_of(demo_org, "agent-sarah")
+
+    async def scenario():
+        async with http_client(live_url, key, read_timeout_seconds=30) as client:
+            failed = await client.call_tool(broken_tool, {})
+            after = await client.call_tool("get_organization_roster", {"filter": "all"})
+            return failed, after
+
+    failed, after = run(scenario())
+    assert failed.is_error is True
+    assert data(failed) == {
+        "success": False,
+        "error": "The tool failed unexpectedly; the error was logged.",
+        "code": "internal_error",
+        "status": 500,
+    }
+    assert after.is_error is False
+    assert data(after)["agent_context"]["id"] == "agent-sarah"
