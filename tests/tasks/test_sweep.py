@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from organization.models import TeamRule
 from tasks.apps import STALE_SWEEP_NAME, ensure_stale_sweep_schedule
-from tasks.models import Task, TaskEvent
+from tasks.models import Task, TaskEvent, WebhookDelivery
 from tasks.rules import SYSTEM
 from tasks.services import sweep_stale_queued, task_create
 from tests.conftest import requires_postgres
@@ -113,6 +113,24 @@ def test_a_full_target_gets_the_task_queued_and_it_is_not_escalated_to_the_exper
     Task.objects.filter(pk=task.pk).update(queued_at=timezone.now() - timedelta(hours=5))
     sweep_stale_queued()
     assert Task.objects.get(pk=task.pk).assignee == chief
+
+
+def test_the_sweeps_escalation_reaches_the_targets_webhook(team):
+    org, chief, boss, worker, expert = team
+    boss.webhook_url = "http://127.0.0.1:9/boss-hook"
+    boss.save()
+    task = queued(org, by=worker, for_=expert, age=timedelta(hours=5))
+    assert sweep_stale_queued() == 1
+    delivery = WebhookDelivery.objects.get(agent=boss)
+    event = TaskEvent.objects.get(task=task, kind="escalated")
+    assert (delivery.status, delivery.url, delivery.event) == ("pending", boss.webhook_url, event)
+    assert delivery.payload["event"] == "task.escalated"
+    assert delivery.payload["agent"] == "agent-boss" and delivery.payload["actor"] == "system"
+    assert delivery.payload["task"]["id"] == task.pk
+    assert delivery.payload["task"]["assignee"] == "agent-boss"
+    assert delivery.payload["decision"] == "ESCALATE"
+    item = boss.inbox_items.get(task=task)
+    assert (item.kind, item.event) == ("escalated", event)
 
 
 @requires_postgres()  # elsewhere the batch is written with bulk_update, in several statements
