@@ -147,3 +147,31 @@ def test_the_tool_door_is_checked_by_the_same_rules(cast):
         {"toolName": "create_task", "params": {"title": "x", "agent_id": "agent-alex"}},
     )
     assert_error(response, 403, "role_forbidden", PEER)
+
+
+def test_queueing_is_checked_by_the_same_rules(cast):
+    from tests.factories import give_tasks
+
+    task = create(cast.client(cast.sarah), agent_id="agent-sarah").json()
+    give_tasks(cast.alex, 5)
+    cast.enforce()
+    url = f"/api/tasks/{task['id']}/queue"
+    assert_error(post(cast.client(cast.sarah), url, {"agent_id": "agent-alex"}), 403,
+                 "role_forbidden", PEER)  # fmt: skip
+    cast.enforce(allow_peer=True)
+    cast.role(cast.sarah, can_assign_to_peers=True)
+    response = post(cast.client(cast.sarah), url, {"agent_id": "agent-alex"})
+    assert response.status_code == 200, response.content
+    assert response.json()["queued_for"] == "agent-alex"
+
+
+def test_every_tool_door_that_moves_a_task_is_checked_by_the_same_rules(cast):
+    task = create(cast.client(cast.sarah), agent_id="agent-sarah").json()
+    cast.enforce()
+    for tool in ("assign_task", "delegate_task", "queue_task"):
+        response = post(
+            cast.client(cast.sarah),
+            "/api/agent-engine/call-tool",
+            {"toolName": tool, "params": {"task_id": task["id"], "agent_id": "agent-alex"}},
+        )
+        assert_error(response, 403, "role_forbidden", PEER)
