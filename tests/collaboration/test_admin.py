@@ -91,3 +91,42 @@ def test_the_cancel_action_cancels_queued_sessions(acme, alice):
                {"action": "cancel_sessions", "_selected_action": [session.pk]})  # fmt: skip
     session.refresh_from_db()
     assert session.status == "cancelled"
+
+
+def test_the_session_page_lists_its_events_in_order(acme, alice):
+    from collaboration.models import SessionEvent
+
+    session = a_session(acme, status="running")
+    for name in ("tool:collaborative:queued", "tool:collaborative:start",
+                 "tool:collaborative:agent:start"):  # fmt: skip
+        SessionEvent.objects.create(session=session, name=name, data={"agent": "a"})
+    html = alice.get(
+        reverse("admin:collaboration_collaborationsession_change", args=[session.pk])
+    ).content.decode()
+    positions = [html.index(f"{name}<") for name in ("tool:collaborative:queued",
+                 "tool:collaborative:start", "tool:collaborative:agent:start")]  # fmt: skip
+    assert positions == sorted(positions)
+    assert "3/5 agents done" in html  # a, b completed and e timed out
+
+
+def test_staff_of_no_organization_get_nothing(acme, client):
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user("bob", password="x", is_staff=True)
+    client.force_login(user)
+    a_session(acme)
+    changelist = client.get(reverse("admin:collaboration_collaborationsession_changelist"))
+    assert changelist.status_code == 403
+    start = client.get(reverse("admin:collaboration_collaborationsession_start"))
+    assert start.status_code == 403
+
+
+def test_a_superuser_sees_every_organizations_sessions(acme, client):
+    from django.contrib.auth import get_user_model
+
+    root = get_user_model().objects.create_superuser("root", password="x")
+    client.force_login(root)
+    a_session(acme, task="acme's task")
+    a_session(make_org("theirs"), task="their task")
+    html = client.get(reverse("admin:collaboration_collaborationsession_changelist")).content
+    assert b"acme&#x27;s task" in html and b"their task" in html

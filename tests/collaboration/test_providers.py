@@ -3,12 +3,14 @@
 import json
 
 import pytest
+from django.urls import reverse
 
 from collaboration import providers
 from collaboration.models import CollaborationSession, Contribution
 from collaboration.services import session_create
 from tests.collaboration.conftest import human, run, specialists
 from tests.conftest import agent_of
+from tests.factories import make_admin_user
 from tests.fake_llm import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -93,7 +95,9 @@ def test_a_persistent_error_fails_that_agent_after_the_sdk_retries(acme, fake_ll
     assert failed.data["agent"] == "a" and failed.data["status"] == "failed"
 
 
-def test_api_keys_never_reach_the_database_or_the_api(acme, fake_llm, monkeypatch, org_client):
+def test_api_keys_never_reach_the_database_the_api_or_the_admin(
+    acme, fake_llm, monkeypatch, org_client, client
+):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret-123")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-very-secret-456")
     client = org_client(acme)
@@ -104,8 +108,13 @@ def test_api_keys_never_reach_the_database_or_the_api(acme, fake_llm, monkeypatc
     rows = json.dumps(list(CollaborationSession.objects.values()), default=str) + json.dumps(
         list(Contribution.objects.values()), default=str
     )
+    client.force_login(make_admin_user(acme))
+    page = client.get(reverse("admin:collaboration_collaborationsession_change", args=[session_id]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert fake_llm.calls_for(agent="a")[0].answered and "Fake answer from a." in html
     for secret in ("sk-very-secret-123", "sk-ant-very-secret-456"):
-        assert secret not in body and secret not in rows
+        assert secret not in body and secret not in rows and secret not in html
 
 
 @pytest.mark.parametrize(

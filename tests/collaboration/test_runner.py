@@ -214,3 +214,65 @@ def test_the_token_budget_stops_further_agents(acme, fake_llm):
     assert b.status == "failed" and "token budget exhausted" in b.error
     assert not fake_llm.calls_for(agent="b")
     assert session.status == "partial"
+
+
+def test_the_api_returns_every_field_the_issue_names_and_events_in_order(
+    acme, fake_llm, org_client
+):
+    fake_llm.on(agent="a", replies=Reply("answer a\nVERDICT: yes\nCONFIDENCE: 0.9", delay=0.05))
+    fake_llm.on(agent="b", replies=Reply("answer b\nVERDICT: yes\nCONFIDENCE: 0.7"))
+    client = org_client(acme)
+    session_id = client.post("/api/collaborations", {
+        "task": "t", "mode": "sequential", "synthesis": "vote",
+        "agents": specialists("a", "b")}, format="json").json()["id"]  # fmt: skip
+    run(CollaborationSession.objects.get(pk=session_id))
+    response = client.get(f"/api/collaborations/{session_id}")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "completed" and body["result"]
+    a, b = body["contributions"]
+    assert set(a) >= {"agent", "role", "response", "confidence", "tokens_used", "status",
+                      "error", "started_at", "finished_at"}  # fmt: skip
+    assert (a["agent"], a["role"], a["status"], a["confidence"], a["error"]) == (
+        "a", "a", "completed", 0.9, "")  # fmt: skip
+    assert a["response"].startswith("answer a") and a["tokens_used"] > 0
+    assert a["started_at"] <= a["finished_at"] <= b["started_at"]
+    consensus = body["consensus"]
+    assert (consensus["agents_count"], consensus["has_consensus"]) == (2, True)
+    assert consensus["agreement_score"] == 1.0
+    assert consensus["key_agreements"] and consensus["key_disagreements"] == []
+    metadata = body["metadata"]
+    assert (metadata["agents_count"], metadata["mode"], metadata["synthesis"]) == (
+        2, "sequential", "vote")  # fmt: skip
+    assert metadata["total_tokens"] == a["tokens_used"] + b["tokens_used"]
+    assert metadata["duration_ms"] >= 50
+    assert set(metadata["agent_durations_ms"]) == {"a", "b"}
+    assert metadata["agent_durations_ms"]["a"] >= 50
+    assert [e["name"].removeprefix("tool:collaborative:") for e in body["events"]] == [
+        "queued", "start", "agent:start", "agent:complete", "agent:start", "agent:complete",
+        "synthesis:start", "complete"]  # fmt: skip
+    assert [e["data"].get("agent") for e in body["events"][2:6]] == ["a", "a", "b", "b"]
+
+
+def test_hierarchical_specialists_run_in_parallel_after_the_plan(acme, fake_llm):
+    fake_llm.on(purpose="agent", replies=Reply("an answer", delay=0.4))
+    session = run(create(acme, mode="hierarchical", synthesis="merge",
+                         agents=specialists("coord", "x", "y", "z")))  # fmt: skip
+    assert session.status == "completed", session.error
+    plan = fake_llm.calls_for(purpose="plan")[0]
+    workers = [fake_llm.calls_for(agent=n)[0] for n in ("x", "y", "z")]
+    assert all(c.started >= plan.ended for c in workers)
+    # All three were in flight together: each started before any of them ended.
+    assert max(c.started for c in workers) < min(c.ended for c in workers)
+    assert fake_llm.peak_concurrency == 3
+
+
+def test_one_contribution_row_per_session_and_agent(acme, offline):
+    from django.db import IntegrityError, transaction
+
+    from collaboration.models import Contribution
+
+    session = create(acme, agents=specialists("a", "b"))
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Contribution.objects.create(session=session, position=9, agent_key="a")
+    assert session.contributions.count() == 2
