@@ -285,12 +285,8 @@ def test_when_the_expert_drops_below_capacity_the_most_urgent_oldest_queued_task
     first_high = create(cast.human, urgency="high").json()
     second_high = create(cast.human, urgency="high").json()
     for task in (low, first_high, second_high):
-        assert (
-            post(
-                cast.human, f"/api/tasks/{task['id']}/queue", {"agent_id": "agent-morgan"}
-            ).status_code
-            == 200
-        )
+        response = post(cast.human, f"/api/tasks/{task['id']}/queue", {"agent_id": "agent-morgan"})
+        assert response.status_code == 200, response.content
     held[0].status = "in_progress"
     held[0].save()
     response = post(
@@ -309,7 +305,7 @@ def test_when_the_expert_drops_below_capacity_the_most_urgent_oldest_queued_task
     assert cast.morgan.inbox_items.filter(task_id=first_high["id"], kind="auto_assigned").exists()
 
 
-@pytest.mark.parametrize("how", ["cancel", "reassign", "failed"])
+@pytest.mark.parametrize("how", ["cancel", "reassign", "failed", "delegate", "escalate"])
 def test_other_ways_of_dropping_below_capacity_also_pull_from_the_queue(cast, how):
     held = give_tasks(cast.morgan, 5)
     waiting = create(cast.human).json()
@@ -318,6 +314,15 @@ def test_other_ways_of_dropping_below_capacity_also_pull_from_the_queue(cast, ho
         response = post(cast.human, f"/api/tasks/{held[0].pk}/cancel", {"reason": "obsolete"})
     elif how == "reassign":
         response = post(cast.human, f"/api/tasks/{held[0].pk}/assign", {"agent_id": "agent-alex"})
+    elif how == "delegate":
+        response = post(
+            cast.client(cast.morgan),
+            f"/api/tasks/{held[0].pk}/delegate",
+            {"agent_id": "agent-alex"},
+        )
+    elif how == "escalate":
+        response = post(cast.client(cast.morgan), f"/api/tasks/{held[0].pk}/escalate", {})
+        assert response.json()["assignee"] == "agent-boss"
     else:
         Task.objects.filter(pk=held[0].pk).update(status="in_progress")
         response = post(cast.human, f"/api/tasks/{held[0].pk}/status", {"status": "failed"})
