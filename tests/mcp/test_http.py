@@ -263,3 +263,39 @@ def test_an_unexpected_failure_is_a_500_tool_error_not_a_dead_session(
     }
     assert after.is_error is False
     assert data(after)["agent_context"]["id"] == "agent-sarah"
+
+
+def test_a_key_revoked_mid_session_is_refused_at_the_next_request(live_url, demo_org, key_of):
+    """Every HTTP request is re-checked: an open session does not outlive its key."""
+    plaintext = key_of(demo_org, "agent-sarah")
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {plaintext}",
+    }
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    with raw_http(live_url) as http:
+        opened = http.post("/mcp", json=initialize, headers=headers)
+        assert opened.status_code == 200
+        session = {
+            **headers,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "Mcp-Protocol-Version": "2025-06-18",
+        }
+        http.post(
+            "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session
+        )
+        assert http.post("/mcp", json=listing, headers=session).status_code == 200
+        api_key_revoke(key=ApiKey.objects.get(prefix=plaintext.split("_")[1]))
+        refused = http.post("/mcp", json=listing, headers=session)
+    assert refused.status_code == 401
+    assert refused.json()["code"] == "authentication_failed"
