@@ -88,3 +88,32 @@ def test_tools_are_listed_with_their_schema(demo, agent_client):
         "available",
         "by_expertise",
     ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"agentId": "agent-alex"},  # an organization key acts as no agent
+        {"organizationId": "other"},
+        {"params": {"agentId": "agent-sarah"}},
+    ],
+)
+def test_an_organization_key_cannot_take_an_identity_from_the_body(
+    demo, other_org, org_client, body
+):
+    payload = {"toolName": "get_organization_roster", "params": {}}
+    payload.update({k: v for k, v in body.items() if k != "params"})
+    payload["params"].update(body.get("params", {}))
+    response = call(org_client(demo), payload)
+    assert response.status_code == 403
+    assert response.json()["code"] == "identity_mismatch"
+
+
+def test_an_organization_key_naming_its_own_organization_is_accepted(demo, org_client):
+    for org_id in ("demo", demo.pk):
+        response = call(
+            org_client(demo),
+            {"organizationId": org_id, "toolName": "get_organization_roster", "params": {}},
+        )
+        assert response.status_code == 200, response.content
+        assert response.json()["agent_context"] is None
