@@ -1,5 +1,7 @@
 """Reads of the collaboration app, scoped to the caller's organization and visibility."""
 
+import uuid
+
 from django.db.models import Prefetch, Q, QuerySet
 
 from organization.caller import Caller
@@ -29,8 +31,14 @@ def session_detail_queryset(*, caller: Caller) -> QuerySet[CollaborationSession]
 
 
 def session_for(*, caller: Caller, session_id) -> CollaborationSession:
-    """The session, or 404 `session_not_found` exactly as if it did not exist."""
-    session = session_detail_queryset(caller=caller).filter(pk=session_id).first()
+    """The session, or 404 `session_not_found` exactly as if it did not exist (a malformed id
+    too: every door — REST, the tools, MCP — answers the same)."""
+    missing = NotFound(f"Collaboration session not found: {session_id}", "session_not_found")
+    try:
+        pk = uuid.UUID(str(session_id))
+    except ValueError:
+        raise missing from None
+    session = session_detail_queryset(caller=caller).filter(pk=pk).first()
     if session is None:
-        raise NotFound(f"Collaboration session not found: {session_id}", "session_not_found")
+        raise missing
     return session

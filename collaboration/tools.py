@@ -76,6 +76,4 @@ def start_collaboration(caller: Caller, params: dict) -> dict:
     needs_agent=False,
 )
 def get_collaboration(caller: Caller, params: dict) -> dict:
-    from .api import _uuid
-
-    return _session_body(caller, _uuid(params["session_id"]))
+    return _session_body(caller, params["session_id"])

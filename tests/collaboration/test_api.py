@@ -224,3 +224,28 @@ def test_the_tools_are_reachable_through_call_tool(acme, agent_client):
     )
     assert missing.status_code == 404
     assert missing.json()["code"] == "session_not_found"
+
+
+@pytest.mark.parametrize(
+    "params, status, code, tool_code",
+    [
+        ({"agents": [{"agent_id": "agent-sam"}]}, 409, "agent_offline", "agent_offline"),
+        ({"agents": [{"agent_id": "agent-nobody"}]}, 404, "agent_not_found", "agent_not_found"),
+        ({"max_parallel": 4}, 400, "limit_exceeded", "limit_exceeded"),
+        ({"agents": specialists("a", "b", "c", "d", "e", "f")}, 400, "limit_exceeded", "limit_exceeded"),
+        # The registry checks a tool's input schema (its enums) first: its code for that is invalid_params.
+        ({"mode": "swarm"}, 400, "invalid", "invalid_params"),
+        ({"agents": [{"name": "a", "config": {"temperature": 5}}]}, 400, "invalid", "invalid"),
+    ],
+)  # fmt: skip
+def test_the_tool_door_refuses_what_rest_refuses(
+    acme, agent_client, params, status, code, tool_code
+):
+    client = agent_client(agent_of(acme, "agent-sarah"))
+    params = {"task": "t", "agents": specialists("a"), **params}
+    rest = client.post("/api/collaborations", params, format="json")
+    tool = client.post("/api/agent-engine/call-tool",
+                       {"toolName": "start_collaboration", "params": params}, format="json")  # fmt: skip
+    assert (rest.status_code, rest.json()["code"]) == (status, code)
+    assert (tool.status_code, tool.json()["code"]) == (status, tool_code)
+    assert not CollaborationSession.objects.exists()
