@@ -4,6 +4,7 @@ from django.urls import reverse
 from collaboration.models import CollaborationSession, Contribution
 from tests.collaboration.conftest import specialists
 from tests.factories import make_admin_user, make_agent, make_org
+from tests.fake_llm import Reply
 
 pytestmark = pytest.mark.django_db
 
@@ -130,3 +131,21 @@ def test_a_superuser_sees_every_organizations_sessions(acme, client):
     a_session(make_org("theirs"), task="their task")
     html = client.get(reverse("admin:collaboration_collaborationsession_changelist")).content
     assert b"acme&#x27;s task" in html and b"their task" in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_script_in_an_llm_reply_is_escaped_in_the_admin(acme, alice, fake_llm):
+    from collaboration.services import session_create
+    from tests.collaboration.conftest import human, run
+
+    fake_llm.on(agent="a", replies=Reply(f"a replies {SCRIPT}\nCONFIDENCE: 0.5"))
+    fake_llm.on(purpose="synthesis", replies=Reply(f"synthesis {SCRIPT}"))
+    session = run(session_create(caller=human(acme), payload={
+        "task": "t", "agents": specialists("a", "b")}))  # fmt: skip
+    assert session.result == f"synthesis {SCRIPT}"
+    html = alice.get(
+        reverse("admin:collaboration_collaborationsession_change", args=[session.pk])
+    ).content.decode()
+    assert SCRIPT not in html
+    assert "a replies &lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
+    assert "synthesis &lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
