@@ -189,14 +189,18 @@ def stop_process(process: subprocess.Popen) -> None:
     raise AssertionError(f"process {process.pid} survived SIGKILL")
 
 
-def other_connections() -> int:
-    """Sessions on the test database other than this one (a live beat or worker thread)."""
+BEAT_APP_NAME = "tasks-test-celery-beat"
+
+
+def beat_sessions() -> list[tuple]:
+    """The beat's sessions on the test database (libpq names them from PGAPPNAME)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            "SELECT pid, state, backend_start FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name = %s",
+            [BEAT_APP_NAME],
         )
-        return cursor.fetchone()[0]
+        return cursor.fetchall()
 
 
 @pytest.fixture
@@ -208,6 +212,7 @@ def beat_process(tmp_path):
     def start() -> Path:
         env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": settings.REDIS_URL}
         env.pop("TEST_DATABASE_NAME", None)
+        env["PGAPPNAME"] = BEAT_APP_NAME
         # A file, not a pipe: a full pipe would block the beat's logging, and so its shutdown.
         with open(log_path, "wb") as log:
             processes.append(
@@ -241,9 +246,9 @@ def beat_process(tmp_path):
     # The beat's session ends with its process; wait for PostgreSQL to see it go, so the
     # test database can be dropped at teardown.
     deadline = time.monotonic() + STOP_SECONDS
-    while other_connections() and time.monotonic() < deadline:
+    while beat_sessions() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert other_connections() == 0, "a session still holds the test database"
+    assert beat_sessions() == [], "the stopped beat still holds the test database"
 
 
 @pytest.fixture
@@ -290,6 +295,11 @@ def test_a_real_beat_and_worker_escalate_a_stale_task_to_the_right_agent(
             if task.status != "queued":
                 break
             time.sleep(0.2)
+    # The beat's session is seen by name, so the fixture's check that it ends is a real one.
+    deadline = time.monotonic() + STOP_SECONDS
+    while not beat_sessions() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert beat_sessions(), "the beat's session is not named"
     output = log_path.read_text(errors="replace")
     assert task.status == "assigned", output[-3000:]
     assert task.assignee == boss
