@@ -8,6 +8,10 @@ from organization.demo import seed_demo
 
 from .factories import make_key, make_org
 
+# Collaboration agent threads drop their DB connections as soon as no session runs, so the
+# test database can be dropped at the end (tests/mcp and others run sessions too).
+settings.COLLAB_IDLE_CLOSE_SECONDS = 0
+
 
 def pytest_configure(config):
     # Under CI the suite must run on the real services, never fall back to SQLite.
