@@ -416,6 +416,36 @@ def test_events_are_the_audit_trail(cast):
     )
 
 
+def test_every_move_writes_an_event_with_its_actor_and_a_consistent_before_after(cast):
+    give_tasks(cast.morgan, 5)
+    task = create(cast.human).json()
+    url = f"/api/tasks/{task['id']}"
+    moves = [
+        (cast.human, "queue", {"agent_id": "agent-morgan", "reasoning": "only expert"}),
+        (cast.human, "assign", {"agent_id": "agent-sarah"}),
+        (cast.client(cast.sarah), "escalate", {"reason": "stuck"}),
+        (cast.human, "cancel", {"reason": "obsolete"}),
+    ]
+    for client, move, body in moves:
+        response = post(client, f"{url}/{move}", body)
+        assert response.status_code == 200, (move, response.content)
+    events = cast.human.get(f"{url}/events").json()
+    assert [(e["kind"], e["actor_kind"], e["decision"]) for e in events] == [
+        ("created", "user", ""),
+        ("queued", "user", "QUEUE"),
+        ("assigned", "user", ""),
+        ("escalated", "agent", "ESCALATE"),
+        ("cancelled", "user", ""),
+    ]
+    for earlier, later in zip(events, events[1:], strict=False):
+        assert later["before"] == earlier["after"], (earlier["kind"], later["kind"])
+    assert [e["after"]["status"] for e in events] == [
+        "queued", "queued", "assigned", "assigned", "cancelled",
+    ]  # fmt: skip
+    assert all(e["created_at"] for e in events)
+    assert events[1]["wait_time_seconds"] == 720 and events[1]["reasoning"] == "only expert"
+
+
 def test_task_events_are_append_only(cast):
     from tasks.models import AppendOnlyError
 
