@@ -64,3 +64,31 @@ def subprocess_env(transactional_db):
     env["PYTHONPATH"] = str(BASE_DIR)
     env.pop("AGENT_ORG_KEY", None)
     return env
+
+
+@pytest.fixture
+def worker(transactional_db):
+    """A real Celery worker (solo pool, a thread of this process) that closes its connections.
+
+    The solo worker runs tasks in its own thread, whose database connection would otherwise
+    outlive the test and hold the test database (later tests count its sessions).
+    """
+    from celery.contrib.testing.worker import start_worker
+    from celery.signals import task_postrun
+    from django.db import connections
+
+    from config.celery import app as celery_app
+
+    def close(**kwargs):
+        connections.close_all()
+
+    task_postrun.connect(close, weak=False)
+    try:
+        with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+            yield
+    finally:
+        task_postrun.disconnect(close)
+        # The collaboration runner's agent threads keep theirs too.
+        from collaboration.runner import close_thread_connections
+
+        close_thread_connections()

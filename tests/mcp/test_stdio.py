@@ -78,11 +78,10 @@ def test_without_a_valid_key_the_command_refuses_to_start(args, subprocess_env):
     assert "key" in done.stderr.lower()
 
 
-def test_real_work_over_stdio(demo_org, key_of, subprocess_env, settings):
+def test_real_work_over_stdio(demo_org, key_of, subprocess_env, settings, request):
     """Tasks (created, delegated, a 403 and a 409) and a collaboration, in one stdio session."""
-    from celery.contrib.testing.worker import start_worker
+    from django.db import connections
 
-    from config.celery import app as celery_app
     from organization.models import TeamRule
 
     settings.LLM_PROVIDER = "offline"  # the worker runs in this process
@@ -93,6 +92,13 @@ def test_real_work_over_stdio(demo_org, key_of, subprocess_env, settings):
         "ANTHROPIC_API_KEY": "",
     }
     key = key_of(demo_org, "agent-sarah")
+
+    def require_supervisor():
+        # In a thread of its own: close its connection, or it would outlive the test.
+        try:
+            TeamRule.objects.filter(organization=demo_org).update(require_supervisor_for_tasks=True)
+        finally:
+            connections.close_all()
 
     async def scenario():
         async with stdio_client(key, env, str(BASE_DIR), read_timeout_seconds=60) as c:
@@ -106,11 +112,7 @@ def test_real_work_over_stdio(demo_org, key_of, subprocess_env, settings):
             full = await c.call_tool(
                 "create_task", {"title": "Overflow", "agent_id": "agent-jordan"}
             )
-            await asyncio.to_thread(
-                lambda: TeamRule.objects.filter(organization=demo_org).update(
-                    require_supervisor_for_tasks=True
-                )
-            )
+            await asyncio.to_thread(require_supervisor)
             forbidden = await c.call_tool(
                 "create_task", {"title": "Peer", "agent_id": "agent-taylor"}
             )
@@ -132,8 +134,8 @@ def test_real_work_over_stdio(demo_org, key_of, subprocess_env, settings):
                 await asyncio.sleep(0.1)
             return created, delegated, full, forbidden, read
 
-    with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
-        created, delegated, full, forbidden, read = asyncio.run(scenario())
+    request.getfixturevalue("worker")  # started after the LLM settings above
+    created, delegated, full, forbidden, read = asyncio.run(scenario())
     assert data(created)["assignee"] == "agent-sarah"
     assert data(delegated)["assignee"] == "agent-alex"
     assert (data(full)["code"], data(full)["status"]) == (

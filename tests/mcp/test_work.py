@@ -5,9 +5,7 @@ import asyncio
 import time
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 
-from config.celery import app as celery_app
 from organization.models import TeamRule
 from tasks.models import Task, TaskEvent
 
@@ -125,12 +123,6 @@ def offline(settings, monkeypatch):
     settings.LLM_PROVIDER = "offline"
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def worker(transactional_db):
-    with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
-        yield
 
 
 def test_start_a_collaboration_and_read_its_result(live_url, demo_org, key_of, offline, worker):
