@@ -4,6 +4,7 @@ Every error answers `{"success": false, "error": "<sentence>", "code": "<machine
 """
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -79,6 +80,10 @@ def exception_handler(exc, context):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, DjangoValidationError):
+        # A model's clean() refusing input is the caller's mistake (400), never a 500.
+        detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        exc = exceptions.ValidationError(detail)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -1,0 +1,24 @@
+from django.core.exceptions import ValidationError
+from rest_framework.test import APIRequestFactory
+
+from organization.errors import exception_handler
+
+
+def test_a_model_validation_error_is_a_400_naming_the_field():
+    request = APIRequestFactory().get("/")
+    error = ValidationError({"senior": "This senior would create a cycle in the reporting line."})
+    response = exception_handler(error, {"request": request})
+    assert response.status_code == 400
+    assert response.data == {
+        "success": False,
+        "error": "senior: This senior would create a cycle in the reporting line.",
+        "code": "invalid",
+    }
+
+
+def test_a_plain_validation_error_is_a_400():
+    response = exception_handler(
+        ValidationError("Bad input."), {"request": APIRequestFactory().get("/")}
+    )
+    assert response.status_code == 400
+    assert response.data["error"] == "Bad input."
