@@ -277,6 +277,7 @@ DISCOVER_SCHEMA = {
     "List the experts that share your worktree (seed 002): agent_id, expert_id, name, role, "
     "worktree_path and status (idle/busy). Read-only.",
     DISCOVER_SCHEMA,
+    read_only=True,
 )
 def discover_experts(caller: Caller, params: dict) -> dict:
     return discover(caller=caller, agent_param=params.get("agent"))

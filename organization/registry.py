@@ -42,10 +42,14 @@ def register_tool(
     description: str,
     input_schema: dict | None = None,
     *,
-    read_only: bool = True,
+    read_only: bool,
     needs_agent: bool = True,
 ):
-    """Decorator: `@register_tool("get_organization_roster", "…", {...})`."""
+    """Decorator: `@register_tool("get_organization_roster", "…", {...}, read_only=True)`.
+
+    `read_only` has no default on purpose: organization keys may call exactly the read-only
+    tools, so a new tool must say whether it writes rather than inherit access by omission.
+    """
     schema = input_schema or {"type": "object", "properties": {}}
     schema.setdefault("type", "object")
     Draft202012Validator.check_schema(schema)

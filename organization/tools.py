@@ -48,6 +48,7 @@ def roster_subject(caller: Caller, agent_param: str | None):
     "get_organization_roster",
     "Get current roster of all agents in organization with status and workload",
     ROSTER_SCHEMA,
+    read_only=True,
 )
 def get_organization_roster(caller: Caller, params: dict) -> dict:
     return get_roster(
@@ -91,6 +92,7 @@ def visible_prompt_subject(caller: Caller, agent_id: str | None) -> Agent:
         "required": [],
         "additionalProperties": False,
     },
+    read_only=True,
 )
 def get_my_context(caller: Caller, params: dict) -> dict:
     agent = visible_prompt_subject(caller, params.get("agent"))

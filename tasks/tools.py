@@ -180,6 +180,7 @@ def update_task_status(caller: Caller, params: dict) -> dict:
         },
         [],
     ),
+    read_only=True,
 )
 def get_my_tasks(caller: Caller, params: dict) -> dict:
     tasks = tasks_visible_to(caller).order_by("-created_at", "-pk")
@@ -236,6 +237,7 @@ def get_inbox(caller: Caller, params: dict) -> dict:
         ["expertise"],
     ),
     needs_agent=False,
+    read_only=True,
 )
 def recommend_delegate(caller: Caller, params: dict) -> dict:
     agent = caller.agent

@@ -18,11 +18,18 @@ def pick(page, field: str, term: str, choice: str) -> None:
     page.locator(".select2-results__option", has_text=choice).click()
 
 
-def test_staff_member_adds_a_team_and_an_agent_and_sees_it_on_the_org_chart(
-    live_server, transactional_db, page
-):
+@pytest.fixture
+def demo_with_staff_member(transactional_db):
+    """Built before the browser starts: ORM calls made while Playwright's loop runs would open a
+    connection of their own that nothing closes, and it would hold the test database."""
     org = seed_demo(slug="demo")
     make_admin_user(org, username="bob")
+    return org
+
+
+def test_staff_member_adds_a_team_and_an_agent_and_sees_it_on_the_org_chart(
+    live_server, demo_with_staff_member, page
+):
 
     page.goto(f"{live_server.url}/admin/login/")
     page.fill("#id_username", "bob")

@@ -234,7 +234,7 @@ def test_a_session_cannot_be_continued_with_another_key(live_url, demo_org, key_
 def broken_tool():
     """A tool whose handler crashes: the client gets a tool error, the session goes on."""
 
-    @register_tool("test_broken", "A test tool that fails unexpectedly.")
+    @register_tool("test_broken", "A test tool that fails unexpectedly.", read_only=True)
     def broken(caller, params):
         raise RuntimeError("boom: a secret detail that must not leak")
 
