@@ -180,7 +180,11 @@ STALE_CHECK_INTERVAL = timedelta(seconds=int(os.environ.get("STALE_CHECK_SECONDS
 LLM_PROVIDER = os.environ.get("LLM_PROVIDER", "").strip().lower()
 LLM_MODEL = os.environ.get("LLM_MODEL", "").strip()
 # Used when neither the agent, the session nor LLM_MODEL names a model.
-LLM_DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5", "offline": "offline"}
+LLM_DEFAULT_MODELS = {
+    "openai": "gpt-4o-mini",
+    "anthropic": "claude-sonnet-4-5",
+    "offline": "offline",
+}
 # Seed 004's limits; a session may only lower them (max_parallel, agent_timeout, max_total_tokens).
 COLLAB_MAX_AGENTS = int(os.environ.get("COLLAB_MAX_AGENTS", "5"))
 COLLAB_MAX_PARALLEL = int(os.environ.get("COLLAB_MAX_PARALLEL", "3"))
