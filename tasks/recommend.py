@@ -125,9 +125,7 @@ def recommend(
         key=lambda c: (c["tier"], c["estimated_wait_seconds"] or 0, c["current_workload"], c["id"])
     )
 
-    source = me
-    exclude_ids = {me.pk} if me is not None else set()
-    escalate_to = escalation_target(rule=rule, source=source, exclude=exclude_ids)
+    escalate_to = escalation_target(rule=rule, source=me)
     escalation = {
         "id": escalate_to.handle if escalate_to else None,
         "name": escalate_to.name if escalate_to else "humans",

@@ -416,8 +416,14 @@ def escalation_source(task: Task) -> Agent | None:
     return task.assignee or task.queued_by or task.created_by_agent or task.queued_for
 
 
-def escalation_target(*, rule: TeamRule, source: Agent | None, exclude: set[int]) -> Agent | None:
-    """The source's senior, else the default supervisor (not offline, not excluded); None = humans."""
+def escalation_target(
+    *, rule: TeamRule, source: Agent | None, queued_for_id: int | None = None
+) -> Agent | None:
+    """The source's senior, else the default supervisor; None = humans.
+
+    Never an offline agent, the source itself, nor the expert the task already waits for.
+    """
+    exclude = {pk for pk in (getattr(source, "pk", None), queued_for_id) if pk}
     for candidate in (source.senior if source else None, rule.default_supervisor):
         if candidate is not None and not candidate.is_paused and candidate.pk not in exclude:
             return candidate
@@ -435,8 +441,7 @@ def task_escalate(*, task: Task, actor: Actor, reason: str = "") -> Task:
     org = task.organization
     rule = team_rule_of(org=org)
     source = actor.agent if actor.is_agent else escalation_source(task)
-    exclude = {pk for pk in (getattr(source, "pk", None), task.queued_for_id) if pk}
-    target = escalation_target(rule=rule, source=source, exclude=exclude)
+    target = escalation_target(rule=rule, source=source, queued_for_id=task.queued_for_id)
     previous = task.assignee
     before = snapshot(task)
     now = timezone.now()
@@ -612,8 +617,8 @@ def _sweep_batch(now: datetime, batch_size: int) -> int:
             ),
             None,
         )
-        exclude = {pk for pk in (getattr(source, "pk", None), row["queued_for_id"]) if pk}
-        plans.append((row, rule, escalation_target(rule=rule, source=source, exclude=exclude)))
+        target = escalation_target(rule=rule, source=source, queued_for_id=row["queued_for_id"])
+        plans.append((row, rule, target))
 
     targets = {t.pk: t for _, _, t in plans if t is not None}
     workloads = rules.lock_workloads(targets)
