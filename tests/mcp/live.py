@@ -1,5 +1,6 @@
 """A live uvicorn server of the whole ASGI application on 127.0.0.1, in a thread, and MCP clients."""
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -49,6 +50,11 @@ class LiveServer:
         self.server.should_exit = True
         self.thread.join(timeout=20)
         self.sock.close()
+
+
+def run(coro):
+    """Run a client scenario (a coroutine) to its end from a synchronous test."""
+    return asyncio.run(coro)
 
 
 def http_transport(url: str, key: str | None):

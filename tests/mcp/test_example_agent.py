@@ -82,6 +82,17 @@ def test_the_readme_example_runs_as_shown(live_url, demo_org, key_of, loop_env):
     assert normal(done.stdout) == normal(shown)
 
 
+def run_with_model(url: str, key: str, env: dict, answer: dict, title: str):
+    """One `--once --model fake-model` run whose model answers `answer`; the output and its calls."""
+    with FakeLLM() as fake:
+        fake.on(contains="DELEGATION DECISION", replies=[Reply(json.dumps(answer))])
+        done = run_loop(
+            url, key, {**env, **fake.env()},
+            "--create-task", title, "--expertise", "PostgreSQL", "--once", "--model", "fake-model",
+        )  # fmt: skip
+    return done, [c for c in fake.calls if c.api == "openai"]
+
+
 def test_with_a_model_it_follows_the_models_choice(live_url, demo_org, key_of, loop_env):
     answer = {
         "decision": "QUEUE",
@@ -91,16 +102,8 @@ def test_with_a_model_it_follows_the_models_choice(live_url, demo_org, key_of, l
         "reasoning": "The model prefers the database lead, who frees up soon.",
         "notes": "model-made",
     }
-    with FakeLLM() as fake:
-        fake.on(contains="DELEGATION DECISION", replies=[Reply(json.dumps(answer))])
-        done = run_loop(
-            live_url,
-            key_of(demo_org, "agent-sarah"),
-            {**loop_env, **fake.env()},
-            "--create-task", "Partition the orders table", "--expertise", "PostgreSQL",
-            "--once", "--model", "fake-model",
-        )  # fmt: skip
-        (call,) = [c for c in fake.calls if c.api == "openai"]
+    key = key_of(demo_org, "agent-sarah")
+    done, (call,) = run_with_model(live_url, key, loop_env, answer, "Partition the orders table")
     assert "deciding with fake-model" in done.stdout
     assert "Decision: QUEUE (agent-database-lead)" in done.stdout
     assert "Reasoning: The model prefers the database lead" in done.stdout
@@ -115,15 +118,9 @@ def test_with_a_model_it_follows_the_models_choice(live_url, demo_org, key_of, l
 def test_a_refused_choice_is_escalated(live_url, demo_org, key_of, loop_env):
     """The model picks a full expert: the orchestrator says 409 and the loop escalates."""
     answer = {"decision": "DELEGATE", "agent_id": "agent-database-lead", "reasoning": "Morgan."}
-    with FakeLLM() as fake:
-        fake.on(contains="DELEGATION DECISION", replies=[Reply(json.dumps(answer))])
-        done = run_loop(
-            live_url,
-            key_of(demo_org, "agent-sarah"),
-            {**loop_env, **fake.env()},
-            "--create-task", "Vacuum the orders table", "--expertise", "PostgreSQL",
-            "--once", "--model", "fake-model",
-        )  # fmt: skip
+    key = key_of(demo_org, "agent-sarah")
+    done, model_calls = run_with_model(live_url, key, loop_env, answer, "Vacuum the orders table")
+    assert model_calls
     assert "refused: capacity_exceeded" in done.stdout
     task = Task.objects.get(title="Vacuum the orders table")
     assert task.assignee.handle == "agent-alice"  # Sarah's senior

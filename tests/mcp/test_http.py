@@ -1,7 +1,5 @@
 """MCP over streamable HTTP at /mcp, with the SDK's own client against a live server."""
 
-import asyncio
-
 import pytest
 from mcp import MCPError
 
@@ -12,15 +10,11 @@ from organization.registry import REGISTRY, register_tool
 from organization.services import api_key_revoke
 from tests.conftest import KeyClient
 
-from .live import data, http_client, raw_http
+from .live import data, http_client, raw_http, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MODES = ["auto", "legacy"]  # the 2026 per-request protocol, and the initialize handshake
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 async def list_tools(url, key, mode="auto"):
@@ -199,9 +193,12 @@ def test_an_organization_key_gets_the_read_only_tools(live_url, demo_org, key_of
     assert len(data(roster)["colleagues"]) == 7
 
 
-def test_a_session_cannot_be_continued_with_another_key(live_url, demo_org, key_of):
-    sarah, alex = key_of(demo_org, "agent-sarah"), key_of(demo_org, "agent-alex")
-    headers = {"Accept": "application/json, text/event-stream"}
+def open_raw_session(http, key: str) -> dict:
+    """Initialize an MCP session by hand with `key`; return the headers that continue it."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {key}",
+    }
     initialize = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -212,20 +209,28 @@ def test_a_session_cannot_be_continued_with_another_key(live_url, demo_org, key_
             "clientInfo": {"name": "test", "version": "1"},
         },
     }
+    opened = http.post("/mcp", json=initialize, headers=headers)
+    assert opened.status_code == 200
+    session = {
+        **headers,
+        "Mcp-Session-Id": opened.headers["mcp-session-id"],
+        "Mcp-Protocol-Version": "2025-06-18",
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert http.post("/mcp", json=initialized, headers=session).status_code == 202
+    return session
+
+
+LISTING = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+
+
+def test_a_session_cannot_be_continued_with_another_key(live_url, demo_org, key_of):
+    sarah, alex = key_of(demo_org, "agent-sarah"), key_of(demo_org, "agent-alex")
     with raw_http(live_url) as http:
-        opened = http.post(
-            "/mcp", json=initialize, headers={**headers, "Authorization": f"Bearer {sarah}"}
-        )
-        assert opened.status_code == 200
-        session = opened.headers["mcp-session-id"]
-        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-        session_headers = {
-            **headers,
-            "Mcp-Session-Id": session,
-            "Mcp-Protocol-Version": "2025-06-18",
-        }
+        session = open_raw_session(http, sarah)
+        assert http.post("/mcp", json=LISTING, headers=session).status_code == 200
         hijack = http.post(
-            "/mcp", json=listing, headers={**session_headers, "Authorization": f"Bearer {alex}"}
+            "/mcp", json=LISTING, headers={**session, "Authorization": f"Bearer {alex}"}
         )
         assert hijack.status_code == 404
 
@@ -268,34 +273,10 @@ def test_an_unexpected_failure_is_a_500_tool_error_not_a_dead_session(
 def test_a_key_revoked_mid_session_is_refused_at_the_next_request(live_url, demo_org, key_of):
     """Every HTTP request is re-checked: an open session does not outlive its key."""
     plaintext = key_of(demo_org, "agent-sarah")
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Authorization": f"Bearer {plaintext}",
-    }
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"},
-        },
-    }
-    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     with raw_http(live_url) as http:
-        opened = http.post("/mcp", json=initialize, headers=headers)
-        assert opened.status_code == 200
-        session = {
-            **headers,
-            "Mcp-Session-Id": opened.headers["mcp-session-id"],
-            "Mcp-Protocol-Version": "2025-06-18",
-        }
-        http.post(
-            "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session
-        )
-        assert http.post("/mcp", json=listing, headers=session).status_code == 200
+        session = open_raw_session(http, plaintext)
+        assert http.post("/mcp", json=LISTING, headers=session).status_code == 200
         api_key_revoke(key=ApiKey.objects.get(prefix=plaintext.split("_")[1]))
-        refused = http.post("/mcp", json=listing, headers=session)
+        refused = http.post("/mcp", json=LISTING, headers=session)
     assert refused.status_code == 401
     assert refused.json()["code"] == "authentication_failed"

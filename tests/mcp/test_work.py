@@ -8,14 +8,11 @@ import pytest
 
 from organization.models import TeamRule
 from tasks.models import Task, TaskEvent
+from tests.collaboration.conftest import offline  # noqa: F401  (a fixture)
 
-from .live import data, http_client
+from .live import data, http_client, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 async def calls(url, key, *steps):
@@ -118,14 +115,8 @@ def test_another_agents_task_is_404(live_url, demo_org, key_of):
     assert data(hidden)["status"] == 404
 
 
-@pytest.fixture
-def offline(settings, monkeypatch):
-    settings.LLM_PROVIDER = "offline"
-    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-
-
-def test_start_a_collaboration_and_read_its_result(live_url, demo_org, key_of, offline, worker):
+@pytest.mark.usefixtures("offline")
+def test_start_a_collaboration_and_read_its_result(live_url, demo_org, key_of, worker):
     key = key_of(demo_org, "agent-sarah")
 
     async def scenario():
