@@ -43,7 +43,7 @@ from .models import (
     TeamRule,
     status_for,
 )
-from .selectors import workload_count
+from .selectors import with_status, workload_count
 from .services import agent_set_paused, api_key_create, api_key_revoke
 
 __all__ = ["OrgOwnedAdmin", "OrgScoped", "admin_org_ids"]  # for other apps' admins; see above
@@ -471,15 +471,7 @@ class StatusFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         value = self.value()
-        if value == AgentStatus.OFFLINE:
-            return queryset.filter(is_paused=True)
-        if value == AgentStatus.IDLE:
-            return queryset.filter(is_paused=False, current_workload__lte=2)
-        if value == AgentStatus.ACTIVE:
-            return queryset.filter(is_paused=False, current_workload=3)
-        if value == AgentStatus.BUSY:
-            return queryset.filter(is_paused=False, current_workload__gte=4)
-        return queryset
+        return with_status(queryset, value) if value in AgentStatus.values else queryset
 
 
 class HierarchyRoleFilter(admin.SimpleListFilter):
