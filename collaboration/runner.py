@@ -66,6 +66,7 @@ class Slot:
 @dataclass
 class RunContext:
     session: CollaborationSession
+    # Set when run_session is over: an agent not started by then never starts.
     stop: threading.Event = field(default_factory=threading.Event)
     cancelled: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -301,42 +302,37 @@ def _run_batch(
     work = work or _run_agent
     slots = [Slot(c) for c in contributions]
     permits = threading.BoundedSemaphore(parallel)
-    try:
-        for slot in slots:
-            slot.future = agent_pool().submit(_in_agent_thread, work, ctx, slot, permits)
-        open_slots = list(slots)
-        while open_slots:
-            wait([s.future for s in open_slots], timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-            now = time.monotonic()
-            still_open = []
+    for slot in slots:
+        slot.future = agent_pool().submit(_in_agent_thread, work, ctx, slot, permits)
+    open_slots = list(slots)
+    while open_slots:
+        wait([s.future for s in open_slots], timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+        now = time.monotonic()
+        still_open = []
+        for slot in open_slots:
+            if slot.future.done():
+                continue
+            if slot.deadline is not None and now > slot.deadline:
+                _settle(
+                    ctx,
+                    slot.contribution,
+                    ContributionStatus.TIMED_OUT,
+                    error=f"timed out after {ctx.session.agent_timeout:g} s",
+                )
+                continue
+            still_open.append(slot)
+        open_slots = still_open
+        if ctx.cancelled.is_set() and open_slots:
+            # Agents not started yet see the cancel in _start and return at once.
             for slot in open_slots:
-                if slot.future.done():
-                    continue
-                if slot.deadline is not None and now > slot.deadline:
-                    _settle(
-                        ctx,
-                        slot.contribution,
-                        ContributionStatus.TIMED_OUT,
-                        error=f"timed out after {ctx.session.agent_timeout:g} s",
-                    )
-                    continue
-                still_open.append(slot)
-            open_slots = still_open
-            if ctx.cancelled.is_set() and open_slots:
-                ctx.stop.set()
-                for slot in open_slots:
-                    _settle(
-                        ctx,
-                        slot.contribution,
-                        ContributionStatus.CANCELLED,
-                        error="cancelled",
-                        from_statuses=(ContributionStatus.PENDING, ContributionStatus.RUNNING),
-                    )
-                break
-    finally:
-        # Agents not started yet see the stop flag and return at once.
-        if ctx.cancelled.is_set():
-            ctx.stop.set()
+                _settle(
+                    ctx,
+                    slot.contribution,
+                    ContributionStatus.CANCELLED,
+                    error="cancelled",
+                    from_statuses=(ContributionStatus.PENDING, ContributionStatus.RUNNING),
+                )
+            break
 
 
 # One pool of agent threads per worker process, shared by its sessions: a warm thread keeps its
@@ -443,7 +439,6 @@ def _settle(
     *,
     error: str = "",
     reply: LLMReply | None = None,
-    extra: dict | None = None,
     from_statuses=(ContributionStatus.RUNNING,),
     on_settled: Callable[[], None] | None = None,
 ) -> bool:
@@ -461,7 +456,6 @@ def _settle(
             verdict=synthesis.parse_verdict(reply.text),
             confidence=synthesis.parse_confidence(reply.text),
         )
-    fields.update(extra or {})
     with transaction.atomic():
         settled = Contribution.objects.filter(pk=contribution.pk, status__in=from_statuses).update(
             **fields
