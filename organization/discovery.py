@@ -98,17 +98,8 @@ def manifest_entry(agent: Agent) -> dict:
 
 def generate_manifest(*, org: Organization) -> list[dict]:
     """Every agent of `org`, paused or not, sorted by expert_id; `[]` for none."""
-    rows = agents_of(org=org).order_by("pk").values("pk", *MANIFEST_FIELDS)
-    return [
-        {
-            "expert_id": row["pk"],
-            "name": row["name"],
-            "role": row["role"],
-            "worktree_path": row["worktree_path"],
-            "agent_id": row["handle"],
-        }
-        for row in rows
-    ]
+    agents = agents_of(org=org).order_by("pk").only("pk", *MANIFEST_FIELDS)
+    return [manifest_entry(agent) for agent in agents]
 
 
 def manifest_json(entries: list[dict]) -> str:
