@@ -411,9 +411,14 @@ def task_queue(*, task: Task, actor: Actor, to: Agent, reasoning: str = "") -> T
     return task
 
 
+# On whose behalf a task is escalated when a human or the system does it: the first one set.
+ESCALATION_SOURCE_FIELDS = ("assignee", "queued_by", "created_by_agent", "queued_for")
+
+
 def escalation_source(task: Task) -> Agent | None:
-    """On whose behalf a task is escalated when a human or the system does it."""
-    return task.assignee or task.queued_by or task.created_by_agent or task.queued_for
+    return next(
+        (getattr(task, f) for f in ESCALATION_SOURCE_FIELDS if getattr(task, f"{f}_id")), None
+    )
 
 
 def escalation_target(
@@ -575,8 +580,8 @@ def sweep_stale_queued(*, now: datetime | None = None, batch_size: int | None = 
 
 
 _SWEEP_FIELDS = (
-    "pk", "organization_id", "urgency", "deadline", "status", "queued_at", "queued_for_id",
-    "queued_by_id", "created_by_agent_id", "delegation_chain",
+    "pk", "organization_id", "urgency", "deadline", "status", "queued_at", "delegation_chain",
+    *(f"{f}_id" for f in ESCALATION_SOURCE_FIELDS),
 )  # fmt: skip
 
 
@@ -599,9 +604,7 @@ def _sweep_batch(now: datetime, batch_size: int) -> int:
             "default_supervisor"
         )
     }
-    agent_ids = {
-        r[f] for r in rows for f in ("queued_for_id", "queued_by_id", "created_by_agent_id") if r[f]
-    }
+    agent_ids = {r[f"{f}_id"] for r in rows for f in ESCALATION_SOURCE_FIELDS if r[f"{f}_id"]}
     agents = {a.pk: a for a in Agent.objects.filter(pk__in=agent_ids).select_related("senior")}
 
     plans = []
@@ -610,12 +613,7 @@ def _sweep_batch(now: datetime, batch_size: int) -> int:
             organization_id=row["organization_id"]
         )
         source = next(
-            (
-                agents[row[f]]
-                for f in ("queued_by_id", "created_by_agent_id", "queued_for_id")
-                if row[f]
-            ),
-            None,
+            (agents[row[f"{f}_id"]] for f in ESCALATION_SOURCE_FIELDS if row[f"{f}_id"]), None
         )
         target = escalation_target(rule=rule, source=source, queued_for_id=row["queued_for_id"])
         plans.append((row, rule, target))
