@@ -23,13 +23,11 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.contrib.auth import get_user_model
-from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
-from django.db.models.functions import Coalesce
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from .admin_views import STATUS_COLOURS, admin_org_ids, org_chart_view
+from .admin_views import STATUS_COLOURS, admin_org_ids, count_of, org_chart_view
 from .models import (
     Agent,
     AgentRole,
@@ -46,7 +44,11 @@ from .models import (
 from .selectors import with_status, workload_count
 from .services import agent_set_paused, api_key_create, api_key_revoke
 
-__all__ = ["OrgOwnedAdmin", "OrgScoped", "admin_org_ids"]  # for other apps' admins; see above
+__all__ = [
+    "OrgOwnedAdmin",
+    "OrgScoped",
+    "admin_org_ids",
+]  # for other apps' admins; see above
 
 # --- tenancy: one mixin for ModelAdmins and inlines ---------------------------------------
 
@@ -379,17 +381,6 @@ class ApiKeyInline(OrgScoped, admin.TabularInline):
         return False
 
 
-def _counted(model, column: str) -> Coalesce:
-    rows = (
-        model._default_manager.filter(**{column: OuterRef("pk")})
-        .order_by()
-        .values(column)
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return Coalesce(Subquery(rows, output_field=IntegerField()), Value(0))
-
-
 @admin.register(Organization)
 class OrganizationAdmin(OrgScoped, admin.ModelAdmin):
     org_path = "pk"
@@ -403,8 +394,8 @@ class OrganizationAdmin(OrgScoped, admin.ModelAdmin):
             super()
             .get_queryset(request)
             .annotate(
-                agent_total=_counted(Agent, "organization"),
-                team_total=_counted(Team, "organization"),
+                agent_total=count_of(Agent.objects.all(), "organization"),
+                team_total=count_of(Team.objects.all(), "organization"),
             )
         )
 
@@ -643,7 +634,11 @@ class TeamAdmin(OrgOwnedAdmin):
     search_fields = ["name"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(agent_total=_counted(Agent, "team"))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(agent_total=count_of(Agent.objects.all(), "team"))
+        )
 
     def get_list_display(self, request):
         if _sees_several_organizations(request):

@@ -45,10 +45,13 @@ def admin_org_ids(request) -> set[int] | None:
     return cached
 
 
-def _count_of(tasks: QuerySet[Task], column: str) -> Coalesce:
-    """A correlated COUNT subquery, so two counts over tasks never multiply each other's rows."""
+def count_of(rows: QuerySet, column: str) -> Coalesce:
+    """A correlated COUNT of `rows` whose `column` is the outer row, 0 when none.
+
+    A subquery, so two counts on one queryset never multiply each other's rows.
+    """
     counted = (
-        tasks.filter(**{column: OuterRef("pk")})
+        rows.filter(**{column: OuterRef("pk")})
         .order_by()
         .values(column)
         .annotate(n=Count("pk"))
@@ -63,8 +66,8 @@ def org_chart_agents(*, org: Organization) -> QuerySet[Agent]:
         agents_of(org=org)
         .select_related("team", "hierarchy_role")
         .annotate(
-            current_workload=_count_of(Task.objects.filter(status__in=HELD_STATUSES), "assignee"),
-            queue_length=_count_of(Task.objects.filter(status=TaskStatus.QUEUED), "queued_for"),
+            current_workload=count_of(Task.objects.filter(status__in=HELD_STATUSES), "assignee"),
+            queue_length=count_of(Task.objects.filter(status=TaskStatus.QUEUED), "queued_for"),
         )
         .order_by("name", "handle")
     )
