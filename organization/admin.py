@@ -17,6 +17,8 @@ Other apps' admins reuse the same scoping rather than writing their own (tasks/a
 - `OrgOwnedAdmin(OrgScoped, admin.ModelAdmin)` — for a model with an `organization` field:
   adds the organization filter when the user sees several, keeps the organization read-only
   once the object exists, and limits team/senior choices and autocompletes to it.
+- `ReadOnlyInline(OrgScoped, admin.TabularInline)` — rows written only by services, shown
+  under their parent and never added, changed or deleted in the admin.
 """
 
 from django import forms
@@ -47,6 +49,7 @@ from .services import agent_set_paused, api_key_create, api_key_revoke
 __all__ = [
     "OrgOwnedAdmin",
     "OrgScoped",
+    "ReadOnlyInline",
     "admin_org_ids",
 ]  # for other apps' admins; see above
 
@@ -161,6 +164,24 @@ class OrgScoped:
                 model._default_manager.filter(memberships__organization__in=ids).distinct(),
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class ReadOnlyInline(OrgScoped, admin.TabularInline):
+    """Rows only the services write (events, contributions): listed under their parent, never
+    added, changed or deleted here. Set `org_path` and `parent_org_path` as for OrgScoped."""
+
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 class ScopedRelatedFilter(admin.RelatedFieldListFilter):
