@@ -457,7 +457,6 @@ def task_escalate(*, task: Task, actor: Actor, reason: str = "") -> Task:
         task.queued_for = None
         task.queued_at = None
         task.save()
-        rules.lock_workloads([previous.pk] if previous else [])
         _record(
             task=task, kind=EventKind.ESCALATED, actor=actor, before=before,
             message=f"{actor.label} escalated the task to humans: no senior or supervisor available.",
