@@ -11,7 +11,7 @@ from django.db import transaction
 from .caller import Caller
 from .errors import Invalid, NotFound
 from .models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
-from .selectors import agents_of, roles_of, team_rule_of
+from .selectors import agents_of, role_of, roles_of, team_rule_of
 
 ROLE_CHOICES = sorted(HierarchyRole.values)
 ROLE_FLAGS = ("can_assign_to_peers", "can_escalate_to_supervisor")
@@ -172,7 +172,7 @@ def rules_set(*, caller: Caller, data) -> dict:
         )
     caller.require_human()
     if supervisor is not None:
-        role = AgentRole.objects.filter(agent=supervisor).first()
+        role = role_of(agent=supervisor)
         if role is None or role.role != HierarchyRole.SUPERVISOR:
             raise Invalid(
                 "Agent must have supervisor role to be default supervisor", "not_a_supervisor"

@@ -199,6 +199,14 @@ def test_cannot_set_worker_as_default_supervisor(admin, org, bob):
     set_role(admin, "agent-bob", "worker")
     response = admin.post("/api/team/rules", {"default_supervisor_agent_id": "agent-bob"}, "json")
     assert_error(response, 400, "Agent must have supervisor role to be default supervisor")
+    assert response.json()["code"] == "not_a_supervisor"
+
+
+def test_cannot_set_agent_without_role_as_default_supervisor(admin, org, bob):
+    response = admin.post("/api/team/rules", {"default_supervisor_agent_id": "agent-bob"}, "json")
+    assert_error(response, 400, "Agent must have supervisor role to be default supervisor")
+    assert response.json()["code"] == "not_a_supervisor"
+    assert not TeamRule.objects.filter(organization=org, default_supervisor=bob).exists()
 
 
 def test_cannot_set_unknown_agent_as_default_supervisor(admin, org):
