@@ -18,6 +18,7 @@ def test_supervisor_can_assign_to_anyone(cast):
     for handle in ("agent-sarah", "agent-morgan"):
         response = create(cast.client(cast.boss), agent_id=handle)
         assert response.status_code == 201, response.content
+        assert response.json()["assignee"] == handle
 
 
 def test_worker_cannot_assign_to_peer_without_permission(cast):
@@ -38,12 +39,14 @@ def test_worker_can_assign_to_peer_with_permission(cast):
     cast.role(cast.sarah, can_assign_to_peers=True)
     response = create(cast.client(cast.sarah), agent_id="agent-alex")
     assert response.status_code == 201, response.content
+    assert response.json()["assignee"] == "agent-alex"
 
 
 def test_worker_can_escalate_to_supervisor(cast):
     cast.enforce()
     response = create(cast.client(cast.sarah), agent_id="agent-boss")
     assert response.status_code == 201, response.content
+    assert response.json()["assignee"] == "agent-boss"
 
 
 def test_worker_cannot_escalate_when_disabled(cast):
