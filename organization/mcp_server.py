@@ -22,10 +22,7 @@ from typing import Any
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import close_old_connections, connections
-from django.http import Http404
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
@@ -33,13 +30,12 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
-from rest_framework import exceptions as drf_exceptions
 from rest_framework.utils.encoders import JSONEncoder
 
 from . import registry
 from .auth import key_from_plaintext
 from .caller import Caller
-from .errors import DomainError, NotFound, error_body, first_validation_message
+from .errors import DomainError, NotFound, error_body, exception_handler
 from .models import Agent, ApiKey
 from .tools import visible_prompt_subject
 
@@ -119,20 +115,10 @@ def tool_error(message: str, code: str, status: int) -> types.CallToolResult:
 
 
 def error_for(exc: Exception) -> types.CallToolResult:
-    """Our one error shape for anything a tool raised, as REST's exception handler shapes it."""
-    if isinstance(exc, DomainError):
-        return tool_error(exc.message, exc.code, exc.status)
-    if isinstance(exc, drf_exceptions.ValidationError):
-        return tool_error(first_validation_message(exc.detail), "invalid", 400)
-    if isinstance(exc, DjangoValidationError):
-        messages = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
-        return tool_error(first_validation_message(messages), "invalid", 400)
-    if isinstance(exc, Http404 | drf_exceptions.NotFound):
-        return tool_error("Not found.", "not_found", 404)
-    if isinstance(exc, DjangoPermissionDenied | drf_exceptions.PermissionDenied):
-        return tool_error("You do not have permission to perform this action.", "forbidden", 403)
-    if isinstance(exc, drf_exceptions.APIException):
-        return tool_error(str(exc.detail), str(exc.default_code), exc.status_code)
+    """Our one error shape for anything a tool raised: REST's own exception handler shapes it."""
+    response = exception_handler(exc, {})
+    if response is not None:
+        return tool_error(response.data["error"], response.data["code"], response.status_code)
     logger.exception("MCP tool call failed", exc_info=exc)
     return tool_error("The tool failed unexpectedly; the error was logged.", "internal_error", 500)
 

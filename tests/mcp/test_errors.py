@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions as drf
 
-from organization.errors import Conflict
+from organization.errors import Conflict, exception_handler
 from organization.mcp_server import error_for
 
 
@@ -32,6 +32,9 @@ def body_of(exc: Exception) -> dict:
         (PermissionDenied(), "You do not have permission to perform this action.", "forbidden",
          403),
         (drf.Throttled(), "Request was throttled.", "throttled", 429),
+        (drf.NotAuthenticated(), "Authentication credentials were not provided.",
+         "authentication_required", 401),
+        (drf.MethodNotAllowed("PUT"), 'Method "PUT" not allowed.', "method_not_allowed", 405),
     ],
 )  # fmt: skip
 def test_known_failures_keep_their_code_and_status(exc, error, code, status):
@@ -39,6 +42,9 @@ def test_known_failures_keep_their_code_and_status(exc, error, code, status):
     assert body["success"] is False
     assert (body["code"], body["status"]) == (code, status)
     assert body["error"] == error
+    # The same error as REST answers for it: one shape whatever the door.
+    rest = exception_handler(exc, {})
+    assert {**rest.data, "status": rest.status_code} == body
 
 
 def test_an_unexpected_failure_is_logged_and_hidden(caplog):
