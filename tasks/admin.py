@@ -21,7 +21,15 @@ from organization.errors import DomainError
 from organization.models import Agent
 
 from . import services
-from .models import URGENCY_RANK, DeliveryStatus, Task, TaskEvent, TaskStatus, WebhookDelivery
+from .models import (
+    URGENCY_RANK,
+    ActorKind,
+    DeliveryStatus,
+    Task,
+    TaskEvent,
+    TaskStatus,
+    WebhookDelivery,
+)
 from .rules import Actor
 
 STATUS_COLOURS = {
@@ -48,7 +56,7 @@ def badge(value: str):
 
 
 def human_actor(request) -> Actor:
-    return Actor("user", f"user:{request.user.get_username()}", user=request.user)
+    return Actor(ActorKind.USER, f"user:{request.user.get_username()}", user=request.user)
 
 
 class TasksAppAdmin(OrgOwnedAdmin):
@@ -220,13 +228,12 @@ class TaskAdmin(TasksAppAdmin):
         return timesince(task.created_at, timezone.now())
 
     def _run(self, request, queryset, service, verb, **kwargs):
-        done = failed = 0
+        done = 0
         for task in queryset:
             try:
                 service(task=task, actor=human_actor(request), **kwargs)
                 done += 1
             except DomainError as exc:
-                failed += 1
                 self.message_user(request, f"{task}: {exc.message}", messages.WARNING)
         if done:
             self.message_user(request, f"{verb} {done} task(s).", messages.SUCCESS)
