@@ -139,6 +139,13 @@ def test_export_manifest_prints_without_a_dir(acme, no_manifest_dir):
     assert json.loads(out.getvalue()) == []
 
 
+def test_export_manifest_to_dash_prints_even_with_a_dir(acme, cast, manifest_dir):
+    out = StringIO()
+    call_command("export_manifest", "--org", "acme", "--out", "-", stdout=out)
+    assert json.loads(out.getvalue()) == generate_manifest(org=acme)
+    assert not (manifest_dir / "acme" / "experts_manifest.json").exists()
+
+
 def test_export_manifest_of_an_unknown_org_fails(db, no_manifest_dir):
     with pytest.raises(CommandError, match="Organization not found: nope"):
         call_command("export_manifest", "--org", "nope")

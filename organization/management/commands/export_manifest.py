@@ -28,7 +28,12 @@ class Command(BaseCommand):
             raise CommandError(f"Organization not found: {options['org']}")
         content = manifest_json(generate_manifest(org=org))
         out = options["out"]
-        path = Path(out) if out and out != "-" else (None if out == "-" else manifest_path(org))
+        if out == "-":
+            path = None
+        elif out:
+            path = Path(out)
+        else:
+            path = manifest_path(org)  # None without a manifest directory
         if path is None:
             self.stdout.write(content, ending="")
             return
