@@ -489,7 +489,7 @@ def _llm_settings(contribution: Contribution) -> tuple[str, str, float | None, i
     provider = (
         config.get("provider")
         or (agent.llm_provider if agent else "")
-        or (providers.default_provider_name())
+        or providers.default_provider_name()
     )
     model = config.get("model")
     if not model and agent and agent.llm_model:
@@ -707,15 +707,7 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
                 Contribution.objects.filter(pk=s.pk).update(
                     subtask=(plan or {}).get("assignments", {}).get(s.agent_key, "")
                 )
-            _merge_metadata(ctx.session_id, plan=outcome)
-            if plan is None:
-                event_record(
-                    ctx.session_id,
-                    "fallback",
-                    stage="plan",
-                    reason=reason,
-                    action="every specialist gets the whole task",
-                )
+            _record_plan(ctx, outcome)
 
         _settle(
             ctx,
@@ -737,18 +729,24 @@ def _ensure_plan_outcome(ctx: RunContext, coordinator: Contribution) -> None:
     if coordinator.status in (ContributionStatus.PENDING, ContributionStatus.RUNNING):
         return  # cancelled before the coordinator finished
     reason = f"the coordinator {coordinator.status}: {coordinator.error}".strip(": ")
-    _merge_metadata(
-        ctx.session_id,
-        plan={"valid": False, "tries": 0, "fallback": True, "reason": reason, "plan": "",
-              "assignments": {}, "unassigned": []},
+    _record_plan(
+        ctx,
+        {"valid": False, "tries": 0, "fallback": True, "reason": reason, "plan": "",
+         "assignments": {}, "unassigned": []},
     )  # fmt: skip
-    event_record(
-        ctx.session_id,
-        "fallback",
-        stage="plan",
-        reason=reason,
-        action="every specialist gets the whole task",
-    )
+
+
+def _record_plan(ctx: RunContext, outcome: dict) -> None:
+    """metadata.plan, and the `fallback` event when the specialists get the whole task."""
+    _merge_metadata(ctx.session_id, plan=outcome)
+    if outcome["fallback"]:
+        event_record(
+            ctx.session_id,
+            "fallback",
+            stage="plan",
+            reason=outcome["reason"],
+            action="every specialist gets the whole task",
+        )
 
 
 # --- synthesis -------------------------------------------------------------------------------
@@ -797,9 +795,13 @@ def _synthesize_and_finish(ctx: RunContext) -> None:
     contributions = list(session.contributions.order_by("position"))
     considered = contributions[1:] if session.mode == Mode.HIERARCHICAL else contributions
     answers = _answers(c for c in considered if c.status == ContributionStatus.COMPLETED)
-    failures = [c for c in contributions if c.status != ContributionStatus.COMPLETED]
+    failures = [
+        f"{c.agent_key}: {c.error or c.status}"
+        for c in contributions
+        if c.status != ContributionStatus.COMPLETED
+    ]
     if not answers:
-        reasons = "; ".join(f"{c.agent_key}: {c.error or c.status}" for c in failures)
+        reasons = "; ".join(failures)
         _finish(
             ctx, status=SessionStatus.FAILED, result="", error=f"every agent failed — {reasons}"
         )
@@ -837,10 +839,7 @@ def _synthesize_and_finish(ctx: RunContext) -> None:
             event_record(session.pk, "fallback", stage="synthesis", reason=str(exc), action="merge")
             result = synthesis.merge_result(answers)
     status = SessionStatus.PARTIAL if failures or degraded else SessionStatus.COMPLETED
-    error = "; ".join(
-        [f"{c.agent_key}: {c.error or c.status}" for c in failures]
-        + ([degraded] if degraded else [])
-    )
+    error = "; ".join(failures + ([degraded] if degraded else []))
     _finish(ctx, status=status, result=result, error=error, consensus=consensus, extra=extra)
 
 

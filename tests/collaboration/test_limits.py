@@ -92,3 +92,22 @@ def test_an_empty_plan_falls_back(acme, fake_llm):
     assert session.status == "completed"
     assert session.metadata["plan"]["reason"] == "The plan assigns nothing to anyone."
     assert "fallback" in event_names(session)
+
+
+def test_a_failed_coordinator_leaves_the_fallback_plan(acme, fake_llm):
+    fake_llm.on(purpose="plan", replies=Reply(status=400))
+    session = run(session_create(caller=human(acme), payload={
+        "task": "Build it", "mode": "hierarchical", "agents": specialists("coord", "x", "y")}))  # fmt: skip
+    assert session.status == "partial"
+    assert session.contributions.get(agent_key="coord").status == "failed"
+    plan = session.metadata["plan"]
+    assert plan["valid"] is False and plan["fallback"] is True and plan["tries"] == 0
+    assert plan["reason"].startswith("the coordinator failed: ")
+    fallback = session.events.get(name="tool:collaborative:fallback")
+    assert fallback.data["stage"] == "plan"
+    assert fallback.data["reason"] == plan["reason"]
+    for name in ("x", "y"):
+        assert session.contributions.get(agent_key=name).status == "completed"
+        assert (
+            "The coordinator's plan could not be used" in fake_llm.calls_for(agent=name)[0].prompt
+        )
