@@ -107,8 +107,13 @@ def tool_result(value: Any) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=to_json_text(value))])
 
 
+def status_body(message: str, code: str, status: int) -> dict:
+    """Our error body plus its HTTP status: what a tool or prompt error carries over MCP."""
+    return {**error_body(message, code), "status": status}
+
+
 def tool_error(message: str, code: str, status: int) -> types.CallToolResult:
-    body = {**error_body(message, code), "status": status}
+    body = status_body(message, code, status)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=to_json_text(body))], is_error=True
     )
@@ -223,7 +228,7 @@ def _get_prompt(caller: Caller, name: str, arguments: dict | None) -> types.GetP
         if text is None:
             raise NotFound(f"Prompt not available: {name}", "prompt_unavailable")
     except DomainError as exc:
-        body = {**error_body(exc.message, exc.code), "status": exc.status}
+        body = status_body(exc.message, exc.code, exc.status)
         raise MCPError(INVALID_PARAMS, exc.message, body) from None
     finally:
         close_old_connections()
