@@ -15,7 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from organization.admin import OrgScoped
+from organization.admin import OrgScoped, ReadOnlyInline
 from organization.admin_views import admin_org_ids
 from organization.caller import Caller
 from organization.errors import DomainError
@@ -61,26 +61,14 @@ def pre(text: str):
     return format_html('<pre style="white-space:pre-wrap;max-width:60em">{}</pre>', text or "")
 
 
-class ReadOnlyInline(OrgScoped, admin.TabularInline):
+class SessionRowInline(ReadOnlyInline):
     """Rows of a session (Django passes the session as `obj`): seen, never edited here."""
 
     org_path = "session__organization"
     parent_org_path = "organization"
-    extra = 0
-    can_delete = False
-    show_change_link = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
-class ContributionInline(ReadOnlyInline):
+class ContributionInline(SessionRowInline):
     model = Contribution
     ordering = ["position"]
     fields = ["agent_key", "role", "status_badge", "answer", "confidence", "verdict",
@@ -96,7 +84,7 @@ class ContributionInline(ReadOnlyInline):
         return pre(obj.response)
 
 
-class SessionEventInline(ReadOnlyInline):
+class SessionEventInline(SessionRowInline):
     model = SessionEvent
     ordering = ["id"]
     fields = ["created_at", "name", "data"]
