@@ -44,7 +44,7 @@ from .models import (
     status_for,
 )
 from .selectors import with_status, workload_count
-from .services import agent_set_paused, api_key_create, api_key_revoke
+from .services import agent_room_changed, agent_set_paused, api_key_create, api_key_revoke
 
 __all__ = [
     "OrgOwnedAdmin",
@@ -610,6 +610,12 @@ class AgentAdmin(OrgOwnedAdmin):
     @admin.display(description="expertise")
     def expertise_display(self, agent):
         return _expertise(agent.expertise)
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        # Resumed or given room in the form: the same queue rule as the resume action.
+        if change and {"is_paused", "workload_capacity"} & set(form.changed_data):
+            agent_room_changed(agent=obj)
 
     @admin.action(description="Pause selected agents (offline: they receive nothing)")
     def pause_agents(self, request, queryset):

@@ -47,3 +47,11 @@ def agent_set_paused(*, agents: QuerySet[Agent], paused: bool) -> int:
         for agent in Agent.objects.filter(pk__in=changed).order_by("pk"):
             fill_from_queue(agent)
     return len(changed)
+
+
+def agent_room_changed(*, agent: Agent) -> None:
+    """An agent was resumed or given more capacity by hand: hand it the queued tasks that fit."""
+    from tasks.services import fill_from_queue  # late: the tasks app is built on this one
+
+    with transaction.atomic():
+        fill_from_queue(agent)

@@ -639,3 +639,25 @@ def test_a_resumed_agent_receives_the_tasks_waiting_in_its_queue(root_client, de
     root_client.post(AGENTS, {"action": "resume_agents", "_selected_action": [sam.pk]})
     waiting.refresh_from_db()
     assert (waiting.status, waiting.assignee) == (TaskStatus.ASSIGNED, sam)
+
+
+@pytest.mark.parametrize(("field", "value"), [("is_paused", None), ("workload_capacity", "9")])
+def test_an_agent_resumed_or_given_room_in_its_form_receives_its_queue(
+    root_client, demo, field, value
+):
+    sam = agent_of(demo, "agent-sam")
+    if field == "workload_capacity":
+        Agent.objects.filter(pk=sam.pk).update(is_paused=False, workload_capacity=0)
+    waiting = Task.objects.create(
+        organization=demo, title="terraform plan", status=TaskStatus.QUEUED, queued_for=sam
+    )
+    url = change_url(sam)
+    data = form_of(root_client, url, "agent_form")
+    if value is None:
+        data.pop(field, None)  # an unticked checkbox is absent from the POST
+    else:
+        data[field] = value
+    response = root_client.post(url, data)
+    assert response.status_code == 302, response.context["errors"]
+    waiting.refresh_from_db()
+    assert (waiting.status, waiting.assignee) == (TaskStatus.ASSIGNED, sam)
