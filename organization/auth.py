@@ -45,6 +45,22 @@ def key_from_plaintext(plaintext: str) -> ApiKey | None:
     return key
 
 
+def authenticate_key(plaintext: str) -> ApiKey | None:
+    """The key a request presents, if active and consistent; its use is recorded.
+
+    Every door (REST, MCP over HTTP, MCP over stdio) authenticates through this one function.
+    """
+    key = key_from_plaintext(plaintext or "")
+    if key is None or (key.agent_id and key.agent.organization_id != key.organization_id):
+        return None
+    # Recording use at most once a minute keeps reads from turning into writes.
+    now = timezone.now()
+    if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+    return key
+
+
 @dataclass(frozen=True)
 class KeyUser:
     """request.user for API-key callers; DRF only needs it to say it is authenticated."""
@@ -80,13 +96,9 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         parts = header.split()
         if len(parts) != 2 or parts[0] != self.keyword:
             raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <key>'.")
-        key = key_from_plaintext(parts[1])
-        if key is None or (key.agent_id and key.agent.organization_id != key.organization_id):
+        key = authenticate_key(parts[1])
+        if key is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
-        # Recording use at most once a minute keeps reads from turning into writes.
-        now = timezone.now()
-        if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
-            ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         return KeyUser(key), key
 
     def authenticate_header(self, request) -> str:

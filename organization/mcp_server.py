@@ -33,7 +33,7 @@ from mcp_types import INVALID_PARAMS
 from rest_framework.utils.encoders import JSONEncoder
 
 from . import registry
-from .auth import key_from_plaintext
+from .auth import authenticate_key
 from .caller import Caller
 from .errors import DomainError, NotFound, error_body, exception_handler
 from .models import Agent, ApiKey
@@ -65,11 +65,8 @@ def caller_from_key(key: ApiKey) -> Caller:
 
 
 def active_key(plaintext: str) -> ApiKey | None:
-    """The active key for `plaintext` whose agent (if any) belongs to the key's organization."""
-    key = key_from_plaintext(plaintext or "")
-    if key is None or (key.agent_id and key.agent.organization_id != key.organization_id):
-        return None
-    return key
+    """The active key for `plaintext` (REST's own check: organization and last use included)."""
+    return authenticate_key(plaintext)
 
 
 async def caller_of_request(ctx: ServerRequestContext) -> Caller:

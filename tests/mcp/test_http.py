@@ -71,6 +71,15 @@ def test_it_lists_exactly_the_registry_tools(live_url, demo_org, key_of, mode):
         assert served.annotations.read_only_hint is tool.read_only
 
 
+def test_a_key_used_only_over_mcp_records_its_last_use(live_url, demo_org, key_of):
+    plaintext = key_of(demo_org, "agent-sarah")
+    key = ApiKey.objects.get(prefix=plaintext.split("_")[1])
+    assert key.last_used_at is None
+    run(list_tools(live_url, plaintext))
+    key.refresh_from_db()
+    assert key.last_used_at is not None
+
+
 def test_the_mcp_listing_matches_the_rest_listing(live_url, demo_org, key_of):
     key = key_of(demo_org, "agent-sarah")
     rest = KeyClient(key).get("/api/tools").json()
