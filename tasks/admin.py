@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
-from organization.admin import OrgOwnedAdmin, OrgScoped
+from organization.admin import OrgOwnedAdmin, ReadOnlyInline
 from organization.admin_views import admin_org_ids
 from organization.errors import DomainError
 from organization.models import Agent
@@ -92,27 +92,18 @@ class NeedsAttentionFilter(admin.SimpleListFilter):
         return queryset
 
 
-class TaskEventInline(OrgScoped, admin.TabularInline):
+class TaskEventInline(ReadOnlyInline):
+    """The audit trail under its task: append-only, written by the services alone."""
+
     model = TaskEvent
     fk_name = "task"
     parent_org_path = "organization"
-    extra = 0
-    can_delete = False
     ordering = ["created_at", "pk"]
     fields = [
         "created_at", "kind", "actor_label", "recipient", "before", "after", "decision",
         "primary_choice", "reasoning", "wait_time_seconds", "message",
     ]  # fmt: skip
     readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class TaskAdminForm(forms.ModelForm):
