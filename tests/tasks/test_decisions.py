@@ -158,3 +158,13 @@ def test_the_delegate_tool_records_cross_team(cast):
     response = call(cast.client(cast.sarah), "delegate_task", task_id=task, agent_id="agent-morgan")
     assert response.status_code == 200, response.content
     assert last_event(task, "delegated").cross_team is True
+
+
+def test_the_admin_shows_the_coordination_note_under_the_task(cast, admin_client):
+    task = a_task_of(cast, cast.sarah)
+    post(cast.client(cast.sarah), f"/api/tasks/{task}/delegate", {"agent_id": "agent-morgan"})
+    page = admin_client.get(f"/admin/tasks/task/{task}/change/")
+    assert page.status_code == 200
+    assert "Cross-team delegation: agent-sarah (Development) to agent-morgan (Data)" in (
+        page.content.decode()
+    )
