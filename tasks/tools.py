@@ -95,8 +95,13 @@ def assign_task(caller: Caller, params: dict) -> dict:
 
 
 # Seed 001's DELEGATION DECISION, accepted by delegate, queue and escalate alike.
-DECISION_FIELDS = ("primary_reason", "fallback", "reasoning", "notes")
-DECISION = {name: TEXT for name in DECISION_FIELDS}
+DECISION = {
+    "primary_reason": {"type": "string", "description": "Why your primary choice (its reason)."},
+    "fallback": {"type": "string", "description": "Your fallback choice and its reason."},
+    "reasoning": {"type": "string", "description": "Your reasoning, 1-2 sentences."},
+    "notes": {"type": "string", "description": "Special context (the decision's Notes)."},
+}
+DECISION_FIELDS = tuple(DECISION)
 
 
 def _decision(params: dict) -> dict:
