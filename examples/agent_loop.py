@@ -167,21 +167,23 @@ def llm_decision(
 
 
 async def act(agent: Agent, task: dict, d: Decision) -> dict:
+    # Every move keeps the whole DELEGATION DECISION in the task's audit trail.
+    decision = {
+        "primary_reason": d.primary,
+        "fallback": d.fallback,
+        "reasoning": d.reasoning,
+        "notes": d.notes,
+    }
     if d.decision == "DELEGATE":
         return await agent.call(
-            "delegate_task",
-            task_id=task["id"],
-            agent_id=d.agent_id,
-            primary_reason=d.primary,
-            fallback=d.fallback,
-            reasoning=d.reasoning,
-            notes=d.notes,
+            "delegate_task", task_id=task["id"], agent_id=d.agent_id, **decision
         )
     if d.decision == "QUEUE":
+        wait = {"wait_time_seconds": d.wait_seconds} if d.wait_seconds is not None else {}
         return await agent.call(
-            "queue_task", task_id=task["id"], agent_id=d.agent_id, reasoning=d.reasoning
+            "queue_task", task_id=task["id"], agent_id=d.agent_id, **decision, **wait
         )
-    return await agent.call("escalate_task", task_id=task["id"], reason=d.reasoning)
+    return await agent.call("escalate_task", task_id=task["id"], **decision)
 
 
 async def one_round(agent: Agent, *, model: str | None) -> dict | None:

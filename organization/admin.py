@@ -593,7 +593,11 @@ class AgentAdmin(OrgOwnedAdmin):
 
     @admin.display(description="status")
     def status_badge(self, agent):
-        status = status_for(is_paused=agent.is_paused, workload=agent.current_workload)
+        status = status_for(
+            is_paused=agent.is_paused,
+            workload=agent.current_workload,
+            capacity=agent.workload_capacity,
+        )
         return format_html(
             '<span class="agent-status agent-status-{}" style="display:inline-block;'
             "padding:1px 8px;border-radius:9px;color:#fff;background:{};font-weight:600;"

@@ -119,7 +119,11 @@ def build_chart(agents: list[Agent]) -> list[ChartNode]:
     nodes = []
     for index, (agent, depth) in enumerate(order):
         next_depth = order[index + 1][1] if index + 1 < len(order) else 0
-        status = status_for(is_paused=agent.is_paused, workload=agent.current_workload)
+        status = status_for(
+            is_paused=agent.is_paused,
+            workload=agent.current_workload,
+            capacity=agent.workload_capacity,
+        )
         capacity = agent.workload_capacity
         percent = 100 if not capacity else min(100, agent.current_workload * 100 // capacity)
         role = getattr(getattr(agent, "hierarchy_role", None), "role", "")

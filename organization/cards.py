@@ -62,7 +62,9 @@ def organization_extension(agent: Agent, reports: list[str]) -> dict:
             "agent_id": agent.handle,
             "expert_id": agent.pk,
             "organization": agent.organization.slug,
-            "status": status_for(is_paused=agent.is_paused, workload=workload),
+            "status": status_for(
+                is_paused=agent.is_paused, workload=workload, capacity=agent.workload_capacity
+            ),
             "current_workload": workload,
             "workload_capacity": agent.workload_capacity,
             "team": agent.team.name if agent.team_id else None,

@@ -3,7 +3,7 @@
 import django_filters
 
 from .models import Agent, AgentStatus, HierarchyRole
-from .selectors import with_expertise, with_status
+from .selectors import AVAILABLE, with_expertise, with_status
 
 NO_ROLE = "none"
 
@@ -11,9 +11,10 @@ NO_ROLE = "none"
 class AgentFilter(django_filters.FilterSet):
     team = django_filters.CharFilter(field_name="team__name", help_text="Team name, exact.")
     status = django_filters.ChoiceFilter(
-        choices=AgentStatus.choices,
+        choices=[*AgentStatus.choices, (AVAILABLE, "Available (idle or active)")],
         method="filter_status",
-        help_text="Computed as in seed 000: paused → offline; ≤2 idle; 3 active; ≥4 busy.",
+        help_text="Computed as in seed 000, relative to capacity (for 5: ≤2 idle, 3 active, "
+        "≥4 busy); paused → offline; available = idle or active (seed 001).",
     )
     expertise = django_filters.CharFilter(
         method="filter_expertise", help_text="One expertise, exact and case-sensitive."

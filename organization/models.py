@@ -75,15 +75,25 @@ class AgentStatus(models.TextChoices):
     OFFLINE = "offline"
 
 
-def status_for(*, is_paused: bool, workload: int) -> str:
-    """Seed 000's status rule: paused → offline; ≤2 idle; 3 active; ≥4 busy."""
+# Status thresholds as fractions of the agent's capacity, so that capacity 5 gives exactly seed
+# 000's table (<=2 idle, 3 active, >=4 busy) and any other capacity scales with it. Integer
+# arithmetic only: selectors.status_expression() applies the same rule in SQL.
+IDLE_UP_TO = (2, 5)  # workload <= 2/5 of capacity: idle
+BUSY_FROM = (4, 5)  # workload >= 4/5 of capacity (and always at capacity): busy
+
+
+def status_for(*, is_paused: bool, workload: int, capacity: int) -> str:
+    """Seed 000's status rule, relative to capacity: paused → offline; ≤2/5 idle; ≥4/5 busy.
+
+    An agent without room (workload ≥ capacity, capacity 0 included) is never idle or active.
+    """
     if is_paused:
         return AgentStatus.OFFLINE
-    if workload <= 2:
+    if workload * BUSY_FROM[1] >= capacity * BUSY_FROM[0] or workload >= capacity:
+        return AgentStatus.BUSY
+    if workload * IDLE_UP_TO[1] <= capacity * IDLE_UP_TO[0]:
         return AgentStatus.IDLE
-    if workload == 3:
-        return AgentStatus.ACTIVE
-    return AgentStatus.BUSY
+    return AgentStatus.ACTIVE
 
 
 def validate_expertise(value) -> None:

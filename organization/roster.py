@@ -6,10 +6,9 @@ within a small factor of the bare query (bench/roster.py measures it).
 
 from .errors import Invalid
 from .models import Agent, Organization, status_for
-from .selectors import agents_of, workload_count
+from .selectors import AVAILABLE_STATUSES, agents_of, workload_count
 
 ROSTER_FILTERS = ("all", "my_team", "available", "by_expertise")
-AVAILABLE_STATUSES = {"idle", "active"}
 
 _ROW_FIELDS = (
     "pk",
@@ -39,7 +38,11 @@ def _colleague(row: dict) -> dict:
         "team": row["team__name"],
         "seniorId": row["senior__handle"],
         "expertise": row["expertise"],
-        "status": status_for(is_paused=row["is_paused"], workload=row["workload"]),
+        "status": status_for(
+            is_paused=row["is_paused"],
+            workload=row["workload"],
+            capacity=row["workload_capacity"],
+        ),
         "current_workload": row["workload"],
         "workload_capacity": row["workload_capacity"],
         "availability_until": row["availability_until"],

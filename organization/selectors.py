@@ -1,13 +1,23 @@
 """Reads, already scoped to one organization. Nothing else queries Agent/Team directly."""
 
 from django.db import connection
-from django.db.models import BooleanField, Count, Q, QuerySet
+from django.db.models import BooleanField, Case, CharField, Count, F, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
+from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
 
 from tasks.models import HELD_STATUSES
 
 from .errors import NotFound
-from .models import Agent, AgentRole, AgentStatus, Organization, Team, TeamRule
+from .models import (
+    BUSY_FROM,
+    IDLE_UP_TO,
+    Agent,
+    AgentRole,
+    AgentStatus,
+    Organization,
+    Team,
+    TeamRule,
+)
 
 
 def workload_count() -> Count:
@@ -73,17 +83,38 @@ def with_expertise(qs: QuerySet[Agent], expertise: str) -> QuerySet[Agent]:
     return qs.filter(holds)
 
 
+# `?status=available` (seed 000's filter, seed 001's `GET /api/agents?status=available`).
+AVAILABLE = "available"
+AVAILABLE_STATUSES = (AgentStatus.IDLE, AgentStatus.ACTIVE)
+
+
+def status_expression(workload: str = "current_workload") -> Case:
+    """models.status_for() in SQL, over the `workload` annotation and the agent's capacity."""
+    load, capacity = F(workload), F("workload_capacity")
+    return Case(
+        When(is_paused=True, then=Value(AgentStatus.OFFLINE.value)),
+        When(
+            GreaterThanOrEqual(load * BUSY_FROM[1], capacity * BUSY_FROM[0])
+            | GreaterThanOrEqual(load, capacity),
+            then=Value(AgentStatus.BUSY.value),
+        ),
+        When(
+            LessThanOrEqual(load * IDLE_UP_TO[1], capacity * IDLE_UP_TO[0]),
+            then=Value(AgentStatus.IDLE.value),
+        ),
+        default=Value(AgentStatus.ACTIVE.value),
+        output_field=CharField(),
+    )
+
+
 def with_status(qs: QuerySet[Agent], status: str) -> QuerySet[Agent]:
-    """Seed 000's computed status as a filter; `qs` must be annotated with `current_workload`."""
-    if status == AgentStatus.OFFLINE:
-        return qs.filter(is_paused=True)
-    active = qs.filter(is_paused=False)
-    if status == AgentStatus.IDLE:
-        return active.filter(current_workload__lte=2)
-    if status == AgentStatus.ACTIVE:
-        return active.filter(current_workload=3)
-    if status == AgentStatus.BUSY:
-        return active.filter(current_workload__gte=4)
+    """The computed status as a filter (`available` = idle or active); `qs` must be annotated
+    with `current_workload`."""
+    qs = qs.annotate(computed_status=status_expression())
+    if status == AVAILABLE:
+        return qs.filter(computed_status__in=[s.value for s in AVAILABLE_STATUSES])
+    if status in AgentStatus.values:
+        return qs.filter(computed_status=status)
     return qs.none()
 
 

@@ -87,7 +87,11 @@ class AgentSerializer(serializers.Serializer):
 
     @extend_schema_field(serializers.ChoiceField(choices=["idle", "active", "busy", "offline"]))
     def get_status(self, agent) -> str:
-        return status_for(is_paused=agent.is_paused, workload=agent.current_workload)
+        return status_for(
+            is_paused=agent.is_paused,
+            workload=agent.current_workload,
+            capacity=agent.workload_capacity,
+        )
 
     @extend_schema_field(HierarchyRoleSerializer(allow_null=True))
     def get_hierarchy_role(self, agent) -> dict | None:
@@ -100,6 +104,18 @@ class AgentSerializer(serializers.Serializer):
             "can_assign_to_peers": role.can_assign_to_peers,
             "can_escalate_to_supervisor": role.can_escalate_to_supervisor,
         }
+
+
+class AvailabilitySerializer(serializers.Serializer):
+    availability_until = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When you expect to be free (ISO 8601); null: available indefinitely.",
+    )
+
+
+class AvailabilityAnswerSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="Your agent id.")
+    availability_until = serializers.DateTimeField(allow_null=True)
 
 
 class TeamSerializer(serializers.Serializer):

@@ -1,5 +1,7 @@
 """Writes of the organization app. Each is one transaction."""
 
+from datetime import datetime
+
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -55,3 +57,11 @@ def agent_room_changed(*, agent: Agent) -> None:
 
     with transaction.atomic():
         fill_from_queue(agent)
+
+
+def agent_set_availability(*, agent: Agent, until: datetime | None) -> Agent:
+    """Seed 001's `availability_until`, set by the agent itself: when it expects to be free
+    (None: available indefinitely). The roster shows it; queue wait estimates use it."""
+    Agent.objects.filter(pk=agent.pk).update(availability_until=until, updated_at=timezone.now())
+    agent.availability_until = until
+    return agent

@@ -1,12 +1,14 @@
 """Organization tools of the registry (seed 000's roster)."""
 
+from . import services
 from .caller import Caller
-from .errors import Invalid, NotFound
+from .errors import Invalid, NotFound, first_validation_message
 from .models import Agent
 from .prompt import system_prompt_for
 from .registry import register_tool
 from .roster import ROSTER_FILTERS, get_roster
 from .selectors import agent_by_handle
+from .serializers import AvailabilityAnswerSerializer, AvailabilitySerializer
 
 ROSTER_SCHEMA = {
     "type": "object",
@@ -97,3 +99,32 @@ def visible_prompt_subject(caller: Caller, agent_id: str | None) -> Agent:
 def get_my_context(caller: Caller, params: dict) -> dict:
     agent = visible_prompt_subject(caller, params.get("agent"))
     return {"system_prompt": system_prompt_for(agent)}
+
+
+@register_tool(
+    "set_my_availability",
+    "Say when you expect to be free (seed 001's availability_until, ISO 8601), or null for "
+    "available indefinitely; colleagues see it in the roster and in queue wait estimates",
+    {
+        "type": "object",
+        "properties": {
+            "availability_until": {
+                "type": ["string", "null"],
+                "description": "When you expect to be free (ISO 8601); null clears it.",
+            }
+        },
+        "required": ["availability_until"],
+        "additionalProperties": False,
+    },
+    read_only=False,
+)
+def set_my_availability(caller: Caller, params: dict) -> dict:
+    # The REST body's serializer validates here too: one rule for the ISO time.
+    body = AvailabilitySerializer(data=params)
+    if not body.is_valid():
+        raise Invalid(f"Invalid param {first_validation_message(body.errors)}", "invalid_params")
+    agent = services.agent_set_availability(
+        agent=caller.require_agent(), until=body.validated_data["availability_until"]
+    )
+    answer = {"id": agent.handle, "availability_until": agent.availability_until}
+    return AvailabilityAnswerSerializer(answer).data

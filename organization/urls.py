@@ -7,6 +7,7 @@ urlpatterns = [
     path("agent-engine/call-tool", api.CallToolView.as_view(), name="call-tool"),
     path("tools", api.ToolListView.as_view(), name="tools"),
     path("agents", api.AgentViewSet.as_view({"get": "list"}), name="agent-list"),
+    path("agents/me/availability", api.AvailabilityView.as_view(), name="agent-availability"),
     path(
         "agents/<str:agent_id>", api.AgentViewSet.as_view({"get": "retrieve"}), name="agent-detail"
     ),

@@ -101,7 +101,7 @@ class TaskEventInline(ReadOnlyInline):
     ordering = ["created_at", "pk"]
     fields = [
         "created_at", "kind", "actor_label", "recipient", "before", "after", "decision",
-        "primary_choice", "reasoning", "wait_time_seconds", "message",
+        "primary_choice", "reasoning", "wait_time_seconds", "coordination_note", "message",
     ]  # fmt: skip
     readonly_fields = fields
 

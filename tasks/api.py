@@ -126,20 +126,16 @@ class TaskViewSet(GenericViewSet):
     def queue(self, request, pk=None):
         task = self.task()
         data = self.body(QueueSerializer)
-        to = self.agent(data["agent_id"])
+        to = self.agent(data.pop("agent_id"))
         return self.answer(
-            services.task_queue(
-                task=task, actor=Actor.of(self.caller), to=to, reasoning=data["reasoning"]
-            )
+            services.task_queue(task=task, actor=Actor.of(self.caller), to=to, **data)
         )
 
     @extend_schema(request=EscalateSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
     def escalate(self, request, pk=None):
         task = self.task()
         data = self.body(EscalateSerializer)
-        return self.answer(
-            services.task_escalate(task=task, actor=Actor.of(self.caller), reason=data["reason"])
-        )
+        return self.answer(services.task_escalate(task=task, actor=Actor.of(self.caller), **data))
 
     @extend_schema(request=StatusSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
     def set_status(self, request, pk=None):

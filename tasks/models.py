@@ -146,6 +146,10 @@ class TaskEvent(models.Model):
     reasoning = models.TextField(blank=True)
     wait_time_seconds = models.PositiveIntegerField(null=True, blank=True)
     notes = models.TextField(blank=True)
+    # Seeds 000/001: "note cross-team delegation in the decision log". Database defaults, so
+    # that the sweep's raw bulk insert (which names its columns) needs no change.
+    cross_team = models.BooleanField(default=False, db_default=False)
+    coordination_note = models.TextField(blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,19 +1,22 @@
 """Seed 001's 5-priority delegation framework, served: ranked candidates and a suggested decision.
 
-1 same team, exact expertise, has room · 2 same team, related expertise (the organization's
-expertise groups), has room · 3 other team, exact expertise, has room · 4 queue for a busy (full,
-not offline) exact expert, with an estimated wait · 5 escalate (senior, default supervisor, humans).
-Offline agents are never candidates; with hierarchy enforcement on, neither is anyone the caller
-may not assign to.
+1 same team, exact expertise, available · 2 same team, related expertise (the organization's
+expertise groups), available · 3 other team, exact expertise, available · 4 busy experts: first
+those who still have room (said to be busy, offered after every available colleague), then a
+full, not offline, exact expert to queue for, with an estimated wait · 5 escalate (senior,
+default supervisor, humans). Available means idle or active, exactly as the roster's
+`filter=available` (seed 000). Offline agents are never candidates; with hierarchy enforcement
+on, neither is anyone the caller may not assign to.
 """
 
 from django.db.models import Count
+from django.utils import timezone
 
 from organization.models import Agent, ExpertiseGroup, Organization, status_for
-from organization.selectors import agents_with_workload, team_rule_of
+from organization.selectors import AVAILABLE_STATUSES, agents_with_workload, team_rule_of
 
 from .models import URGENCY_RANK, Decision, Task, TaskStatus, Urgency
-from .rules import role_violation
+from .rules import coordination_note, is_cross_team, role_violation
 from .selectors import completion_seconds, wait_seconds
 from .services import escalation_target
 
@@ -24,6 +27,8 @@ TIER_NAMES = {
     4: "queue_for_expert",
     5: "escalate",
 }
+# Tier 4 also holds busy experts who still have room: delegating to them needs no wait.
+BUSY_WITH_ROOM = "busy_with_room"
 
 
 def related_expertise(*, org: Organization, expertise: str) -> list[str]:
@@ -68,16 +73,27 @@ def recommend(
         overlap = sorted(related.intersection(other.expertise))
         has_room = other.current_workload < other.workload_capacity
         same_team = my_team is not None and other.team_id == my_team
-        status = status_for(is_paused=False, workload=other.current_workload)
-        if exact and has_room and same_team:
+        status = status_for(
+            is_paused=False, workload=other.current_workload, capacity=other.workload_capacity
+        )
+        # Priorities 1-3 need an available colleague (idle or active), as the roster says.
+        available = status in AVAILABLE_STATUSES
+        tier_name = None
+        if exact and available and same_team:
             tier, why = 1, f"{expertise} expertise, same team, no coordination overhead"
-        elif overlap and has_room and same_team and not exact:
+        elif overlap and available and same_team and not exact:
             tier, why = (
                 2,
                 f"related expertise ({', '.join(overlap)}), same team, can learn with guidance",
             )
-        elif exact and has_room:
+        elif exact and available:
             tier, why = 3, f"{expertise} expertise, other team: note the coordination overhead"
+        elif has_room and (exact or (overlap and same_team)):
+            tier, tier_name = 4, BUSY_WITH_ROOM
+            what = (
+                f"{expertise} expertise" if exact else f"related expertise ({', '.join(overlap)})"
+            )
+            why = f"{what}, busy but has room: offered after every available colleague"
         elif exact:
             tier, why = 4, f"{expertise} expert at capacity: queue for them"
         else:
@@ -89,17 +105,19 @@ def recommend(
                 "role": other.role,
                 "team": other.team.name if other.team_id else None,
                 "tier": tier,
-                "tier_name": TIER_NAMES[tier],
+                "tier_name": tier_name or TIER_NAMES[tier],
                 "reason": f"{_describe(other, status)}: {why}",
                 "status": status,
                 "current_workload": other.current_workload,
                 "workload_capacity": other.workload_capacity,
+                "availability_until": other.availability_until,
                 "estimated_wait_seconds": None,
                 "_agent": other,
+                "_order": (not exact, not same_team),
             }
         )
 
-    queued = [c for c in candidates if c["tier"] == 4]
+    queued = [c for c in candidates if c["tier_name"] == TIER_NAMES[4]]
     if queued:
         ids = [c["_agent"].pk for c in queued]
         rank = URGENCY_RANK[urgency]
@@ -113,16 +131,32 @@ def recommend(
             .order_by()
         )
         means = completion_seconds(ids)
+        now = timezone.now()
         for c in queued:
             pk = c["_agent"].pk
             c["estimated_wait_seconds"] = wait_seconds(
                 position=ahead.get(pk, 0) + 1,
                 mean_seconds=means[pk],
                 capacity=c["workload_capacity"],
+                free_at=c["availability_until"],
+                now=now,
             )
             c["reason"] += f", estimated wait {c['estimated_wait_seconds']} s"
+            if c["availability_until"] and c["availability_until"] > now:
+                c["reason"] += (
+                    f" (free at {c['availability_until'].isoformat()}, by their own estimate)"
+                )
+    # Within tier 4, who has room comes before whom to queue for; then exact before related
+    # expertise and same team before other teams.
     candidates.sort(
-        key=lambda c: (c["tier"], c["estimated_wait_seconds"] or 0, c["current_workload"], c["id"])
+        key=lambda c: (
+            c["tier"],
+            c["tier_name"] != BUSY_WITH_ROOM,
+            c["estimated_wait_seconds"] or 0,
+            c["_order"],
+            c["current_workload"],
+            c["id"],
+        )
     )
 
     escalate_to = escalation_target(rule=rule, source=me)
@@ -142,15 +176,23 @@ def recommend(
         "status": None,
         "current_workload": None,
         "workload_capacity": None,
+        "availability_until": None,
         "estimated_wait_seconds": None,
     }
 
     threshold = getattr(rule, f"stale_after_{urgency}").total_seconds()
     direct = [c for c in candidates if c["tier"] <= 3]
-    waiting = [c for c in candidates if c["tier"] == 4]
+    with_room = [c for c in candidates if c["tier_name"] == BUSY_WITH_ROOM]
+    waiting = [c for c in candidates if c["tier_name"] == TIER_NAMES[4]]
     if direct:
         decision, primary = Decision.DELEGATE, direct[0]
         reasoning = f"{primary['name']} is the best match (priority {primary['tier']}: {TIER_NAMES[primary['tier']].replace('_', ' ')})."
+    elif with_room:
+        decision, primary = Decision.DELEGATE, with_room[0]
+        reasoning = (
+            f"No available colleague fits; {primary['name']} is busy "
+            f"({primary['current_workload']}/{primary['workload_capacity']}) but still has room."
+        )
     elif waiting and waiting[0]["estimated_wait_seconds"] < threshold:
         decision, primary = Decision.QUEUE, waiting[0]
         reasoning = (
@@ -167,8 +209,16 @@ def recommend(
     rest = [c for c in candidates if c is not primary]
     fallback = rest[0] if rest and decision != Decision.ESCALATE else None
     ranked = [*candidates, escalation]
+    chosen = primary.get("_agent")
+    cross_team = (
+        decision != Decision.ESCALATE
+        and me is not None
+        and chosen is not None
+        and is_cross_team(me, chosen)
+    )
     for c in ranked:
         c.pop("_agent", None)
+        c.pop("_order", None)
     text = [
         "DELEGATION DECISION:",
         f"Primary Choice: {primary['name']} ({primary['reason']})",
@@ -180,6 +230,8 @@ def recommend(
     text.append(f"Reasoning: {reasoning}")
     if decision == Decision.QUEUE:
         text.append(f"Wait Time: {primary['estimated_wait_seconds']} s")
+    if cross_team:
+        text.append(f"Notes: {coordination_note(me, chosen)}")
     return {
         "expertise": expertise,
         "urgency": urgency,
@@ -189,6 +241,7 @@ def recommend(
         "fallback": fallback,
         "escalate_to": escalation,
         "reasoning": reasoning,
+        "cross_team": cross_team,
         "candidates": ranked,
         "decision_text": "\n".join(text),
     }

@@ -71,6 +71,21 @@ class Verdict:
         return self.workload < self.capacity
 
 
+def is_cross_team(source: Agent, target: Agent) -> bool:
+    """Seeds 000/001: a routing to someone not on the source's team costs coordination."""
+    return source.team_id is None or source.team_id != target.team_id
+
+
+def coordination_note(source: Agent, target: Agent) -> str:
+    """The note seeds 000/001 ask for in the decision log of a cross-team delegation."""
+    mine = source.team.name if source.team_id else "no team"
+    theirs = target.team.name if target.team_id else "no team"
+    return (
+        f"Cross-team delegation: {source.handle} ({mine}) to {target.handle} ({theirs}); "
+        "note the coordination overhead."
+    )
+
+
 # The sentences of seed 003's own implementation.
 NO_PEER_PERMISSION = "Agent does not have permission to assign tasks to peers"
 NO_ESCALATION_PERMISSION = "Agent does not have escalation permission"

@@ -1,9 +1,11 @@
 """Reads of the tasks engine, scoped to the caller: an agent sees only its own tasks (DESIGN.md)."""
 
 from collections import defaultdict
+from datetime import datetime
 
 from django.conf import settings
 from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 
 from organization.caller import Caller
 from organization.errors import NotFound
@@ -92,9 +94,26 @@ def completion_seconds(agent_ids) -> dict[int, float]:
     return {pk: (sum(found[pk]) / len(found[pk]) if found[pk] else default) for pk in agent_ids}
 
 
-def wait_seconds(*, position: int, mean_seconds: float, capacity: int) -> int:
-    """A slot frees every mean/capacity seconds on average; the task at `position` waits that many."""
-    return int(round(position * mean_seconds / max(capacity, 1)))
+def wait_seconds(
+    *,
+    position: int,
+    mean_seconds: float,
+    capacity: int,
+    free_at: datetime | None = None,
+    now: datetime | None = None,
+) -> int:
+    """A slot frees every mean/capacity seconds on average; the task at `position` waits that many.
+
+    When the expert said when it expects to be free (`availability_until`, seed 001) and that is
+    still ahead, its first slot opens then and the rest follow at the measured pace.
+    """
+    slot = mean_seconds / max(capacity, 1)
+    wait = position * slot
+    if free_at is not None:
+        until = (free_at - (now or timezone.now())).total_seconds()
+        if until > 0:
+            wait = until + (position - 1) * slot
+    return int(round(wait))
 
 
 def estimated_wait_for_new(*, agent: Agent, urgency_rank: int) -> int:
@@ -103,7 +122,12 @@ def estimated_wait_for_new(*, agent: Agent, urgency_rank: int) -> int:
         queued_for=agent, status=TaskStatus.QUEUED, urgency_rank__gte=urgency_rank
     ).count()
     mean = completion_seconds([agent.pk])[agent.pk]
-    return wait_seconds(position=ahead + 1, mean_seconds=mean, capacity=agent.workload_capacity)
+    return wait_seconds(
+        position=ahead + 1,
+        mean_seconds=mean,
+        capacity=agent.workload_capacity,
+        free_at=agent.availability_until,
+    )
 
 
 def estimated_waits(tasks) -> dict[int, int]:
@@ -120,6 +144,7 @@ def estimated_waits(tasks) -> dict[int, int]:
     ):
         order[agent_id].append(pk)
     means = completion_seconds(agent_ids)
+    now = timezone.now()
     waits = {}
     for task in queued:
         line = order[task.queued_for_id]
@@ -128,6 +153,8 @@ def estimated_waits(tasks) -> dict[int, int]:
             position=position,
             mean_seconds=means[task.queued_for_id],
             capacity=task.queued_for.workload_capacity,
+            free_at=task.queued_for.availability_until,
+            now=now,
         )
     return waits
 

@@ -35,21 +35,32 @@ class AssignSerializer(serializers.Serializer):
     )  # fmt: skip
 
 
-class DelegateSerializer(serializers.Serializer):
-    agent_id = serializers.CharField()
+class DecisionSerializer(serializers.Serializer):
+    """Seed 001's DELEGATION DECISION fields, stored on the move's TaskEvent."""
+
     primary_reason = serializers.CharField(required=False, allow_blank=True, default="")
     fallback = serializers.CharField(required=False, allow_blank=True, default="")
     reasoning = serializers.CharField(required=False, allow_blank=True, default="")
     notes = serializers.CharField(required=False, allow_blank=True, default="")
 
 
-class QueueSerializer(serializers.Serializer):
+class DelegateSerializer(DecisionSerializer):
     agent_id = serializers.CharField()
-    reasoning = serializers.CharField(required=False, allow_blank=True, default="")
 
 
-class EscalateSerializer(serializers.Serializer):
-    reason = serializers.CharField(required=False, allow_blank=True, default="")
+class QueueSerializer(DecisionSerializer):
+    agent_id = serializers.CharField()
+    wait_time_seconds = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=0,
+        help_text="Your wait estimate (the decision's Wait Time); omit for the service's estimate.",
+    )  # fmt: skip
+
+
+class EscalateSerializer(DecisionSerializer):
+    reason = serializers.CharField(
+        required=False, allow_blank=True, default="",
+        help_text="Why you escalate; kept as the decision's reasoning when reasoning is omitted.",
+    )  # fmt: skip
 
 
 class StatusSerializer(serializers.Serializer):
@@ -100,7 +111,8 @@ class TaskEventSerializer(serializers.ModelSerializer):
         fields = [
             "id", "task", "kind", "actor_kind", "actor", "actor_agent", "recipient", "before",
             "after", "message", "decision", "primary_choice", "primary_reason", "fallback",
-            "reasoning", "wait_time_seconds", "notes", "created_at",
+            "reasoning", "wait_time_seconds", "notes", "cross_team", "coordination_note",
+            "created_at",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -173,6 +185,9 @@ class CandidateSerializer(serializers.Serializer):
     status = serializers.CharField(allow_null=True)
     current_workload = serializers.IntegerField(allow_null=True)
     workload_capacity = serializers.IntegerField(allow_null=True)
+    availability_until = serializers.DateTimeField(
+        allow_null=True, help_text="When the colleague expects to be free (their own estimate)."
+    )
     estimated_wait_seconds = serializers.IntegerField(allow_null=True)
 
 
@@ -185,5 +200,8 @@ class RecommendationSerializer(serializers.Serializer):
     fallback = CandidateSerializer(allow_null=True)
     escalate_to = CandidateSerializer()
     reasoning = serializers.CharField()
+    cross_team = serializers.BooleanField(
+        help_text="The primary choice is not on the asking agent's team (note the coordination)."
+    )
     candidates = CandidateSerializer(many=True)
     decision_text = serializers.CharField()

@@ -373,14 +373,35 @@ def task_delegate(
         fallback=fallback,
         reasoning=reasoning,
         notes=notes,
+        **_cross_team(actor, to),
     )
     _refill_if_dropped(previous, task)
     return task
 
 
+def _cross_team(actor: Actor, to: Agent) -> dict:
+    """The event fields of an agent's routing: whether it crosses teams, and the note if so."""
+    if not actor.is_agent or not rules.is_cross_team(actor.agent, to):
+        return {"cross_team": False}
+    return {"cross_team": True, "coordination_note": rules.coordination_note(actor.agent, to)}
+
+
 @transaction.atomic
-def task_queue(*, task: Task, actor: Actor, to: Agent, reasoning: str = "") -> Task:
-    """Seed 001's QUEUE: the task waits for a busy (full, not offline) expert."""
+def task_queue(
+    *,
+    task: Task,
+    actor: Actor,
+    to: Agent,
+    primary_reason: str = "",
+    fallback: str = "",
+    reasoning: str = "",
+    notes: str = "",
+    wait_time_seconds: int | None = None,
+) -> Task:
+    """Seed 001's QUEUE: the task waits for a busy (full, not offline) expert.
+
+    The DELEGATION DECISION is stored; `wait_time_seconds` is the caller's Wait Time, else ours.
+    """
     from .selectors import estimated_wait_for_new
 
     task = _locked(task)
@@ -404,8 +425,12 @@ def task_queue(*, task: Task, actor: Actor, to: Agent, reasoning: str = "") -> T
         message=f"{actor.label} queued the task for {to.handle} (estimated wait {wait} s).",
         decision=Decision.QUEUE,
         primary_choice=to.handle,
+        primary_reason=primary_reason,
+        fallback=fallback,
         reasoning=reasoning,
-        wait_time_seconds=wait,
+        notes=notes,
+        wait_time_seconds=wait if wait_time_seconds is None else wait_time_seconds,
+        **_cross_team(actor, to),
     )
     _refill_if_dropped(previous, task)
     return task
@@ -436,8 +461,20 @@ def escalation_target(
 
 
 @transaction.atomic
-def task_escalate(*, task: Task, actor: Actor, reason: str = "") -> Task:
-    """Seed 001's ESCALATE: to the senior, else the default supervisor, else humans."""
+def task_escalate(
+    *,
+    task: Task,
+    actor: Actor,
+    reason: str = "",
+    primary_reason: str = "",
+    fallback: str = "",
+    reasoning: str = "",
+    notes: str = "",
+) -> Task:
+    """Seed 001's ESCALATE: to the senior, else the default supervisor, else humans.
+
+    The DELEGATION DECISION is stored; `reason` is the reasoning when `reasoning` is not given.
+    """
     task = _locked(task)
     _ensure_open(task, TaskStatus.ESCALATED)
     if task.status == TaskStatus.ESCALATED:
@@ -450,7 +487,13 @@ def task_escalate(*, task: Task, actor: Actor, reason: str = "") -> Task:
     previous = task.assignee
     before = snapshot(task)
     now = timezone.now()
-    decision = {"decision": Decision.ESCALATE, "reasoning": reason}
+    decision = {
+        "decision": Decision.ESCALATE,
+        "primary_reason": primary_reason,
+        "fallback": fallback,
+        "reasoning": reasoning or reason,
+        "notes": notes,
+    }
     if target is None:
         task.status = TaskStatus.ESCALATED
         task.assignee = None

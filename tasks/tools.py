@@ -94,47 +94,70 @@ def assign_task(caller: Caller, params: dict) -> dict:
     return _move(caller, params, services.task_assign, to=to)
 
 
+# Seed 001's DELEGATION DECISION, accepted by delegate, queue and escalate alike.
+DECISION = {
+    "primary_reason": {"type": "string", "description": "Why your primary choice (its reason)."},
+    "fallback": {"type": "string", "description": "Your fallback choice and its reason."},
+    "reasoning": {"type": "string", "description": "Your reasoning, 1-2 sentences."},
+    "notes": {"type": "string", "description": "Special context (the decision's Notes)."},
+}
+DECISION_FIELDS = tuple(DECISION)
+
+
+def _decision(params: dict) -> dict:
+    return {k: params.get(k) or "" for k in DECISION_FIELDS}
+
+
 @register_tool(
     "delegate_task",
     "Delegate a task you hold, with your DELEGATION DECISION (primary reason, fallback, reasoning, notes).",
+    _schema({"task_id": TASK_ID, "agent_id": AGENT_ID, **DECISION}, ["task_id", "agent_id"]),
+    read_only=False,
+)
+def delegate_task(caller: Caller, params: dict) -> dict:
+    to = _agent(caller, params["agent_id"])
+    return _move(caller, params, services.task_delegate, to=to, **_decision(params))
+
+
+@register_tool(
+    "queue_task",
+    "Queue a task for a busy (at capacity, not offline) expert; it is assigned when they have room. "
+    "With your DELEGATION DECISION (primary reason, fallback, reasoning, notes, wait time).",
     _schema(
         {
             "task_id": TASK_ID,
             "agent_id": AGENT_ID,
-            "primary_reason": TEXT,
-            "fallback": TEXT,
-            "reasoning": TEXT,
-            "notes": TEXT,
+            **DECISION,
+            "wait_time_seconds": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Your wait estimate; omit for the service's estimate.",
+            },
         },
         ["task_id", "agent_id"],
     ),
     read_only=False,
 )
-def delegate_task(caller: Caller, params: dict) -> dict:
-    to = _agent(caller, params["agent_id"])
-    decision = {k: params.get(k, "") for k in ("primary_reason", "fallback", "reasoning", "notes")}
-    return _move(caller, params, services.task_delegate, to=to, **decision)
-
-
-@register_tool(
-    "queue_task",
-    "Queue a task for a busy (at capacity, not offline) expert; it is assigned when they have room.",
-    _schema({"task_id": TASK_ID, "agent_id": AGENT_ID, "reasoning": TEXT}, ["task_id", "agent_id"]),
-    read_only=False,
-)
 def queue_task(caller: Caller, params: dict) -> dict:
     to = _agent(caller, params["agent_id"])
-    return _move(caller, params, services.task_queue, to=to, reasoning=params.get("reasoning", ""))
+    return _move(
+        caller, params, services.task_queue, to=to, **_decision(params),
+        wait_time_seconds=params.get("wait_time_seconds"),
+    )  # fmt: skip
 
 
 @register_tool(
     "escalate_task",
-    "Escalate a task to your senior, else the default supervisor, else humans.",
-    _schema({"task_id": TASK_ID, "reason": TEXT}, ["task_id"]),
+    "Escalate a task to your senior, else the default supervisor, else humans. "
+    "With your DELEGATION DECISION (primary reason, fallback, reasoning, notes).",
+    _schema({"task_id": TASK_ID, "reason": TEXT, **DECISION}, ["task_id"]),
     read_only=False,
 )
 def escalate_task(caller: Caller, params: dict) -> dict:
-    return _move(caller, params, services.task_escalate, reason=params.get("reason", ""))
+    return _move(
+        caller, params, services.task_escalate, reason=params.get("reason") or "",
+        **_decision(params),
+    )  # fmt: skip
 
 
 @register_tool(

@@ -38,6 +38,15 @@ ENDPOINTS = [
     Endpoint("GET", "/api/agents", a_supervisor, kind=COLLECTION),
     Endpoint("GET", "/api/agents?team={team}", a_supervisor, kind=COLLECTION),
     Endpoint("GET", "/api/agents/{agent_id}", an_agent),
+    # Acts on the key's own agent: another organization's agent key changes only itself.
+    Endpoint(
+        "POST",
+        "/api/agents/me/availability",
+        an_agent,
+        body={"availability_until": None},
+        kind=COLLECTION,
+        callers=("agent",),
+    ),
     Endpoint("GET", "/api/agents/{agent_id}/system-prompt", an_agent),
     Endpoint("GET", "/api/teams", an_agent, kind=COLLECTION),
     Endpoint("GET", "/api/team/roles", a_supervisor, kind=COLLECTION),

@@ -168,7 +168,7 @@ def test_set_rules(admin, org):
         {"allow_peer_assignment": True, "require_supervisor_for_tasks": True},
         "json",
     )
-    assert response.status_code == 200
+    assert response.status_code == 201  # as seed 003's own tests assert
     assert response.json()["rules"]["allow_peer_assignment"] is True
     rule = TeamRule.objects.get(organization=org)
     assert rule.allow_peer_assignment and rule.require_supervisor_for_tasks
@@ -181,7 +181,7 @@ def test_update_rules_changes_only_the_given_fields(admin, org):
         "json",
     )
     response = admin.post("/api/team/rules", {"allow_peer_assignment": False}, "json")
-    assert response.status_code == 200
+    assert response.status_code == 201
     rules = response.json()["rules"]
     assert rules["allow_peer_assignment"] is False
     assert rules["require_supervisor_for_tasks"] is True
@@ -190,7 +190,7 @@ def test_update_rules_changes_only_the_given_fields(admin, org):
 def test_set_default_supervisor(admin, org, alice):
     set_role(admin, "agent-alice", "supervisor")
     response = admin.post("/api/team/rules", {"default_supervisor_agent_id": "agent-alice"}, "json")
-    assert response.status_code == 200
+    assert response.status_code == 201
     assert response.json()["rules"]["default_supervisor_agent_id"] == "agent-alice"
     assert TeamRule.objects.get(organization=org).default_supervisor == alice
 
@@ -342,6 +342,7 @@ def test_default_supervisor_can_be_cleared_with_null(admin, org, alice):
     set_role(admin, "agent-alice", "supervisor")
     admin.post("/api/team/rules", {"default_supervisor_agent_id": "agent-alice"}, "json")
     response = admin.post("/api/team/rules", {"default_supervisor_agent_id": None}, "json")
+    assert response.status_code == 201
     assert response.json()["rules"]["default_supervisor_agent_id"] is None
 
 

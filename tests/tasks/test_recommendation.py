@@ -4,6 +4,7 @@ import pytest
 
 from organization.models import TeamRule
 from tests.conftest import agent_of
+from tests.factories import give_tasks
 from tests.tasks.conftest import assert_error
 
 pytestmark = pytest.mark.django_db
@@ -92,3 +93,67 @@ def test_hierarchy_rules_filter_candidates_when_enforced(demo, agent_client):
 def test_expertise_is_required(demo, agent_client):
     client = agent_client(agent_of(demo, "agent-sarah"))
     assert_error(client.get("/api/delegation/recommendation"), 400, "invalid", "expertise")
+
+
+# --- issue 8 §6: priorities 1-3 need an available colleague, as the roster says -------------
+
+
+def cast_recommend(cast, agent, expertise, urgency="normal"):
+    response = cast.client(agent).get(
+        f"/api/delegation/recommendation?expertise={expertise}&urgency={urgency}"
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_a_busy_same_team_expert_with_room_is_not_priority_1(cast):
+    give_tasks(cast.alex, 4)  # 4/5: busy, one slot left
+    body = cast_recommend(cast, cast.sarah, "PostgreSQL")
+    # Morgan (other team, idle) is available: priority 3, before the busy Alex.
+    assert tiers(body)[:2] == [("agent-morgan", 3), ("agent-alex", 4)]
+    alex = body["candidates"][1]
+    assert alex["status"] == "busy"
+    assert alex["tier_name"] == "busy_with_room"
+    assert "busy" in alex["reason"] and "4/5" in alex["reason"]
+    assert body["decision"] == "DELEGATE"
+    assert body["primary_choice"]["id"] == "agent-morgan"
+    assert body["fallback"]["id"] == "agent-alex"
+
+
+def test_a_busy_colleague_with_room_is_offered_when_nobody_is_available(cast):
+    give_tasks(cast.alex, 4)
+    give_tasks(cast.morgan, 5)  # full: only to queue for
+    body = cast_recommend(cast, cast.sarah, "PostgreSQL")
+    assert tiers(body) == [("agent-alex", 4), ("agent-morgan", 4), ("agent-boss", 5)]
+    assert [c["tier_name"] for c in body["candidates"][:2]] == [
+        "busy_with_room",
+        "queue_for_expert",
+    ]
+    assert body["decision"] == "DELEGATE"
+    assert body["primary_choice"]["id"] == "agent-alex"
+    assert "busy (4/5) but still has room" in body["reasoning"]
+
+
+def test_every_priority_1_to_3_candidate_is_in_the_available_roster(demo, agent_client):
+    for handle in ("agent-sarah", "agent-alex", "agent-taylor", "agent-jordan"):
+        client = agent_client(agent_of(demo, handle))
+        available = {
+            c["id"] for c in client.get("/api/roster?filter=available").json()["colleagues"]
+        }
+        for expertise in ("PostgreSQL", "MySQL", "CSS", "Figma", "Kubernetes", "Planning"):
+            body = client.get(f"/api/delegation/recommendation?expertise={expertise}").json()
+            direct = {c["id"] for c in body["candidates"] if c["tier"] <= 3}
+            assert direct <= available, (handle, expertise, direct - available)
+
+
+def test_a_cross_team_primary_choice_carries_the_coordination_note(demo, agent_client):
+    body = recommend(demo, agent_client, "agent-sarah", "Figma")
+    assert body["primary_choice"]["id"] == "agent-taylor"
+    assert body["cross_team"] is True
+    assert (
+        "Notes: Cross-team delegation: agent-sarah (Development) to agent-taylor (Design)"
+        in (body["decision_text"])
+    )
+    same_team = recommend(demo, agent_client, "agent-sarah", "PostgreSQL")
+    assert same_team["cross_team"] is False
+    assert "Notes:" not in same_team["decision_text"]
