@@ -564,15 +564,12 @@ def _run_agent(ctx: RunContext, slot: Slot) -> None:
                 ).order_by("position")
             )
         elif session.mode == Mode.HIERARCHICAL:
+            # A valid plan skips the specialists it leaves out, so no subtask means the fallback.
             subtask = contribution.subtask
             if not subtask:
-                plan = session_metadata(ctx).get("plan") or {}
                 note = (
                     "The coordinator's plan could not be used: work on the whole task from "
                     "your perspective."
-                    if plan.get("fallback")
-                    else "The coordinator assigned you nothing specific: contribute on the "
-                    "whole task from your perspective."
                 )
         provider, model, temperature, max_tokens = _llm_settings(contribution)
         request = LLMRequest(
@@ -661,7 +658,11 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
             request = LLMRequest(
                 system=_system_prompt(coordinator),
                 prompt=synthesis.plan_prompt(
-                    task=session.task, context=session.context, specialists=roster, error=why
+                    task=session.task,
+                    context=session.context,
+                    specialists=roster,
+                    focus=coordinator.focus,
+                    error=why,
                 ),
                 model=model,
                 temperature=temperature,
@@ -683,7 +684,9 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
             _settle_failure(ctx, slot, failure)
             return
         combined = LLMReply(
-            text=replies[-1].text,
+            # Seed 004: the coordinator's contribution is its plan; the raw answer stays only
+            # when it was rejected (it is what the coordinator said).
+            text=synthesis.plan_text(plan) if plan else replies[-1].text,
             prompt_tokens=sum(r.prompt_tokens for r in replies),
             completion_tokens=sum(r.completion_tokens for r in replies),
             attempts=sum(r.attempts for r in replies),
@@ -707,6 +710,8 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
                 Contribution.objects.filter(pk=s.pk).update(
                     subtask=(plan or {}).get("assignments", {}).get(s.agent_key, "")
                 )
+            if plan:
+                _skip_unassigned(ctx, outcome["unassigned"])
             _record_plan(ctx, outcome)
 
         _settle(
@@ -719,6 +724,20 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
         )
     except Exception as exc:
         _settle_failure(ctx, slot, exc)
+
+
+def _skip_unassigned(ctx: RunContext, names: list[str]) -> None:
+    """Seed 004 runs only the specialists the plan assigns: the others are `skipped`."""
+    for name in names:
+        skipped = Contribution.objects.filter(
+            session_id=ctx.session_id, agent_key=name, status=ContributionStatus.PENDING
+        ).update(
+            status=ContributionStatus.SKIPPED,
+            error="not assigned by the coordinator's plan",
+            finished_at=timezone.now(),
+        )
+        if skipped:
+            event_record(ctx.session_id, "agent:skipped", agent=name, reason="not in the plan")
 
 
 def _ensure_plan_outcome(ctx: RunContext, coordinator: Contribution) -> None:
@@ -795,10 +814,11 @@ def _synthesize_and_finish(ctx: RunContext) -> None:
     contributions = list(session.contributions.order_by("position"))
     considered = contributions[1:] if session.mode == Mode.HIERARCHICAL else contributions
     answers = _answers(c for c in considered if c.status == ContributionStatus.COMPLETED)
+    # A specialist the plan left out did not fail: it was not needed.
     failures = [
         f"{c.agent_key}: {c.error or c.status}"
         for c in contributions
-        if c.status != ContributionStatus.COMPLETED
+        if c.status not in (ContributionStatus.COMPLETED, ContributionStatus.SKIPPED)
     ]
     if not answers:
         reasons = "; ".join(failures)

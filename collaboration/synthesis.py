@@ -289,18 +289,24 @@ def agent_prompt(
     return "\n\n".join(parts)
 
 
-def plan_prompt(*, task: str, context: dict, specialists: list[dict], error: str = "") -> str:
+def plan_prompt(
+    *, task: str, context: dict, specialists: list[dict], focus: str = "", error: str = ""
+) -> str:
+    """The coordinator's planning prompt; `focus` is the coordinator's own (seed 004's example:
+    "decompose task, assign to specialists, synthesize")."""
     names = json.dumps([s["name"] for s in specialists])
     roster = "\n".join(
         f"- {s['name']} ({s['role']}){': ' + s['focus'] if s['focus'] else ''}" for s in specialists
     )
     parts = [f"## Task\n{task}"]
+    if focus:
+        parts.append(f"## Your Focus\n{focus}")
     if context:
         parts.append(f"## Context\n{format_context(context)}")
     parts.append(f"## Specialists\n{roster}")
     parts.append(
         "## Your Task\nYou coordinate these specialists. Decompose the task into one subtask per "
-        "specialist who should work on it. Answer with JSON only, no prose, in exactly this "
+        "specialist who should work on it; a specialist you assign nothing is skipped. Answer with JSON only, no prose, in exactly this "
         'shape:\n{"plan": "<one paragraph>", "assignments": [{"agent": "<name>", '
         f'"subtask": "<what this specialist must do>"}}]}}\nThe agent names must be taken from {names}.'
     )
@@ -342,6 +348,13 @@ def parse_plan(text: str, names: list[str]) -> tuple[dict | None, str]:
         return None, "The plan assigns nothing to anyone."
     plan = data.get("plan")
     return {"plan": plan if isinstance(plan, str) else "", "assignments": assignments}, ""
+
+
+def plan_text(plan: dict) -> str:
+    """What the coordinator contributes: its plan paragraph, else its assignments in words."""
+    if plan.get("plan", "").strip():
+        return plan["plan"].strip()
+    return "\n".join(f"- {agent}: {subtask}" for agent, subtask in plan["assignments"].items())
 
 
 def synthesis_prompt(task: str, answers: list[Answer]) -> str:
