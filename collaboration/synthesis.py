@@ -88,19 +88,43 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 1.0
 
 
-def majority_verdict(answers: list[Answer]) -> tuple[str, Counter]:
-    """Most frequent verdict; a tie goes to the higher summed confidence, then the earliest."""
+# How a vote was decided: by the most votes, or, between verdicts with as many votes, by the
+# higher summed confidence, then by the earliest agent.
+MAJORITY, CONFIDENCE_TIE_BREAK, ORDER_TIE_BREAK = (
+    "majority",
+    "confidence_tie_break",
+    "order_tie_break",
+)
+
+
+def confidence_of(answers: list[Answer], verdict: str) -> float:
+    return sum(a.confidence or 0 for a in answers if a.verdict == verdict)
+
+
+def vote_decision(answers: list[Answer]) -> tuple[str, Counter, str]:
+    """(winning verdict, tally, how it was decided); ('', empty, '') when nobody voted."""
     voted = [a for a in answers if a.verdict]
     tally = Counter(a.verdict for a in voted)
     if not tally:
-        return "", tally
+        return "", tally, ""
 
     def rank(verdict: str):
-        weight = sum(a.confidence or 0 for a in voted if a.verdict == verdict)
         first = min(a.position for a in voted if a.verdict == verdict)
-        return (tally[verdict], weight, -first)
+        return (tally[verdict], confidence_of(voted, verdict), -first)
 
-    return max(tally, key=rank), tally
+    winner = max(tally, key=rank)
+    tied = [v for v in tally if tally[v] == tally[winner]]
+    if len(tied) == 1:
+        return winner, tally, MAJORITY
+    weights = [confidence_of(voted, v) for v in tied]
+    decided = CONFIDENCE_TIE_BREAK if weights.count(max(weights)) == 1 else ORDER_TIE_BREAK
+    return winner, tally, decided
+
+
+def majority_verdict(answers: list[Answer]) -> tuple[str, Counter]:
+    """Most frequent verdict; a tie goes to the higher summed confidence, then the earliest."""
+    winner, tally, _ = vote_decision(answers)
+    return winner, tally
 
 
 def consensus_of(answers: list[Answer]) -> dict:
@@ -115,12 +139,13 @@ def consensus_of(answers: list[Answer]) -> dict:
     }
     if not answers:
         return result
-    majority, tally = majority_verdict(answers)
+    majority, tally, decided_by = vote_decision(answers)
     if tally:
         voted = sum(tally.values())
         score = tally[majority] / voted
         result.update(
             method="verdict_majority",
+            decided_by=decided_by,
             agreement_score=round(score, 3),
             has_consensus=score > 0.5,
             majority_verdict=majority,
@@ -176,10 +201,19 @@ def merge_result(answers: list[Answer]) -> str:
 
 
 def vote_result(answers: list[Answer], consensus: dict) -> str:
-    """Consensus points, divergent views and the majority conclusion."""
-    majority, tally = majority_verdict(answers)
-    lines = [f"## Consensus ({len(consensus['key_agreements'])} points)"]
-    lines += [f"- {p}" for p in consensus["key_agreements"]] or ["- none"]
+    """Consensus points, divergent views and the conclusion: the majority's, or a tie's."""
+    majority, tally, decided_by = vote_decision(answers)
+    tied = sorted(v for v in tally if tally[v] == tally[majority]) if tally else []
+    if len(tied) > 1:
+        # A tie is no consensus, whatever the tie-break then picks.
+        lines = ["## Consensus (none: the vote is tied)"]
+        lines.append(
+            f"- {' / '.join(tied)}: {tally[majority]} of {sum(tally.values())} agents each"
+        )
+    else:
+        points = len(consensus["key_agreements"])
+        lines = [f"## Consensus ({points} point{'' if points == 1 else 's'})"]
+        lines += [f"- {p}" for p in consensus["key_agreements"]] or ["- none"]
     lines.append("")
     lines.append("## Divergent Views")
     divergent = [a for a in answers if a.verdict != majority] if tally else []
@@ -194,16 +228,36 @@ def vote_result(answers: list[Answer], consensus: dict) -> str:
     else:
         lines.append("- none")
     lines.append("")
-    lines.append("## Majority Conclusion")
-    if tally:
-        voted = sum(tally.values())
-        backers = [a for a in answers if a.verdict == majority]
-        confidences = [a.confidence for a in backers if a.confidence is not None]
-        mean = f", mean confidence {sum(confidences) / len(confidences):.2f}" if confidences else ""
+    if decided_by == CONFIDENCE_TIE_BREAK:
+        others = ", ".join(f"{v} {confidence_of(answers, v):.2f}" for v in tied if v != majority)
+        lines.append("## Conclusion (tie broken by confidence)")
         lines.append(
-            f"VERDICT: {majority} — {tally[majority]} of {voted} agents "
-            f"({tally[majority] / voted:.0%}){mean}."
+            f"VERDICT: {majority} — tied at {tally[majority]} of {sum(tally.values())} agents "
+            f"each; the higher summed confidence decided ({majority} "
+            f"{confidence_of(answers, majority):.2f} against {others})."
         )
+    elif decided_by == ORDER_TIE_BREAK:
+        lines.append("## Conclusion (tie broken by order)")
+        lines.append(
+            f"VERDICT: {majority} — tied at {tally[majority]} of {sum(tally.values())} agents "
+            "each with equal confidence; the earliest agent's verdict decided."
+        )
+    else:
+        lines.append("## Majority Conclusion")
+    if tally:
+        backers = [a for a in answers if a.verdict == majority]
+        if decided_by == MAJORITY:
+            voted = sum(tally.values())
+            confidences = [a.confidence for a in backers if a.confidence is not None]
+            mean = (
+                f", mean confidence {sum(confidences) / len(confidences):.2f}"
+                if confidences
+                else ""
+            )
+            lines.append(
+                f"VERDICT: {majority} — {tally[majority]} of {voted} agents "
+                f"({tally[majority] / voted:.0%}){mean}."
+            )
         lines += [f"- {a.agent}: {first_sentence(a.response)}" for a in backers]
     else:
         lines.append("No agent gave a VERDICT line, so there is no majority to report.")

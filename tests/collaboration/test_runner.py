@@ -93,6 +93,23 @@ def test_vote_tallies_normalised_verdicts(acme, fake_llm):
     assert "End your answer with two lines:\nVERDICT:" in fake_llm.calls_for(agent="a")[0].prompt
 
 
+def test_a_vote_decided_by_the_confidence_tie_break_says_so(acme, fake_llm):
+    fake_llm.on(agent="a", replies=Reply("Ship it.\nVERDICT: yes\nCONFIDENCE: 0.6"))
+    fake_llm.on(agent="b", replies=Reply("Hold it.\nVERDICT: no\nCONFIDENCE: 0.9"))
+    session = run(create(acme, agents=specialists("a", "b"), synthesis="vote"))
+    assert session.status == "completed"
+    assert session.consensus["decided_by"] == "confidence_tie_break"
+    assert session.consensus["has_consensus"] is False
+    assert "majority" not in session.result.lower()
+    assert "Consensus (1 points)" not in session.result
+    assert session.result.startswith("## Consensus (none: the vote is tied)")
+    assert (
+        "## Conclusion (tie broken by confidence)\nVERDICT: no — tied at 1 of 2 agents each; the "
+        "higher summed confidence decided (no 0.90 against yes 0.60)." in session.result
+    )
+    assert "## Divergent Views\n- a (a): yes, confidence 0.60 — Ship it." in session.result
+
+
 def test_best_of_takes_the_most_confident(acme, fake_llm):
     for name, conf in {"a": 0.4, "b": 0.9, "c": 0.6}.items():
         fake_llm.on(agent=name, replies=Reply(f"answer {name}\nCONFIDENCE: {conf}"))
