@@ -483,8 +483,19 @@ def _settle(
     return True
 
 
-def _llm_settings(contribution: Contribution) -> tuple[str, str, float | None, int]:
-    """Provider, model, temperature and max_tokens: session config, then the agent's own, then defaults."""
+def coordinator_model_for(provider: str) -> str:
+    """COLLAB_COORDINATOR_MODEL on the default provider (as LLM_MODEL is the agents'), else the
+    provider's default model."""
+    if settings.COLLAB_COORDINATOR_MODEL and provider == providers.default_provider_name():
+        return settings.COLLAB_COORDINATOR_MODEL
+    return providers.default_model_for(provider)
+
+
+def _llm_settings(
+    contribution: Contribution, *, coordinator: bool = False
+) -> tuple[str, str, float | None, int]:
+    """Provider, model, temperature and max_tokens: session config, then the agent's own, then
+    defaults (a coordinating agent's default model is the coordinator's)."""
     config, agent = contribution.config or {}, contribution.agent
     provider = (
         config.get("provider")
@@ -495,7 +506,8 @@ def _llm_settings(contribution: Contribution) -> tuple[str, str, float | None, i
     if not model and agent and agent.llm_model:
         agent_provider = agent.llm_provider or providers.default_provider_name()
         model = agent.llm_model if agent_provider == provider else None
-    model = model or providers.default_model_for(provider)
+    default_model = coordinator_model_for if coordinator else providers.default_model_for
+    model = model or default_model(provider)
     temperature = config.get("temperature")
     if temperature is None and agent is not None:
         temperature = agent.llm_temperature
@@ -649,7 +661,7 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
         )
         names = [s.agent_key for s in specialists]
         roster = [{"name": s.agent_key, "role": s.role, "focus": s.focus} for s in specialists]
-        provider, model, temperature, max_tokens = _llm_settings(coordinator)
+        provider, model, temperature, max_tokens = _llm_settings(coordinator, coordinator=True)
         replies: list[LLMReply] = []
         plan, why, failure = None, "", None
         for attempt in (1, 2):
@@ -776,10 +788,10 @@ def _coordinator_settings(session: CollaborationSession) -> tuple[str, str, floa
     config = session.coordinator_config or {}
     if not config and session.mode == Mode.HIERARCHICAL:
         first = session.contributions.select_related("agent").order_by("position").first()
-        provider, model, temperature, max_tokens = _llm_settings(first)
+        provider, model, temperature, max_tokens = _llm_settings(first, coordinator=True)
         return provider, model, temperature, max(max_tokens, SYNTHESIS_MAX_TOKENS)
     provider = config.get("provider") or providers.default_provider_name()
-    model = config.get("model") or providers.default_model_for(provider)
+    model = config.get("model") or coordinator_model_for(provider)
     temperature = config.get("temperature", settings.COLLAB_COORDINATOR_TEMPERATURE)
     return provider, model, temperature, config.get("max_tokens") or SYNTHESIS_MAX_TOKENS
 

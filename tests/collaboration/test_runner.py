@@ -168,6 +168,26 @@ def test_the_coordinator_synthesis_uses_the_seeds_prompt_and_config(acme, fake_l
     assert session.metadata["synthesis_tokens"] == 15
 
 
+def test_the_coordinator_model_setting_is_the_coordinators_default(acme, fake_llm, settings):
+    settings.COLLAB_COORDINATOR_MODEL = "coordinator-model"
+    run(create(acme, agents=specialists("a", "b")))
+    assert fake_llm.calls_for(purpose="synthesis")[0].model == "coordinator-model"
+    assert {c.model for c in fake_llm.calls_for(purpose="agent")} == {"fake-model"}
+    # The session's coordinator_config still wins.
+    run(create(acme, agents=specialists("c"), coordinator_config={"model": "big-model"}))
+    assert fake_llm.calls_for(purpose="synthesis")[1].model == "big-model"
+
+
+def test_a_hierarchical_coordinator_without_a_model_uses_the_coordinator_model(
+    acme, fake_llm, settings
+):
+    settings.COLLAB_COORDINATOR_MODEL = "coordinator-model"
+    run(hierarchical(acme, "coord", "backend"))
+    assert fake_llm.calls_for(purpose="plan")[0].model == "coordinator-model"
+    assert fake_llm.calls_for(purpose="synthesis")[0].model == "coordinator-model"
+    assert fake_llm.calls_for(agent="backend")[0].model == "fake-model"
+
+
 def test_a_failed_coordinator_synthesis_falls_back_to_merge(acme, fake_llm):
     fake_llm.on(purpose="synthesis", replies=Reply(status=400))
     session = run(create(acme))
