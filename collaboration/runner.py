@@ -813,11 +813,21 @@ def _coordinator_call(ctx: RunContext, purpose: str, prompt: str, hints: dict) -
     )
     # The SDK call runs in this thread: the transport clamps every attempt to the deadline.
     reply = _call(ctx, provider, request)
-    _merge_metadata(
-        ctx.session_id,
-        synthesis_tokens=int(session_metadata(ctx).get("synthesis_tokens", 0)) + reply.tokens_used,
-    )
+    _add_synthesis_tokens(ctx.session_id, reply.tokens_used)
     return reply
+
+
+def _add_synthesis_tokens(session_id, tokens: int) -> None:
+    """Count a coordinator call's tokens under the session's lock (two runs of a resumed session
+    may both synthesize); if the other run has already finished the session, its total grows too."""
+    with transaction.atomic():
+        session = CollaborationSession.objects.select_for_update().get(pk=session_id)
+        metadata = dict(session.metadata)
+        metadata["synthesis_tokens"] = int(metadata.get("synthesis_tokens", 0)) + tokens
+        if session.is_finished:
+            metadata["total_tokens"] = int(metadata.get("total_tokens", 0)) + tokens
+        session.metadata = metadata
+        session.save(update_fields=["metadata"])
 
 
 def _synthesize_and_finish(ctx: RunContext) -> None:

@@ -10,7 +10,7 @@ from collaboration import runner
 from collaboration.models import CollaborationSession
 from collaboration.providers.offline import BANNER
 from collaboration.services import session_create
-from tests.collaboration.conftest import event_names, human, run, specialists
+from tests.collaboration.conftest import event_names, human, run, specialists, wait_for
 from tests.fake_llm import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -222,6 +222,43 @@ def test_a_redelivered_session_resumes_without_rerunning_finished_agents(acme, f
     resume = session.events.get(name="tool:collaborative:resume")
     assert resume.data == {"attempt": 2, "rerun": ["b"]}
     assert session.metadata["attempts"] == 2
+
+
+def test_a_synthesis_run_again_after_a_resume_counts_every_calls_tokens(acme, fake_llm):
+    """The first run loses its lease while its synthesis is in flight; a resumed run synthesizes
+    again and finishes; the first run's answer comes later. Both calls spent tokens: the total
+    counts both."""
+    import threading
+
+    from django.db import connection
+
+    fake_llm.on(purpose="agent", replies=Reply("an answer", prompt_tokens=5, completion_tokens=2))
+    fake_llm.on(purpose="synthesis", replies=[
+        Reply("SLOW", delay=1.5, prompt_tokens=10, completion_tokens=5),
+        Reply("FAST", prompt_tokens=3, completion_tokens=1)])  # fmt: skip
+    session = create(acme, agents=specialists("a"))
+
+    def first_run():
+        try:
+            runner.run_session(session.pk)
+        finally:
+            connection.close()
+
+    first = threading.Thread(target=first_run)
+    first.start()
+    wait_for(lambda: fake_llm.calls_for(purpose="synthesis"))
+    # The first run's heartbeat stops counting (another token), as if its worker had stalled.
+    CollaborationSession.objects.filter(pk=session.pk).update(
+        lease_token="stalled", heartbeat_at=timezone.now() - timedelta(minutes=5)
+    )
+    session = run(session)
+    assert session.result == "FAST" and session.attempts == 2
+    first.join(timeout=20)
+    session.refresh_from_db()
+    assert [c.answered for c in fake_llm.calls_for(purpose="synthesis")] == [True, True]
+    assert session.metadata["agent_tokens"] == 7
+    assert session.metadata["synthesis_tokens"] == 15 + 4
+    assert session.metadata["total_tokens"] == 7 + 15 + 4
 
 
 def test_a_session_with_a_live_lease_elsewhere_is_left_alone(acme, fake_llm):
