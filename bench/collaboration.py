@@ -34,8 +34,10 @@ TARGET_SEQUENTIAL = 0.9
 BURST = 20
 WORKERS = 2
 QUEUE = f"bench-collab-{os.getpid()}"
-# Limits for this run: the scenarios need 6 agents and max_parallel 5.
-LIMITS = {"COLLAB_MAX_AGENTS": "6", "COLLAB_MAX_PARALLEL": "5", "COLLAB_AGENT_TIMEOUT": "30"}
+# Limits for this run: the scenarios need 6 agents and max_parallel 5; reruns within the hour
+# must not meet the per-organization start limit.
+LIMITS = {"COLLAB_MAX_AGENTS": "6", "COLLAB_MAX_PARALLEL": "5", "COLLAB_AGENT_TIMEOUT": "30",
+          "COLLAB_MAX_STARTS_PER_HOUR": "100000"}  # fmt: skip
 
 
 def start_workers(env: dict, logdir: Path) -> list[subprocess.Popen]:

@@ -7,6 +7,7 @@ as the hierarchy editor); superusers see all.
 """
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
@@ -229,8 +230,11 @@ class StartCollaborationForm(forms.Form):
         "In hierarchical mode the first one, by name, coordinates.",
     )
     focus = forms.CharField(required=False, help_text="Optional focus given to every agent.")
-    mode = forms.ChoiceField(choices=Mode.choices, initial=Mode.PARALLEL)
-    synthesis = forms.ChoiceField(choices=Synthesis.choices, initial=Synthesis.COORDINATOR)
+    # Callables: the form offers the server's defaults as they are when it is shown.
+    mode = forms.ChoiceField(choices=Mode.choices, initial=lambda: settings.COLLAB_DEFAULT_MODE)
+    synthesis = forms.ChoiceField(
+        choices=Synthesis.choices, initial=lambda: settings.COLLAB_DEFAULT_SYNTHESIS
+    )
 
     def __init__(self, *args, organizations, **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,3 +1,5 @@
+import re
+
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -18,10 +20,38 @@ def check_visibility_timeout() -> None:
         )
 
 
+MODEL_NAME_RE = re.compile(r"^[^\s\x00-\x1f\x7f]{1,100}$")
+
+
+def check_settings() -> None:
+    """COLLAB_DEFAULT_MODE, _SYNTHESIS, COLLAB_COORDINATOR_MODEL, COLLAB_MAX_STARTS_PER_HOUR: a
+    value we do not know stops start-up (healthchecks' strict settings), not every session later."""
+    from .models import Mode, Synthesis
+
+    problems = []
+    for name, choices in (("COLLAB_DEFAULT_MODE", Mode.values),
+                          ("COLLAB_DEFAULT_SYNTHESIS", Synthesis.values)):  # fmt: skip
+        value = getattr(settings, name)
+        if value not in choices:
+            problems.append(f"{name}={value!r}: must be one of {', '.join(choices)}.")
+    model = settings.COLLAB_COORDINATOR_MODEL
+    if model and not MODEL_NAME_RE.match(model):
+        problems.append(
+            f"COLLAB_COORDINATOR_MODEL={model[:120]!r}: a model name of at most 100 characters, "
+            "without spaces (or unset for LLM_MODEL)."
+        )
+    starts = settings.COLLAB_MAX_STARTS_PER_HOUR
+    if not isinstance(starts, int) or isinstance(starts, bool) or starts < 1:
+        problems.append(f"COLLAB_MAX_STARTS_PER_HOUR={starts!r}: must be a positive integer.")
+    if problems:
+        raise ImproperlyConfigured(" ".join(problems))
+
+
 class CollaborationConfig(AppConfig):
     name = "collaboration"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         check_visibility_timeout()
+        check_settings()
         from . import tools  # noqa: F401  (registers start_collaboration / get_collaboration)

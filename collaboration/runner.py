@@ -483,8 +483,19 @@ def _settle(
     return True
 
 
-def _llm_settings(contribution: Contribution) -> tuple[str, str, float | None, int]:
-    """Provider, model, temperature and max_tokens: session config, then the agent's own, then defaults."""
+def coordinator_model_for(provider: str) -> str:
+    """COLLAB_COORDINATOR_MODEL on the default provider (as LLM_MODEL is the agents'), else the
+    provider's default model."""
+    if settings.COLLAB_COORDINATOR_MODEL and provider == providers.default_provider_name():
+        return settings.COLLAB_COORDINATOR_MODEL
+    return providers.default_model_for(provider)
+
+
+def _llm_settings(
+    contribution: Contribution, *, coordinator: bool = False
+) -> tuple[str, str, float | None, int]:
+    """Provider, model, temperature and max_tokens: session config, then the agent's own, then
+    defaults (a coordinating agent's default model is the coordinator's)."""
     config, agent = contribution.config or {}, contribution.agent
     provider = (
         config.get("provider")
@@ -495,7 +506,8 @@ def _llm_settings(contribution: Contribution) -> tuple[str, str, float | None, i
     if not model and agent and agent.llm_model:
         agent_provider = agent.llm_provider or providers.default_provider_name()
         model = agent.llm_model if agent_provider == provider else None
-    model = model or providers.default_model_for(provider)
+    default_model = coordinator_model_for if coordinator else providers.default_model_for
+    model = model or default_model(provider)
     temperature = config.get("temperature")
     if temperature is None and agent is not None:
         temperature = agent.llm_temperature
@@ -564,15 +576,12 @@ def _run_agent(ctx: RunContext, slot: Slot) -> None:
                 ).order_by("position")
             )
         elif session.mode == Mode.HIERARCHICAL:
+            # A valid plan skips the specialists it leaves out, so no subtask means the fallback.
             subtask = contribution.subtask
             if not subtask:
-                plan = session_metadata(ctx).get("plan") or {}
                 note = (
                     "The coordinator's plan could not be used: work on the whole task from "
                     "your perspective."
-                    if plan.get("fallback")
-                    else "The coordinator assigned you nothing specific: contribute on the "
-                    "whole task from your perspective."
                 )
         provider, model, temperature, max_tokens = _llm_settings(contribution)
         request = LLMRequest(
@@ -652,7 +661,7 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
         )
         names = [s.agent_key for s in specialists]
         roster = [{"name": s.agent_key, "role": s.role, "focus": s.focus} for s in specialists]
-        provider, model, temperature, max_tokens = _llm_settings(coordinator)
+        provider, model, temperature, max_tokens = _llm_settings(coordinator, coordinator=True)
         replies: list[LLMReply] = []
         plan, why, failure = None, "", None
         for attempt in (1, 2):
@@ -661,7 +670,11 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
             request = LLMRequest(
                 system=_system_prompt(coordinator),
                 prompt=synthesis.plan_prompt(
-                    task=session.task, context=session.context, specialists=roster, error=why
+                    task=session.task,
+                    context=session.context,
+                    specialists=roster,
+                    focus=coordinator.focus,
+                    error=why,
                 ),
                 model=model,
                 temperature=temperature,
@@ -683,7 +696,9 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
             _settle_failure(ctx, slot, failure)
             return
         combined = LLMReply(
-            text=replies[-1].text,
+            # Seed 004: the coordinator's contribution is its plan; the raw answer stays only
+            # when it was rejected (it is what the coordinator said).
+            text=synthesis.plan_text(plan) if plan else replies[-1].text,
             prompt_tokens=sum(r.prompt_tokens for r in replies),
             completion_tokens=sum(r.completion_tokens for r in replies),
             attempts=sum(r.attempts for r in replies),
@@ -707,6 +722,8 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
                 Contribution.objects.filter(pk=s.pk).update(
                     subtask=(plan or {}).get("assignments", {}).get(s.agent_key, "")
                 )
+            if plan:
+                _skip_unassigned(ctx, outcome["unassigned"])
             _record_plan(ctx, outcome)
 
         _settle(
@@ -719,6 +736,20 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
         )
     except Exception as exc:
         _settle_failure(ctx, slot, exc)
+
+
+def _skip_unassigned(ctx: RunContext, names: list[str]) -> None:
+    """Seed 004 runs only the specialists the plan assigns: the others are `skipped`."""
+    for name in names:
+        skipped = Contribution.objects.filter(
+            session_id=ctx.session_id, agent_key=name, status=ContributionStatus.PENDING
+        ).update(
+            status=ContributionStatus.SKIPPED,
+            error="not assigned by the coordinator's plan",
+            finished_at=timezone.now(),
+        )
+        if skipped:
+            event_record(ctx.session_id, "agent:skipped", agent=name, reason="not in the plan")
 
 
 def _ensure_plan_outcome(ctx: RunContext, coordinator: Contribution) -> None:
@@ -757,10 +788,10 @@ def _coordinator_settings(session: CollaborationSession) -> tuple[str, str, floa
     config = session.coordinator_config or {}
     if not config and session.mode == Mode.HIERARCHICAL:
         first = session.contributions.select_related("agent").order_by("position").first()
-        provider, model, temperature, max_tokens = _llm_settings(first)
+        provider, model, temperature, max_tokens = _llm_settings(first, coordinator=True)
         return provider, model, temperature, max(max_tokens, SYNTHESIS_MAX_TOKENS)
     provider = config.get("provider") or providers.default_provider_name()
-    model = config.get("model") or providers.default_model_for(provider)
+    model = config.get("model") or coordinator_model_for(provider)
     temperature = config.get("temperature", settings.COLLAB_COORDINATOR_TEMPERATURE)
     return provider, model, temperature, config.get("max_tokens") or SYNTHESIS_MAX_TOKENS
 
@@ -782,11 +813,21 @@ def _coordinator_call(ctx: RunContext, purpose: str, prompt: str, hints: dict) -
     )
     # The SDK call runs in this thread: the transport clamps every attempt to the deadline.
     reply = _call(ctx, provider, request)
-    _merge_metadata(
-        ctx.session_id,
-        synthesis_tokens=int(session_metadata(ctx).get("synthesis_tokens", 0)) + reply.tokens_used,
-    )
+    _add_synthesis_tokens(ctx.session_id, reply.tokens_used)
     return reply
+
+
+def _add_synthesis_tokens(session_id, tokens: int) -> None:
+    """Count a coordinator call's tokens under the session's lock (two runs of a resumed session
+    may both synthesize); if the other run has already finished the session, its total grows too."""
+    with transaction.atomic():
+        session = CollaborationSession.objects.select_for_update().get(pk=session_id)
+        metadata = dict(session.metadata)
+        metadata["synthesis_tokens"] = int(metadata.get("synthesis_tokens", 0)) + tokens
+        if session.is_finished:
+            metadata["total_tokens"] = int(metadata.get("total_tokens", 0)) + tokens
+        session.metadata = metadata
+        session.save(update_fields=["metadata"])
 
 
 def _synthesize_and_finish(ctx: RunContext) -> None:
@@ -795,10 +836,11 @@ def _synthesize_and_finish(ctx: RunContext) -> None:
     contributions = list(session.contributions.order_by("position"))
     considered = contributions[1:] if session.mode == Mode.HIERARCHICAL else contributions
     answers = _answers(c for c in considered if c.status == ContributionStatus.COMPLETED)
+    # A specialist the plan left out did not fail: it was not needed.
     failures = [
         f"{c.agent_key}: {c.error or c.status}"
         for c in contributions
-        if c.status != ContributionStatus.COMPLETED
+        if c.status not in (ContributionStatus.COMPLETED, ContributionStatus.SKIPPED)
     ]
     if not answers:
         reasons = "; ".join(failures)

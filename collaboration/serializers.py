@@ -31,8 +31,14 @@ class StartCollaborationSerializer(serializers.Serializer):
 
     task = serializers.CharField()
     agents = AgentItemSerializer(many=True)
-    mode = serializers.ChoiceField(choices=Mode.choices, default=Mode.PARALLEL)
-    synthesis = serializers.ChoiceField(choices=Synthesis.choices, default=Synthesis.COORDINATOR)
+    mode = serializers.ChoiceField(
+        choices=Mode.choices, required=False, help_text="Default: COLLAB_DEFAULT_MODE (parallel)."
+    )
+    synthesis = serializers.ChoiceField(
+        choices=Synthesis.choices,
+        required=False,
+        help_text="Default: COLLAB_DEFAULT_SYNTHESIS (coordinator).",
+    )
     coordinator_config = LLMConfigSerializer(required=False)
     context = serializers.DictField(required=False)
     max_parallel = serializers.IntegerField(required=False, min_value=1)

@@ -5,15 +5,17 @@ which validates the seed-004 contract in one place and queues the run on a Celer
 """
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from organization.caller import Caller
-from organization.errors import Conflict, DomainError, Forbidden, Invalid
+from organization.errors import Conflict, DomainError, Forbidden, Invalid, RateLimited
 from organization.models import Organization
 from organization.selectors import agent_by_handle
 
@@ -47,6 +49,7 @@ ADHOC_AGENT_FIELDS = {"name", "role", "focus", "config"}
 MAX_TASK_CHARS = 100_000
 MAX_CONTEXT_BYTES = 100_000
 MAX_COMPLETION_TOKENS = 100_000
+START_WINDOW = timedelta(hours=1)
 
 
 def limit_exceeded(message: str) -> DomainError:
@@ -227,10 +230,10 @@ def validate_start(payload, *, org: Organization) -> StartSpec:
         raise Invalid("task: required, a non-empty string.")
     if len(task) > MAX_TASK_CHARS:
         raise Invalid(f"task: at most {MAX_TASK_CHARS} characters.")
-    mode = payload.get("mode") or Mode.PARALLEL
+    mode = payload.get("mode") or settings.COLLAB_DEFAULT_MODE
     if mode not in Mode.values:
         raise Invalid(f"mode: must be one of {', '.join(Mode.values)}.")
-    synthesis = payload.get("synthesis") or Synthesis.COORDINATOR
+    synthesis = payload.get("synthesis") or settings.COLLAB_DEFAULT_SYNTHESIS
     if synthesis not in Synthesis.values:
         raise Invalid(f"synthesis: must be one of {', '.join(Synthesis.values)}.")
     agents = payload.get("agents")
@@ -282,10 +285,34 @@ def event_record(session_id, name: str, **data) -> SessionEvent:
     )
 
 
+def check_start_rate(org: Organization) -> None:
+    """COLLAB_MAX_STARTS_PER_HOUR sessions per organization in any hour, counted from the
+    sessions themselves; the caller holds the organization's row lock, so concurrent starts
+    cannot both take the last place."""
+    limit = settings.COLLAB_MAX_STARTS_PER_HOUR
+    now = timezone.now()
+    recent = list(
+        CollaborationSession.objects.filter(organization=org, created_at__gt=now - START_WINDOW)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)[:limit]
+    )
+    if len(recent) < limit:
+        return
+    # A place frees when the limit-th newest start leaves the window.
+    wait = (recent[-1] + START_WINDOW - now).total_seconds()
+    raise RateLimited(
+        f"This organization started {limit} collaborations in the last hour, its limit; "
+        f"try again in {math.ceil(wait)} s.",
+        retry_after=max(1, math.ceil(wait)),
+    )
+
+
 @transaction.atomic
 def session_create(*, caller: Caller, payload) -> CollaborationSession:
     """Validate, store the session with one pending Contribution per agent, queue it on a worker."""
     spec = validate_start(payload, org=caller.organization)
+    Organization.objects.select_for_update().filter(pk=caller.organization.pk).first()
+    check_start_rate(caller.organization)
     session = CollaborationSession.objects.create(
         organization=caller.organization,
         created_by_agent=caller.agent,

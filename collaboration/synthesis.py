@@ -88,19 +88,43 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 1.0
 
 
-def majority_verdict(answers: list[Answer]) -> tuple[str, Counter]:
-    """Most frequent verdict; a tie goes to the higher summed confidence, then the earliest."""
+# How a vote was decided: by the most votes, or, between verdicts with as many votes, by the
+# higher summed confidence, then by the earliest agent.
+MAJORITY, CONFIDENCE_TIE_BREAK, ORDER_TIE_BREAK = (
+    "majority",
+    "confidence_tie_break",
+    "order_tie_break",
+)
+
+
+def confidence_of(answers: list[Answer], verdict: str) -> float:
+    return sum(a.confidence or 0 for a in answers if a.verdict == verdict)
+
+
+def vote_decision(answers: list[Answer]) -> tuple[str, Counter, str]:
+    """(winning verdict, tally, how it was decided); ('', empty, '') when nobody voted."""
     voted = [a for a in answers if a.verdict]
     tally = Counter(a.verdict for a in voted)
     if not tally:
-        return "", tally
+        return "", tally, ""
 
     def rank(verdict: str):
-        weight = sum(a.confidence or 0 for a in voted if a.verdict == verdict)
         first = min(a.position for a in voted if a.verdict == verdict)
-        return (tally[verdict], weight, -first)
+        return (tally[verdict], confidence_of(voted, verdict), -first)
 
-    return max(tally, key=rank), tally
+    winner = max(tally, key=rank)
+    tied = [v for v in tally if tally[v] == tally[winner]]
+    if len(tied) == 1:
+        return winner, tally, MAJORITY
+    weights = [confidence_of(voted, v) for v in tied]
+    decided = CONFIDENCE_TIE_BREAK if weights.count(max(weights)) == 1 else ORDER_TIE_BREAK
+    return winner, tally, decided
+
+
+def majority_verdict(answers: list[Answer]) -> tuple[str, Counter]:
+    """Most frequent verdict; a tie goes to the higher summed confidence, then the earliest."""
+    winner, tally, _ = vote_decision(answers)
+    return winner, tally
 
 
 def consensus_of(answers: list[Answer]) -> dict:
@@ -115,12 +139,13 @@ def consensus_of(answers: list[Answer]) -> dict:
     }
     if not answers:
         return result
-    majority, tally = majority_verdict(answers)
+    majority, tally, decided_by = vote_decision(answers)
     if tally:
         voted = sum(tally.values())
         score = tally[majority] / voted
         result.update(
             method="verdict_majority",
+            decided_by=decided_by,
             agreement_score=round(score, 3),
             has_consensus=score > 0.5,
             majority_verdict=majority,
@@ -176,10 +201,19 @@ def merge_result(answers: list[Answer]) -> str:
 
 
 def vote_result(answers: list[Answer], consensus: dict) -> str:
-    """Consensus points, divergent views and the majority conclusion."""
-    majority, tally = majority_verdict(answers)
-    lines = [f"## Consensus ({len(consensus['key_agreements'])} points)"]
-    lines += [f"- {p}" for p in consensus["key_agreements"]] or ["- none"]
+    """Consensus points, divergent views and the conclusion: the majority's, or a tie's."""
+    majority, tally, decided_by = vote_decision(answers)
+    tied = sorted(v for v in tally if tally[v] == tally[majority]) if tally else []
+    if len(tied) > 1:
+        # A tie is no consensus, whatever the tie-break then picks.
+        lines = ["## Consensus (none: the vote is tied)"]
+        lines.append(
+            f"- {' / '.join(tied)}: {tally[majority]} of {sum(tally.values())} agents each"
+        )
+    else:
+        points = len(consensus["key_agreements"])
+        lines = [f"## Consensus ({points} point{'' if points == 1 else 's'})"]
+        lines += [f"- {p}" for p in consensus["key_agreements"]] or ["- none"]
     lines.append("")
     lines.append("## Divergent Views")
     divergent = [a for a in answers if a.verdict != majority] if tally else []
@@ -194,16 +228,36 @@ def vote_result(answers: list[Answer], consensus: dict) -> str:
     else:
         lines.append("- none")
     lines.append("")
-    lines.append("## Majority Conclusion")
-    if tally:
-        voted = sum(tally.values())
-        backers = [a for a in answers if a.verdict == majority]
-        confidences = [a.confidence for a in backers if a.confidence is not None]
-        mean = f", mean confidence {sum(confidences) / len(confidences):.2f}" if confidences else ""
+    if decided_by == CONFIDENCE_TIE_BREAK:
+        others = ", ".join(f"{v} {confidence_of(answers, v):.2f}" for v in tied if v != majority)
+        lines.append("## Conclusion (tie broken by confidence)")
         lines.append(
-            f"VERDICT: {majority} — {tally[majority]} of {voted} agents "
-            f"({tally[majority] / voted:.0%}){mean}."
+            f"VERDICT: {majority} — tied at {tally[majority]} of {sum(tally.values())} agents "
+            f"each; the higher summed confidence decided ({majority} "
+            f"{confidence_of(answers, majority):.2f} against {others})."
         )
+    elif decided_by == ORDER_TIE_BREAK:
+        lines.append("## Conclusion (tie broken by order)")
+        lines.append(
+            f"VERDICT: {majority} — tied at {tally[majority]} of {sum(tally.values())} agents "
+            "each with equal confidence; the earliest agent's verdict decided."
+        )
+    else:
+        lines.append("## Majority Conclusion")
+    if tally:
+        backers = [a for a in answers if a.verdict == majority]
+        if decided_by == MAJORITY:
+            voted = sum(tally.values())
+            confidences = [a.confidence for a in backers if a.confidence is not None]
+            mean = (
+                f", mean confidence {sum(confidences) / len(confidences):.2f}"
+                if confidences
+                else ""
+            )
+            lines.append(
+                f"VERDICT: {majority} — {tally[majority]} of {voted} agents "
+                f"({tally[majority] / voted:.0%}){mean}."
+            )
         lines += [f"- {a.agent}: {first_sentence(a.response)}" for a in backers]
     else:
         lines.append("No agent gave a VERDICT line, so there is no majority to report.")
@@ -289,18 +343,24 @@ def agent_prompt(
     return "\n\n".join(parts)
 
 
-def plan_prompt(*, task: str, context: dict, specialists: list[dict], error: str = "") -> str:
+def plan_prompt(
+    *, task: str, context: dict, specialists: list[dict], focus: str = "", error: str = ""
+) -> str:
+    """The coordinator's planning prompt; `focus` is the coordinator's own (seed 004's example:
+    "decompose task, assign to specialists, synthesize")."""
     names = json.dumps([s["name"] for s in specialists])
     roster = "\n".join(
         f"- {s['name']} ({s['role']}){': ' + s['focus'] if s['focus'] else ''}" for s in specialists
     )
     parts = [f"## Task\n{task}"]
+    if focus:
+        parts.append(f"## Your Focus\n{focus}")
     if context:
         parts.append(f"## Context\n{format_context(context)}")
     parts.append(f"## Specialists\n{roster}")
     parts.append(
         "## Your Task\nYou coordinate these specialists. Decompose the task into one subtask per "
-        "specialist who should work on it. Answer with JSON only, no prose, in exactly this "
+        "specialist who should work on it; a specialist you assign nothing is skipped. Answer with JSON only, no prose, in exactly this "
         'shape:\n{"plan": "<one paragraph>", "assignments": [{"agent": "<name>", '
         f'"subtask": "<what this specialist must do>"}}]}}\nThe agent names must be taken from {names}.'
     )
@@ -342,6 +402,13 @@ def parse_plan(text: str, names: list[str]) -> tuple[dict | None, str]:
         return None, "The plan assigns nothing to anyone."
     plan = data.get("plan")
     return {"plan": plan if isinstance(plan, str) else "", "assignments": assignments}, ""
+
+
+def plan_text(plan: dict) -> str:
+    """What the coordinator contributes: its plan paragraph, else its assignments in words."""
+    if plan.get("plan", "").strip():
+        return plan["plan"].strip()
+    return "\n".join(f"- {agent}: {subtask}" for agent, subtask in plan["assignments"].items())
 
 
 def synthesis_prompt(task: str, answers: list[Answer]) -> str:

@@ -194,6 +194,17 @@ COLLAB_MAX_TOTAL_TOKENS = int(os.environ.get("COLLAB_MAX_TOTAL_TOKENS", "200000"
 COLLAB_PROVIDER_MAX_RETRIES = int(os.environ.get("COLLAB_PROVIDER_MAX_RETRIES", "2"))
 # Coordinator synthesis / plan defaults (seed 004: temperature 0.3 for synthesis).
 COLLAB_COORDINATOR_TEMPERATURE = float(os.environ.get("COLLAB_COORDINATOR_TEMPERATURE", "0.3"))
+# Seed 004's tool config (`default_mode`, `default_synthesis`, `coordinator.model`) for a start
+# that names none. Checked at start-up (collaboration/apps.py): a value it does not know stops
+# the server and the workers with a message, rather than failing every session later.
+COLLAB_DEFAULT_MODE = os.environ.get("COLLAB_DEFAULT_MODE", "").strip() or "parallel"
+COLLAB_DEFAULT_SYNTHESIS = os.environ.get("COLLAB_DEFAULT_SYNTHESIS", "").strip() or "coordinator"
+# The coordinator's model on the default provider (as LLM_MODEL is the agents'); empty: LLM_MODEL.
+COLLAB_COORDINATOR_MODEL = os.environ.get("COLLAB_COORDINATOR_MODEL", "").strip()
+# Sessions one organization may start in any hour, whichever door (REST, tool, MCP, admin);
+# above it a start answers 429 `rate_limited` with Retry-After. Checked at start-up too.
+_starts = os.environ.get("COLLAB_MAX_STARTS_PER_HOUR", "").strip() or "120"
+COLLAB_MAX_STARTS_PER_HOUR = int(_starts) if _starts.isdecimal() else _starts
 # Worst case of one session: a hierarchical plan tried twice, every agent one after the other
 # (sequential), then synthesis — (max_agents + 3) LLM calls of at most agent_timeout each, plus
 # slack for the database. It is the session task's hard time limit, and Redis' visibility_timeout

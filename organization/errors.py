@@ -40,6 +40,14 @@ class Invalid(DomainError):
         super().__init__(message, code, status.HTTP_400_BAD_REQUEST)
 
 
+class RateLimited(DomainError):
+    """429; `retry_after` (seconds) is sent as the Retry-After header."""
+
+    def __init__(self, message: str, retry_after: int, code: str = "rate_limited"):
+        super().__init__(message, code, status.HTTP_429_TOO_MANY_REQUESTS)
+        self.retry_after = retry_after
+
+
 def error_body(message: str, code: str) -> dict:
     return {"success": False, "error": message, "code": code}
 
@@ -75,7 +83,8 @@ def exception_handler(exc, context):
     from rest_framework.views import exception_handler as drf_exception_handler
 
     if isinstance(exc, DomainError):
-        return Response(error_body(exc.message, exc.code), status=exc.status)
+        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimited) else None
+        return Response(error_body(exc.message, exc.code), status=exc.status, headers=headers)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

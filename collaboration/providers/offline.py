@@ -79,10 +79,12 @@ def complete(request: LLMRequest) -> LLMReply:
     answer = {"plan": _plan, "synthesis": _synthesis, "judge": _judge}.get(
         request.purpose, _agent_answer
     )(request)
+    # No model was called, so no token was spent: reporting word counts would bill the budget
+    # (and the usage totals) for nothing.
     return LLMReply(
         text=answer,
-        prompt_tokens=len((request.system + " " + request.prompt).split()),
-        completion_tokens=len(answer.split()),
+        prompt_tokens=0,
+        completion_tokens=0,
         attempts=1,
         provider="offline",
         model="offline",

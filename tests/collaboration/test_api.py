@@ -37,6 +37,19 @@ def test_defaults_are_parallel_and_coordinator(acme, org_client):
     assert (body["mode"], body["synthesis"]) == ("parallel", "coordinator")
 
 
+def test_the_defaults_are_the_servers_settings(acme, org_client, settings):
+    settings.COLLAB_DEFAULT_MODE = "sequential"
+    settings.COLLAB_DEFAULT_SYNTHESIS = "merge"
+    body = start(org_client(acme)).json()
+    assert (body["mode"], body["synthesis"]) == ("sequential", "merge")
+    started = call_tool(human(acme), "start_collaboration", {
+        "task": "t", "agents": specialists("a", "b")})  # fmt: skip
+    assert (started["mode"], started["synthesis"]) == ("sequential", "merge")
+    # A start that names them still gets what it named.
+    body = start(org_client(acme), mode="parallel", synthesis="vote").json()
+    assert (body["mode"], body["synthesis"]) == ("parallel", "vote")
+
+
 def test_an_org_agent_joins_with_its_handle(acme, agent_client):
     client = agent_client(agent_of(acme, "agent-sarah"))
     response = start(client, agents=[{"agent_id": "agent-alex", "focus": "the database"}])

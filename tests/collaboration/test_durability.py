@@ -155,3 +155,27 @@ def test_a_worker_killed_during_synthesis_calls_each_agent_once(acme, fake_llm, 
     assert names[-2:] == ["synthesis:start", "complete"]
     assert [c.status for c in session.contributions.order_by("position")] == ["completed"] * 3
     assert session.metadata["agents_completed"] == 3
+
+
+def test_the_tokens_of_a_synthesis_run_again_are_counted(acme, fake_llm, tmp_path):
+    """The second worker's synthesis spends tokens too: they are in the session's total."""
+    fake_llm.on(purpose="synthesis", replies=[
+        Reply(hang=True), Reply("THE SYNTHESIS, run 2", prompt_tokens=11, completion_tokens=4)])  # fmt: skip
+    fake_llm.on(purpose="agent", replies=Reply("an answer\nCONFIDENCE: 0.6", delay=0.2,
+                                               prompt_tokens=5, completion_tokens=2))  # fmt: skip
+
+    def synthesis_in_flight(session):
+        return session.events.filter(
+            name="tool:collaborative:synthesis:start"
+        ).exists() and fake_llm.calls_for(purpose="synthesis")
+
+    session = kill_and_resume(acme, fake_llm, tmp_path, {
+        "task": "t", "mode": "parallel", "synthesis": "coordinator",
+        "agents": specialists("a", "b")}, killable=synthesis_in_flight)  # fmt: skip
+    assert session.status == "completed", logs_of(tmp_path)
+    assert session.attempts == 2
+    assert session.metadata["agent_tokens"] == 14
+    assert session.metadata["synthesis_tokens"] == 15
+    assert session.metadata["total_tokens"] == 29
+    complete = session.events.get(name="tool:collaborative:complete")
+    assert complete.data["total_tokens"] == 29

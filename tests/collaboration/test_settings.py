@@ -1,7 +1,7 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from collaboration.apps import check_visibility_timeout
+from collaboration.apps import check_settings, check_visibility_timeout
 
 
 def test_a_visibility_timeout_shorter_than_a_session_fails_at_start_up(settings):
@@ -39,3 +39,53 @@ def test_a_worker_or_server_does_not_start_with_a_short_visibility_timeout():
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
     assert "CELERY_VISIBILITY_TIMEOUT (60 s) must exceed COLLAB_SESSION_TIME_LIMIT" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("COLLAB_DEFAULT_MODE", "swarm",
+         "COLLAB_DEFAULT_MODE='swarm': must be one of parallel, sequential, hierarchical."),
+        ("COLLAB_DEFAULT_SYNTHESIS", "Vote",
+         "COLLAB_DEFAULT_SYNTHESIS='Vote': must be one of coordinator, vote, merge, best_of."),
+        ("COLLAB_COORDINATOR_MODEL", "gpt 4o",
+         "COLLAB_COORDINATOR_MODEL='gpt 4o': a model name of at most 100 characters"),
+        ("COLLAB_COORDINATOR_MODEL", "m" * 101, "COLLAB_COORDINATOR_MODEL='mmm"),
+        ("COLLAB_MAX_STARTS_PER_HOUR", 0, "COLLAB_MAX_STARTS_PER_HOUR=0: must be a positive integer."),
+        ("COLLAB_MAX_STARTS_PER_HOUR", "lots",
+         "COLLAB_MAX_STARTS_PER_HOUR='lots': must be a positive integer."),
+    ],
+)  # fmt: skip
+def test_a_collaboration_setting_it_does_not_know_is_refused(settings, name, value, message):
+    setattr(settings, name, value)
+    with pytest.raises(ImproperlyConfigured) as refused:
+        check_settings()
+    assert message in str(refused.value)
+
+
+def test_known_collaboration_settings_pass(settings):
+    settings.COLLAB_DEFAULT_MODE = "hierarchical"
+    settings.COLLAB_DEFAULT_SYNTHESIS = "best_of"
+    settings.COLLAB_COORDINATOR_MODEL = "claude-sonnet-4-5"
+    settings.COLLAB_MAX_STARTS_PER_HOUR = 1
+    check_settings()
+    settings.COLLAB_COORDINATOR_MODEL = ""  # unset: LLM_MODEL
+    check_settings()
+
+
+def test_bad_collaboration_settings_stop_start_up_with_a_message():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "COLLAB_DEFAULT_SYNTHESIS": "consensus",
+           "COLLAB_MAX_STARTS_PER_HOUR": "lots"}  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[2],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert "COLLAB_DEFAULT_SYNTHESIS='consensus': must be one of" in result.stderr
+    assert "COLLAB_MAX_STARTS_PER_HOUR='lots': must be a positive integer." in result.stderr

@@ -9,6 +9,7 @@ from collaboration.synthesis import (
     parse_confidence,
     parse_plan,
     parse_verdict,
+    vote_result,
 )
 
 
@@ -50,3 +51,32 @@ def test_a_plan_is_parsed_from_a_fence_and_validated():
     assert (
         parse_plan("[1, 2]", ["x"])[1] == 'The plan must be an object with an "assignments" list.'
     )
+
+
+def votes(*items) -> list[Answer]:
+    return [Answer(agent, "r", f"{agent} thinks so", confidence=c, verdict=v, position=i)
+            for i, (agent, v, c) in enumerate(items)]  # fmt: skip
+
+
+def test_a_tie_broken_by_order_says_so():
+    answers = votes(("a", "no", 0.5), ("b", "yes", 0.5))
+    consensus = consensus_of(answers)
+    assert consensus["decided_by"] == "order_tie_break"
+    result = vote_result(answers, consensus)
+    assert "majority" not in result.lower()
+    assert result.startswith(
+        "## Consensus (none: the vote is tied)\n- no / yes: 1 of 2 agents each"
+    )
+    assert (
+        "## Conclusion (tie broken by order)\nVERDICT: no — tied at 1 of 2 agents each with "
+        "equal confidence; the earliest agent's verdict decided." in result
+    )
+
+
+def test_a_real_majority_keeps_the_seeds_wording():
+    answers = votes(("a", "yes", 0.9), ("b", "yes", 0.5), ("c", "no", 0.99))
+    consensus = consensus_of(answers)
+    assert consensus["decided_by"] == "majority"
+    result = vote_result(answers, consensus)
+    assert result.startswith("## Consensus (1 point)\n- 2 of 3 agents: yes (a, b)")
+    assert "## Majority Conclusion\nVERDICT: yes — 2 of 3 agents (67%)" in result
