@@ -49,11 +49,23 @@ class CallToolSerializer(serializers.Serializer):
     )
 
 
+class ToolAnnotationsSerializer(serializers.Serializer):
+    """MCP's tool annotations; destructiveHint and idempotentHint are given for writing tools."""
+
+    title = serializers.CharField()
+    readOnlyHint = serializers.BooleanField()
+    openWorldHint = serializers.BooleanField()
+    destructiveHint = serializers.BooleanField(required=False)
+    idempotentHint = serializers.BooleanField(required=False)
+
+
 class ToolSerializer(serializers.Serializer):
     name = serializers.CharField()
+    title = serializers.CharField()
     description = serializers.CharField()
     inputSchema = serializers.DictField()
     readOnly = serializers.BooleanField()
+    annotations = ToolAnnotationsSerializer()
 
 
 class HierarchyRoleSerializer(serializers.Serializer):

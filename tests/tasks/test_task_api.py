@@ -416,6 +416,21 @@ def test_events_are_the_audit_trail(cast):
     )
 
 
+def test_events_are_paginated_as_the_schema_says_oldest_first(cast):
+    sarah = cast.client(cast.sarah)
+    task = create(sarah, agent_id="agent-sarah").json()
+    post(sarah, f"/api/tasks/{task['id']}/status", {"status": "in_progress"})
+    post(sarah, f"/api/tasks/{task['id']}/status", {"status": "blocked"})
+    # The task list's filters are not the event log's: a status filter does not thin it.
+    response = sarah.get(f"/api/tasks/{task['id']}/events?limit=2&status=queued")
+    assert response.status_code == 200
+    page = response.json()
+    assert (page["count"], page["previous"]) == (3, None)
+    assert [e["kind"] for e in page["results"]] == ["created", "status_changed"]
+    rest = sarah.get(page["next"]).json()
+    assert [e["after"]["status"] for e in rest["results"]] == ["blocked"]
+
+
 def test_every_move_writes_an_event_with_its_actor_and_a_consistent_before_after(cast):
     give_tasks(cast.morgan, 5)
     task = create(cast.human).json()
