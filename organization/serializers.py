@@ -43,9 +43,12 @@ class RosterSerializer(serializers.Serializer):
 class CallToolSerializer(serializers.Serializer):
     toolName = serializers.CharField()
     params = serializers.DictField(required=False, default=dict)
-    agentId = serializers.CharField(required=False, help_text="Ignored unless it differs: 403.")
+    # null is "not given", as in params (strict-mode clients send null for what they omit).
+    agentId = serializers.CharField(
+        required=False, allow_null=True, help_text="Ignored unless it differs: 403."
+    )
     organizationId = serializers.CharField(
-        required=False, help_text="Ignored unless it differs: 403."
+        required=False, allow_null=True, help_text="Ignored unless it differs: 403."
     )
 
 

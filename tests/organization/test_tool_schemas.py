@@ -182,7 +182,12 @@ def test_call_tool_accepts_null_for_optional_params(db):
     sarah = make_agent(org, "agent-sarah")
     response = KeyClient(make_key(org, sarah)).post(
         "/api/agent-engine/call-tool",
-        {"toolName": "get_my_tasks", "params": {"status": None, "role": None, "limit": None}},
+        {
+            "toolName": "get_my_tasks",
+            "params": {"status": None, "role": None, "limit": None},
+            "agentId": None,
+            "organizationId": None,
+        },
         format="json",
     )
     assert response.status_code == 200
