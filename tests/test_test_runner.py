@@ -12,8 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def manage_test(*args, cwd=ROOT):
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
-    # Its own test database, away from the one this run uses.
-    env["TEST_DATABASE_NAME"] = (env.get("TEST_DATABASE_NAME") or "test_agent_org") + "_runner"
+    # The tests it runs need no database; were one created, it would not be this run's.
+    if env.get("TEST_DATABASE_NAME"):
+        env["TEST_DATABASE_NAME"] += "_runner"
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "test", *args],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
