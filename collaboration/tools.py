@@ -6,9 +6,22 @@ from organization.registry import register_tool
 from . import selectors, services
 from .serializers import SessionSerializer
 
+# LLMConfigSerializer's fields: closed, so a strict-mode client can fill it in.
 CONFIG_SCHEMA = {
     "type": "object",
-    "description": "LLM settings: provider (offline|openai|anthropic), model, temperature, max_tokens",
+    "description": "LLM settings (each optional): provider, model, temperature, max_tokens",
+    "properties": {
+        "provider": {
+            "type": "string",
+            "enum": ["offline", "openai", "anthropic"],
+            "description": "Which LLM provider.",
+        },
+        "model": {"type": "string", "description": "The provider's model name."},
+        "temperature": {"type": "number", "description": "Sampling temperature, 0 to 2."},
+        "max_tokens": {"type": "integer", "description": "Most tokens per answer."},
+        "system_prompt": {"type": "string", "description": "Ad-hoc specialists only."},
+    },
+    "additionalProperties": False,
 }
 
 START_SCHEMA = {
@@ -22,23 +35,37 @@ START_SCHEMA = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "agent_id": {"type": "string"},
-                    "name": {"type": "string"},
-                    "role": {"type": "string"},
-                    "focus": {"type": "string"},
+                    "agent_id": {
+                        "type": "string",
+                        "description": "An agent of the organization (its id), or give name.",
+                    },
+                    "name": {"type": "string", "description": "An ad-hoc specialist's name."},
+                    "role": {"type": "string", "description": "An ad-hoc specialist's role."},
+                    "focus": {"type": "string", "description": "What this agent focuses on."},
                     "config": CONFIG_SCHEMA,
                 },
+                "additionalProperties": False,
             },
         },
-        "mode": {"type": "string", "enum": ["parallel", "sequential", "hierarchical"]},
-        "synthesis": {"type": "string", "enum": ["coordinator", "vote", "merge", "best_of"]},
-        "coordinator_config": CONFIG_SCHEMA,
+        "mode": {
+            "type": "string",
+            "enum": ["parallel", "sequential", "hierarchical"],
+            "description": "How the agents work together.",
+        },
+        "synthesis": {
+            "type": "string",
+            "enum": ["coordinator", "vote", "merge", "best_of"],
+            "description": "How their answers are combined.",
+        },
+        "coordinator_config": {**CONFIG_SCHEMA, "description": "The coordinator's LLM settings"},
+        # Free-form by seed 004's contract: the one object here that stays open.
         "context": {"type": "object", "description": "Shared context passed to all agents"},
-        "max_parallel": {"type": "integer"},
-        "agent_timeout": {"type": "number"},
-        "max_total_tokens": {"type": "integer"},
+        "max_parallel": {"type": "integer", "description": "At most this many agents at once."},
+        "agent_timeout": {"type": "number", "description": "Seconds per agent."},
+        "max_total_tokens": {"type": "integer", "description": "Token budget of the session."},
     },
     "required": ["task", "agents"],
+    "additionalProperties": False,
 }
 
 GET_SCHEMA = {

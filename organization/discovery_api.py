@@ -120,7 +120,58 @@ class DiscoveryPromptView(APIView):
         return Response(discovery.discovery_prompt_for(agent))
 
 
-CARD = OpenApiResponse(description="An A2A Agent Card (protocol 0.3)")
+# The card's shape (cards.agent_card), for the schema only: generated clients parse it.
+class CardSkillSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+    inputModes = serializers.ListField(child=serializers.CharField())
+    outputModes = serializers.ListField(child=serializers.CharField())
+
+
+class CardExtensionSerializer(serializers.Serializer):
+    uri = serializers.CharField()
+    description = serializers.CharField()
+    required = serializers.BooleanField()
+    params = serializers.DictField(help_text="The extension's own fields (see its uri).")
+
+
+class CardCapabilitiesSerializer(serializers.Serializer):
+    streaming = serializers.BooleanField()
+    pushNotifications = serializers.BooleanField()
+    stateTransitionHistory = serializers.BooleanField()
+    extensions = CardExtensionSerializer(many=True)
+
+
+class CardProviderSerializer(serializers.Serializer):
+    organization = serializers.CharField()
+    url = serializers.CharField()
+
+
+class AgentCardSerializer(serializers.Serializer):
+    protocolVersion = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    url = serializers.CharField()
+    preferredTransport = serializers.CharField()
+    version = serializers.CharField()
+    provider = CardProviderSerializer()
+    documentationUrl = serializers.CharField()
+    capabilities = CardCapabilitiesSerializer()
+    securitySchemes = serializers.DictField(help_text="By name: the bearer API key scheme.")
+    security = serializers.ListField(child=serializers.DictField())
+    defaultInputModes = serializers.ListField(child=serializers.CharField())
+    defaultOutputModes = serializers.ListField(child=serializers.CharField())
+    skills = CardSkillSerializer(many=True)
+
+
+class AgentCardIndexSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    cards = AgentCardSerializer(many=True)
+
+
+CARD = OpenApiResponse(AgentCardSerializer, description="An A2A Agent Card (protocol 0.3)")
 
 
 class AgentCardView(APIView):
@@ -133,7 +184,10 @@ class AgentCardView(APIView):
 
 class AgentCardIndexView(APIView):
     @extend_schema(
-        responses={200: OpenApiResponse(description="Every agent's A2A card"), **ERRORS},
+        responses={
+            200: OpenApiResponse(AgentCardIndexSerializer, description="Every agent's A2A card"),
+            **ERRORS,
+        },
         summary="The organization's A2A card index",
     )
     def get(self, request):

@@ -34,7 +34,8 @@ class AgentFilter(django_filters.FilterSet):
     def filter_expertise(self, qs, name, value):
         return with_expertise(qs, value)
 
-    def filter_hierarchy_role(self, qs, name, value):
+    # The hint types the parameter in the OpenAPI schema: a role name, not the model's FK id.
+    def filter_hierarchy_role(self, qs, name, value: str):
         if value == NO_ROLE:
             return qs.filter(hierarchy_role__isnull=True)
         return qs.filter(hierarchy_role__role=value)

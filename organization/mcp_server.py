@@ -128,9 +128,10 @@ def error_for(exc: Exception) -> types.CallToolResult:
 def mcp_tool(tool: registry.Tool) -> types.Tool:
     return types.Tool(
         name=tool.name,
+        title=tool.title,
         description=tool.description,
         input_schema=tool.input_schema,
-        annotations=types.ToolAnnotations(read_only_hint=tool.read_only),
+        annotations=types.ToolAnnotations.model_validate(tool.annotations()),
     )
 
 

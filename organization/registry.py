@@ -24,13 +24,28 @@ class Tool:
     # Read-only tools are the only ones organization keys may list and call (issue 5).
     read_only: bool = True
     needs_agent: bool = True
+    title: str = ""
+    # MCP's hints for a tool that writes: it may destroy or overwrite what was there, and
+    # calling it again with the same params has no further effect.
+    destructive: bool = False
+    idempotent: bool = False
+
+    def annotations(self) -> dict:
+        """MCP tool annotations (served as they are over MCP and on GET /api/tools)."""
+        hints = {"title": self.title, "readOnlyHint": self.read_only, "openWorldHint": False}
+        if not self.read_only:
+            # Explicit, because MCP's default destructiveHint is true for a tool that writes.
+            hints.update(destructiveHint=self.destructive, idempotentHint=self.idempotent)
+        return hints
 
     def describe(self) -> dict:
         return {
             "name": self.name,
+            "title": self.title,
             "description": self.description,
             "inputSchema": self.input_schema,
             "readOnly": self.read_only,
+            "annotations": self.annotations(),
         }
 
 
@@ -44,18 +59,29 @@ def register_tool(
     *,
     read_only: bool,
     needs_agent: bool = True,
+    title: str | None = None,
+    destructive: bool = False,
+    idempotent: bool = False,
 ):
     """Decorator: `@register_tool("get_organization_roster", "…", {...}, read_only=True)`.
 
     `read_only` has no default on purpose: organization keys may call exactly the read-only
     tools, so a new tool must say whether it writes rather than inherit access by omission.
+    The params are closed (`additionalProperties: false`) unless the schema says otherwise,
+    as OpenAI's strict mode requires; `title` defaults to the name in words.
     """
     schema = input_schema or {"type": "object", "properties": {}}
     schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    schema.setdefault("additionalProperties", False)
     Draft202012Validator.check_schema(schema)
+    title = title or name.replace("_", " ").capitalize()
 
     def decorator(handler):
-        REGISTRY[name] = Tool(name, description, schema, handler, read_only, needs_agent)
+        REGISTRY[name] = Tool(
+            name, description, schema, handler, read_only, needs_agent, title, destructive,
+            idempotent,
+        )  # fmt: skip
         return handler
 
     return decorator
@@ -126,6 +152,37 @@ def check_identity(caller: Caller, *sources: dict) -> None:
             )
 
 
+def allows_null(schema: dict) -> bool:
+    """Whether `schema` itself accepts null (a param where null means something, e.g. "clear")."""
+    types = schema.get("type")
+    if types is None and not any(k in schema for k in ("enum", "const", "anyOf", "oneOf")):
+        return True
+    if types == "null" or (isinstance(types, list) and "null" in types):
+        return True
+    if None in schema.get("enum", ()):
+        return True
+    return any(allows_null(s) for s in schema.get("anyOf", []) + schema.get("oneOf", []))
+
+
+def without_nulls(schema: dict, value: Any) -> Any:
+    """`value` with null dropped wherever `schema` does not allow it: null means "not given".
+
+    OpenAI's strict mode lists every param as required and nullable, so its clients (the Agents
+    SDK among them) send null for each optional param they leave out, nested objects included.
+    A required param sent as null is dropped too, and is then refused as missing.
+    """
+    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
+        properties = schema["properties"]
+        return {
+            key: without_nulls(properties.get(key, {}), item)
+            for key, item in value.items()
+            if not (item is None and key in properties and not allows_null(properties[key]))
+        }
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [without_nulls(schema["items"], item) for item in value]
+    return value
+
+
 def validate_params(tool: Tool, params: dict) -> None:
     errors = sorted(Draft202012Validator(tool.input_schema).iter_errors(params), key=str)
     if errors:
@@ -136,7 +193,7 @@ def validate_params(tool: Tool, params: dict) -> None:
         if not where and error.validator == "additionalProperties":
             where = error.message.split("'")[1] if "'" in error.message else ""
         prefix = f"Invalid param '{where}': " if where else "Invalid params: "
-        raise Invalid(prefix + error.message, "invalid_params")
+        raise Invalid(prefix + error.message)
 
 
 def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
@@ -148,11 +205,12 @@ def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
     if params is None:
         params = {}
     if not isinstance(params, dict):
-        raise Invalid("params must be an object.", "invalid_params")
+        raise Invalid("params must be an object.")
     params = dict(params)
     check_identity(caller, params)
     check_access(caller, tool)
     for field in IDENTITY_FIELDS:
         params.pop(field, None)
+    params = without_nulls(tool.input_schema, params)
     validate_params(tool, params)
     return tool.handler(caller, params)

@@ -43,17 +43,32 @@ class RosterSerializer(serializers.Serializer):
 class CallToolSerializer(serializers.Serializer):
     toolName = serializers.CharField()
     params = serializers.DictField(required=False, default=dict)
-    agentId = serializers.CharField(required=False, help_text="Ignored unless it differs: 403.")
-    organizationId = serializers.CharField(
-        required=False, help_text="Ignored unless it differs: 403."
+    # null is "not given", as in params (strict-mode clients send null for what they omit).
+    agentId = serializers.CharField(
+        required=False, allow_null=True, help_text="Ignored unless it differs: 403."
     )
+    organizationId = serializers.CharField(
+        required=False, allow_null=True, help_text="Ignored unless it differs: 403."
+    )
+
+
+class ToolAnnotationsSerializer(serializers.Serializer):
+    """MCP's tool annotations; destructiveHint and idempotentHint are given for writing tools."""
+
+    title = serializers.CharField()
+    readOnlyHint = serializers.BooleanField()
+    openWorldHint = serializers.BooleanField()
+    destructiveHint = serializers.BooleanField(required=False)
+    idempotentHint = serializers.BooleanField(required=False)
 
 
 class ToolSerializer(serializers.Serializer):
     name = serializers.CharField()
+    title = serializers.CharField()
     description = serializers.CharField()
     inputSchema = serializers.DictField()
     readOnly = serializers.BooleanField()
+    annotations = ToolAnnotationsSerializer()
 
 
 class HierarchyRoleSerializer(serializers.Serializer):

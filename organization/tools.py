@@ -122,7 +122,7 @@ def set_my_availability(caller: Caller, params: dict) -> dict:
     # The REST body's serializer validates here too: one rule for the ISO time.
     body = AvailabilitySerializer(data=params)
     if not body.is_valid():
-        raise Invalid(f"Invalid param {first_validation_message(body.errors)}", "invalid_params")
+        raise Invalid(f"Invalid param {first_validation_message(body.errors)}")
     agent = services.agent_set_availability(
         agent=caller.require_agent(), until=body.validated_data["availability_until"]
     )

@@ -155,9 +155,12 @@ class TaskViewSet(GenericViewSet):
             services.task_cancel(task=task, actor=Actor.of(self.caller), reason=data["reason"])
         )
 
-    @extend_schema(responses={200: TaskEventSerializer(many=True), **ERRORS})
+    # Paginated like every list under /api/ (its schema promised so, and a long-lived task's
+    # log has no bound); the task filters of /api/tasks do not apply to its events.
+    @extend_schema(responses={200: TaskEventSerializer(many=True), **ERRORS}, filters=False)
     def events(self, request, pk=None):
-        return Response(TaskEventSerializer(events_of(self.task()), many=True).data)
+        page = self.paginate_queryset(events_of(self.task()))
+        return self.get_paginated_response(TaskEventSerializer(page, many=True).data)
 
 
 class InboxView(APIView):

@@ -16,6 +16,13 @@ AGENT_ID = {"type": "string", "description": "An agent's id (handle), e.g. agent
 TEXT = {"type": "string"}
 
 
+def text(description: str) -> dict:
+    return {**TEXT, "description": description}
+
+
+LIMIT = {"type": "integer", "minimum": 1, "maximum": 500, "description": "At most (default 100)."}
+
+
 def _schema(properties: dict, required: list[str]) -> dict:
     return {
         "type": "object",
@@ -49,7 +56,7 @@ def _parse_deadline(value):
     try:
         return serializers.DateTimeField().to_internal_value(value)
     except serializers.ValidationError:
-        raise Invalid("Invalid param 'deadline': use ISO 8601.", "invalid_params") from None
+        raise Invalid("Invalid param 'deadline': use ISO 8601.") from None
 
 
 @register_tool(
@@ -57,12 +64,25 @@ def _parse_deadline(value):
     "Create a task; with agent_id it is assigned to that agent (rules checked), else queued.",
     _schema(
         {
-            "title": {"type": "string", "minLength": 1, "maxLength": 300},
-            "description": TEXT,
-            "required_expertise": {"type": "string", "maxLength": 100},
-            "urgency": {"type": "string", "enum": list(Urgency.values)},
-            "deadline": {"type": "string", "description": "ISO 8601"},
-            "agent_id": AGENT_ID,
+            "title": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 300,
+                "description": "What to do.",
+            },
+            "description": text("Details of the work."),
+            "required_expertise": {
+                "type": "string",
+                "maxLength": 100,
+                "description": "The expertise it needs.",
+            },
+            "urgency": {
+                "type": "string",
+                "enum": list(Urgency.values),
+                "description": "Default normal.",
+            },
+            "deadline": {"type": "string", "description": "When it is due, ISO 8601."},
+            "agent_id": {**AGENT_ID, "description": "Assign it to this agent (its id)."},
         },
         ["title"],
     ),
@@ -86,7 +106,10 @@ def create_task(caller: Caller, params: dict) -> dict:
 @register_tool(
     "assign_task",
     "Assign a task to an agent; without agent_id you claim it yourself.",
-    _schema({"task_id": TASK_ID, "agent_id": AGENT_ID}, ["task_id"]),
+    _schema(
+        {"task_id": TASK_ID, "agent_id": {**AGENT_ID, "description": "To whom (default you)."}},
+        ["task_id"],
+    ),
     read_only=False,
 )
 def assign_task(caller: Caller, params: dict) -> dict:
@@ -126,7 +149,7 @@ def delegate_task(caller: Caller, params: dict) -> dict:
     _schema(
         {
             "task_id": TASK_ID,
-            "agent_id": AGENT_ID,
+            "agent_id": {**AGENT_ID, "description": "The busy expert to queue it for."},
             **DECISION,
             "wait_time_seconds": {
                 "type": "integer",
@@ -150,7 +173,7 @@ def queue_task(caller: Caller, params: dict) -> dict:
     "escalate_task",
     "Escalate a task to your senior, else the default supervisor, else humans. "
     "With your DELEGATION DECISION (primary reason, fallback, reasoning, notes).",
-    _schema({"task_id": TASK_ID, "reason": TEXT, **DECISION}, ["task_id"]),
+    _schema({"task_id": TASK_ID, "reason": text("Why you escalate it."), **DECISION}, ["task_id"]),
     read_only=False,
 )
 def escalate_task(caller: Caller, params: dict) -> dict:
@@ -174,12 +197,15 @@ def escalate_task(caller: Caller, params: dict) -> dict:
                     TaskStatus.COMPLETED,
                     TaskStatus.FAILED,
                 ],
+                "description": "The new status (completed and failed are final).",
             },
-            "note": TEXT,
+            "note": text("A note for the task's log."),
         },
         ["task_id", "status"],
     ),
     read_only=False,
+    # completed and failed cannot be undone.
+    destructive=True,
 )
 def update_task_status(caller: Caller, params: dict) -> dict:
     return _move(
@@ -193,13 +219,17 @@ def update_task_status(caller: Caller, params: dict) -> dict:
     "Your tasks: held, queued for you, created by you or passed through you.",
     _schema(
         {
-            "status": {"type": "string", "enum": list(TaskStatus.values)},
+            "status": {
+                "type": "string",
+                "enum": list(TaskStatus.values),
+                "description": "Only this status.",
+            },
             "role": {
                 "type": "string",
                 "enum": ["all", "assigned", "queued_for", "created"],
                 "description": "Which relation to you (default all).",
             },
-            "limit": {"type": "integer", "minimum": 1, "maximum": 500},
+            "limit": LIMIT,
         },
         [],
     ),
@@ -223,13 +253,15 @@ def get_my_tasks(caller: Caller, params: dict) -> dict:
     "What was assigned, delegated, escalated or queued to you, newest first, with read/unread.",
     _schema(
         {
-            "unread_only": {"type": "boolean"},
+            "unread_only": {"type": "boolean", "description": "Only unread items."},
             "mark_read": {"type": "boolean", "description": "Mark the returned items read."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 500},
+            "limit": LIMIT,
         },
         [],
     ),
     read_only=False,
+    # It writes only read marks: calling it again changes nothing more.
+    idempotent=True,
 )
 def get_inbox(caller: Caller, params: dict) -> dict:
     agent = caller.require_agent()
@@ -252,9 +284,21 @@ def get_inbox(caller: Caller, params: dict) -> dict:
     "Seed 001's delegation framework: ranked candidates (tiers 1-5) and DELEGATE / QUEUE / ESCALATE.",
     _schema(
         {
-            "expertise": {"type": "string", "minLength": 1},
-            "urgency": {"type": "string", "enum": list(Urgency.values)},
-            "exclude": {"type": "array", "items": {"type": "string"}},
+            "expertise": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The expertise the task needs.",
+            },
+            "urgency": {
+                "type": "string",
+                "enum": list(Urgency.values),
+                "description": "Default normal.",
+            },
+            "exclude": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Agent ids to leave out.",
+            },
             "agent": {"type": "string", "description": "Organization keys only: for which agent."},
         },
         ["expertise"],

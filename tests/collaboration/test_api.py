@@ -246,8 +246,8 @@ def test_the_tools_are_reachable_through_call_tool(acme, agent_client):
         ({"agents": [{"agent_id": "agent-nobody"}]}, 404, "agent_not_found", "agent_not_found"),
         ({"max_parallel": 4}, 400, "limit_exceeded", "limit_exceeded"),
         ({"agents": specialists("a", "b", "c", "d", "e", "f")}, 400, "limit_exceeded", "limit_exceeded"),
-        # The registry checks a tool's input schema (its enums) first: its code for that is invalid_params.
-        ({"mode": "swarm"}, 400, "invalid", "invalid_params"),
+        # The registry checks a tool's input schema (its enums) first, with the same code as REST.
+        ({"mode": "swarm"}, 400, "invalid", "invalid"),
         ({"agents": [{"name": "a", "config": {"temperature": 5}}]}, 400, "invalid", "invalid"),
     ],
 )  # fmt: skip

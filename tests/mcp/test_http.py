@@ -69,6 +69,21 @@ def test_it_lists_exactly_the_registry_tools(live_url, demo_org, key_of, mode):
         assert served.description == tool.description
         assert served.input_schema == tool.input_schema
         assert served.annotations.read_only_hint is tool.read_only
+        assert served.title == served.annotations.title == tool.title
+        hints = served.annotations.model_dump(by_alias=True, exclude_none=True)
+        assert hints == tool.annotations()
+
+
+def test_a_strict_mode_client_may_send_null_for_optional_arguments(live_url, demo_org, key_of):
+    # OpenAI's strict mode (and the Agents SDK) send null for each optional param left out.
+    result = run(
+        call(live_url, key_of(demo_org, "agent-sarah"), "create_task",
+             {"title": "Strict", "description": None, "urgency": None, "deadline": None,
+              "agent_id": None, "required_expertise": None})
+    )  # fmt: skip
+    assert result.is_error is False, data(result)
+    assert data(result)["title"] == "Strict"
+    assert data(result)["urgency"] == "normal"
 
 
 def test_a_key_used_only_over_mcp_records_its_last_use(live_url, demo_org, key_of):

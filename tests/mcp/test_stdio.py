@@ -40,7 +40,7 @@ def test_it_serves_the_registry_as_the_keys_agent(demo_org, key_of, subprocess_e
         "agent-database-lead",
     ]
     assert error.is_error is True
-    assert data(error)["code"] == "invalid_params"
+    assert data(error)["code"] == "invalid"
     assert data(error)["status"] == 400
     assert [c["id"] for c in data(after)["colleagues"]] == ["agent-alex"]
 

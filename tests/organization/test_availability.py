@@ -72,7 +72,7 @@ def test_the_tool_sets_it_too(demo, agent_client):
 
     bad = call(client, "set_my_availability", availability_until="soon")
     assert bad.status_code == 400
-    assert bad.json()["code"] == "invalid_params"
+    assert bad.json()["code"] == "invalid"
 
 
 def test_the_recommendation_uses_it_in_a_busy_experts_wait(demo, agent_client):

@@ -68,7 +68,7 @@ def test_bad_params_are_400_naming_the_param(demo, agent_client):
         {"toolName": "get_organization_roster", "params": {"filter": "everyone"}},
     )
     assert response.status_code == 400
-    assert response.json()["code"] == "invalid_params"
+    assert response.json()["code"] == "invalid"
     assert "filter" in response.json()["error"]
 
 

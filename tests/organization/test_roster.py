@@ -229,14 +229,14 @@ def call_roster_tool(client, **params):
     )
 
 
-# Both doors of the one service refuse the same requests (REST validates the query string with
-# its serializer, the tool its params with the registry's JSON schema, hence different codes
-# for a value outside the enum; the service's own rules answer `invalid_filter` at both).
+# Both doors of the one service refuse the same requests with the same code (REST validates the
+# query string with its serializer, the tool its params with the registry's JSON schema; the
+# service's own rules answer `invalid_filter` at both).
 @pytest.mark.parametrize(
     "params, rest_code, tool_code, named",
     [
-        ({"filter": "everyone"}, "invalid", "invalid_params", "filter"),
-        ({"expertise_match": "fuzzy"}, "invalid", "invalid_params", "expertise_match"),
+        ({"filter": "everyone"}, "invalid", "invalid", "filter"),
+        ({"expertise_match": "fuzzy"}, "invalid", "invalid", "expertise_match"),
         ({"filter": "by_expertise"}, "invalid_filter", "invalid_filter", "expertise"),
         (
             {"filter": "by_expertise", "expertise": ""},

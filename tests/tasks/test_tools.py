@@ -59,7 +59,7 @@ def test_tool_errors_have_the_same_codes_as_rest(cast):
         call(sarah, "create_task", title="x", agent_id="agent-alex"), 409, "capacity_exceeded"
     )
     assert_error(call(sarah, "assign_task", task_id=999999), 404, "task_not_found")
-    assert_error(call(sarah, "create_task", title="x", urgency="soon"), 400, "invalid_params")
+    assert_error(call(sarah, "create_task", title="x", urgency="soon"), 400, "invalid")
 
 
 def test_an_organization_key_cannot_act_as_an_agent_through_tools(cast):
