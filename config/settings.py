@@ -282,6 +282,9 @@ TASKS_SWEEP_BATCH_SIZE = int(os.environ.get("TASKS_SWEEP_BATCH_SIZE", "2000"))
 TASKS_WEBHOOK_MAX_RETRIES = int(os.environ.get("TASKS_WEBHOOK_MAX_RETRIES", "5"))
 TASKS_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("TASKS_WEBHOOK_RETRY_BASE_SECONDS", "10"))
 TASKS_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("TASKS_WEBHOOK_TIMEOUT_SECONDS", "5"))
+# Webhooks may only reach public addresses (no loopback, private, link-local, reserved: SSRF);
+# true lifts that for local development and the test suite. http/https is required either way.
+WEBHOOK_ALLOW_PRIVATE_NETWORKS = env_bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS")
 # A re-delivered session task backs off while another worker's heartbeat is younger than this.
 COLLAB_LEASE_SECONDS = float(os.environ.get("COLLAB_LEASE_SECONDS", "30"))
 # A worker's agent threads close their database connections this long after its last session
