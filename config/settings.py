@@ -83,6 +83,12 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or [
     "[::1]",
     *([PUBLIC_HOST] if PUBLIC_HOST else []),
 ]
+# Browser origins /mcp accepts (the MCP spec: servers must check Origin, against DNS rebinding
+# and cross-site pages). `scheme://host:*` matches any port; requests without Origin (clients
+# that are not browsers) pass. This service's own public origin is always allowed.
+MCP_ALLOWED_ORIGINS = env_list(
+    "MCP_ALLOWED_ORIGINS", "http://localhost:*,http://127.0.0.1:*,http://[::1]:*"
+) + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS") + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
 
 INSTALLED_APPS = [
