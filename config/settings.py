@@ -28,7 +28,7 @@ DEBUG = env_bool("DEBUG")
 
 
 def read_secret_key() -> str:
-    """SECRET_KEY, else the file SECRET_KEY_FILE names (`make run` keeps one under var/).
+    """SECRET_KEY, else the file SECRET_KEY_FILE names, else var/secret_key if `make run` made it.
 
     Without either, only DEBUG may fall back to a fixed key: a known key lets anyone forge
     sessions, so a production server refuses to start instead. The test suite sets its own
@@ -36,6 +36,9 @@ def read_secret_key() -> str:
     """
     key = os.environ.get("SECRET_KEY", "").strip()
     path = os.environ.get("SECRET_KEY_FILE", "").strip()
+    if not key and not path and (VAR_DIR / "secret_key").is_file():
+        # The key `make run` generated: management commands typed in the same checkout use it.
+        path = str(VAR_DIR / "secret_key")
     if not key and path:
         try:
             key = Path(path).read_text().strip()

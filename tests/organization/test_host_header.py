@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,22 +19,27 @@ PRINT_SETTINGS = (
 )
 
 
+DEPLOYMENT = {"SECRET_KEY", "SECRET_KEY_FILE", "DEBUG", "ALLOWED_HOSTS", "PUBLIC_BASE_URL"}
+
+
+def deployment_env(var_dir: Path, **env: str) -> dict:
+    """This environment without the deployment variables, with `env` and its own var/."""
+    clean = {k: v for k, v in os.environ.items() if k not in DEPLOYMENT}
+    return {**clean, "DJANGO_SETTINGS_MODULE": "config.settings", "VAR_DIR": str(var_dir), **env}
+
+
 def settings_process(**env: str) -> subprocess.CompletedProcess:
     """config.settings loaded in a fresh process with exactly these deployment variables."""
-    clean = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"SECRET_KEY", "SECRET_KEY_FILE", "DEBUG", "ALLOWED_HOSTS", "PUBLIC_BASE_URL"}
-    }
-    clean["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    return subprocess.run(
-        [sys.executable, "-c", PRINT_SETTINGS],
-        cwd=BASE_DIR,
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    with tempfile.TemporaryDirectory() as scratch:
+        var_dir = Path(env.pop("VAR_DIR", scratch))
+        return subprocess.run(
+            [sys.executable, "-c", PRINT_SETTINGS],
+            cwd=BASE_DIR,
+            env=deployment_env(var_dir, **env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
 
 def settings_with(**env: str) -> dict:
@@ -42,15 +48,11 @@ def settings_with(**env: str) -> dict:
     return json.loads(done.stdout)
 
 
-def test_without_secret_key_and_debug_off_the_service_refuses_to_start():
+def test_without_secret_key_and_debug_off_the_service_refuses_to_start(tmp_path):
     done = subprocess.run(
         [sys.executable, "manage.py", "check"],
         cwd=BASE_DIR,
-        env={
-            **{k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "SECRET_KEY_FILE"}},
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DEBUG": "0",
-        },
+        env=deployment_env(tmp_path, DEBUG="0"),
         capture_output=True,
         text=True,
         timeout=60,
@@ -63,6 +65,11 @@ def test_the_key_is_read_from_secret_key_file(tmp_path):
     (tmp_path / "secret_key").write_text("k3y-from-the-file\n")
     assert settings_with(SECRET_KEY_FILE=str(tmp_path / "secret_key"))["key"] == "k3y-from-the-file"
     assert settings_with(SECRET_KEY="from-env", SECRET_KEY_FILE="/nonexistent")["key"] == "from-env"
+
+
+def test_the_key_make_run_keeps_under_var_is_found(tmp_path):
+    (tmp_path / "secret_key").write_text("kept-by-make-run\n")
+    assert settings_with(VAR_DIR=str(tmp_path))["key"] == "kept-by-make-run"
 
 
 def test_an_unreadable_secret_key_file_is_a_clear_error(tmp_path):
