@@ -266,3 +266,60 @@ def test_a_closed_port_shows_no_answer_not_the_exception(settings, client):
     for html in (page, listing):
         assert "failed: no answer" in html
         assert "ConnectError" not in html and "Errno" not in html
+
+
+def test_https_keeps_the_hostname_for_sni_and_certificate_checks(tmp_path, monkeypatch, settings):
+    """Pinned to the checked address, TLS still verifies the certificate against the URL's host."""
+    import shutil
+    import ssl
+    import subprocess
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    import httpx
+
+    if not shutil.which("openssl"):
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out",
+         cert, "-days", "1", "-subj", "/CN=hook.test", "-addext", "subjectAltName=DNS:hook.test"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    real = socket.getaddrinfo
+
+    def resolver(host, port, *args, **kwargs):
+        if host in ("hook.test", "other.test"):
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    hosts = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            hosts.append(self.headers["Host"])
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    Thread(target=server.serve_forever, daemon=True).start()
+    trust = ssl.create_default_context(cafile=str(cert))
+    port = server.server_port
+    try:
+        with httpx.Client(transport=webhooks.PinnedTransport(verify=trust)) as client:
+            assert client.post(f"https://hook.test:{port}/h", content=b"{}").status_code == 200
+            with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                client.post(f"https://other.test:{port}/h", content=b"{}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert hosts == [f"hook.test:{port}"]
