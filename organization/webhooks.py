@@ -179,4 +179,7 @@ def post(url: str, *, content: bytes, headers: dict, timeout: float) -> httpx.Re
         follow_redirects=False,
         timeout=timeout,
     ) as client:
-        return client.post(url, content=content, headers=headers)
+        try:
+            return client.post(url, content=content, headers=headers)
+        except httpx.InvalidURL as exc:  # a stored row no form checked
+            raise WebhookRefused(REFUSED_ADDRESS, f"malformed URL: {exc}") from exc
