@@ -85,3 +85,17 @@ def test_a_deleted_starter_agent_still_counts_as_an_agent(acme, prompts, agent_c
     CollaborationSession.objects.filter(pk=session.pk).update(created_by_agent=None)
     session = run(session)
     assert "ALEX-PRIVATE" not in session.contributions.get(agent_key="agent-alex").response
+
+
+def test_the_tool_door_keeps_colleagues_prompts_private_too(acme, prompts, agent_client):
+    sarah = agent_client(agent_of(acme, "agent-sarah"))
+    params = {"task": "t", "synthesis": "merge", "agents": [{"agent_id": "agent-alex"}]}
+    response = sarah.post(
+        "/api/agent-engine/call-tool",
+        {"toolName": "start_collaboration", "params": params},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    session = run(CollaborationSession.objects.get(pk=response.json()["id"]))
+    assert "ALEX-PRIVATE" not in session.contributions.get().response
+    assert "YOUR ORGANIZATIONAL CONTEXT" in session.contributions.get().response
