@@ -4,6 +4,9 @@ import sys
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["test"]:
+        # The suite's settings (a test-only SECRET_KEY), as `pytest` uses them.
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from django.core.management import execute_from_command_line
 

@@ -24,6 +24,9 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
+# Settings refuse to start without a SECRET_KEY (DEBUG off); a benchmark's throwaway database
+# needs no real one. Set here, before Django, so the servers and workers it starts inherit it.
+os.environ.setdefault("SECRET_KEY", "bench-only-insecure-key-never-use-in-production")
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))

@@ -41,7 +41,7 @@ from .models import (
     Synthesis,
 )
 from .providers import LLMReply, LLMRequest, ProviderError, ProviderTimeout
-from .services import event_record, session_finish_cancelled
+from .services import event_record, may_use_custom_prompt, session_finish_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -515,13 +515,15 @@ def _llm_settings(
     return provider, model, temperature, max_tokens or DEFAULT_MAX_TOKENS
 
 
-def _system_prompt(contribution: Contribution) -> str:
-    """An org agent's own prompt (custom + organizational context); an ad-hoc one's config."""
+def _system_prompt(session: CollaborationSession, contribution: Contribution) -> str:
+    """An org agent's prompt (its custom prompt if the starter may read it + organizational
+    context); an ad-hoc one's config."""
     agent = contribution.agent
     if agent is not None:
         expertise = ", ".join(agent.expertise) or "(none listed)"
+        custom = may_use_custom_prompt(session, agent)
         return (
-            f"{system_prompt_for(agent)}\n## THIS COLLABORATIVE SESSION\n\n"
+            f"{system_prompt_for(agent, include_custom=custom)}\n## THIS COLLABORATIVE SESSION\n\n"
             f"You are {agent.name} ({agent.role or 'no job title'}), taking part as the "
             f"{contribution.role} specialist. Your expertise: {expertise}.\n"
         )
@@ -585,7 +587,7 @@ def _run_agent(ctx: RunContext, slot: Slot) -> None:
                 )
         provider, model, temperature, max_tokens = _llm_settings(contribution)
         request = LLMRequest(
-            system=_system_prompt(contribution),
+            system=_system_prompt(session, contribution),
             prompt=synthesis.agent_prompt(
                 task=session.task,
                 role=contribution.role,
@@ -668,7 +670,7 @@ def _run_plan(ctx: RunContext, slot: Slot) -> None:
             if attempt == 2:
                 slot.deadline = time.monotonic() + session.agent_timeout
             request = LLMRequest(
-                system=_system_prompt(coordinator),
+                system=_system_prompt(session, coordinator),
                 prompt=synthesis.plan_prompt(
                     task=session.task,
                     context=session.context,

@@ -5,6 +5,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from organization.links import absolute_url
+
 from .models import CollaborationSession, Contribution, Mode, SessionEvent, Synthesis
 
 
@@ -94,8 +96,7 @@ class SessionListSerializer(serializers.ModelSerializer):
 
     def get_url(self, obj) -> str:
         path = reverse("collaboration-detail", args=[obj.pk])
-        request = self.context.get("request")
-        return request.build_absolute_uri(path) if request else path
+        return absolute_url(self.context.get("request"), path)
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, obj) -> dict:

@@ -353,6 +353,19 @@ def session_create(*, caller: Caller, payload) -> CollaborationSession:
     return session
 
 
+def may_use_custom_prompt(session: CollaborationSession, agent) -> bool:
+    """Whether `agent`'s private custom prompt may be sent to the model in this session.
+
+    The starter reads every answer, so an agent that started the session may have only its own
+    prompt used; a human of the organization (organization key, admin) may read any of them.
+    `created_by` keeps the kind of starter even if the starting agent or user is deleted later
+    (handles are lowercase, so they never begin with `user:` or `org-key:`).
+    """
+    if session.created_by_agent_id is not None:
+        return session.created_by_agent_id == agent.pk
+    return session.created_by.startswith(("user:", "org-key:"))
+
+
 def can_manage(caller: Caller, session: CollaborationSession) -> bool:
     """Humans of the organization, or the agent that started the session."""
     return caller.is_human or session.created_by_agent_id == caller.agent.pk

@@ -7,8 +7,10 @@ SQLite under var/, a filesystem broker, the offline LLM provider.
 import os
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -18,13 +20,79 @@ def env_bool(name: str, default: bool = False) -> bool:
     return os.environ.get(name, str(default)).strip().lower() in {"1", "true", "yes", "on"}
 
 
-# A random key per checkout would log everyone out on restart; production sets SECRET_KEY.
-SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-key-set-SECRET_KEY-in-production")
+def env_list(name: str, default: str = "") -> list[str]:
+    return [v.strip() for v in os.environ.get(name, default).split(",") if v.strip()]
+
+
 DEBUG = env_bool("DEBUG")
-ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "*").split(",") if h.strip()]
-CSRF_TRUSTED_ORIGINS = [
-    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+
+
+def read_secret_key() -> str:
+    """SECRET_KEY, else the file SECRET_KEY_FILE names, else var/secret_key if `make run` made it.
+
+    Without either, only DEBUG may fall back to a fixed key: a known key lets anyone forge
+    sessions, so a production server refuses to start instead. The test suite sets its own
+    (tests/settings.py).
+    """
+    key = os.environ.get("SECRET_KEY", "").strip()
+    path = os.environ.get("SECRET_KEY_FILE", "").strip()
+    if not key and not path and (VAR_DIR / "secret_key").is_file():
+        # The key `make run` generated: management commands typed in the same checkout use it.
+        path = str(VAR_DIR / "secret_key")
+    if not key and path:
+        try:
+            key = Path(path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"SECRET_KEY_FILE={path} cannot be read: {exc}") from exc
+    if key:
+        return key
+    if DEBUG:
+        return "dev-only-insecure-key-set-SECRET_KEY-in-production"
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set: set SECRET_KEY (or SECRET_KEY_FILE, a file holding it) to a "
+        "long random string, e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(50))'. "
+        "With DEBUG=1 a development key is used instead."
+    )
+
+
+SECRET_KEY = read_secret_key()
+
+# The service's public address, e.g. https://agents.example.com. When set, every absolute URL
+# we hand out (A2A cards, Location headers) is built from it, never from the request's Host.
+PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "").strip().rstrip("/")
+_public = urlsplit(PUBLIC_BASE_URL)
+if PUBLIC_BASE_URL and (
+    _public.scheme not in ("http", "https")
+    or not _public.hostname
+    or _public.path not in ("", "/")
+    or _public.query
+    or _public.fragment
+):
+    raise ImproperlyConfigured(
+        f"PUBLIC_BASE_URL={PUBLIC_BASE_URL!r} must be scheme://host[:port] with http or https and "
+        "nothing after it, e.g. https://agents.example.com"
+    )
+PUBLIC_HOST = (
+    (f"[{_public.hostname}]" if ":" in _public.hostname else _public.hostname)
+    if PUBLIC_BASE_URL
+    else ""
+)
+PUBLIC_ORIGIN = f"{_public.scheme}://{_public.netloc}" if PUBLIC_BASE_URL else ""
+# Django checks Host against this list; `*` would let any Host header through (and with it into
+# URLs built from the request). The default is this machine plus PUBLIC_BASE_URL's host.
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or [
+    "localhost",
+    "127.0.0.1",
+    "[::1]",
+    *([PUBLIC_HOST] if PUBLIC_HOST else []),
 ]
+# Browser origins /mcp accepts (the MCP spec: servers must check Origin, against DNS rebinding
+# and cross-site pages). `scheme://host:*` matches any port; requests without Origin (clients
+# that are not browsers) pass. This service's own public origin is always allowed.
+MCP_ALLOWED_ORIGINS = env_list(
+    "MCP_ALLOWED_ORIGINS", "http://localhost:*,http://127.0.0.1:*,http://[::1]:*"
+) + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS") + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -237,6 +305,9 @@ TASKS_SWEEP_BATCH_SIZE = int(os.environ.get("TASKS_SWEEP_BATCH_SIZE", "2000"))
 TASKS_WEBHOOK_MAX_RETRIES = int(os.environ.get("TASKS_WEBHOOK_MAX_RETRIES", "5"))
 TASKS_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("TASKS_WEBHOOK_RETRY_BASE_SECONDS", "10"))
 TASKS_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("TASKS_WEBHOOK_TIMEOUT_SECONDS", "5"))
+# Webhooks may only reach public addresses (no loopback, private, link-local, reserved: SSRF);
+# true lifts that for local development and the test suite. http/https is required either way.
+WEBHOOK_ALLOW_PRIVATE_NETWORKS = env_bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS")
 # A re-delivered session task backs off while another worker's heartbeat is younger than this.
 COLLAB_LEASE_SECONDS = float(os.environ.get("COLLAB_LEASE_SECONDS", "30"))
 # A worker's agent threads close their database connections this long after its last session

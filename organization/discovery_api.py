@@ -7,6 +7,7 @@ from rest_framework.views import APIView
 
 from . import cards, discovery
 from .caller import resolve_caller
+from .links import absolute_url
 from .serializers import ErrorSerializer
 from .tools import visible_prompt_subject
 
@@ -178,7 +179,7 @@ class AgentCardView(APIView):
     @extend_schema(responses={200: CARD, **ERRORS}, summary="The A2A Agent Card of an agent")
     def get(self, request, agent_id: str):
         caller = resolve_caller(request)
-        base_url = request.build_absolute_uri("/")
+        base_url = absolute_url(request)
         return Response(cards.card_for(org=caller.organization, handle=agent_id, base_url=base_url))
 
 
@@ -192,6 +193,6 @@ class AgentCardIndexView(APIView):
     )
     def get(self, request):
         caller = resolve_caller(request)
-        base_url = request.build_absolute_uri("/")
+        base_url = absolute_url(request)
         found = cards.cards_of(org=caller.organization, base_url=base_url)
         return Response({"count": len(found), "cards": found})

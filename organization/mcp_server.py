@@ -22,7 +22,9 @@ from typing import Any
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections, connections
+from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
@@ -320,10 +322,52 @@ def bearer_of(scope) -> str | None:
     return None
 
 
+def header_of(scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def origin_allowed(origin: str, allowed: list[str]) -> bool:
+    """Exact match, `scheme://host:*` for any port, or `*` for every origin."""
+    origin = origin.rstrip("/").lower()
+    for entry in allowed:
+        entry = entry.rstrip("/").lower()
+        if entry == "*" or origin == entry:
+            return True
+        if entry.endswith(":*"):
+            base = entry[:-2]
+            port = origin.removeprefix(base + ":") if origin.startswith(base + ":") else None
+            if origin == base or (port is not None and port.isdigit()):
+                return True
+    return False
+
+
+def refusal_of(scope) -> tuple[int, dict] | None:
+    """Host and Origin, checked before anything else (DNS rebinding, cross-site browsers).
+
+    /mcp does not pass through Django, so its Host is checked here against the same
+    ALLOWED_HOSTS. The SDK's own TransportSecuritySettings would answer text/plain and takes no
+    Django host patterns, so the rule lives here and answers our error shape.
+    """
+    host = header_of(scope, b"host") or ""
+    domain, _ = split_domain_port(host)
+    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+        return 400, error_body(f"Host {host!r} is not allowed (ALLOWED_HOSTS).", "disallowed_host")
+    origin = header_of(scope, b"origin")
+    if origin is not None and not origin_allowed(origin, settings.MCP_ALLOWED_ORIGINS):
+        return 403, error_body(
+            f"Origin {origin!r} is not allowed (MCP_ALLOWED_ORIGINS).", "origin_not_allowed"
+        )
+    return None
+
+
 class McpHttpApp:
     """ASGI app for /mcp: checks the key of every request, then hands over to the SDK.
 
-    No key → 401 `authentication_required`; a bad or revoked key → 401
+    A Host outside ALLOWED_HOSTS → 400 `disallowed_host`; a browser Origin outside
+    MCP_ALLOWED_ORIGINS → 403 `origin_not_allowed`. No key → 401 `authentication_required`; a bad or revoked key → 401
     `authentication_failed` (our error shape, with `WWW-Authenticate: Bearer`). The key is
     also handed to the SDK as its authenticated user, so a stateful MCP session can only be
     continued with the key that opened it.
@@ -347,6 +391,10 @@ class McpHttpApp:
         await close_db_connections()
 
     async def __call__(self, scope, receive, send) -> None:
+        refusal = refusal_of(scope)
+        if refusal is not None:
+            await send_json(send, *refusal)
+            return
         if self._stack is None:
             # The session manager runs in the ASGI lifespan; a server started without one
             # (e.g. `uvicorn --lifespan off`) cannot serve MCP.

@@ -8,6 +8,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
+from .webhooks import validate_webhook_url
+
 HANDLE_VALIDATOR = RegexValidator(
     r"^[a-z0-9][a-z0-9-]*$",
     "Use lowercase letters, digits and hyphens, starting with a letter or digit (e.g. agent-sarah).",
@@ -165,6 +167,10 @@ class Agent(models.Model):
                 errors["senior"] = "The senior must belong to the agent's organization."
             elif self.senior_chain_has_cycle():
                 errors["senior"] = "This senior would create a cycle in the reporting line."
+        try:
+            validate_webhook_url(self.webhook_url)
+        except ValidationError as exc:
+            errors["webhook_url"] = exc.messages
         if errors:
             raise ValidationError(errors)
 

@@ -25,8 +25,12 @@ def organizational_context(agent: Agent) -> str:
     ).strip()
 
 
-def system_prompt_for(agent: Agent) -> str:
-    """The full system prompt: custom prompt first, then the organizational context."""
+def system_prompt_for(agent: Agent, *, include_custom: bool = True) -> str:
+    """The full system prompt: custom prompt first, then the organizational context.
+
+    `include_custom=False` leaves out the custom prompt, which is private to the agent and the
+    humans of its organization (seed 000: colleagues never see each other's system prompts).
+    """
     context = organizational_context(agent)
-    custom = agent.system_prompt.strip()
+    custom = agent.system_prompt.strip() if include_custom else ""
     return f"{custom}\n\n{context}\n" if custom else f"{context}\n"

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
+from organization import webhooks
 from organization.admin import OrgOwnedAdmin, ReadOnlyInline
 from organization.admin_views import admin_org_ids
 from organization.errors import DomainError
@@ -253,11 +254,21 @@ class TaskEventAdmin(AuditAdmin):
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(AuditAdmin):
     list_display = [
-        "created_at", "agent", "status_badge", "attempts", "response_status", "last_error", "url",
+        "created_at", "agent", "status_badge", "attempts", "response_status", "outcome", "url",
     ]  # fmt: skip
     list_filter = ["status"]
     list_select_related = ["agent"]
-    search_fields = ["agent__handle", "url", "last_error"]
+    search_fields = ["agent__handle", "url"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Staff see the coarse outcome, never the stored error text (rows older than the
+        # SSRF rule kept exception details that tell which internal ports answer).
+        fields = [f for f in super().get_readonly_fields(request, obj) if f != "last_error"]
+        return [*fields, "outcome"]
+
+    @admin.display(description="outcome")
+    def outcome(self, delivery):
+        return webhooks.outcome_of(delivery.status, delivery.last_error)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, delivery):

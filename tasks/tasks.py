@@ -10,6 +10,8 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from organization import webhooks
+
 from .models import DeliveryStatus, WebhookDelivery
 
 log = logging.getLogger(__name__)
@@ -56,18 +58,27 @@ def deliver_webhook(self, delivery_id: int) -> None:
     delivery.attempts += 1
     delivery.last_attempt_at = timezone.now()
     try:
-        response = httpx.post(
+        response = webhooks.post(
             delivery.url,
             content=body,
             headers=headers,
             timeout=settings.TASKS_WEBHOOK_TIMEOUT_SECONDS,
-            follow_redirects=False,
         )
         delivery.response_status = response.status_code
         if not 200 <= response.status_code < 300:
             raise DeliveryFailed(f"HTTP {response.status_code}")
+    except webhooks.WebhookRefused as exc:
+        # The rule will not change between retries: failed for good.
+        log.warning("Webhook delivery %s refused: %s", delivery.pk, exc)
+        delivery.last_error = exc.outcome
+        delivery.status = DeliveryStatus.FAILED
+        delivery.save()
+        return
     except (httpx.HTTPError, DeliveryFailed) as exc:
-        delivery.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+        # Staff see a coarse outcome (the admin must not tell which internal ports answer);
+        # the worker's log keeps the detail.
+        log.info("Webhook delivery %s attempt failed: %s: %s", delivery.pk, type(exc).__name__, exc)
+        delivery.last_error = str(exc) if isinstance(exc, DeliveryFailed) else webhooks.NO_ANSWER
         if delivery.attempts > settings.TASKS_WEBHOOK_MAX_RETRIES:
             delivery.status = DeliveryStatus.FAILED
             delivery.save()

@@ -5,6 +5,7 @@ cannot be reached is an error: those tests must run, not skip.
 """
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -56,6 +57,9 @@ def main() -> int:
             return 1
         else:
             print(f"note: {name} not reachable; tests that need it will skip", file=sys.stderr)
+    # A throwaway key: settings refuse to start without one (DEBUG off); the benchmarks and
+    # the suite's subprocesses read it from this environment.
+    lines.append(f"SECRET_KEY={os.environ.get('SECRET_KEY') or secrets.token_urlsafe(50)}")
     print("\n".join(lines))
     return 0
 

@@ -1,0 +1,185 @@
+"""Where a webhook may point, checked when it is saved and again when it is delivered.
+
+A `webhook_url` is typed by a tenant, and the worker POSTs to it from inside our network, so
+without a rule it reaches our own loopback, the cloud metadata service (169.254.169.254) or any
+private host (SSRF). The rule: http or https only, and only public addresses — unless
+WEBHOOK_ALLOW_PRIVATE_NETWORKS (local development, the test suite) lifts the address part.
+
+Saving checks what the URL itself says (the scheme, an address literal, `localhost`). Delivery
+resolves the host, checks every address it resolves to, and connects to the address it checked
+(`PinnedTransport`), so a DNS answer that changes between check and connect (DNS rebinding)
+cannot get around it; redirects are not followed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+SCHEMES = ("http", "https")
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+# What tenant staff see of a delivery attempt: coarse on purpose, so the admin is no oracle of
+# which internal ports answer (the detail goes to the worker's log only).
+REFUSED_ADDRESS = "refused address"
+REFUSED_SCHEME = "refused scheme"
+NO_ANSWER = "no answer"
+
+
+HTTP_STATUS = re.compile(r"HTTP \d{3}")
+
+
+def outcome_of(status: str, last_error: str) -> str:
+    """What staff see of a delivery: `delivered`, `pending` or `failed`, with a coarse reason."""
+    if status == "delivered" or not last_error:
+        return status
+    known = {REFUSED_ADDRESS, REFUSED_SCHEME, NO_ANSWER}
+    http = HTTP_STATUS.search(last_error)
+    reason = last_error if last_error in known else http.group(0) if http else NO_ANSWER
+    return f"{status}: {reason}"
+
+
+class WebhookRefused(Exception):
+    """The URL breaks the rule; `outcome` is what staff are shown."""
+
+    def __init__(self, outcome: str, detail: str):
+        super().__init__(detail)
+        self.outcome = outcome
+
+
+IP = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries (mapped, 6to4, Teredo, NAT64, compatible)."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    if ip in NAT64 or ip in IPV4_COMPATIBLE:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def is_public(ip: IP) -> bool:
+    """Not loopback, private, link-local, shared, reserved, multicast or unspecified."""
+    if ip.version == 6:
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None and not is_public(embedded):
+            return False
+    return ip.is_global and not (
+        ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_reserved
+        or ip.is_multicast
+        or ip.is_unspecified
+    )
+
+
+def _literal(host: str) -> IP | None:
+    """`host` as an address, including the short and integer IPv4 forms resolvers accept."""
+    try:
+        return ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))  # "127.1", "2130706433", "0x7f.1"
+    except OSError:
+        return None
+
+
+def _allow_private() -> bool:
+    return settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS
+
+
+def check_url(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of an allowed URL, else WebhookRefused. What saving checks."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise WebhookRefused(REFUSED_ADDRESS, f"malformed URL: {exc}") from exc
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise WebhookRefused(REFUSED_SCHEME, "only http and https URLs are allowed")
+    host = (parts.hostname or "").rstrip(".").lower()
+    if not host:
+        raise WebhookRefused(REFUSED_ADDRESS, "the URL has no host")
+    port = port or (443 if scheme == "https" else 80)
+    if _allow_private():
+        return scheme, host, port
+    if host == "localhost" or host.endswith(".localhost"):
+        raise WebhookRefused(REFUSED_ADDRESS, f"{host} is this machine")
+    ip = _literal(host)
+    if ip is not None and not is_public(ip):
+        raise WebhookRefused(REFUSED_ADDRESS, f"{ip} is not a public address")
+    return scheme, host, port
+
+
+def validate_webhook_url(value: str) -> None:
+    """The save-time rule, for the model, forms and serializers alike."""
+    if not value:
+        return
+    try:
+        check_url(value)
+    except WebhookRefused as exc:
+        raise ValidationError(
+            "Webhook URLs must be http(s) and point to a public address (%(reason)s).",
+            code="webhook_url_refused",
+            params={"reason": str(exc)},
+        ) from exc
+
+
+def resolve_checked(host: str, port: int) -> str:
+    """The address to connect to: every address `host` resolves to must pass, else refused."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise httpx.ConnectError(f"cannot resolve {host}: {exc}") from exc
+    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    if not addresses:
+        raise httpx.ConnectError(f"{host} resolves to no address")
+    if not _allow_private():
+        refused = [str(a) for a in addresses if not is_public(a)]
+        if refused:
+            raise WebhookRefused(REFUSED_ADDRESS, f"{host} resolves to {', '.join(refused)}")
+    return str(addresses[0])
+
+
+class PinnedTransport(httpx.HTTPTransport):
+    """Connects to the address it checked; the Host header and TLS name stay the URL's host."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        _, host, port = check_url(str(request.url))
+        address = resolve_checked(host, port)
+        if address != host:
+            # The Host header was set from the original URL when the request was built.
+            request.url = request.url.copy_with(host=address)
+            request.extensions = {**request.extensions, "sni_hostname": host}
+        return super().handle_request(request)
+
+
+def post(url: str, *, content: bytes, headers: dict, timeout: float) -> httpx.Response:
+    """POST under the rule: raises WebhookRefused, or httpx errors when nothing answers."""
+    check_url(url)
+    with httpx.Client(
+        transport=PinnedTransport(),
+        # No proxies from the environment (they would connect for us, unchecked); no redirects.
+        trust_env=False,
+        follow_redirects=False,
+        timeout=timeout,
+    ) as client:
+        try:
+            return client.post(url, content=content, headers=headers)
+        except httpx.InvalidURL as exc:  # a stored row no form checked
+            raise WebhookRefused(REFUSED_ADDRESS, f"malformed URL: {exc}") from exc
