@@ -5,7 +5,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from organization.demo import seed_demo
+from tasks.demo import seed_demo
 from tests.factories import make_admin_user
 
 pytestmark = pytest.mark.e2e
