@@ -5,6 +5,8 @@ and nothing leaves the machine) and run here, in-process, by the same runner a w
 worker that later receives its message finds it finished. Keyed by its task: played once.
 """
 
+import logging
+
 from django.db import transaction
 
 from organization.caller import Caller
@@ -14,6 +16,8 @@ from organization.models import Organization
 from . import runner
 from .models import CollaborationSession
 from .services import session_create
+
+log = logging.getLogger(__name__)
 
 DEMO_STARTER = "agent-alice"
 DEMO_SESSION = {
@@ -45,6 +49,11 @@ def seed_demo_collaboration(org: Organization) -> CollaborationSession | None:
     except DomainError:
         return None  # e.g. one of its agents was paused or removed: no demo session then.
     # Outside the transaction: the runner's agent threads read the committed rows.
-    runner.run_session(session.id)
+    try:
+        runner.run_session(session.id)
+    except Exception:
+        # The start of `make run` must not hang on the demo: its queued message is still there,
+        # so the worker runs the session instead.
+        log.exception("the demo collaboration could not run here; a worker will run it")
     session.refresh_from_db()
     return session
