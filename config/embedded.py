@@ -86,6 +86,10 @@ def child_env(var: Path, port: int) -> dict:
     env["SECRET_KEY_FILE"] = str(key_file)
     # Until settings read SECRET_KEY_FILE themselves, the key travels as SECRET_KEY too.
     env.setdefault("SECRET_KEY", key_file.read_text().strip())
+    # The server listens on 127.0.0.1 only; a local webhook receiver is the usual demo (issue 8 §2
+    # lets `make run` lift the private-address rule). Both can be overridden from the environment.
+    env.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
+    env.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
     return env
 
 

@@ -113,6 +113,7 @@ def test_it_serves_with_a_kept_secret_key_file_and_logs_under_var_log(running):
         if "=" in item
     )
     assert environ["SECRET_KEY_FILE"] == str(key_file.resolve())
+    assert environ["WEBHOOK_ALLOW_PRIVATE_NETWORKS"] == "true"
     assert {p.name for p in (var / "log").iterdir()} >= {"server.log", "worker.log", "beat.log"}
     assert "Admin user created" in log.read_text()
 
