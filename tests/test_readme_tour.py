@@ -58,14 +58,17 @@ def tour_script(base_url: str) -> str:
     return WRAPPER + "\n".join(blocks).replace("http://127.0.0.1:8000", base_url)
 
 
-def test_the_readme_tour_works_when_followed_literally_in_order():
+def test_the_readme_tour_works_when_followed_literally_in_order(tmp_path):
     url = database_url()
     if url is None:
         pytest.skip("the test database is in-memory SQLite: a subprocess cannot share it")
     call_command("seed_demo", stdout=io.StringIO())
     with LiveServer() as server:
-        # What a reader's shell has, plus the database `make run` would use.
-        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "DATABASE_URL": url}
+        # What a reader's shell has, plus the database and the key file `make run` would use.
+        key_file = tmp_path / "secret_key"
+        key_file.write_text("readme-tour-" + "x" * 50)
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "DATABASE_URL": url,
+               "SECRET_KEY_FILE": str(key_file)}  # fmt: skip
         done = subprocess.run(
             ["bash", "-c", tour_script(server.url)], cwd=settings.BASE_DIR, env=env,
             capture_output=True, text=True, timeout=300,
