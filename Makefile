@@ -15,17 +15,11 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # The embedded default: SQLite under var/, a filesystem broker, the offline LLM provider.
+# config/embedded.py: one instance per var/ (a second `make run` refuses), PORT (default 8000),
+# server + worker + beat supervised and restarted if one dies, logs in var/log/, Ctrl-C stops all.
+PORT ?= 8000
 run: $(STAMP)
-	mkdir -p var
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py collectstatic --noinput -v 0
-	$(PY) manage.py seed_demo
-	$(PY) manage.py ensure_admin
-	@echo "Agent Org on http://127.0.0.1:8000 (admin: /admin/, API docs: /api/docs/)"
-	@trap 'kill 0' INT TERM EXIT; \
-	$(VENV)/bin/celery -A config worker -P threads -c 4 -l info & \
-	$(VENV)/bin/celery -A config beat -l info & \
-	$(VENV)/bin/uvicorn config.asgi:application --host 127.0.0.1 --port 8000
+	@PORT=$(PORT) $(PY) -m config.embedded
 
 # Debian's chromium for the Playwright test (Playwright's own browser download is not reachable).
 browser:

@@ -83,10 +83,12 @@ class Agent:
             raise ToolError(body)
         return body
 
-    async def take_task(self) -> dict | None:
-        """The newest task of the inbox that this agent still holds; else any it holds."""
+    async def take_task(self, prefer: int | None = None) -> dict | None:
+        """`prefer` if held; else the newest task of the inbox that this agent still holds; else any."""
         mine = await self.call("get_my_tasks", role="assigned")
         held = {t["id"]: t for t in mine["tasks"] if t["status"] in HELD}
+        if prefer in held:
+            return held[prefer]
         inbox = await self.call("get_inbox", unread_only=True, limit=50)
         for item in inbox["items"]:
             task = item.get("task") or {}
@@ -186,7 +188,7 @@ async def act(agent: Agent, task: dict, d: Decision) -> dict:
     return await agent.call("escalate_task", task_id=task["id"], **decision)
 
 
-async def one_round(agent: Agent, *, model: str | None) -> dict | None:
+async def one_round(agent: Agent, *, model: str | None, prefer: int | None = None) -> dict | None:
     """Read context and roster, take a task, decide, act. Returns the task after, or None."""
     context = await agent.call("get_my_context")
     roster = await agent.call("get_organization_roster", filter="all")
@@ -196,7 +198,7 @@ async def one_round(agent: Agent, *, model: str | None) -> dict | None:
         me["name"], me["id"], me["current_workload"], me["workload_capacity"],
         len(roster["colleagues"]),
     )  # fmt: skip
-    task = await agent.take_task()
+    task = await agent.take_task(prefer)
     if task is None:
         log.info("nothing to route: no held task with a required expertise")
         return None
@@ -245,6 +247,7 @@ async def main_async(args) -> int:
     )
     async with Client(transport, read_timeout_seconds=120) as client:
         agent = Agent(client)
+        created = {}
         if args.create_task:
             me = (await agent.call("get_organization_roster", filter="my_team"))["agent_context"]
             created = await agent.call(
@@ -257,7 +260,9 @@ async def main_async(args) -> int:
             log.info("created task #%s for myself", created["id"])
         rounds = 0
         while True:
-            after = await one_round(agent, model=model)
+            # The task it was asked to create comes first (its own act left no inbox item).
+            after = await one_round(agent, model=model, prefer=created.get("id"))
+            created = {}
             rounds += 1
             if args.once or after is None or (args.rounds and rounds >= args.rounds):
                 return 0

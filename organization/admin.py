@@ -25,6 +25,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.contrib.auth import get_user_model
+from django.http import Http404
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -52,6 +54,9 @@ __all__ = [
     "ReadOnlyInline",
     "admin_org_ids",
 ]  # for other apps' admins; see above
+
+# The admin's "View site" link: the service has no public site, its API docs are the closest.
+admin.site.site_url = "/api/docs/"
 
 # --- tenancy: one mixin for ModelAdmins and inlines ---------------------------------------
 
@@ -278,24 +283,24 @@ class OrgUniqueNameForm(forms.ModelForm):
 
 
 class ExpertiseField(forms.CharField):
-    """Expertise as comma-separated terms in the form, a JSON list in the database."""
+    """Expertise one term per line in the form (a term may hold a comma), a JSON list in the database."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("required", False)
-        kwargs.setdefault("help_text", "Comma-separated, exact and case-sensitive: React, CSS")
-        kwargs.setdefault("widget", forms.TextInput(attrs={"class": "vTextField"}))
+        kwargs.setdefault("help_text", "One term per line, exact and case-sensitive.")
+        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 4, "cols": 40}))
         super().__init__(**kwargs)
 
     def prepare_value(self, value):
         if isinstance(value, list):
-            return ", ".join(value)
+            return "\n".join(value)
         return value
 
     def to_python(self, value):
         if isinstance(value, list):
             return value
         text = super().to_python(value)
-        return [term.strip() for term in text.split(",") if term.strip()]
+        return [term.strip() for term in text.splitlines() if term.strip()]
 
     def has_changed(self, initial, data):
         return (initial or []) != self.to_python(data)
@@ -798,12 +803,40 @@ class ApiKeyAdmin(OrgOwnedAdmin):
         plaintext = getattr(request, "_api_key_plaintext", None)
         if plaintext is None:
             return super().response_add(request, obj, post_url_continue)
-        # Rendered in the answer to the POST, not stored in a session or message cookie.
+        # Post/redirect/get: a refresh of the page that shows the key must not make another one.
+        # The key waits in the (server-side) session until that page takes it out, once.
+        request.session[self._session_slot(obj.pk)] = plaintext
+        return redirect(reverse("admin:organization_apikey_created", args=[obj.pk]))
+
+    @staticmethod
+    def _session_slot(pk) -> str:
+        return f"organization.apikey.plaintext.{pk}"
+
+    def get_urls(self):
+        created = path(
+            "<int:object_id>/created/",
+            self.admin_site.admin_view(self.created_view),
+            name="organization_apikey_created",
+        )
+        return [created, *super().get_urls()]
+
+    def created_view(self, request, object_id: int):
+        key = self.get_object(request, str(object_id))
+        if key is None or not self.has_view_permission(request, key):
+            raise Http404
+        plaintext = request.session.pop(self._session_slot(key.pk), None)
+        if plaintext is None:
+            self.message_user(
+                request,
+                "This key was shown once, when it was made; make a new one if it was lost.",
+                messages.WARNING,
+            )
+            return redirect(reverse("admin:organization_apikey_change", args=[key.pk]))
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": "API key created",
-            "key": obj,
+            "key": key,
             "plaintext": plaintext,
         }
         response = TemplateResponse(request, "admin/organization/apikey/created.html", context)

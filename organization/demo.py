@@ -1,12 +1,16 @@
-"""The demo organization of the seeds (Sarah, Alex, Jordan, Morgan, Taylor …), built idempotently."""
+"""The demo organization of the seeds (Sarah, Alex, Jordan, Morgan, Taylor …): its people.
+
+Add-only: whatever exists (an agent, a team, a role, a rule) is left exactly as it is, so a demo
+the user has changed stays changed. The demo's work (tasks, a collaboration) is seeded by the
+apps that own it: `tasks.demo` and `collaboration.demo`, called by the `seed_demo` command.
+"""
 
 from django.db import transaction
-
-from tasks.models import HELD_STATUSES, Task, TaskStatus
 
 from .models import Agent, AgentRole, ExpertiseGroup, Organization, Team, TeamRule
 
 # id, name, job title, team, senior, expertise, tasks held, paused, hierarchy role
+# (the held counts are what `tasks.demo` builds; they are a public contract of the demo).
 DEMO_AGENTS = [
     ("agent-alice", "Alice", "Engineering Manager", "Leadership", None,
      ["Leadership", "Planning"], 4, False, "supervisor"),
@@ -32,8 +36,8 @@ DEMO_EXPERTISE_GROUPS = {
 
 
 @transaction.atomic
-def seed_demo(*, slug: str = "demo") -> Organization:
-    """Create or repair organization `slug` so it holds exactly the demo agents and workloads."""
+def seed_demo_organization(*, slug: str = "demo") -> Organization:
+    """Add what is missing of organization `slug`'s people; never change what exists."""
     org, _ = Organization.objects.get_or_create(
         slug=slug, defaults={"name": "Demo" if slug == "demo" else slug.replace("-", " ").title()}
     )
@@ -43,8 +47,9 @@ def seed_demo(*, slug: str = "demo") -> Organization:
         for name in sorted({row[3] for row in DEMO_AGENTS})
     }
     agents: dict[str, Agent] = {}
+    created: set[str] = set()
     for handle, name, title, team, _, expertise, _, paused, _ in DEMO_AGENTS:
-        agents[handle], _ = Agent.objects.update_or_create(
+        agents[handle], new = Agent.objects.get_or_create(
             organization=org,
             handle=handle,
             defaults={
@@ -55,31 +60,25 @@ def seed_demo(*, slug: str = "demo") -> Organization:
                 "is_paused": paused,
             },
         )
-    for handle, _, _, _, senior, _, held, _, hierarchy_role in DEMO_AGENTS:
+        if new:
+            created.add(handle)
+    for handle, _, _, _, senior, _, _, _, hierarchy_role in DEMO_AGENTS:
         agent = agents[handle]
-        agent.senior = agents[senior] if senior else None
-        agent.save(update_fields=["senior"])
-        AgentRole.objects.update_or_create(agent=agent, defaults={"role": hierarchy_role})
-        _set_held_tasks(org, agent, held)
+        if handle in created and senior:
+            agent.senior = agents[senior]
+            agent.save(update_fields=["senior"])
+        if handle in created:
+            AgentRole.objects.get_or_create(agent=agent, defaults={"role": hierarchy_role})
     for group, expertise in DEMO_EXPERTISE_GROUPS.items():
-        ExpertiseGroup.objects.update_or_create(
+        ExpertiseGroup.objects.get_or_create(
             organization=org, name=group, defaults={"expertise": expertise}
         )
     return org
 
 
-def _set_held_tasks(org: Organization, agent: Agent, count: int) -> None:
-    held = list(Task.objects.filter(assignee=agent, status__in=HELD_STATUSES).order_by("pk"))
-    for task in held[count:]:
-        task.status = TaskStatus.COMPLETED
-        task.save(update_fields=["status", "updated_at"])
-    for n in range(len(held), count):
-        Task.objects.create(
-            organization=org,
-            title=f"{agent.name}'s demo task {n + 1}",
-            description="Seeded by seed_demo so that the demo workload is made of real tasks.",
-            required_expertise=agent.expertise[0] if agent.expertise else "",
-            status=TaskStatus.ASSIGNED if n % 2 == 0 else TaskStatus.IN_PROGRESS,
-            assignee=agent,
-            delegation_chain=[agent.handle],
-        )
+def seed_demo(*, slug: str = "demo") -> Organization:
+    """The demo with its work; kept here for existing imports, the real home is `tasks.demo`."""
+    # A lazy import upwards (organization → tasks): remove once callers import tasks.demo.
+    from tasks.demo import seed_demo as seed_with_work
+
+    return seed_with_work(slug=slug)

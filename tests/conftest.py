@@ -4,7 +4,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from organization.demo import seed_demo
+from tasks.demo import seed_demo
 
 from .factories import make_key, make_org
 

@@ -1,7 +1,9 @@
 """Find (and, if down, start) the local PostgreSQL and Redis for the test suite.
 
 Prints `KEY=value` lines for the environment of `make test`. Under CI=true a service that
-cannot be reached is an error: those tests must run, not skip.
+cannot be reached is an error: those tests must run, not skip. PostgreSQL is required in any
+case: on SQLite the suite's concurrent tests (collaboration threads, row locks) fail at random
+with "database table is locked", so `make test` refuses and says how to start PostgreSQL.
 """
 
 import os
@@ -28,11 +30,20 @@ def reachable(host: str, port: int) -> bool:
         return False
 
 
+START_TIMEOUT_SECONDS = 20
+NO_POSTGRES = """PostgreSQL is not reachable on {host}:{port} and could not be started.
+The test suite needs it (on SQLite its concurrent tests fail at random with "database table is
+locked"). Start it, e.g.:
+    apt-get install -y postgresql && pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start
+(trust authentication for user postgres on 127.0.0.1), or point DATABASE_URL at a server:
+    DATABASE_URL=postgres://USER@HOST:5432/test make test"""
+
+
 def ensure(name: str, host: str, port: int) -> bool:
     if reachable(host, port):
         return True
     subprocess.run(START[name], shell=True, capture_output=True)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if reachable(host, port):
             return True
@@ -52,6 +63,9 @@ def main() -> int:
             continue
         if ensure(name, host, port):
             lines.append(f"{var}={url}")
+        elif name == "postgres":
+            print(NO_POSTGRES.format(host=host, port=port), file=sys.stderr)
+            return 1
         elif ci:
             print(f"{name} is not reachable on {host}:{port} and CI=true", file=sys.stderr)
             return 1

@@ -83,6 +83,17 @@ def test_the_start_form_refuses_agents_of_another_organization(acme, alice):
     assert not CollaborationSession.objects.exists()
 
 
+def test_the_start_form_shows_a_refusal_once(acme, alice):
+    alex = acme.agents.get(handle="agent-alex")
+    response = alice.post(reverse("admin:collaboration_collaborationsession_start"), {
+        "organization": acme.pk, "task": "t", "agents": [alex.pk], "mode": "hierarchical",
+        "synthesis": "merge"})  # fmt: skip
+    assert response.status_code == 200
+    message = "hierarchical mode needs a coordinator and at least one specialist"
+    assert response.content.decode().count(message) == 1
+    assert not CollaborationSession.objects.exists()
+
+
 def test_the_cancel_action_cancels_queued_sessions(acme, alice):
     from collaboration.services import session_create
     from tests.collaboration.conftest import human

@@ -5,7 +5,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from organization.demo import seed_demo
+from tasks.demo import seed_demo
 from tests.factories import make_admin_user
 
 pytestmark = pytest.mark.e2e
@@ -48,7 +48,7 @@ def test_staff_member_adds_a_team_and_an_agent_and_sees_it_on_the_org_chart(
     page.fill("#id_role", "Data Scientist")
     pick(page, "team", "Res", "Research")
     pick(page, "senior", "Ali", "Alice (agent-alice)")
-    page.fill("#id_expertise", "Statistics, Python")
+    page.fill("#id_expertise", "Statistics\nPython")
     page.select_option("#id_hierarchy_role-0-role", "specialist")
     page.click("input[name=_save]")
     expect(page.locator(".messagelist")).to_contain_text("agent-robin")

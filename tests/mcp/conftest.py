@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from organization.demo import seed_demo
+from tasks.demo import seed_demo
 from tests.factories import make_key
 
 from .live import LiveServer

@@ -257,15 +257,25 @@ def test_hierarchy_role_is_edited_inline_on_the_agent(root_client, demo):
     assert (role.role, role.can_assign_to_peers) == ("specialist", True)
 
 
-def test_expertise_is_typed_as_comma_separated_terms(root_client, demo):
+def test_expertise_is_typed_one_term_per_line_and_a_term_may_hold_a_comma(root_client, demo):
     alex = agent_of(demo, "agent-alex")
     url = change_url(alex)
     data = form_of(root_client, url, "agent_form")
-    assert data["expertise"] == "Node.js, PostgreSQL, API Design"
-    data["expertise"] = "Go,  SQL , ,Kafka"
+    assert data["expertise"] == "Node.js\nPostgreSQL\nAPI Design"
+    data["expertise"] = "Go\r\n  SQL \r\n\r\nDesign, UX\r\n"
     assert root_client.post(url, data).status_code == 302
     alex.refresh_from_db()
-    assert alex.expertise == ["Go", "SQL", "Kafka"]
+    assert alex.expertise == ["Go", "SQL", "Design, UX"]
+    # Saved again unchanged, it stays as it is.
+    assert root_client.post(url, form_of(root_client, url, "agent_form")).status_code == 302
+    alex.refresh_from_db()
+    assert alex.expertise == ["Go", "SQL", "Design, UX"]
+
+
+def test_the_view_site_link_leads_to_the_api_docs(root_client):
+    index = root_client.get(reverse("admin:index"))
+    assert index.context["site_url"] == "/api/docs/"
+    assert root_client.get("/api/docs/").status_code == 200
 
 
 def test_a_senior_cycle_is_a_form_error(root_client, demo):
@@ -351,7 +361,7 @@ def test_organization_page_edits_teams_members_and_expertise_groups(root_client,
         {
             "expertise_groups-TOTAL_FORMS": groups + 1,
             f"expertise_groups-{groups}-name": "Data",
-            f"expertise_groups-{groups}-expertise": "Pandas, SQL",
+            f"expertise_groups-{groups}-expertise": "Pandas\nSQL",
         }
     )
     response = root_client.post(url, data)
@@ -375,11 +385,14 @@ def test_an_api_key_is_shown_in_plain_text_once_and_only_its_digest_is_stored(ro
         reverse("admin:organization_apikey_add"),
         {"organization": demo.pk, "agent": sarah.pk, "name": "sarah laptop"},
     )
+    key = ApiKey.objects.get(name="sarah laptop")
+    assert response.status_code == 302
+    assert response["Location"] == reverse("admin:organization_apikey_created", args=[key.pk])
+    response = root_client.get(response["Location"])
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
     plaintext = response.context["plaintext"]
     assert plaintext in response.content.decode()
-    key = ApiKey.objects.get(name="sarah laptop")
     assert (key.agent, key.organization) == (sarah, demo)
     secret = plaintext.split("_", 2)[2]
     assert key.digest == hashlib.sha256(secret.encode()).hexdigest()
@@ -401,6 +414,25 @@ def test_an_api_key_is_shown_in_plain_text_once_and_only_its_digest_is_stored(ro
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
     assert api.get("/api/roster").json()["agent_context"]["id"] == "agent-sarah"
+
+
+def test_refreshing_the_key_created_page_makes_no_second_key(root_client, demo):
+    response = root_client.post(
+        reverse("admin:organization_apikey_add"), {"organization": demo.pk, "name": "once"}
+    )
+    shown = root_client.get(response["Location"])
+    assert shown.status_code == 200 and shown.context["plaintext"]
+    again = root_client.get(response["Location"])
+    assert again.status_code == 302
+    assert again["Location"] == change_url(ApiKey.objects.get(name="once"))
+    assert ApiKey.objects.filter(organization=demo).count() == 1
+
+
+def test_the_key_created_page_of_another_organization_is_a_404(client, demo, rival):
+    key = rival.api_keys.get()
+    client.force_login(make_admin_user(demo))
+    page = client.get(reverse("admin:organization_apikey_created", args=[key.pk]))
+    assert page.status_code == 404
 
 
 def test_an_agent_of_another_organization_cannot_get_a_key_here(root_client, demo, rival):

@@ -88,12 +88,12 @@ def test_seed_demo_creates_exactly_the_issues_agents_with_real_held_tasks(db):
     )
 
 
-def test_seed_demo_repairs_a_changed_demo(db):
+def test_seed_demo_leaves_a_changed_demo_as_the_user_left_it(db):
     run("seed_demo")
-    Agent.objects.filter(handle="agent-sam").update(is_paused=False)
-    Task.objects.filter(assignee__handle="agent-alex").update(status="completed")
+    Agent.objects.filter(handle="agent-sam").update(is_paused=False, expertise=["AWS, GCP"])
     run("seed_demo")
-    assert demo_state("demo") == DEMO | {"_agents": 7}
+    sam = Agent.objects.get(handle="agent-sam")
+    assert (sam.is_paused, sam.expertise) == (False, ["AWS, GCP"])
 
 
 def test_seed_demo_takes_the_organization_slug(db):
@@ -126,3 +126,20 @@ def test_create_api_key_refuses_unknown_organization_or_agent(demo):
         run("create_api_key", "--org", "nope")
     with pytest.raises(CommandError, match="Agent not found"):
         run("create_api_key", "--org", "demo", "--agent", "agent-nobody")
+
+
+def test_ensure_admin_creates_the_admin_once_and_reset_gives_a_new_password(demo, client):
+    from django.contrib.auth import get_user_model
+
+    first = run("ensure_admin")
+    password = first.split("password: ")[1].split()[0]
+    assert "exists" in run("ensure_admin")
+    assert get_user_model().objects.get(username="admin").check_password(password)
+
+    reset = run("ensure_admin", "--reset")
+    new = reset.split("new password: ")[1].split()[0]
+    admin = get_user_model().objects.get(username="admin")
+    assert new != password
+    assert admin.check_password(new) and not admin.check_password(password)
+    assert client.login(username="admin", password=new)
+    assert client.get("/admin/").status_code == 200

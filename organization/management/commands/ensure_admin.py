@@ -7,19 +7,37 @@ from organization.models import Membership, Organization
 
 
 class Command(BaseCommand):
-    help = "Create the superuser 'admin' once, printing its password that one time."
+    help = (
+        "Create the superuser 'admin' once, printing its password that one time; "
+        "--reset gives it a new password (printed once)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--username", default="admin")
         parser.add_argument("--org", default="demo", help="Make the admin a member of this org")
+        parser.add_argument(
+            "--reset", action="store_true", help="Set a new random password and print it once"
+        )
 
     def handle(self, *args, **options):
         User = get_user_model()
         username = options["username"]
-        if User.objects.filter(username=username).exists():
-            self.stdout.write(f"Admin user '{username}' exists (password shown when it was made).")
-            return
+        user = User.objects.filter(username=username).first()
         password = secrets.token_urlsafe(12)
+        if user is not None and not options["reset"]:
+            self.stdout.write(
+                f"Admin user '{username}' exists (password shown when it was made; "
+                "`manage.py ensure_admin --reset` sets a new one)."
+            )
+            return
+        if user is not None:
+            user.set_password(password)
+            user.is_active = user.is_staff = user.is_superuser = True
+            user.save(update_fields=["password", "is_active", "is_staff", "is_superuser"])
+            self.stdout.write(
+                f"Admin user '{username}' has a new password: {password}\n(shown once)"
+            )
+            return
         user = User.objects.create_superuser(username=username, email="", password=password)
         org = Organization.objects.filter(slug=options["org"]).first()
         if org is not None:
@@ -28,5 +46,5 @@ class Command(BaseCommand):
             )
         self.stdout.write(
             f"Admin user created — username: {username}  password: {password}\n"
-            "(shown once; change it in the admin or with `manage.py changepassword`)"
+            "(shown once; `manage.py ensure_admin --reset` sets a new one)"
         )

@@ -1,0 +1,59 @@
+"""The demo organization's finished collaboration, started and run like any other session.
+
+It is started through `session_create` (as Alice, with the offline provider so no key is spent
+and nothing leaves the machine) and run here, in-process, by the same runner a worker uses; the
+worker that later receives its message finds it finished. Keyed by its task: played once.
+"""
+
+import logging
+
+from django.db import transaction
+
+from organization.caller import Caller
+from organization.errors import DomainError
+from organization.models import Organization
+
+from . import runner
+from .models import CollaborationSession
+from .services import session_create
+
+log = logging.getLogger(__name__)
+
+DEMO_STARTER = "agent-alice"
+DEMO_SESSION = {
+    "task": "Should the orders service move its reporting queries to a read replica?",
+    "agents": [
+        {"agent_id": "agent-alex", "focus": "query patterns and the API", "config": {"provider": "offline"}},
+        {"agent_id": "agent-database-lead", "focus": "replication lag and operations", "config": {"provider": "offline"}},
+        {"agent_id": "agent-jordan", "focus": "infrastructure cost and deployment", "config": {"provider": "offline"}},
+    ],
+    "mode": "parallel",
+    "synthesis": "vote",
+    "coordinator_config": {"provider": "offline"},
+    "context": {"source": "seed_demo"},
+}  # fmt: skip
+
+
+def seed_demo_collaboration(org: Organization) -> CollaborationSession | None:
+    """Start and run the demo session unless the organization has it; None if it cannot be made."""
+    if CollaborationSession.objects.filter(organization=org, task=DEMO_SESSION["task"]).exists():
+        return None
+    starter = org.agents.filter(handle=DEMO_STARTER).first()
+    if starter is None:
+        return None
+    try:
+        with transaction.atomic():
+            session = session_create(
+                caller=Caller(organization=org, agent=starter), payload=DEMO_SESSION
+            )
+    except DomainError:
+        return None  # e.g. one of its agents was paused or removed: no demo session then.
+    # Outside the transaction: the runner's agent threads read the committed rows.
+    try:
+        runner.run_session(session.id)
+    except Exception:
+        # The start of `make run` must not hang on the demo: its queued message is still there,
+        # so the worker runs the session instead.
+        log.exception("the demo collaboration could not run here; a worker will run it")
+    session.refresh_from_db()
+    return session

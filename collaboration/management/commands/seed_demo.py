@@ -1,0 +1,28 @@
+from django.core.management.base import BaseCommand
+
+from collaboration.demo import seed_demo_collaboration
+from organization.demo import DEMO_AGENTS, seed_demo_organization
+from tasks.demo import seed_demo_work
+
+
+# Here, in the top app, because the demo spans all three: organization ← tasks ← collaboration.
+class Command(BaseCommand):
+    help = (
+        "Add whatever is missing of the demo organization of the seeds: its agents, their tasks "
+        "(through the task services) and a finished collaboration. Never changes what exists."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--org", default="demo", help="Organization slug (default: demo)")
+
+    def handle(self, *args, **options):
+        org = seed_demo_organization(slug=options["org"])
+        work = seed_demo_work(org)
+        session = seed_demo_collaboration(org)
+        for title, why in work.skipped:
+            self.stdout.write(f"Skipped the demo task {title!r}: {why}")
+        added = len(work.added) + (session is not None)
+        self.stdout.write(
+            f"Organization '{org.slug}' ready with {len(DEMO_AGENTS)} agents"
+            + (f"; added {added} demo item(s)." if added else "; nothing to add.")
+        )

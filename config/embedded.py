@@ -1,0 +1,253 @@
+"""`make run`: the embedded service, supervised. `python -m config.embedded`
+
+One instance per var/ directory (a lock held for the life of this process, so a second start says
+so and leaves the first alone); the port is `PORT` (default 8000). It prepares the database and the
+demo, then runs the server, a Celery worker and Celery beat as child processes, each logging to
+var/log/<name>.log, restarts any that exits unexpectedly (with backoff: a worker that died after a
+broker outage comes back), and on Ctrl-C or SIGTERM asks each child once to stop, waits, and exits 0.
+No Django import here: the children load the settings, this process only watches them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+STOP_GRACE_SECONDS = 20  # celery's warm shutdown waits for running tasks; then they are killed
+BACKOFF_MAX_SECONDS = 30
+HEALTHY_AFTER_SECONDS = 60  # a child that ran this long starts again from the shortest backoff
+
+
+def var_dir() -> Path:
+    return Path(os.environ.get("VAR_DIR") or BASE_DIR / "var").resolve()
+
+
+def say(message: str) -> None:
+    print(f"[make run] {message}", flush=True)
+
+
+def take_lock(var: Path):
+    """The instance lock: an flock on var/run.lock, released by the kernel when we exit."""
+    handle = open(var / "run.lock", "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        state = read_state(var)
+        where = f" (PID {state.get('pid')}, port {state.get('port')})" if state else ""
+        say(
+            f"Agent Org is already running from {var}{where}. Stop it with Ctrl-C in its "
+            "terminal (or `kill <PID>`), or give this one another VAR_DIR."
+        )
+        return None
+    return handle
+
+
+def read_state(var: Path) -> dict:
+    try:
+        return json.loads((var / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def secret_key_file(var: Path) -> Path:
+    """var/secret_key: made once (random), kept, so sessions survive restarts."""
+    path = var / "secret_key"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(50))
+    return path
+
+
+def child_env(var: Path, port: int) -> dict:
+    env = dict(os.environ, VAR_DIR=str(var), PORT=str(port), PYTHONUNBUFFERED="1")
+    key_file = secret_key_file(var)
+    env["SECRET_KEY_FILE"] = str(key_file)
+    # Until settings read SECRET_KEY_FILE themselves, the key travels as SECRET_KEY too.
+    env.setdefault("SECRET_KEY", key_file.read_text().strip())
+    # The server listens on 127.0.0.1 only; a local webhook receiver is the usual demo (issue 8 §2
+    # lets `make run` lift the private-address rule). Both can be overridden from the environment.
+    env.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
+    env.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
+    return env
+
+
+def _die_with_parent() -> None:
+    """Linux: a child gets SIGTERM if this supervisor is killed, so none is left behind."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class Child:
+    def __init__(self, name: str, argv: list[str], env: dict, log_dir: Path):
+        self.name, self.argv, self.env = name, argv, env
+        self.log_path = log_dir / f"{name}.log"
+        self.process: subprocess.Popen | None = None
+        self.started_at = 0.0
+        self.backoff = 1.0
+        self.restart_at: float | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            # Its own session: the terminal's Ctrl-C reaches only us, and we ask each child once.
+            self.process = subprocess.Popen(
+                self.argv, cwd=BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        self.started_at = time.monotonic()
+        self.restart_at = None
+        self.starts += 1
+
+    def check(self) -> None:
+        """Notice an unexpected exit and schedule the restart; do it when its time has come."""
+        now = time.monotonic()
+        if self.restart_at is not None:
+            if now >= self.restart_at:
+                say(f"restarting the {self.name}")
+                self.start()
+            return
+        code = self.process.poll()
+        if code is None:
+            return
+        if now - self.started_at >= HEALTHY_AFTER_SECONDS:
+            self.backoff = 1.0
+        say(
+            f"the {self.name} exited (code {code}); restarting it in {self.backoff:.0f} s "
+            f"(its log: {self.log_path})"
+        )
+        self.restart_at = now + self.backoff
+        self.backoff = min(self.backoff * 2, BACKOFF_MAX_SECONDS)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def signal(self, signum: int) -> None:
+        if self.alive():
+            try:
+                self.process.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+
+def setup(env: dict) -> bool:
+    """Database, static files, the demo and the admin user: output to this terminal."""
+    python = str(BIN / "python")
+    steps = [
+        ["migrate", "--noinput", "-v", "0"],
+        ["collectstatic", "--noinput", "-v", "0"],
+        ["seed_demo"],
+        ["ensure_admin"],
+    ]
+    for step in steps:
+        if subprocess.run([python, "manage.py", *step], cwd=BASE_DIR, env=env).returncode != 0:
+            say(f"`manage.py {' '.join(step)}` failed; nothing was started.")
+            return False
+    return True
+
+
+def write_state(var: Path, port: int, children: list[Child]) -> None:
+    state = {
+        "pid": os.getpid(),
+        "port": port,
+        "children": {c.name: c.process.pid for c in children if c.alive()},
+        "starts": {c.name: c.starts for c in children},
+    }
+    tmp = var / "run.json.tmp"
+    tmp.write_text(json.dumps(state))
+    tmp.replace(var / "run.json")
+
+
+def main() -> int:
+    var = var_dir()
+    var.mkdir(parents=True, exist_ok=True)
+    try:
+        port = int(os.environ.get("PORT") or 8000)
+    except ValueError:
+        say(f"PORT must be a number, not {os.environ['PORT']!r}.")
+        return 2
+    lock = take_lock(var)
+    if lock is None:
+        return 1
+    if not port_is_free(port):
+        say(f"Port {port} is in use by another program: choose another with PORT=<port> make run.")
+        return 1
+    log_dir = var / "log"
+    log_dir.mkdir(exist_ok=True)
+    env = child_env(var, port)
+
+    stopping = []
+
+    def on_signal(signum, frame):
+        stopping.append(signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    if not setup(env) or stopping:
+        return 1 if not stopping else 0
+
+    children = [
+        Child("server", [str(BIN / "uvicorn"), "config.asgi:application", "--host", "127.0.0.1",
+                         "--port", str(port)], env, log_dir),
+        Child("worker", [str(BIN / "celery"), "-A", "config", "worker", "-P", "threads", "-c", "4",
+                         "-l", "info"], env, log_dir),
+        Child("beat", [str(BIN / "celery"), "-A", "config", "beat", "-l", "info"], env, log_dir),
+    ]  # fmt: skip
+    for child in children:
+        child.start()
+    write_state(var, port, children)
+    say(
+        f"Agent Org on http://127.0.0.1:{port} (admin: /admin/, API docs: /api/docs/). "
+        f"Logs: {log_dir}/server.log, worker.log, beat.log. Ctrl-C stops everything."
+    )
+    while not stopping:
+        starts = [c.starts for c in children]
+        for child in children:
+            child.check()
+        if [c.starts for c in children] != starts:
+            write_state(var, port, children)
+        time.sleep(0.2)
+
+    say("stopping the server, the worker and beat …")
+    for child in children:
+        child.signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    while any(c.alive() for c in children) and time.monotonic() < deadline:
+        if len(stopping) > 1:  # a second Ctrl-C: no more waiting
+            break
+        time.sleep(0.1)
+    for child in children:
+        if child.alive():
+            say(f"the {child.name} did not stop in time: killed")
+            child.signal(signal.SIGKILL)
+            child.process.wait()
+    (var / "run.json").unlink(missing_ok=True)
+    say("stopped.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

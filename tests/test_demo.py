@@ -1,0 +1,136 @@
+"""`seed_demo`: the demo organization at work, made through the services, and never touching
+real work (issue 8 §5). It runs the demo's collaboration in-process, whose agent threads read
+committed rows: hence `transaction=True`."""
+
+from io import StringIO
+
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+
+from organization.models import Agent
+from tasks.models import HELD_STATUSES, Task, TaskEvent
+from tasks.services import snapshot
+from tests.conftest import KeyClient
+from tests.factories import give_tasks, make_key
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def seed(*args) -> str:
+    out = StringIO()
+    call_command("seed_demo", *args, stdout=out)
+    return out.getvalue()
+
+
+def every_row() -> dict:
+    """Every row of every model, every column: a change anywhere shows."""
+    return {
+        model._meta.label: list(model._default_manager.order_by("pk").values())
+        for model in apps.get_models()
+    }
+
+
+def human_client(org) -> KeyClient:
+    return KeyClient(make_key(org))
+
+
+def test_seed_demo_a_second_and_third_time_changes_no_row():
+    seed()
+    first = every_row()
+    assert "nothing to add" in seed()
+    seed()
+    assert every_row() == first
+
+
+def test_seed_demo_never_touches_a_task_the_user_created():
+    seed()
+    org_client = human_client(Agent.objects.get(handle="agent-alex").organization)
+    created = org_client.post(
+        "/api/tasks",
+        {"title": "My real work", "agent_id": "agent-alex"},
+        format="json",
+    )
+    assert created.status_code == 201
+    before = every_row()
+    seed()
+    mine = Task.objects.get(pk=created.json()["id"])
+    assert (mine.status, mine.assignee.handle, mine.finished_at) == ("assigned", "agent-alex", None)
+    assert every_row() == before
+
+
+def test_seed_demo_skips_a_story_that_no_longer_fits_and_leaves_the_users_tasks():
+    seed()
+    org = Agent.objects.get(handle="agent-jordan").organization
+    # The user cleared every demo task and gave Alex a full load of real work.
+    Task.objects.filter(organization=org).delete()
+    alex = Agent.objects.get(handle="agent-alex")
+    mine = give_tasks(alex, 5)
+    out = seed()
+    assert "Skipped the demo task 'Add an index for the invoices query'" in out
+    assert Task.objects.filter(assignee=alex, status__in=HELD_STATUSES).count() == 5
+    assert set(Task.objects.filter(assignee=alex).values_list("pk", flat=True)) == {
+        t.pk for t in mine
+    }
+    assert not Task.objects.filter(title="Add an index for the invoices query").exists()
+
+
+def test_every_demo_task_has_its_whole_history_from_its_created_event():
+    seed()
+    tasks = Task.objects.filter(organization__slug="demo")
+    assert tasks.count() == 23
+    for task in tasks:
+        events = list(TaskEvent.objects.filter(task=task).order_by("created_at", "pk"))
+        assert events[0].kind == "created", task.title
+        for previous, event in zip(events, events[1:], strict=False):
+            assert event.before == previous.after, task.title
+        assert events[-1].after == snapshot(task), task.title
+
+
+def test_the_demo_shows_the_organization_at_work():
+    seed()
+    org = Agent.objects.get(handle="agent-sarah").organization
+    client = human_client(org)
+
+    delegated = TaskEvent.objects.filter(organization_id=org.pk, kind="delegated")
+    assert delegated.count() == 3
+    assert all(e.decision == "DELEGATE" and e.primary_reason and e.fallback for e in delegated)
+
+    queued = client.get("/api/tasks", {"status": "queued"}).json()["results"]
+    assert [(t["title"], t["queued_for"]) for t in queued] == [
+        ("Add a Redis cache to the product pages", "agent-database-lead")
+    ]
+    morgan = client.get("/api/agents/agent-database-lead").json()
+    assert (morgan["status"], morgan["current_workload"]) == ("busy", 5)
+
+    escalated = client.get("/api/tasks", {"status": "escalated"}).json()["results"]
+    assert [(t["title"], t["assignee"]) for t in escalated] == [
+        ("Raise the AWS account limits", None)
+    ]
+    blocked = client.get("/api/tasks", {"status": "blocked"}).json()["results"]
+    assert [(t["title"], t["assignee"]) for t in blocked] == [
+        ("Move the CI runners to AWS spot instances", "agent-jordan")
+    ]
+
+    sessions = client.get("/api/collaborations").json()["results"]
+    assert len(sessions) == 1
+    session = client.get(f"/api/collaborations/{sessions[0]['id']}").json()
+    assert session["status"] == "completed"
+    assert session["created_by"] == "agent-alice"
+    assert [(c["agent"], c["status"], c["provider"]) for c in session["contributions"]] == [
+        ("agent-alex", "completed", "offline"),
+        ("agent-database-lead", "completed", "offline"),
+        ("agent-jordan", "completed", "offline"),
+    ]
+    assert session["events"][-1]["name"] == "tool:collaborative:complete"
+
+
+def test_the_admin_lists_the_escalated_demo_task_under_needs_attention(client):
+    seed()
+    from django.contrib.auth import get_user_model
+
+    admin = get_user_model().objects.create_superuser("boss", password="pw-for-tests-only")
+    client.force_login(admin)
+    page = client.get("/admin/tasks/task/", {"attention": "needs"})
+    assert page.status_code == 200
+    assert "Raise the AWS account limits" in page.content.decode()

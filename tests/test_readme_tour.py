@@ -1,0 +1,88 @@
+"""The README's tour, followed literally and in order, against a live server (issue 8 §5).
+
+Its shell blocks are taken from README.md as they are (tour, roster, agents, hierarchy, tasks,
+collaboration), the address swapped for the live server's, and run by bash on a freshly seeded
+demo. `curl` is wrapped only to note each answer's status: every call must succeed.
+"""
+
+import io
+import re
+import subprocess
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+from tests.mcp.conftest import database_url
+from tests.mcp.live import LiveServer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+README = settings.BASE_DIR / "README.md"
+# (section heading, which of its sh blocks), in the README's order.
+TOUR = [
+    ("## A 5-minute tour", 0),
+    ("### Roster and tools", 0),
+    ("### Agents and teams", 0),
+    ("### Team hierarchy (seed 003)", 0),
+    ("### curl", 0),
+    ("## Collaboration", 0),
+]
+WRAPPER = """
+curl() { command curl -w '%{stderr}STATUS %{http_code} %{method} %{url_effective}\\n' "$@"; }
+"""
+
+
+def section(text: str, heading: str) -> str:
+    """The lines under `heading` up to the next heading of its level or above (not in code)."""
+    level = len(heading.split()[0])
+    lines = text.splitlines()
+    start = lines.index(heading) + 1
+    fenced = False
+    for end in range(start, len(lines)):
+        line = lines[end]
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(rf"#{{1,{level}}} ", line):
+            break
+    return "\n".join(lines[start:end]) + "\n"
+
+
+def tour_script(base_url: str) -> str:
+    text = README.read_text()
+    blocks = []
+    for heading, index in TOUR:
+        shell = re.findall(r"^( *)```sh\n(.*?)^ *```", section(text, heading), re.S | re.M)
+        indent, body = shell[index]
+        blocks.append(re.sub(rf"^{indent}", "", body, flags=re.M))
+    return WRAPPER + "\n".join(blocks).replace("http://127.0.0.1:8000", base_url)
+
+
+def test_the_readme_tour_works_when_followed_literally_in_order(tmp_path):
+    url = database_url()
+    if url is None:
+        pytest.skip("the test database is in-memory SQLite: a subprocess cannot share it")
+    call_command("seed_demo", stdout=io.StringIO())
+    with LiveServer() as server:
+        # What a reader's shell has, plus the database and the key file `make run` would use.
+        key_file = tmp_path / "secret_key"
+        key_file.write_text("readme-tour-" + "x" * 50)
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "DATABASE_URL": url,
+               "SECRET_KEY_FILE": str(key_file)}  # fmt: skip
+        done = subprocess.run(
+            ["bash", "-c", tour_script(server.url)], cwd=settings.BASE_DIR, env=env,
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    calls = re.findall(r"^STATUS (\d{3}) (\w+) (\S+)$", done.stderr, re.M)
+    assert len(calls) >= 30, done.stderr
+    failed = [
+        (status, method, path)
+        for status, method, path in calls
+        # Cancelling the tour's session once a worker finished it is a 409, as the README says.
+        if not (status in {"200", "201", "202"} or (status == "409" and path.endswith("/cancel")))
+    ]
+    assert failed == [], done.stdout[-3000:]
+    # The task examples really moved tasks (no 403 from enforcement left on, no id 42).
+    assert '"assignee":"agent-alex"' in done.stdout.replace(" ", "")
+    assert '"status":"in_progress"' in done.stdout.replace(" ", "")
