@@ -5,7 +5,7 @@ from organization.registry import register_tool
 from organization.selectors import agent_by_handle
 
 from . import services
-from .models import TaskStatus, Urgency
+from .models import DESCRIPTION_MAX_LENGTH, NOTE_MAX_LENGTH, TaskStatus, Urgency
 from .recommend import recommend
 from .rules import Actor
 from .selectors import estimated_waits, inbox_of, task_for, tasks_visible_to
@@ -13,7 +13,8 @@ from .serializers import InboxItemSerializer, TaskSerializer
 
 TASK_ID = {"type": "integer", "description": "The task's id."}
 AGENT_ID = {"type": "string", "description": "An agent's id (handle), e.g. agent-alex."}
-TEXT = {"type": "string"}
+# The REST serializers' limits (tasks/serializers.py), so both doors refuse the same input.
+TEXT = {"type": "string", "maxLength": NOTE_MAX_LENGTH}
 
 
 def _schema(properties: dict, required: list[str]) -> dict:
@@ -58,7 +59,7 @@ def _parse_deadline(value):
     _schema(
         {
             "title": {"type": "string", "minLength": 1, "maxLength": 300},
-            "description": TEXT,
+            "description": {"type": "string", "maxLength": DESCRIPTION_MAX_LENGTH},
             "required_expertise": {"type": "string", "maxLength": 100},
             "urgency": {"type": "string", "enum": list(Urgency.values)},
             "deadline": {"type": "string", "description": "ISO 8601"},
