@@ -100,25 +100,25 @@ def exception_handler(exc, context):
 # --- Django's error views (config/urls.py): JSON under /api/, Django's HTML pages elsewhere ---
 
 
-def _is_api(request) -> bool:
+def is_api_request(request) -> bool:
     return request.path_info.startswith("/api/")
 
 
 def bad_request(request, exception, *args, **kwargs):
-    if _is_api(request):
+    if is_api_request(request):
         return JsonResponse(error_body("Bad request.", "invalid"), status=400)
     return defaults.bad_request(request, exception, *args, **kwargs)
 
 
 def page_not_found(request, exception, *args, **kwargs):
-    if _is_api(request):
+    if is_api_request(request):
         message = f"No such endpoint: {request.method} {request.path_info}"
         return JsonResponse(error_body(message, "not_found"), status=404)
     return defaults.page_not_found(request, exception, *args, **kwargs)
 
 
 def server_error(request, *args, **kwargs):
-    if _is_api(request):
+    if is_api_request(request):
         message = "The server failed unexpectedly; the error was logged."
         return JsonResponse(error_body(message, "server_error"), status=500)
     return defaults.server_error(request, *args, **kwargs)

@@ -4,14 +4,8 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 
-from .errors import error_body
+from .errors import error_body, is_api_request
 from .inputs import text_problem
-
-API_PREFIX = "/api/"
-
-
-def is_api_request(request) -> bool:
-    return request.path_info.startswith(API_PREFIX)
 
 
 class ApiInputMiddleware:

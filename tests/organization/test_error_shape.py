@@ -19,6 +19,7 @@ def boom(request):
 
 # A URL conf with one view that fails, under /api/ and outside it.
 urlpatterns = [path("api/boom", boom), path("boom", boom), *real_urlpatterns]
+handler400 = "organization.errors.bad_request"
 handler404 = "organization.errors.page_not_found"
 handler500 = "organization.errors.server_error"
 
@@ -62,6 +63,12 @@ def test_a_body_over_the_size_limit_is_413_too_large(client, settings):
     assert_error(response, 413, "too_large")
     small = client.post("/api/tasks", '{"title": "ok"}', content_type="application/json")
     assert small.status_code == 201, small.content
+
+
+def test_a_request_django_refuses_is_a_json_400(client, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 5
+    query = "&".join(f"f{i}=1" for i in range(10))
+    assert_error(client.get(f"/api/agents?{query}"), 400, "invalid")
 
 
 @override_settings(ROOT_URLCONF=__name__)
