@@ -1,5 +1,7 @@
 """Task tools of the registry: the same services as REST, for call-tool and MCP."""
 
+from django.conf import settings
+
 from organization.caller import Caller
 from organization.registry import register_tool
 from organization.selectors import agent_by_handle
@@ -24,6 +26,11 @@ def _schema(properties: dict, required: list[str]) -> dict:
         "required": required,
         "additionalProperties": False,
     }
+
+
+def _page_size(params: dict) -> int:
+    """The tool door's lists have REST's maximum page size (API_MAX_PAGE_SIZE) too."""
+    return min(params.get("limit", 100), settings.API_MAX_PAGE_SIZE)
 
 
 def _task_json(task) -> dict:
@@ -191,7 +198,7 @@ def get_my_tasks(caller: Caller, params: dict) -> dict:
     if caller.agent is not None and role != "all":
         field = {"assigned": "assignee", "queued_for": "queued_for", "created": "created_by_agent"}
         tasks = tasks.filter(**{field[role]: caller.agent})
-    items = list(tasks[: params.get("limit", 100)])
+    items = list(tasks[: _page_size(params)])
     data = TaskSerializer(items, many=True, context={"waits": estimated_waits(items)}).data
     return {"tasks": data, "count": len(data)}
 
@@ -214,7 +221,7 @@ def get_inbox(caller: Caller, params: dict) -> dict:
     items = inbox_of(agent)
     if params.get("unread_only"):
         items = items.filter(read_at__isnull=True)
-    items = list(items[: params.get("limit", 100)])
+    items = list(items[: _page_size(params)])
     data = InboxItemSerializer(items, many=True).data
     if params.get("mark_read"):
         services.inbox_mark_read(agent=agent, item_ids=[i.pk for i in items])

@@ -220,3 +220,10 @@ def test_the_default_maximum_page_is_200(demo, org_key):
     page = raw_client(org_key).get("/api/agents?limit=99999").json()
     assert page["count"] > 200
     assert len(page["results"]) == 200
+
+
+def test_the_tool_door_s_lists_are_capped_at_api_max_page_size(demo, settings):
+    settings.API_MAX_PAGE_SIZE = 2
+    assert demo.tasks.count() > 2
+    result = registry.call_tool(Caller(organization=demo), "get_my_tasks", {"limit": 500})
+    assert result["count"] == 2
