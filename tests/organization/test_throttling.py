@@ -50,3 +50,17 @@ def test_off_turns_throttling_off(demo, settings):
     settings.API_THROTTLE_RATE = "off"
     sarah = KeyClient(make_key(demo, agent_of(demo, "agent-sarah")))
     assert all(sarah.get("/api/tools").status_code == 200 for _ in range(5))
+
+
+def test_an_unreachable_throttle_cache_lets_requests_through(demo, settings):
+    """The limiter must not take the API down with its cache (Redis away → no 500)."""
+    settings.API_THROTTLE_RATE = "1/min"
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens on port 1
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
+    sarah = KeyClient(make_key(demo, agent_of(demo, "agent-sarah")))
+    assert [sarah.get("/api/tools").status_code for _ in range(2)] == [200, 200]
