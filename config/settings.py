@@ -115,6 +115,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's static files under uvicorn/gunicorn without a separate web server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # /api/ only: 413 for an oversize body, 400 for NUL or lone surrogates in path or query.
+    "organization.middleware.ApiInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -180,12 +182,16 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["organization.permissions.IsOrganizationCaller"],
-    # JSON only: the API takes no form posts, and advertising form/multipart bodies made
-    # openapi-python-client generate modules that do not import (its issue #1451).
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # Caps `limit` at API_MAX_PAGE_SIZE; 400 for a limit/offset that is not a whole number.
+    "DEFAULT_PAGINATION_CLASS": "organization.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
+    # JSON only: advertising form/multipart bodies made openapi-python-client generate modules
+    # that do not import (its issue #1451). The parser carries the input guard
+    # (NUL, lone surrogates, out-of-range numbers, deep nesting → 400).
+    "DEFAULT_PARSER_CLASSES": ["organization.parsers.JSONParser"],
+    # Per API key (or session user); the rate is API_THROTTLE_RATE, read on every request.
+    "DEFAULT_THROTTLE_CLASSES": ["organization.throttling.ApiKeyRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "organization.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -324,6 +330,28 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
         "CollaborationStatusEnum": "collaboration.models.SessionStatus",
     }
 )  # fmt: skip
+
+# Largest page of any list (`?limit=` above it is capped); pinned by issue 8.
+API_MAX_PAGE_SIZE = int(os.environ.get("API_MAX_PAGE_SIZE", "200"))
+# Requests per API key (or logged-in user): "<n>/<second|minute|hour|day>", or "off".
+API_THROTTLE_RATE = os.environ.get("API_THROTTLE_RATE", "").strip() or "600/min"
+# Request bodies above this answer 413 `too_large` under /api/ (Django's own limit, 2.5 MB).
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440))
+
+# The throttle counts in the cache, so it must be shared by every server process: Redis when
+# REDIS_URL is set; otherwise the embedded setup runs one server process, and memory suffices.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "agent-org",
+            # A slow or absent Redis must not hang requests (the throttle then lets them pass).
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # --- expert discovery (issue 5) ---
 # Seed 002's files: <dir>/<org slug>/experts_manifest.json and <dir>/<org slug>/status/expert{id}.

@@ -18,3 +18,8 @@ urlpatterns = [
     path("api/", include("tasks.urls")),
     path("api/", include("collaboration.urls")),
 ]
+
+# One JSON error shape under /api/ (Django's HTML pages elsewhere); see organization/errors.py.
+handler400 = "organization.errors.bad_request"
+handler404 = "organization.errors.page_not_found"
+handler500 = "organization.errors.server_error"

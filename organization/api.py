@@ -151,7 +151,7 @@ class TeamViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             return Team.objects.none()
         return teams_with_size(org=resolve_caller(self.request).organization)
 
-    @extend_schema(responses={200: TeamSerializer(many=True), 401: ERRORS[401]})
+    @extend_schema(responses={200: TeamSerializer(many=True), 400: ERRORS[400], 401: ERRORS[401]})
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
 

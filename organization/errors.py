@@ -5,7 +5,8 @@ Every error answers `{"success": false, "error": "<sentence>", "code": "<machine
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.http import Http404, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
@@ -73,7 +74,7 @@ _CODES = {
     exceptions.MethodNotAllowed: "method_not_allowed",
     exceptions.NotAcceptable: "not_acceptable",
     exceptions.UnsupportedMediaType: "unsupported_media_type",
-    exceptions.Throttled: "throttled",
+    exceptions.Throttled: "rate_limited",
     exceptions.ParseError: "parse_error",
 }
 
@@ -103,3 +104,30 @@ def exception_handler(exc, context):
     message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
     response.data = error_body(str(message), code)
     return response
+
+
+# --- Django's error views (config/urls.py): JSON under /api/, Django's HTML pages elsewhere ---
+
+
+def is_api_request(request) -> bool:
+    return request.path_info.startswith("/api/")
+
+
+def bad_request(request, exception, *args, **kwargs):
+    if is_api_request(request):
+        return JsonResponse(error_body("Bad request.", "invalid"), status=400)
+    return defaults.bad_request(request, exception, *args, **kwargs)
+
+
+def page_not_found(request, exception, *args, **kwargs):
+    if is_api_request(request):
+        message = f"No such endpoint: {request.method} {request.path_info}"
+        return JsonResponse(error_body(message, "not_found"), status=404)
+    return defaults.page_not_found(request, exception, *args, **kwargs)
+
+
+def server_error(request, *args, **kwargs):
+    if is_api_request(request):
+        message = "The server failed unexpectedly; the error was logged."
+        return JsonResponse(error_body(message, "server_error"), status=500)
+    return defaults.server_error(request, *args, **kwargs)

@@ -124,7 +124,7 @@ def error_for(exc: Exception) -> types.CallToolResult:
     if response is not None:
         return tool_error(response.data["error"], response.data["code"], response.status_code)
     logger.exception("MCP tool call failed", exc_info=exc)
-    return tool_error("The tool failed unexpectedly; the error was logged.", "internal_error", 500)
+    return tool_error("The tool failed unexpectedly; the error was logged.", "server_error", 500)
 
 
 def mcp_tool(tool: registry.Tool) -> types.Tool:

@@ -98,9 +98,21 @@ def status_for(*, is_paused: bool, workload: int, capacity: int) -> str:
     return AgentStatus.ACTIVE
 
 
+# Bounds that keep a roster answer small (issue 8): a term is as long as a task's
+# required_expertise may be.
+EXPERTISE_MAX_ITEMS = 50
+EXPERTISE_ITEM_MAX_LENGTH = 100
+
+
 def validate_expertise(value) -> None:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise ValidationError("Expertise must be a list of non-empty strings.")
+    if len(value) > EXPERTISE_MAX_ITEMS:
+        raise ValidationError(f"At most {EXPERTISE_MAX_ITEMS} expertise terms.")
+    if any(len(v) > EXPERTISE_ITEM_MAX_LENGTH for v in value):
+        raise ValidationError(
+            f"An expertise term has at most {EXPERTISE_ITEM_MAX_LENGTH} characters."
+        )
 
 
 class Agent(models.Model):

@@ -13,6 +13,7 @@ from jsonschema import Draft202012Validator
 
 from .caller import Caller
 from .errors import Forbidden, Invalid, NotFound
+from .inputs import check_input
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,8 @@ def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
     if not isinstance(params, dict):
         raise Invalid("params must be an object.")
     params = dict(params)
+    # MCP arguments reach here without the REST parsers' guard (NUL, lone surrogates, …).
+    check_input(params, "params")
     check_identity(caller, params)
     check_access(caller, tool)
     for field in IDENTITY_FIELDS:

@@ -9,6 +9,7 @@ from rest_framework.viewsets import GenericViewSet
 from organization import registry
 from organization.api import ERRORS
 from organization.caller import resolve_caller
+from organization.pagination import LimitOffsetPagination
 from organization.selectors import agent_by_handle
 from organization.serializers import ErrorSerializer
 
@@ -176,8 +177,6 @@ class InboxView(APIView):
         items = inbox_of(agent)
         if query.validated_data["unread"] is not None:
             items = items.filter(read_at__isnull=query.validated_data["unread"])
-        from rest_framework.pagination import LimitOffsetPagination
-
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(items, request, view=self)
         return paginator.get_paginated_response(InboxItemSerializer(page, many=True).data)

@@ -33,6 +33,12 @@ HELD_STATUSES = (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED
 FINISHED_STATUSES = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
 
 
+# Free-text limits of the API and the tools (issue 8: no list answer may grow without bound).
+DESCRIPTION_MAX_LENGTH = 10_000
+# Decision fields (primary reason, fallback, reasoning, notes), reasons and status notes.
+NOTE_MAX_LENGTH = 2_000
+
+
 class Task(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="tasks")
     title = models.CharField(max_length=300)

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from organization.caller import Caller
 from organization.errors import NotFound
+from organization.inputs import parse_id
 from organization.models import Agent, Organization
 
 from .models import HELD_STATUSES, InboxItem, Task, TaskEvent, TaskStatus
@@ -42,11 +43,8 @@ def tasks_visible_to(caller: Caller) -> QuerySet[Task]:
 
 def task_for(caller: Caller, pk) -> Task:
     """The task `pk` if the caller may see it; otherwise 404 exactly as if it did not exist."""
-    try:
-        pk = int(pk)
-    except (TypeError, ValueError):
-        raise NotFound(f"Task not found: {pk}", "task_not_found") from None
-    task = tasks_visible_to(caller).filter(pk=pk).first()
+    task_id = parse_id(pk)
+    task = tasks_visible_to(caller).filter(pk=task_id).first() if task_id else None
     if task is None:
         raise NotFound(f"Task not found: {pk}", "task_not_found")
     return task
@@ -65,7 +63,8 @@ def inbox_of(agent: Agent) -> QuerySet[InboxItem]:
 
 
 def inbox_item_for(agent: Agent, pk) -> InboxItem:
-    item = InboxItem.objects.filter(agent=agent, pk=pk).first() if str(pk).isdigit() else None
+    item_id = parse_id(pk)
+    item = InboxItem.objects.filter(agent=agent, pk=item_id).first() if item_id else None
     if item is None:
         raise NotFound(f"Inbox item not found: {pk}", "inbox_item_not_found")
     return item

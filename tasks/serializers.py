@@ -3,7 +3,25 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .models import Decision, InboxItem, Task, TaskEvent, TaskStatus, Urgency
+from organization.inputs import BIGINT_MAX
+
+from .models import (
+    DESCRIPTION_MAX_LENGTH,
+    NOTE_MAX_LENGTH,
+    Decision,
+    InboxItem,
+    Task,
+    TaskEvent,
+    TaskStatus,
+    Urgency,
+)
+
+
+def note_field() -> serializers.CharField:
+    return serializers.CharField(
+        max_length=NOTE_MAX_LENGTH, required=False, allow_blank=True, default=""
+    )
+
 
 MOVABLE_STATUSES = [
     TaskStatus.IN_PROGRESS,
@@ -15,7 +33,9 @@ MOVABLE_STATUSES = [
 
 class TaskCreateSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=300)
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    description = serializers.CharField(
+        max_length=DESCRIPTION_MAX_LENGTH, required=False, allow_blank=True, default=""
+    )
     required_expertise = serializers.CharField(
         max_length=100, required=False, allow_blank=True, default=""
     )
@@ -38,10 +58,10 @@ class AssignSerializer(serializers.Serializer):
 class DecisionSerializer(serializers.Serializer):
     """Seed 001's DELEGATION DECISION fields, stored on the move's TaskEvent."""
 
-    primary_reason = serializers.CharField(required=False, allow_blank=True, default="")
-    fallback = serializers.CharField(required=False, allow_blank=True, default="")
-    reasoning = serializers.CharField(required=False, allow_blank=True, default="")
-    notes = serializers.CharField(required=False, allow_blank=True, default="")
+    primary_reason = note_field()
+    fallback = note_field()
+    reasoning = note_field()
+    notes = note_field()
 
 
 class DelegateSerializer(DecisionSerializer):
@@ -58,18 +78,18 @@ class QueueSerializer(DecisionSerializer):
 
 class EscalateSerializer(DecisionSerializer):
     reason = serializers.CharField(
-        required=False, allow_blank=True, default="",
+        max_length=NOTE_MAX_LENGTH, required=False, allow_blank=True, default="",
         help_text="Why you escalate; kept as the decision's reasoning when reasoning is omitted.",
     )  # fmt: skip
 
 
 class StatusSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=[s.value for s in TaskStatus])
-    note = serializers.CharField(required=False, allow_blank=True, default="")
+    note = note_field()
 
 
 class CancelSerializer(serializers.Serializer):
-    reason = serializers.CharField(required=False, allow_blank=True, default="")
+    reason = note_field()
 
 
 class TaskSerializer(serializers.ModelSerializer):
@@ -156,7 +176,8 @@ class InboxQuerySerializer(serializers.Serializer):
 
 class InboxReadSerializer(serializers.Serializer):
     ids = serializers.ListField(
-        child=serializers.IntegerField(), required=False, allow_null=True, default=None,
+        child=serializers.IntegerField(min_value=1, max_value=BIGINT_MAX), max_length=500,
+        required=False, allow_null=True, default=None,
         help_text="Items to mark read; omit to mark every unread item read.",
     )  # fmt: skip
 

@@ -1,11 +1,13 @@
 """Task tools of the registry: the same services as REST, for call-tool and MCP."""
 
+from django.conf import settings
+
 from organization.caller import Caller
 from organization.registry import register_tool
 from organization.selectors import agent_by_handle
 
 from . import services
-from .models import TaskStatus, Urgency
+from .models import DESCRIPTION_MAX_LENGTH, NOTE_MAX_LENGTH, TaskStatus, Urgency
 from .recommend import recommend
 from .rules import Actor
 from .selectors import estimated_waits, inbox_of, task_for, tasks_visible_to
@@ -13,7 +15,8 @@ from .serializers import InboxItemSerializer, TaskSerializer
 
 TASK_ID = {"type": "integer", "description": "The task's id."}
 AGENT_ID = {"type": "string", "description": "An agent's id (handle), e.g. agent-alex."}
-TEXT = {"type": "string"}
+# The REST serializers' limits (tasks/serializers.py), so both doors refuse the same input.
+TEXT = {"type": "string", "maxLength": NOTE_MAX_LENGTH}
 
 
 def text(description: str) -> dict:
@@ -30,6 +33,11 @@ def _schema(properties: dict, required: list[str]) -> dict:
         "required": required,
         "additionalProperties": False,
     }
+
+
+def _page_size(params: dict) -> int:
+    """The tool door's lists have REST's maximum page size (API_MAX_PAGE_SIZE) too."""
+    return min(params.get("limit", 100), settings.API_MAX_PAGE_SIZE)
 
 
 def _task_json(task) -> dict:
@@ -70,7 +78,7 @@ def _parse_deadline(value):
                 "maxLength": 300,
                 "description": "What to do.",
             },
-            "description": text("Details of the work."),
+            "description": {**text("Details of the work."), "maxLength": DESCRIPTION_MAX_LENGTH},
             "required_expertise": {
                 "type": "string",
                 "maxLength": 100,
@@ -119,10 +127,10 @@ def assign_task(caller: Caller, params: dict) -> dict:
 
 # Seed 001's DELEGATION DECISION, accepted by delegate, queue and escalate alike.
 DECISION = {
-    "primary_reason": {"type": "string", "description": "Why your primary choice (its reason)."},
-    "fallback": {"type": "string", "description": "Your fallback choice and its reason."},
-    "reasoning": {"type": "string", "description": "Your reasoning, 1-2 sentences."},
-    "notes": {"type": "string", "description": "Special context (the decision's Notes)."},
+    "primary_reason": text("Why your primary choice (its reason)."),
+    "fallback": text("Your fallback choice and its reason."),
+    "reasoning": text("Your reasoning, 1-2 sentences."),
+    "notes": text("Special context (the decision's Notes)."),
 }
 DECISION_FIELDS = tuple(DECISION)
 
@@ -243,7 +251,7 @@ def get_my_tasks(caller: Caller, params: dict) -> dict:
     if caller.agent is not None and role != "all":
         field = {"assigned": "assignee", "queued_for": "queued_for", "created": "created_by_agent"}
         tasks = tasks.filter(**{field[role]: caller.agent})
-    items = list(tasks[: params.get("limit", 100)])
+    items = list(tasks[: _page_size(params)])
     data = TaskSerializer(items, many=True, context={"waits": estimated_waits(items)}).data
     return {"tasks": data, "count": len(data)}
 
@@ -268,7 +276,7 @@ def get_inbox(caller: Caller, params: dict) -> dict:
     items = inbox_of(agent)
     if params.get("unread_only"):
         items = items.filter(read_at__isnull=True)
-    items = list(items[: params.get("limit", 100)])
+    items = list(items[: _page_size(params)])
     data = InboxItemSerializer(items, many=True).data
     if params.get("mark_read"):
         services.inbox_mark_read(agent=agent, item_ids=[i.pk for i in items])

@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import (
     content_type_conformance,
@@ -23,8 +24,6 @@ from tests.conftest import agent_of
 from tests.factories import make_key
 
 EXAMPLES_PER_OPERATION = 25
-# DRF's limit/offset pagination ignores bad values rather than answering 400.
-PAGINATION_PARAMS = {"limit", "offset"}
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", WSGIHandler())
 schema.config.generation.update(
@@ -55,11 +54,8 @@ def test_every_operation_documents_its_error_responses():
             needed = {"401"}
             if "{" in path:
                 needed.add("404")
-            filters = [
-                p
-                for p in operation.get("parameters", [])
-                if p.get("in") == "query" and p.get("name") not in PAGINATION_PARAMS
-            ]
+            # Every query parameter can be refused with 400, `limit` and `offset` included.
+            filters = [p for p in operation.get("parameters", []) if p.get("in") == "query"]
             if "requestBody" in operation or filters:
                 needed.add("400")
             if not needed <= codes:
@@ -99,4 +95,72 @@ def test_the_api_keeps_its_schema(case, agent_key, keep_the_test_connection):
             content_type_conformance,
             response_schema_conformance,
         ],
+    )
+
+
+# --- issue 8: bad strings through every operation, with both key kinds -------------------
+
+# Inserted into one string of each case: PostgreSQL refuses NUL and psycopg cannot encode a
+# lone surrogate, so each would be a 500 wherever one reached the database unguarded.
+POISONS = ["\x00", "a\x00b", "\ud800", "x\udfff", "\x00\ud83d"]
+
+
+def string_slots(case) -> list[tuple[object, object, bool]]:
+    """(container, key, in_body) for every string of the case's path, query and body."""
+    slots = []
+    for container in (case.path_parameters, case.query):
+        for key, value in (container or {}).items():
+            if isinstance(value, str):
+                slots.append((container, key, False))
+    stack = [case.body] if isinstance(case.body, dict | list) else []
+    while stack:
+        item = stack.pop()
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, value in pairs:
+            if isinstance(value, str):
+                slots.append((item, key, True))
+            elif isinstance(value, dict | list):
+                stack.append(value)
+        if isinstance(item, dict):
+            slots.extend((item, key, True) for key in [k for k in item if isinstance(k, str)][:1])
+    return slots
+
+
+def poison_one_string(case, poison: str, choice: int) -> None:
+    slots = string_slots(case)
+    if not slots:
+        return
+    container, key, in_body = slots[choice % len(slots)]
+    if not (in_body and "json" in (case.media_type or "")):
+        # URLs and forms carry UTF-8: a lone surrogate cannot even be sent there, a NUL can.
+        poison = poison.replace("\ud800", "").replace("\udfff", "").replace("\ud83d", "")
+        poison = poison or "\x00"
+    if in_body and isinstance(container, dict) and not isinstance(container[key], str):
+        container[f"{key}{poison}"] = container.pop(key)  # a poisoned key
+    else:
+        value = container[key]
+        container[key] = value[: len(value) // 2] + poison + value[len(value) // 2 :]
+
+
+@pytest.fixture(params=["agent key", "organization key"])
+def any_key(request, demo):
+    agent = agent_of(demo, "agent-sarah") if request.param == "agent key" else None
+    return make_key(demo, agent)
+
+
+@pytest.mark.django_db
+@schema.parametrize()
+@schema.given(poison=st.sampled_from(POISONS), choice=st.integers(min_value=0, max_value=999))
+@settings(
+    deadline=None,
+    database=None,
+    max_examples=10,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_bad_strings_never_cause_a_server_error(
+    case, poison, choice, any_key, keep_the_test_connection
+):
+    poison_one_string(case, poison, choice)
+    case.call_and_validate(
+        headers={"Authorization": f"Bearer {any_key}"}, checks=[not_a_server_error]
     )

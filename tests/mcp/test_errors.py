@@ -31,7 +31,7 @@ def body_of(exc: Exception) -> dict:
         (drf.NotFound(), "Not found.", "not_found", 404),
         (PermissionDenied(), "You do not have permission to perform this action.", "forbidden",
          403),
-        (drf.Throttled(), "Request was throttled.", "throttled", 429),
+        (drf.Throttled(), "Request was throttled.", "rate_limited", 429),
         (drf.NotAuthenticated(), "Authentication credentials were not provided.",
          "authentication_required", 401),
         (drf.MethodNotAllowed("PUT"), 'Method "PUT" not allowed.', "method_not_allowed", 405),
@@ -52,7 +52,7 @@ def test_an_unexpected_failure_is_logged_and_hidden(caplog):
     assert body == {
         "success": False,
         "error": "The tool failed unexpectedly; the error was logged.",
-        "code": "internal_error",
+        "code": "server_error",
         "status": 500,
     }
     assert "secret detail" not in json.dumps(body)

@@ -287,7 +287,7 @@ def test_an_unexpected_failure_is_a_500_tool_error_not_a_dead_session(
     assert data(failed) == {
         "success": False,
         "error": "The tool failed unexpectedly; the error was logged.",
-        "code": "internal_error",
+        "code": "server_error",
         "status": 500,
     }
     assert after.is_error is False

@@ -1,0 +1,66 @@
+"""Per-key request throttling (issue 8 §4): API_THROTTLE_RATE requests per key (or logged-in
+user); one more answers 429 `rate_limited` with `Retry-After`, in the one error shape."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from tests.conftest import KeyClient, agent_of
+from tests.factories import make_admin_user, make_key
+
+pytestmark = pytest.mark.django_db
+
+
+def assert_rate_limited(response):
+    assert response.status_code == 429, response.content
+    assert response.json()["success"] is False
+    assert response.json()["code"] == "rate_limited"
+    assert int(response["Retry-After"]) > 0
+
+
+def test_a_key_over_its_rate_is_429_with_retry_after(demo, settings):
+    settings.API_THROTTLE_RATE = "3/min"
+    sarah = KeyClient(make_key(demo, agent_of(demo, "agent-sarah")))
+    for _ in range(3):
+        assert sarah.get("/api/roster").status_code == 200
+    assert_rate_limited(sarah.get("/api/roster"))
+    assert_rate_limited(sarah.post("/api/tasks", {"title": "x"}, format="json"))
+
+
+def test_each_key_has_its_own_budget(demo, settings):
+    settings.API_THROTTLE_RATE = "2/min"
+    sarah = agent_of(demo, "agent-sarah")
+    first, second, org = (KeyClient(make_key(demo, sarah)), KeyClient(make_key(demo, sarah)),
+                          KeyClient(make_key(demo)))  # fmt: skip
+    for _ in range(2):
+        assert first.get("/api/roster").status_code == 200
+    assert_rate_limited(first.get("/api/roster"))
+    assert second.get("/api/roster").status_code == 200
+    assert org.get("/api/agents").status_code == 200
+
+
+def test_a_logged_in_admin_member_is_throttled_too(demo, settings):
+    settings.API_THROTTLE_RATE = "1/min"
+    client = APIClient()
+    client.force_login(make_admin_user(demo))
+    assert client.get("/api/agents").status_code == 200
+    assert_rate_limited(client.get("/api/agents"))
+
+
+def test_off_turns_throttling_off(demo, settings):
+    settings.API_THROTTLE_RATE = "off"
+    sarah = KeyClient(make_key(demo, agent_of(demo, "agent-sarah")))
+    assert all(sarah.get("/api/tools").status_code == 200 for _ in range(5))
+
+
+def test_an_unreachable_throttle_cache_lets_requests_through(demo, settings):
+    """The limiter must not take the API down with its cache (Redis away → no 500)."""
+    settings.API_THROTTLE_RATE = "1/min"
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens on port 1
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
+    sarah = KeyClient(make_key(demo, agent_of(demo, "agent-sarah")))
+    assert [sarah.get("/api/tools").status_code for _ in range(2)] == [200, 200]
