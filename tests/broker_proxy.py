@@ -28,6 +28,7 @@ class BrokerProxy:
         self._thread.start()
         self._server: asyncio.base_events.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task] = set()
 
     def _call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=10)
@@ -69,10 +70,15 @@ class BrokerProxy:
         for writer in list(self._writers):
             writer.transport.abort()
         self._writers.clear()
+        tasks, self._tasks = list(self._tasks), set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         if server is not None:
             await server.wait_closed()
 
     async def _serve(self, client_reader, client_writer) -> None:
+        self._tasks.add(asyncio.current_task())
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
@@ -91,7 +97,10 @@ class BrokerProxy:
             finally:
                 writer.transport.abort()
 
-        await asyncio.gather(
-            pipe(client_reader, upstream_writer), pipe(upstream_reader, client_writer)
-        )
-        self._writers -= pair
+        try:
+            await asyncio.gather(
+                pipe(client_reader, upstream_writer), pipe(upstream_reader, client_writer)
+            )
+        finally:
+            self._writers -= pair
+            self._tasks.discard(asyncio.current_task())
