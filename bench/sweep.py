@@ -101,7 +101,7 @@ def main() -> int:
 
         with CaptureQueriesContext(connection) as ctx:
             t0 = time.perf_counter()
-            escalated = sweep_stale_queued(now=now)
+            escalated = sweep_stale_queued(now=now).escalated
             sweep_seconds = time.perf_counter() - t0
         queries = len(ctx.captured_queries)
         assert escalated == args.stale, escalated
@@ -112,7 +112,7 @@ def main() -> int:
         events = TaskEvent.objects.filter(kind="escalated").count()
         inbox = InboxItem.objects.count()
         assert events == args.stale and inbox == args.stale, (events, inbox)
-        assert sweep_stale_queued(now=now) == 0  # idempotent
+        assert sweep_stale_queued(now=now).escalated == 0  # idempotent
 
         assigned = Task.objects.filter(status=TaskStatus.ASSIGNED).count()
         # The floor: one bulk UPDATE of the same rows, in the same run.

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from organization import outbox
 from organization.caller import Caller
 from organization.errors import Conflict, DomainError, Forbidden, Invalid, RateLimited
 from organization.models import Organization
@@ -349,7 +350,8 @@ def session_create(*, caller: Caller, payload) -> CollaborationSession:
     )
     from .tasks import run_collaboration
 
-    run_collaboration.delay_on_commit(str(session.id))
+    # Through the outbox: the session is accepted (202) even while the broker is away.
+    outbox.enqueue(run_collaboration.name, str(session.id))
     return session
 
 

@@ -249,6 +249,9 @@ TEST_RUNNER = "config.test_runner.PytestRunner"
 
 API_KEY_PREFIX = "ao"
 STALE_CHECK_INTERVAL = timedelta(seconds=int(os.environ.get("STALE_CHECK_SECONDS", "60")))
+# How often the beat sends the outbox messages that could not be sent at commit (broker away):
+# the longest a queued session or webhook waits once the broker is back (organization/outbox.py).
+OUTBOX_RELAY_INTERVAL = timedelta(seconds=int(os.environ.get("OUTBOX_RELAY_SECONDS", "10")))
 
 # --- collaboration ---
 # LLM provider for agents without their own setting: offline | openai | anthropic. When unset,

@@ -9,6 +9,8 @@ dropped below capacity — all or nothing.
 from __future__ import annotations
 
 import json
+import logging
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -17,6 +19,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from organization import outbox
 from organization.errors import Conflict, Forbidden
 from organization.models import Agent, Organization, TeamRule
 from organization.selectors import team_rule_of
@@ -37,6 +40,8 @@ from .models import (
     WebhookDelivery,
 )
 from .rules import SYSTEM, Actor, Move
+
+log = logging.getLogger(__name__)
 
 # The status an assignee may move its task to (issue 3 §1).
 TRANSITIONS = {
@@ -129,10 +134,11 @@ def webhook_payload(event: TaskEvent, task: Task, recipient: Agent) -> dict:
 
 
 def _enqueue_deliveries(ids: list[int]) -> None:
+    """Through the outbox: the move commits and answers even while the broker is away."""
     from .tasks import deliver_webhook
 
-    for pk in ids:
-        deliver_webhook.delay_on_commit(pk)
+    if ids:
+        outbox.enqueue_many(deliver_webhook.name, [(pk,) for pk in ids])
 
 
 def _record(
@@ -606,19 +612,34 @@ def stale_queued(now: datetime):
     )
 
 
-def sweep_stale_queued(*, now: datetime | None = None, batch_size: int | None = None) -> int:
-    """Escalate every stale queued task, in batches; returns how many were escalated.
+@dataclass
+class SweepResult:
+    """What one sweep did: how many tasks it escalated, and the tasks it had to skip."""
+
+    escalated: int = 0
+    skipped: list[int] = field(default_factory=list)
+
+
+def sweep_stale_queued(
+    *, now: datetime | None = None, batch_size: int | None = None
+) -> SweepResult:
+    """Escalate every stale queued task, in batches.
 
     Rows are taken with SKIP LOCKED, so two sweeps running at once split the work and never
     escalate one task twice; an escalated task is no longer stale, so a re-run does nothing.
+    A row that cannot be escalated (it raises) is skipped and logged, and the rest of its batch
+    is escalated all the same; it stays queued and is reported by every sweep until fixed.
     """
     batch_size = batch_size or settings.TASKS_SWEEP_BATCH_SIZE
-    total = 0
+    result = SweepResult()
     while True:
-        done = _sweep_batch(now or timezone.now(), batch_size)
-        total += done
-        if done < batch_size:
-            return total
+        taken, escalated, skipped = _sweep_batch(
+            now or timezone.now(), batch_size, exclude=result.skipped
+        )
+        result.escalated += escalated
+        result.skipped += skipped
+        if taken < batch_size:
+            return result
 
 
 _SWEEP_FIELDS = (
@@ -627,16 +648,23 @@ _SWEEP_FIELDS = (
 )  # fmt: skip
 
 
+def _skip(row: dict, skipped: list[int]) -> None:
+    log.exception("Stale sweep: task %s cannot be escalated; skipped", row["pk"])
+    skipped.append(row["pk"])
+
+
 @transaction.atomic
-def _sweep_batch(now: datetime, batch_size: int) -> int:
+def _sweep_batch(now: datetime, batch_size: int, exclude=()) -> tuple[int, int, list[int]]:
+    """Escalate one batch; returns (rows taken, tasks escalated, task ids skipped)."""
     rows = list(
         stale_queued(now)
+        .exclude(pk__in=list(exclude))
         .select_for_update(skip_locked=True, of=("self",))
         .order_by("pk")
         .values(*_SWEEP_FIELDS)[:batch_size]
     )
     if not rows:
-        return 0
+        return 0, 0, []
     # `now` decides what is stale; the rows record when the sweep actually wrote them.
     written = timezone.now()
     org_ids = {r["organization_id"] for r in rows}
@@ -649,86 +677,100 @@ def _sweep_batch(now: datetime, batch_size: int) -> int:
     agent_ids = {r[f"{f}_id"] for r in rows for f in ESCALATION_SOURCE_FIELDS if r[f"{f}_id"]}
     agents = {a.pk: a for a in Agent.objects.filter(pk__in=agent_ids).select_related("senior")}
 
-    plans = []
+    # Per-row isolation: a row that raises is skipped (and reported), never its whole batch.
+    plans, skipped = [], []
     for row in rows:
-        rule = rule_of.get(row["organization_id"]) or TeamRule(
-            organization_id=row["organization_id"]
-        )
-        source = next(
-            (agents[row[f"{f}_id"]] for f in ESCALATION_SOURCE_FIELDS if row[f"{f}_id"]), None
-        )
-        target = escalation_target(rule=rule, source=source, queued_for_id=row["queued_for_id"])
+        try:
+            rule = rule_of.get(row["organization_id"]) or TeamRule(
+                organization_id=row["organization_id"]
+            )
+            source = next(
+                (agents[row[f"{f}_id"]] for f in ESCALATION_SOURCE_FIELDS if row[f"{f}_id"]),
+                None,
+            )
+            target = escalation_target(rule=rule, source=source, queued_for_id=row["queued_for_id"])
+        except Exception:
+            _skip(row, skipped)
+            continue
         plans.append((row, rule, target))
 
     targets = {t.pk: t for _, _, t in plans if t is not None}
     workloads = rules.lock_workloads(targets)
     updated, events = [], []
     for row, rule, target in plans:
-        reason = (
-            "Past its deadline while queued."
-            if row["deadline"] and row["deadline"] < now
-            else f"Queued longer than the {row['urgency']} threshold."
-        )
-        queued_for = agents.get(row["queued_for_id"])
-        before = {"status": row["status"], "assignee": None, "queued_for": _handle(queued_for)}
-        task = Task(pk=row["pk"], organization_id=row["organization_id"], updated_at=written)
-        task.delegation_chain = row["delegation_chain"]
-        task.queued_by_id = row["queued_by_id"]
-        task.assigned_at = None
-        if target is None:
-            task.status, task.assignee_id, task.queued_for_id, task.queued_at = (
-                TaskStatus.ESCALATED, None, None, None,
-            )  # fmt: skip
-            after = {"status": task.status, "assignee": None, "queued_for": None}
-            message = "The system escalated the stale task to humans."
-        else:
-            verdict = rules.check_assignment(
-                org=Organization(pk=row["organization_id"]),
-                actor=SYSTEM, target=target, move=Move.ESCALATE, rule=rule,
-                workload=workloads[target.pk],
-            )  # fmt: skip
-            if verdict.has_room:
-                workloads[target.pk] += 1
-                task.status, task.assignee_id, task.queued_for_id, task.queued_at = (
-                    TaskStatus.ASSIGNED, target.pk, None, None,
-                )  # fmt: skip
-                task.assigned_at = written
-                task.queued_by_id = None
-                task.delegation_chain = rules.chain_after(
-                    list(row["delegation_chain"]), target.handle
-                )
-                after = {"status": task.status, "assignee": target.handle, "queued_for": None}
-                message = f"The system escalated the stale task to {target.handle}."
-            else:
-                task.status, task.assignee_id, task.queued_for_id, task.queued_at = (
-                    TaskStatus.QUEUED, None, target.pk, written,
-                )  # fmt: skip
-                after = {"status": task.status, "assignee": None, "queued_for": target.handle}
-                message = (
-                    f"The system escalated the stale task to {target.handle}, who is at capacity: "
-                    "the task is queued for them."
-                )
+        try:
+            task, event = _sweep_row(row, rule, target, now, written, agents, workloads)
+        except Exception:
+            _skip(row, skipped)
+            continue
         updated.append(task)
-        events.append(
-            TaskEvent(
-                organization_id=row["organization_id"],
-                task_id=row["pk"],
-                kind=EventKind.ESCALATED,
-                actor_kind=ActorKind.SYSTEM,
-                actor_label=SYSTEM.label,
-                recipient=target,
-                before=before,
-                after=after,
-                message=message,
-                decision=Decision.ESCALATE,
-                primary_choice=_handle(target) or "",
-                reasoning=reason,
-            )  # fmt: skip
-        )
+        events.append(event)
     _bulk_apply(updated)
     _bulk_record(events, written)
     _sweep_webhooks(events, updated, targets)
-    return len(rows)
+    return len(rows), len(updated), skipped
+
+
+def _sweep_row(row, rule, target, now, written, agents, workloads) -> tuple[Task, TaskEvent]:
+    """The task's new state and its escalation event (nothing written yet)."""
+    reason = (
+        "Past its deadline while queued."
+        if row["deadline"] and row["deadline"] < now
+        else f"Queued longer than the {row['urgency']} threshold."
+    )
+    queued_for = agents.get(row["queued_for_id"])
+    before = {"status": row["status"], "assignee": None, "queued_for": _handle(queued_for)}
+    task = Task(pk=row["pk"], organization_id=row["organization_id"], updated_at=written)
+    task.delegation_chain = row["delegation_chain"]
+    task.queued_by_id = row["queued_by_id"]
+    task.assigned_at = None
+    if target is None:
+        task.status, task.assignee_id, task.queued_for_id, task.queued_at = (
+            TaskStatus.ESCALATED, None, None, None,
+        )  # fmt: skip
+        after = {"status": task.status, "assignee": None, "queued_for": None}
+        message = "The system escalated the stale task to humans."
+    else:
+        verdict = rules.check_assignment(
+            org=Organization(pk=row["organization_id"]),
+            actor=SYSTEM, target=target, move=Move.ESCALATE, rule=rule,
+            workload=workloads[target.pk],
+        )  # fmt: skip
+        if verdict.has_room:
+            task.status, task.assignee_id, task.queued_for_id, task.queued_at = (
+                TaskStatus.ASSIGNED, target.pk, None, None,
+            )  # fmt: skip
+            task.assigned_at = written
+            task.queued_by_id = None
+            task.delegation_chain = rules.chain_after(list(row["delegation_chain"]), target.handle)
+            workloads[target.pk] += 1
+            after = {"status": task.status, "assignee": target.handle, "queued_for": None}
+            message = f"The system escalated the stale task to {target.handle}."
+        else:
+            task.status, task.assignee_id, task.queued_for_id, task.queued_at = (
+                TaskStatus.QUEUED, None, target.pk, written,
+            )  # fmt: skip
+            after = {"status": task.status, "assignee": None, "queued_for": target.handle}
+            message = (
+                f"The system escalated the stale task to {target.handle}, who is at capacity: "
+                "the task is queued for them."
+            )
+    return task, (
+        TaskEvent(
+            organization_id=row["organization_id"],
+            task_id=row["pk"],
+            kind=EventKind.ESCALATED,
+            actor_kind=ActorKind.SYSTEM,
+            actor_label=SYSTEM.label,
+            recipient=target,
+            before=before,
+            after=after,
+            message=message,
+            decision=Decision.ESCALATE,
+            primary_choice=_handle(target) or "",
+            reasoning=reason,
+        )  # fmt: skip
+    )
 
 
 _APPLIED_FIELDS = (

@@ -20,14 +20,19 @@ SIGNATURE_HEADER = "X-Agent-Org-Signature"
 
 
 @shared_task(name="tasks.sweep_stale_tasks", ignore_result=True)
-def sweep_stale_tasks() -> int:
+def sweep_stale_tasks() -> dict:
     """Escalate stale queued tasks (scheduled by django-celery-beat, editable in the admin)."""
     from .services import sweep_stale_queued
 
-    escalated = sweep_stale_queued()
-    if escalated:
-        log.info("Stale-queue sweep escalated %d task(s)", escalated)
-    return escalated
+    result = sweep_stale_queued()
+    if result.escalated:
+        log.info("Stale-queue sweep escalated %d task(s)", result.escalated)
+    if result.skipped:
+        log.error(
+            "Stale-queue sweep skipped %d task(s) that cannot be escalated: %s",
+            len(result.skipped), result.skipped,
+        )  # fmt: skip
+    return {"escalated": result.escalated, "skipped": result.skipped}
 
 
 def signature_of(body: bytes, secret: str) -> str:

@@ -22,12 +22,13 @@ def test_under_ci_the_broker_checked_is_the_real_redis():
 
 def test_an_unreachable_broker_makes_it_503(anon_client):
     # A real connection attempt to a port where nothing listens, not a mock.
-    previous = app.conf.broker_url
-    app.conf.broker_url = "redis://127.0.0.1:1/0"
+    # celery 5.6 reads the Django namespace's key (CELERY_BROKER_URL) before `broker_url`.
+    previous = app.conf["CELERY_BROKER_URL"]
+    app.conf["CELERY_BROKER_URL"] = "redis://127.0.0.1:1/0"
     try:
         response = anon_client.get("/healthz")
     finally:
-        app.conf.broker_url = previous
+        app.conf["CELERY_BROKER_URL"] = previous
     assert response.status_code == 503
     body = response.json()
     assert (body["status"], body["database"]) == ("degraded", "ok")

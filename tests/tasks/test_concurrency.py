@@ -106,7 +106,7 @@ def test_two_sweeps_at_once_never_escalate_a_task_twice():
     Task.objects.filter(pk__in=[t.pk for t in tasks]).update(
         queued_by=worker, queued_at="2000-01-01T00:00:00Z"
     )
-    counts = run_at_once([lambda: sweep_stale_queued(batch_size=7) for _ in range(4)])
+    counts = run_at_once([lambda: sweep_stale_queued(batch_size=7).escalated for _ in range(4)])
     assert sum(counts) == 60
     per_task = Counter(TaskEvent.objects.filter(kind="escalated").values_list("task_id", flat=True))
     assert len(per_task) == 60 and set(per_task.values()) == {1}

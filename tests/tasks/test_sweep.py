@@ -13,11 +13,11 @@ from django.conf import settings
 from django.db import connection, connections
 from django.utils import timezone
 
-from organization.models import TeamRule
+from organization.models import Agent, TeamRule
 from tasks.apps import STALE_SWEEP_NAME, ensure_stale_sweep_schedule
 from tasks.models import Task, TaskEvent, WebhookDelivery
 from tasks.rules import SYSTEM
-from tasks.services import sweep_stale_queued, task_create
+from tasks.services import SweepResult, sweep_stale_queued, task_create
 from tests.conftest import requires_postgres
 from tests.factories import give_tasks, make_agent, make_org
 
@@ -60,7 +60,7 @@ def test_stale_tasks_go_to_the_queuers_senior_by_the_default_thresholds(team):
     stale_low = queued(org, by=worker, for_=expert, urgency="low", age=timedelta(hours=25))
     fresh_low = queued(org, by=worker, for_=expert, urgency="low", age=timedelta(hours=23))
     late = queued(org, by=worker, for_=expert, deadline=timezone.now() - timedelta(seconds=1))
-    assert sweep_stale_queued() == 3
+    assert sweep_stale_queued().escalated == 3
     escalated = set(TaskEvent.objects.filter(kind="escalated").values_list("task_id", flat=True))
     assert escalated == {stale_critical.pk, stale_low.pk, late.pk}
     assert Task.objects.get(pk=stale_critical.pk).assignee == boss
@@ -77,8 +77,8 @@ def test_stale_tasks_go_to_the_queuers_senior_by_the_default_thresholds(team):
 def test_the_sweep_is_idempotent(team):
     org, chief, boss, worker, expert = team
     queued(org, by=worker, for_=expert, age=timedelta(hours=5))
-    assert sweep_stale_queued() == 1
-    assert sweep_stale_queued() == 0
+    assert sweep_stale_queued().escalated == 1
+    assert sweep_stale_queued().escalated == 0
     assert TaskEvent.objects.filter(kind="escalated").count() == 1
 
 
@@ -86,14 +86,14 @@ def test_the_organizations_own_thresholds_apply(team):
     org, chief, boss, worker, expert = team
     TeamRule.objects.filter(organization=org).update(stale_after_normal=timedelta(minutes=1))
     task = queued(org, by=worker, for_=expert, age=timedelta(minutes=2))
-    assert sweep_stale_queued() == 1
+    assert sweep_stale_queued().escalated == 1
     assert Task.objects.get(pk=task.pk).assignee == boss
 
 
 def test_without_a_senior_the_default_supervisor_then_humans(team):
     org, chief, boss, worker, expert = team
     human_made = queued(org, age=timedelta(hours=5))
-    assert sweep_stale_queued() == 1
+    assert sweep_stale_queued().escalated == 1
     assert Task.objects.get(pk=human_made.pk).assignee == chief
     TeamRule.objects.filter(organization=org).update(default_supervisor=None)
     orphan = queued(org, age=timedelta(hours=5))
@@ -120,7 +120,7 @@ def test_the_sweeps_escalation_reaches_the_targets_webhook(team):
     boss.webhook_url = "http://127.0.0.1:9/boss-hook"
     boss.save()
     task = queued(org, by=worker, for_=expert, age=timedelta(hours=5))
-    assert sweep_stale_queued() == 1
+    assert sweep_stale_queued().escalated == 1
     delivery = WebhookDelivery.objects.get(agent=boss)
     event = TaskEvent.objects.get(task=task, kind="escalated")
     assert (delivery.status, delivery.url, delivery.event) == ("pending", boss.webhook_url, event)
@@ -142,7 +142,7 @@ def test_the_sweep_takes_few_queries_per_task(team, django_assert_max_num_querie
     for _ in range(200):
         queued(org, by=worker, for_=expert, age=timedelta(hours=5))
     with django_assert_max_num_queries(10):
-        assert sweep_stale_queued(batch_size=500) == 200
+        assert sweep_stale_queued(batch_size=500).escalated == 200
 
 
 def test_the_beat_schedule_is_seeded_once(db):
@@ -305,3 +305,39 @@ def test_a_real_beat_and_worker_escalate_a_stale_task_to_the_right_agent(
     assert task.assignee == boss
     event = TaskEvent.objects.get(task=task, kind="escalated")
     assert event.actor_kind == "system"
+
+
+def test_a_poison_row_is_skipped_and_reported_and_the_rest_of_its_batch_escalated(team, caplog):
+    org, chief, boss, worker, expert = team
+    # A corrupt row: its queuer's senior belongs to another organization (written behind the
+    # model's validation), so the escalation rule raises for this task, and only for it.
+    stranger = make_agent(make_org("elsewhere"), "agent-stranger")
+    rogue = make_agent(org, "agent-rogue")
+    Agent.objects.filter(pk=rogue.pk).update(senior=stranger)
+    before = queued(org, by=worker, for_=expert, age=timedelta(hours=5))
+    poison = queued(org, by=rogue, for_=expert, age=timedelta(hours=5))
+    after = queued(org, by=worker, for_=expert, age=timedelta(hours=5))
+
+    result = sweep_stale_queued(batch_size=10)
+
+    assert result == SweepResult(escalated=2, skipped=[poison.pk])
+    assert Task.objects.get(pk=before.pk).assignee == boss
+    assert Task.objects.get(pk=after.pk).assignee == boss
+    assert Task.objects.get(pk=poison.pk).status == "queued"
+    assert not TaskEvent.objects.filter(task=poison, kind="escalated").exists()
+    assert f"task {poison.pk} cannot be escalated" in caplog.text
+    # Every sweep reports it again, and a batch holding only the poison row ends.
+    assert sweep_stale_queued(batch_size=1) == SweepResult(escalated=0, skipped=[poison.pk])
+
+
+def test_the_celery_task_returns_what_it_escalated_and_skipped(team):
+    from tasks.tasks import sweep_stale_tasks
+
+    org, chief, boss, worker, expert = team
+    stranger = make_agent(make_org("elsewhere"), "agent-stranger")
+    rogue = make_agent(org, "agent-rogue", senior=None)
+    Agent.objects.filter(pk=rogue.pk).update(senior=stranger)
+    task = queued(org, by=worker, for_=expert, age=timedelta(hours=5))
+    poison = queued(org, by=rogue, for_=expert, age=timedelta(hours=5))
+    assert sweep_stale_tasks() == {"escalated": 1, "skipped": [poison.pk]}
+    assert Task.objects.get(pk=task.pk).assignee == boss
