@@ -6,18 +6,16 @@ OUTBOX_RELAY_TASK = "organization.relay_outbox"
 
 
 def ensure_outbox_relay_schedule(**kwargs) -> None:
-    """Seed the relay's beat schedule once, as tasks/apps.py seeds the stale sweep's."""
+    """Seed the relay's beat schedule once (organization.schedules)."""
     from django.conf import settings
-    from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-    using = kwargs.get("using", "default")
-    seconds = max(int(settings.OUTBOX_RELAY_INTERVAL.total_seconds()), 1)
-    interval, _ = IntervalSchedule.objects.using(using).get_or_create(
-        every=seconds, period=IntervalSchedule.SECONDS
-    )
-    PeriodicTask.objects.using(using).get_or_create(
+    from organization.schedules import ensure_periodic_task
+
+    ensure_periodic_task(
         name=OUTBOX_RELAY_NAME,
-        defaults={"task": OUTBOX_RELAY_TASK, "interval": interval},
+        task=OUTBOX_RELAY_TASK,
+        every=settings.OUTBOX_RELAY_INTERVAL,
+        using=kwargs.get("using", "default"),
     )
 
 

@@ -6,18 +6,16 @@ STALE_SWEEP_TASK = "tasks.sweep_stale_tasks"
 
 
 def ensure_stale_sweep_schedule(**kwargs) -> None:
-    """Seed the beat schedule once; later edits in the admin are kept (get_or_create, not update)."""
+    """Seed the stale sweep's beat schedule once (organization.schedules)."""
     from django.conf import settings
-    from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-    using = kwargs.get("using", "default")
-    seconds = max(int(settings.STALE_CHECK_INTERVAL.total_seconds()), 1)
-    interval, _ = IntervalSchedule.objects.using(using).get_or_create(
-        every=seconds, period=IntervalSchedule.SECONDS
-    )
-    PeriodicTask.objects.using(using).get_or_create(
+    from organization.schedules import ensure_periodic_task
+
+    ensure_periodic_task(
         name=STALE_SWEEP_NAME,
-        defaults={"task": STALE_SWEEP_TASK, "interval": interval},
+        task=STALE_SWEEP_TASK,
+        every=settings.STALE_CHECK_INTERVAL,
+        using=kwargs.get("using", "default"),
     )
 
 
