@@ -32,6 +32,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from .admin_views import STATUS_COLOURS, admin_org_ids, count_of, org_chart_view
+from .inputs import parse_id
 from .models import (
     Agent,
     AgentRole,
@@ -221,9 +222,9 @@ def _choose_scope_org(request, obj) -> int | None:
     if obj is not None and obj.pk is not None:
         return obj.organization_id
     ids = admin_org_ids(request)
-    asked = request.POST.get("organization") or request.GET.get("organization")
-    if asked and asked.isdigit() and (ids is None or int(asked) in ids):
-        return int(asked)
+    asked = parse_id(request.POST.get("organization") or request.GET.get("organization"))
+    if asked is not None and (ids is None or asked in ids):
+        return asked
     if ids is not None and len(ids) == 1:
         return next(iter(ids))
     return None
@@ -255,9 +256,9 @@ class OrgOwnedAdmin(OrgScoped, admin.ModelAdmin):
 
     def get_search_results(self, request, queryset, search_term):
         # Only the autocomplete view passes org_scope: a team or senior of the agent's own org.
-        scope = request.GET.get("org_scope", "")
-        if scope.isdigit() and request.path.endswith("/autocomplete/"):
-            queryset = queryset.filter(organization_id=int(scope))
+        scope = parse_id(request.GET.get("org_scope"))
+        if scope is not None and request.path.endswith("/autocomplete/"):
+            queryset = queryset.filter(organization_id=scope)
         return super().get_search_results(request, queryset, search_term)
 
 
@@ -641,9 +642,9 @@ class AgentAdmin(OrgOwnedAdmin):
         ids = admin_org_ids(request)
         if ids is not None:
             orgs = orgs.filter(pk__in=ids)
-        chosen = request.GET.get("organization__id__exact", "")
-        if chosen.isdigit():
-            orgs = orgs.filter(pk=int(chosen))
+        chosen = parse_id(request.GET.get("organization__id__exact"))
+        if chosen is not None:
+            orgs = orgs.filter(pk=chosen)
         extra_context = {
             **(extra_context or {}),
             "org_chart_links": [

@@ -693,3 +693,20 @@ def test_an_agent_resumed_or_given_room_in_its_form_receives_its_queue(
     assert response.status_code == 302, response.context["errors"]
     waiting.refresh_from_db()
     assert (waiting.status, waiting.assignee) == (TaskStatus.ASSIGNED, sam)
+
+
+@pytest.mark.parametrize("bad", ["²", "99999999999999999999", "-1"])
+def test_admin_ids_typed_in_the_url_that_are_no_database_id_never_answer_500(
+    root_client, demo, bad
+):
+    """`str.isdigit` accepts "²" (int() then fails) and digits wider than a bigint: 500 before."""
+    org_chart_list = reverse("admin:organization_organization_changelist")
+    assert root_client.get(org_chart_list, {"organization__id__exact": bad}).status_code != 500
+    add = root_client.get(reverse("admin:organization_agent_add"), {"organization": bad})
+    assert add.status_code == 200
+    autocomplete = root_client.get(
+        "/admin/autocomplete/",
+        {"org_scope": bad, "term": "", "app_label": "organization", "model_name": "agent",
+         "field_name": "senior"},
+    )  # fmt: skip
+    assert autocomplete.status_code == 200
