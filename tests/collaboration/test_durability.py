@@ -7,13 +7,16 @@ exactly once, and only the synthesis runs a second time).
 The workers are real `celery -A config worker` processes on the Redis broker of REDIS_URL and
 the test database. Their Redis visibility_timeout is lowered (10 s) so that the killed worker's
 unacked message is re-delivered quickly; the session limits are lowered with it (the start-up
-check wants visibility_timeout > COLLAB_SESSION_TIME_LIMIT).
+check wants visibility_timeout > COLLAB_SESSION_TIME_LIMIT). The second worker starts once that
+message is past its visibility timeout: kombu 5.6 restores such messages when a worker starts,
+and a running worker only looks every 100 s (its interval is not configurable before 5.7).
 """
 
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -36,6 +39,7 @@ pytestmark = [
 ]
 
 BASE_DIR = Path(__file__).resolve().parents[2]
+VISIBILITY_TIMEOUT = 10
 
 
 def database_url() -> str:
@@ -54,7 +58,7 @@ def start_worker_process(name: str, fake, tmp_path) -> subprocess.Popen:
         "LLM_MODEL": "fake-model",
         "COLLAB_AGENT_TIMEOUT": "5",
         "COLLAB_SESSION_TIME_LIMIT": "9",
-        "CELERY_VISIBILITY_TIMEOUT": "10",
+        "CELERY_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
         "CELERY_UNACKED_RESTORE_INTERVAL": "1",
         "CELERY_UNACKED_RESTORE_THROTTLE": "1",
         "COLLAB_LEASE_SECONDS": "3",
@@ -66,6 +70,13 @@ def start_worker_process(name: str, fake, tmp_path) -> subprocess.Popen:
          f"{name}@%h", "-l", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
+
+
+def unacked_are_visible_again(client) -> bool:
+    """The killed worker's unacked messages (kombu's `unacked_index`, scored by delivery time)
+    are older than the visibility timeout: a worker starting now re-delivers them."""
+    newest = client.zrevrange("unacked_index", 0, 0, withscores=True)
+    return not newest or newest[0][1] < time.time() - VISIBILITY_TIMEOUT - 0.5
 
 
 def kill_and_resume(org, fake, tmp_path, payload: dict, killable) -> CollaborationSession:
@@ -81,6 +92,8 @@ def kill_and_resume(org, fake, tmp_path, payload: dict, killable) -> Collaborati
         wait_for(lambda: killable(session), timeout=60)
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
+        wait_for(lambda: unacked_are_visible_again(redis.Redis.from_url(settings.REDIS_URL)),
+                 timeout=VISIBILITY_TIMEOUT + 10, interval=0.2)  # fmt: skip
         second = start_worker_process("second", fake, tmp_path)
 
         def done():
