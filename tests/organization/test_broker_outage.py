@@ -40,11 +40,15 @@ WORKER_APP_NAME = "outage-test-celery-worker"
 @contextmanager
 def publishing_through(url: str):
     """Point this process' Celery app (what the views publish with) at `url`, then back."""
+    import kombu.pools
+
     from config.celery import app
 
     def drop_pools():
-        if app._pool is not None:
-            app._pool.force_close_all()
+        # kombu keeps one pool per broker URL in a process-wide registry: closing the app's pool
+        # alone would leave a closed pool registered for the original URL, which later tests
+        # publishing in this process would get back ("Acquire on closed pool").
+        kombu.pools.reset()
         app._after_fork()  # forgets the connection and producer pools
 
     # The Django settings namespace: the key that `app.conf.broker_url` reads first.
