@@ -29,7 +29,7 @@ browser:
 test: $(STAMP) browser
 	@mkdir -p var
 	@$(PY) -m tests.services > var/test-env
-	env $$(cat var/test-env | xargs) $(PY) -m pytest $(PYTEST_ARGS)
+	env $$(cat var/test-env | xargs) $(PY) -m pytest --durations=15 $(PYTEST_ARGS)
 
 BENCHES := roster assign sweep collaboration mcp
 
