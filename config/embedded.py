@@ -187,7 +187,9 @@ def main() -> int:
     try:
         port = int(os.environ.get("PORT") or 8000)
     except ValueError:
-        say(f"PORT must be a number, not {os.environ['PORT']!r}.")
+        port = 0
+    if not 1 <= port <= 65535:
+        say(f"PORT must be a number from 1 to 65535, not {os.environ['PORT']!r}.")
         return 2
     lock = take_lock(var)
     if lock is None:

@@ -63,7 +63,8 @@ DELEGATIONS = [
     ("agent-alice", "agent-jordan", "Set up a staging cluster", "Kubernetes", {
         "primary_reason": "Kubernetes expertise (Infrastructure), 4/5 tasks.",
         "fallback": "Sam (Infrastructure Lead) when back.",
-        "reasoning": "Priority 3: nobody in Leadership knows Kubernetes; Jordan still has room.",
+        "reasoning": "Busy but has room (4/5): no available Kubernetes expert in Leadership, "
+        "so the busy expert with room, offered after every available colleague.",
         "notes": "Cross-team delegation: Jordan's lead Sam is away, so Alice coordinates.",
     }),
     ("agent-sarah", "agent-taylor", "Refresh the colour tokens", "CSS", {

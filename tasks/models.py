@@ -121,6 +121,10 @@ class AppendOnlyError(Exception):
     pass
 
 
+# The largest wait an event can store (a PositiveIntegerField is a 32-bit column on PostgreSQL).
+MAX_WAIT_SECONDS = 2**31 - 1
+
+
 class TaskEvent(models.Model):
     """The audit trail: append-only. Rows are inserted, never updated or deleted."""
 

@@ -12,7 +12,7 @@ from organization.errors import NotFound
 from organization.inputs import parse_id
 from organization.models import Agent, Organization
 
-from .models import HELD_STATUSES, InboxItem, Task, TaskEvent, TaskStatus
+from .models import HELD_STATUSES, MAX_WAIT_SECONDS, InboxItem, Task, TaskEvent, TaskStatus
 
 # How many of an expert's latest completions the wait estimate averages.
 COMPLETION_SAMPLE = 20
@@ -112,7 +112,8 @@ def wait_seconds(
         until = (free_at - (now or timezone.now())).total_seconds()
         if until > 0:
             wait = until + (position - 1) * slot
-    return int(round(wait))
+    # An expert away until 2100 must not overflow the event column: a 500 on every queue.
+    return min(int(round(wait)), MAX_WAIT_SECONDS)
 
 
 def estimated_wait_for_new(*, agent: Agent, urgency_rank: int) -> int:

@@ -7,6 +7,7 @@ from organization.inputs import BIGINT_MAX
 
 from .models import (
     DESCRIPTION_MAX_LENGTH,
+    MAX_WAIT_SECONDS,
     NOTE_MAX_LENGTH,
     Decision,
     InboxItem,
@@ -71,7 +72,7 @@ class DelegateSerializer(DecisionSerializer):
 class QueueSerializer(DecisionSerializer):
     agent_id = serializers.CharField()
     wait_time_seconds = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=0,
+        required=False, allow_null=True, default=None, min_value=0, max_value=MAX_WAIT_SECONDS,
         help_text="Your wait estimate (the decision's Wait Time); omit for the service's estimate.",
     )  # fmt: skip
 

@@ -7,7 +7,13 @@ from organization.registry import register_tool
 from organization.selectors import agent_by_handle
 
 from . import services
-from .models import DESCRIPTION_MAX_LENGTH, NOTE_MAX_LENGTH, TaskStatus, Urgency
+from .models import (
+    DESCRIPTION_MAX_LENGTH,
+    MAX_WAIT_SECONDS,
+    NOTE_MAX_LENGTH,
+    TaskStatus,
+    Urgency,
+)
 from .recommend import recommend
 from .rules import Actor
 from .selectors import estimated_waits, inbox_of, task_for, tasks_visible_to
@@ -162,6 +168,7 @@ def delegate_task(caller: Caller, params: dict) -> dict:
             "wait_time_seconds": {
                 "type": "integer",
                 "minimum": 0,
+                "maximum": MAX_WAIT_SECONDS,
                 "description": "Your wait estimate; omit for the service's estimate.",
             },
         },

@@ -7,6 +7,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from organization.models import Agent
+from tasks.models import MAX_WAIT_SECONDS
 from tests.conftest import agent_of
 from tests.tasks.test_tools import call
 
@@ -118,3 +119,37 @@ def test_queueing_for_an_expert_uses_it_in_the_stored_wait(demo, agent_client):
     )
     assert queued.status_code == 200, queued.content
     assert 3590 <= queued.json()["estimated_wait_seconds"] <= 3600
+
+
+def test_an_availability_far_ahead_never_overflows_the_stored_wait(demo, agent_client):
+    """An expert away until 2100 made every queue to it a 500 (the event's 32-bit column)."""
+    jordan = agent_of(demo, "agent-jordan")
+    agent_client(jordan).post(PATH, {"availability_until": "2100-01-01T00:00:00Z"}, format="json")
+    alex = agent_client(agent_of(demo, "agent-alex"))
+    task = alex.post(
+        "/api/tasks", {"title": "Helm chart", "agent_id": "agent-alex"}, format="json"
+    ).json()
+    queued = alex.post(
+        f"/api/tasks/{task['id']}/queue", {"agent_id": "agent-jordan"}, format="json"
+    )
+    assert queued.status_code == 200, queued.content
+    assert queued.json()["estimated_wait_seconds"] == MAX_WAIT_SECONDS
+
+
+def test_a_stated_wait_wider_than_the_column_is_refused(demo, agent_client):
+    alex = agent_client(agent_of(demo, "agent-alex"))
+    task = alex.post(
+        "/api/tasks", {"title": "Helm chart", "agent_id": "agent-alex"}, format="json"
+    ).json()
+    queued = alex.post(
+        f"/api/tasks/{task['id']}/queue",
+        {"agent_id": "agent-jordan", "wait_time_seconds": 10**12},
+        format="json",
+    )
+    assert queued.status_code == 400, queued.content
+    assert queued.json()["code"] == "invalid"
+    by_tool = call(
+        alex, "queue_task", task_id=task["id"], agent_id="agent-jordan", wait_time_seconds=10**12
+    )
+    assert by_tool.status_code == 400
+    assert by_tool.json()["code"] == "invalid"
