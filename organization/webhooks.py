@@ -83,6 +83,8 @@ def is_public(ip: IP) -> bool:
         or ip.is_reserved
         or ip.is_multicast
         or ip.is_unspecified
+        # fec0::/10, deprecated site-local: `is_global` is still true for it on Python 3.11.
+        or getattr(ip, "is_site_local", False)
     )
 
 

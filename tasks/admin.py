@@ -259,6 +259,8 @@ class WebhookDeliveryAdmin(AuditAdmin):
     list_filter = ["status"]
     list_select_related = ["agent"]
     search_fields = ["agent__handle", "url"]
+    # Not even as a read-only form field: the detail page shows every field it does not exclude.
+    exclude = ["last_error"]
 
     def get_readonly_fields(self, request, obj=None):
         # Staff see the coarse outcome, never the stored error text (rows older than the

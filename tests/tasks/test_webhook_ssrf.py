@@ -36,6 +36,7 @@ REFUSED = [
     "http://[2002:7f00:1::]/hook",  # 6to4 of 127.0.0.1
     "http://[fe80::1]/hook",
     "http://[fc00::1]/hook",
+    "http://[fec0::1]/hook",
     "http://[::]/hook",
     "http://[ff02::1]/hook",
     "ftp://hooks.example.com/hook",
@@ -323,3 +324,17 @@ def test_https_keeps_the_hostname_for_sni_and_certificate_checks(tmp_path, monke
         server.shutdown()
         server.server_close()
     assert hosts == [f"hook.test:{port}"]
+
+
+@pytest.mark.django_db
+def test_the_admin_detail_page_never_shows_a_stored_exception(root_client):  # noqa: F811
+    """Rows from before the SSRF rule kept exception text that tells which internal ports answer."""
+    org = make_org("old-rows")
+    agent = make_agent(org, "agent-old")
+    delivery = WebhookDelivery.objects.create(
+        organization=org, agent=agent, url="http://10.0.0.5:6379/", status="failed", attempts=1,
+        last_error="ConnectError: [Errno 111] Connection refused by 10.0.0.5:6379",
+    )  # fmt: skip
+    page = root_client.get(f"/admin/tasks/webhookdelivery/{delivery.pk}/change/")
+    assert page.status_code == 200
+    assert "Errno 111" not in page.content.decode()
