@@ -5,6 +5,7 @@ SQLite under var/, a filesystem broker, the offline LLM provider.
 """
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -338,6 +339,14 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
 API_MAX_PAGE_SIZE = int(os.environ.get("API_MAX_PAGE_SIZE", "200"))
 # Requests per API key (or logged-in user): "<n>/<second|minute|hour|day>", or "off".
 API_THROTTLE_RATE = os.environ.get("API_THROTTLE_RATE", "").strip() or "600/min"
+# DRF's rate format, checked here: a typo would otherwise answer 500 on every request.
+if API_THROTTLE_RATE.lower() != "off" and not re.fullmatch(
+    r"[1-9]\d*/(s|sec|second|m|min|minute|h|hour|d|day)", API_THROTTLE_RATE
+):
+    raise ImproperlyConfigured(
+        f"API_THROTTLE_RATE={API_THROTTLE_RATE!r}: use <n>/<second|minute|hour|day> "
+        "(e.g. 600/min) or off."
+    )
 # Request bodies above this answer 413 `too_large` under /api/ (Django's own limit, 2.5 MB).
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440))
 

@@ -64,3 +64,20 @@ def test_an_unreachable_throttle_cache_lets_requests_through(demo, settings):
     }
     sarah = KeyClient(make_key(demo, agent_of(demo, "agent-sarah")))
     assert [sarah.get("/api/tools").status_code for _ in range(2)] == [200, 200]
+
+
+@pytest.mark.parametrize("rate", ["600", "x/min", "600/fortnight", "0/min"])
+def test_a_mistyped_rate_stops_start_up_with_a_message(rate):
+    """DRF parses the rate per request: a typo answered 500 on every call instead."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "API_THROTTLE_RATE": rate}, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert f"API_THROTTLE_RATE={rate!r}: use <n>/<second|minute|hour|day>" in result.stderr
