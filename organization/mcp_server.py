@@ -38,6 +38,7 @@ from . import registry
 from .auth import authenticate_key
 from .caller import Caller
 from .errors import DomainError, NotFound, error_body, exception_handler
+from .inputs import check_input
 from .models import Agent, ApiKey
 from .tools import visible_prompt_subject
 
@@ -219,6 +220,7 @@ AGENT_ARGUMENT = types.PromptArgument(
 def _get_prompt(caller: Caller, name: str, arguments: dict | None) -> types.GetPromptResult:
     """A prompt as the caller may see it: an agent its own, an organization key any agent's."""
     try:
+        check_input(arguments or {}, "arguments")  # the one guard every door uses
         prompt = PROMPTS.get(name)
         if prompt is None:
             raise NotFound(f"Unknown prompt: {name}", "unknown_prompt")

@@ -57,3 +57,10 @@ def test_an_organization_key_names_the_agent(live_url, demo_org, key_of):
     assert error.error.data["code"] == "agent_required"
     _, unknown = asyncio.run(get(live_url, key, "no_such_prompt", {"agent": "agent-alex"}))
     assert unknown.error.data["code"] == "unknown_prompt"
+
+
+def test_a_nul_in_a_prompt_argument_is_invalid_like_every_other_door(live_url, demo_org, key_of):
+    _, error = asyncio.run(get(live_url, key_of(demo_org), "system_prompt", {"agent": "a\x00b"}))
+    assert isinstance(error, MCPError)
+    assert error.error.data["code"] == "invalid"
+    assert error.error.data["status"] == 400
