@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: run test bench lint browser services
+.PHONY: run test test-fast bench lint browser services
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -25,11 +25,27 @@ run: $(STAMP)
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
+# The import contracts first (pyproject's [tool.importlinter]), then the suite.
 # Runs on PostgreSQL + Redis when they are reachable (started if down); under CI=true they must be.
 test: $(STAMP) browser
+	$(VENV)/bin/lint-imports
 	@mkdir -p var
 	@$(PY) -m tests.services > var/test-env
 	env $$(cat var/test-env | xargs) $(PY) -m pytest --durations=15 $(PYTEST_ARGS)
+
+# The fast loop: everything but the real-worker (`worker`) and browser (`e2e`) tests, on the same
+# PostgreSQL + Redis as `make test`, spread over the cores by pytest-xdist: each xdist worker has a
+# test database (test_…_gw0, _gw1 …) and a Redis database (REDIS_URL's + N) of its own, see
+# tests/settings.py. TEST_WORKERS is one per core plus one (the tests wait on subprocesses and
+# servers often enough that a third worker on two cores finishes sooner). Bytecode is cached (__pycache__/, ignored
+# by git) even where PYTHONDONTWRITEBYTECODE is set: each worker and subprocess otherwise compiles
+# every module again. No test run (pytest's exit 5) fails it like a failed test.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+test-fast: $(STAMP)
+	@mkdir -p var
+	@$(PY) -m tests.services > var/test-env
+	env $$(cat var/test-env | xargs) PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) \
+	  -m "not worker and not e2e" --durations=10 $(PYTEST_ARGS)
 
 BENCHES := roster assign sweep collaboration mcp
 

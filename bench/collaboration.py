@@ -129,13 +129,13 @@ def main() -> None:
     with bench_database("bench_collab", needs_redis=True), contextlib.ExitStack() as cleanup:
         cleanup.callback(stop, workers)  # before the database is dropped
         from config.celery import app
-        from organization.caller import Caller
+        from organization.caller import caller_for_member
         from tests.factories import make_admin_user, make_org
         from tests.fake_llm import FakeLLM
 
         app.conf.task_default_queue = QUEUE
         org = make_org("bench-collab")
-        caller = Caller(organization=org, user=make_admin_user(org, username="bench"))
+        caller = caller_for_member(make_admin_user(org, username="bench"), org)
         with FakeLLM(latency=LATENCY) as fake:
             env = {**os.environ, **fake.env(), "LLM_PROVIDER": "openai", "LLM_MODEL": "fake"}
             os.environ.update(fake.env(), LLM_PROVIDER="openai", LLM_MODEL="fake")

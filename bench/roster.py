@@ -32,7 +32,8 @@ def measure(org, key: str, iterations: int) -> dict:
     from django.test.utils import CaptureQueriesContext
 
     from organization.roster import _ROW_FIELDS
-    from organization.selectors import agents_of, workload_count
+    from organization.selectors import agents_of
+    from organization.workload import workload_count
 
     client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
 

@@ -89,7 +89,7 @@ def main() -> int:
         from django.test.utils import CaptureQueriesContext
 
         from tasks.models import InboxItem, Task, TaskEvent, TaskStatus
-        from tasks.services import stale_queued, sweep_stale_queued
+        from tasks.sweep import stale_queued, sweep_stale_queued
 
         started = time.perf_counter()
         org, now = build(args.total, args.stale)

@@ -2,8 +2,8 @@
 for humans to start a session with organization agents.
 
 LLM text is never trusted HTML: results and responses are shown escaped, in <pre> blocks.
-Staff see only the organizations they administer (organization.admin.OrgScoped, the same scoping
-as the hierarchy editor); superusers see all.
+Staff see only the organizations they administer (OrgScoped of organization/admin/scoping.py,
+the same scoping as the hierarchy editor); superusers see all.
 """
 
 from django import forms
@@ -16,9 +16,14 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from organization.admin import OrgScoped, ReadOnlyInline
-from organization.admin_views import admin_org_ids
-from organization.caller import Caller
+from organization.admin.scoping import (
+    STATUS_COLOURS,
+    OrgScoped,
+    ReadOnlyInline,
+    admin_org_ids,
+    badge,
+)
+from organization.caller import caller_for_admin
 from organization.errors import DomainError
 from organization.models import Agent, Organization
 
@@ -34,7 +39,7 @@ from .models import (
     Synthesis,
 )
 
-STATUS_COLOURS = {
+STATUS_COLOURS["collaboration"] = {
     SessionStatus.QUEUED: "#6c757d",
     SessionStatus.RUNNING: "#0d6efd",
     SessionStatus.SYNTHESIZING: "#6f42c1",
@@ -47,14 +52,6 @@ STATUS_COLOURS = {
     ContributionStatus.TIMED_OUT: "#fd7e14",
     ContributionStatus.SKIPPED: "#adb5bd",
 }
-
-
-def badge(value: str):
-    return format_html(
-        '<span style="background:{};color:#fff;padding:2px 6px;border-radius:8px">{}</span>',
-        STATUS_COLOURS.get(value, "#6c757d"),
-        value,
-    )
 
 
 def pre(text: str):
@@ -78,7 +75,7 @@ class ContributionInline(SessionRowInline):
 
     @admin.display(description="status")
     def status_badge(self, obj):
-        return badge(obj.status)
+        return badge(obj.status, "collaboration")
 
     @admin.display(description="response")
     def answer(self, obj):
@@ -138,7 +135,7 @@ class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj):
-        return badge(obj.status)
+        return badge(obj.status, "collaboration")
 
     @admin.display(description="progress")
     def progress(self, obj):
@@ -159,7 +156,7 @@ class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
         for session in queryset:
             if session.is_finished:
                 continue
-            caller = Caller(organization=session.organization, user=request.user)
+            caller = caller_for_admin(request, session.organization)
             services.session_cancel(caller=caller, session=session)
             cancelled += 1
         self.message_user(request, f"Cancellation requested for {cancelled} session(s).")
@@ -199,7 +196,7 @@ class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
                     for a in form.ordered_agents()
                 ],
             }
-            caller = Caller(organization=data["organization"], user=request.user)
+            caller = caller_for_admin(request, data["organization"])
             try:
                 session = services.session_create(caller=caller, payload=payload)
             except DomainError as exc:

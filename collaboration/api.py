@@ -1,29 +1,24 @@
 """Thin DRF views: validate → service/selector → serialize."""
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from organization import registry
-from organization.caller import resolve_caller
-from organization.serializers import ErrorSerializer
+from organization.caller import CallerMixin
+from organization.schema import ERRORS as BASE_ERRORS
+from organization.schema import conflict, errors
 
 from . import selectors, services
 from .filters import SessionFilter
 from .models import CollaborationSession
 from .serializers import SessionListSerializer, SessionSerializer, StartCollaborationSerializer
 
-ERRORS = {
-    400: OpenApiResponse(ErrorSerializer, description="Invalid input (names the field)"),
-    401: OpenApiResponse(ErrorSerializer, description="No or bad API key"),
-    403: OpenApiResponse(ErrorSerializer, description="A rule forbids it"),
-    404: OpenApiResponse(ErrorSerializer, description="Absent or another organization's"),
-    409: OpenApiResponse(ErrorSerializer, description="Agent offline / session finished"),
-}
+ERRORS = {**BASE_ERRORS, 409: conflict("Agent offline / session finished")}
 
 
-class CollaborationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class CollaborationViewSet(CallerMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     serializer_class = SessionSerializer
     filterset_class = SessionFilter
     lookup_value_regex = "[^/]+"
@@ -31,23 +26,22 @@ class CollaborationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return CollaborationSession.objects.none()
-        caller = resolve_caller(self.request)
         if self.action == "list":
             return (
-                selectors.sessions_of(caller=caller)
+                selectors.sessions_of(caller=self.caller)
                 .prefetch_related("contributions")
                 .order_by("-created_at")
             )
-        return selectors.session_detail_queryset(caller=caller)
+        return selectors.session_detail_queryset(caller=self.caller)
 
     def get_serializer_class(self):
         return SessionListSerializer if self.action == "list" else SessionSerializer
 
     def _session(self, pk) -> CollaborationSession:
-        return selectors.session_for(caller=resolve_caller(self.request), session_id=pk)
+        return selectors.session_for(caller=self.caller, session_id=pk)
 
     @extend_schema(
-        responses={200: SessionListSerializer(many=True), 400: ERRORS[400], 401: ERRORS[401]},
+        responses={200: SessionListSerializer(many=True), **errors(400, 401)},
         summary="The organization's sessions (an agent: those it started or is in)",
     )
     def list(self, request, *args, **kwargs):
@@ -59,7 +53,7 @@ class CollaborationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         summary="Start a collaborative session (seed 004); it runs on a worker",
     )
     def create(self, request):
-        caller = resolve_caller(request)
+        caller = self.caller
         payload = request.data
         if isinstance(payload, dict):
             registry.check_identity(caller, payload)
@@ -81,7 +75,7 @@ class CollaborationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        caller = resolve_caller(request)
+        caller = self.caller
         session = services.session_cancel(caller=caller, session=self._session(pk))
         session = selectors.session_for(caller=caller, session_id=session.pk)
         return Response(SessionSerializer(session, context={"request": request}).data)

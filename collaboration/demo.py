@@ -9,27 +9,29 @@ import logging
 
 from django.db import transaction
 
-from organization.caller import Caller
+from organization.caller import caller_for_agent
 from organization.errors import DomainError
 from organization.models import Organization
 
-from . import runner
-from .models import CollaborationSession
+from .models import CollaborationSession, Mode, Synthesis
+from .providers import Provider
+from .runner import run_session
 from .services import session_create
 
 log = logging.getLogger(__name__)
 
 DEMO_STARTER = "agent-alice"
+OFFLINE = {"provider": Provider.OFFLINE}
 DEMO_SESSION = {
     "task": "Should the orders service move its reporting queries to a read replica?",
     "agents": [
-        {"agent_id": "agent-alex", "focus": "query patterns and the API", "config": {"provider": "offline"}},
-        {"agent_id": "agent-database-lead", "focus": "replication lag and operations", "config": {"provider": "offline"}},
-        {"agent_id": "agent-jordan", "focus": "infrastructure cost and deployment", "config": {"provider": "offline"}},
+        {"agent_id": "agent-alex", "focus": "query patterns and the API", "config": OFFLINE},
+        {"agent_id": "agent-database-lead", "focus": "replication lag and operations", "config": OFFLINE},
+        {"agent_id": "agent-jordan", "focus": "infrastructure cost and deployment", "config": OFFLINE},
     ],
-    "mode": "parallel",
-    "synthesis": "vote",
-    "coordinator_config": {"provider": "offline"},
+    "mode": Mode.PARALLEL,
+    "synthesis": Synthesis.VOTE,
+    "coordinator_config": OFFLINE,
     "context": {"source": "seed_demo"},
 }  # fmt: skip
 
@@ -43,14 +45,12 @@ def seed_demo_collaboration(org: Organization) -> CollaborationSession | None:
         return None
     try:
         with transaction.atomic():
-            session = session_create(
-                caller=Caller(organization=org, agent=starter), payload=DEMO_SESSION
-            )
+            session = session_create(caller=caller_for_agent(starter), payload=DEMO_SESSION)
     except DomainError:
         return None  # e.g. one of its agents was paused or removed: no demo session then.
     # Outside the transaction: the runner's agent threads read the committed rows.
     try:
-        runner.run_session(session.id)
+        run_session(session.id)
     except Exception:
         # The start of `make run` must not hang on the demo: its queued message is still there,
         # so the worker runs the session instead.

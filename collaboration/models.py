@@ -12,6 +12,8 @@ from django.db import models
 
 from organization.models import Agent, Organization
 
+from .synthesis import STRATEGIES
+
 
 class Mode(models.TextChoices):
     PARALLEL = "parallel"
@@ -19,11 +21,17 @@ class Mode(models.TextChoices):
     HIERARCHICAL = "hierarchical"
 
 
-class Synthesis(models.TextChoices):
-    COORDINATOR = "coordinator"
-    VOTE = "vote"
-    MERGE = "merge"
-    BEST_OF = "best_of"
+# The role of a hierarchical session's first agent, and the name the coordinator's calls go by.
+COORDINATOR_ROLE = "coordinator"
+
+
+# Derived from the strategy registry (adding a strategy is a module and a line there):
+# Synthesis.COORDINATOR == "coordinator", Synthesis.BEST_OF == "best_of", …
+Synthesis = models.TextChoices(
+    "Synthesis",
+    [(key.upper(), (key, label)) for key, (label, _) in STRATEGIES.items()],
+    module=__name__,
+)
 
 
 class SessionStatus(models.TextChoices):

@@ -13,7 +13,7 @@ from .models import CollaborationSession, Contribution, SessionEvent
 def sessions_of(*, caller: Caller) -> QuerySet[CollaborationSession]:
     """Humans see the organization's sessions; an agent those it started or takes part in.
 
-    A session holds its agents' answers, which DESIGN.md keeps from other colleagues.
+    A session holds its agents' answers, which docs/design.md keeps from other colleagues.
     """
     qs = CollaborationSession.objects.filter(organization=caller.organization)
     if caller.agent is not None:
@@ -42,3 +42,16 @@ def session_for(*, caller: Caller, session_id) -> CollaborationSession:
     if session is None:
         raise missing
     return session
+
+
+def may_use_custom_prompt(session: CollaborationSession, agent) -> bool:
+    """Whether `agent`'s private custom prompt may be sent to the model in this session.
+
+    The starter reads every answer, so an agent that started the session may have only its own
+    prompt used; a human of the organization (organization key, admin) may read any of them.
+    `created_by` keeps the kind of starter even if the starting agent or user is deleted later
+    (handles are lowercase, so they never begin with `user:` or `org-key:`).
+    """
+    if session.created_by_agent_id is not None:
+        return session.created_by_agent_id == agent.pk
+    return session.created_by.startswith(("user:", "org-key:"))

@@ -1,4 +1,4 @@
-"""Shapes of the collaboration API (data only: validation of a start is in services.py)."""
+"""Shapes of the collaboration API and its tools' params."""
 
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -8,14 +8,25 @@ from rest_framework import serializers
 from organization.links import absolute_url
 
 from .models import CollaborationSession, Contribution, Mode, SessionEvent, Synthesis
+from .providers import PROVIDERS
 
 
 class LLMConfigSerializer(serializers.Serializer):
-    provider = serializers.ChoiceField(choices=["offline", "openai", "anthropic"], required=False)
-    model = serializers.CharField(required=False)
-    temperature = serializers.FloatField(required=False, min_value=0, max_value=2)
-    max_tokens = serializers.IntegerField(required=False, min_value=1)
-    system_prompt = serializers.CharField(required=False, help_text="Ad-hoc specialists only.")
+    """LLM settings (each optional): provider, model, temperature, max_tokens."""
+
+    provider = serializers.ChoiceField(
+        choices=PROVIDERS, required=False, help_text="Which LLM provider."
+    )
+    model = serializers.CharField(required=False, help_text="The provider's model name.")
+    temperature = serializers.FloatField(
+        required=False, min_value=0, max_value=2, help_text="Sampling temperature, 0 to 2."
+    )
+    max_tokens = serializers.IntegerField(
+        required=False, min_value=1, help_text="Most tokens per answer."
+    )
+    system_prompt = serializers.CharField(
+        required=False, allow_blank=True, help_text="Ad-hoc specialists only."
+    )
 
 
 class AgentItemSerializer(serializers.Serializer):
@@ -23,29 +34,54 @@ class AgentItemSerializer(serializers.Serializer):
         required=False, help_text="An agent of the organization (its handle), or give `name`."
     )
     name = serializers.CharField(required=False, help_text="An ad-hoc specialist's name.")
-    role = serializers.CharField(required=False)
-    focus = serializers.CharField(required=False)
-    config = LLMConfigSerializer(required=False)
+    role = serializers.CharField(
+        required=False, allow_blank=True, help_text="An ad-hoc specialist's role."
+    )
+    focus = serializers.CharField(
+        required=False, allow_blank=True, help_text="What this agent focuses on."
+    )
+    config = LLMConfigSerializer(required=False, help_text="The agent's LLM settings.")
 
 
 class StartCollaborationSerializer(serializers.Serializer):
-    """Seed 004's contract plus optional per-session limits (only lower than the server's)."""
+    """Seed 004's contract plus optional per-session limits (only lower than the server's).
 
-    task = serializers.CharField()
-    agents = AgentItemSerializer(many=True)
+    The `start_collaboration` tool's params and the REST body's schema; `services.session_create`
+    checks what needs the organization and the server's limits (and the admin's door)."""
+
+    task = serializers.CharField(help_text="The task for agents to collaborate on")
+    agents = AgentItemSerializer(
+        many=True,
+        help_text="Agents to involve: {agent_id, focus} for an organization agent, or an ad-hoc "
+        "specialist {name, role, focus, config}",
+    )
     mode = serializers.ChoiceField(
-        choices=Mode.choices, required=False, help_text="Default: COLLAB_DEFAULT_MODE (parallel)."
-    )
+        choices=Mode.choices, required=False,
+        help_text="How the agents work together. Default: COLLAB_DEFAULT_MODE (parallel).",
+    )  # fmt: skip
     synthesis = serializers.ChoiceField(
-        choices=Synthesis.choices,
-        required=False,
-        help_text="Default: COLLAB_DEFAULT_SYNTHESIS (coordinator).",
+        choices=Synthesis.choices, required=False,
+        help_text="How their answers are combined. Default: COLLAB_DEFAULT_SYNTHESIS "
+        "(coordinator).",
+    )  # fmt: skip
+    coordinator_config = LLMConfigSerializer(
+        required=False, help_text="The coordinator's LLM settings"
     )
-    coordinator_config = LLMConfigSerializer(required=False)
-    context = serializers.DictField(required=False)
-    max_parallel = serializers.IntegerField(required=False, min_value=1)
+    # Free-form by seed 004's contract: the one object here that stays open.
+    context = serializers.DictField(required=False, help_text="Shared context passed to all agents")
+    max_parallel = serializers.IntegerField(
+        required=False, min_value=1, help_text="At most this many agents at once."
+    )
     agent_timeout = serializers.FloatField(required=False, help_text="Seconds per agent.")
-    max_total_tokens = serializers.IntegerField(required=False, min_value=1)
+    max_total_tokens = serializers.IntegerField(
+        required=False, min_value=1, help_text="Token budget of the session."
+    )
+
+
+class SessionIdSerializer(serializers.Serializer):
+    """The `get_collaboration` tool: the session its REST path names."""
+
+    session_id = serializers.CharField(help_text="The session's id")
 
 
 class ContributionSerializer(serializers.ModelSerializer):

@@ -1,4 +1,4 @@
-"""Writes of the collaboration app: start a session, cancel it, record events.
+"""Writes of the collaboration app: start a session, cancel it (the events are in events.py).
 
 Every door (REST, the tool registry, the admin form) starts a session through `session_create`,
 which validates the seed-004 contract in one place and queues the run on a Celery worker.
@@ -20,18 +20,19 @@ from organization.errors import Conflict, DomainError, Forbidden, Invalid, RateL
 from organization.models import Organization
 from organization.selectors import agent_by_handle
 
+from . import events
 from .models import (
+    COORDINATOR_ROLE,
     CollaborationSession,
     Contribution,
-    ContributionStatus,
     Mode,
-    SessionEvent,
     SessionStatus,
     Synthesis,
 )
 from .providers import PROVIDERS
+from .runner.finish import session_finish_cancelled
+from .tasks import run_collaboration as _run_collaboration_task
 
-EVENT_PREFIX = "tool:collaborative"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,99}$")
 TOP_LEVEL_FIELDS = {
     "task",
@@ -279,13 +280,6 @@ def validate_start(payload, *, org: Organization) -> StartSpec:
     )
 
 
-def event_record(session_id, name: str, **data) -> SessionEvent:
-    """Append `tool:collaborative:<name>` to the session's event log."""
-    return SessionEvent.objects.create(
-        session_id=session_id, name=f"{EVENT_PREFIX}:{name}" if name else EVENT_PREFIX, data=data
-    )
-
-
 def check_start_rate(org: Organization) -> None:
     """COLLAB_MAX_STARTS_PER_HOUR sessions per organization in any hour, counted from the
     sessions themselves; the caller holds the organization's row lock, so concurrent starts
@@ -335,37 +329,18 @@ def session_create(*, caller: Caller, payload) -> CollaborationSession:
             agent_key=a.key,
             agent=a.agent,
             display_name=a.display_name,
-            role="coordinator" if spec.mode == Mode.HIERARCHICAL and i == 0 else a.role,
+            role=COORDINATOR_ROLE if spec.mode == Mode.HIERARCHICAL and i == 0 else a.role,
             focus=a.focus,
             config=a.config,
         )
         for i, a in enumerate(spec.agents)
     )
-    event_record(
-        session.id,
-        "queued",
-        agents=[a.key for a in spec.agents],
-        mode=spec.mode,
-        synthesis=spec.synthesis,
+    events.session_queued_event(
+        session.id, agents=[a.key for a in spec.agents], mode=spec.mode, synthesis=spec.synthesis
     )
-    from .tasks import run_collaboration
-
     # Through the outbox: the session is accepted (202) even while the broker is away.
-    outbox.enqueue(run_collaboration.name, str(session.id))
+    outbox.enqueue(_run_collaboration_task.name, str(session.id))
     return session
-
-
-def may_use_custom_prompt(session: CollaborationSession, agent) -> bool:
-    """Whether `agent`'s private custom prompt may be sent to the model in this session.
-
-    The starter reads every answer, so an agent that started the session may have only its own
-    prompt used; a human of the organization (organization key, admin) may read any of them.
-    `created_by` keeps the kind of starter even if the starting agent or user is deleted later
-    (handles are lowercase, so they never begin with `user:` or `org-key:`).
-    """
-    if session.created_by_agent_id is not None:
-        return session.created_by_agent_id == agent.pk
-    return session.created_by.startswith(("user:", "org-key:"))
 
 
 def can_manage(caller: Caller, session: CollaborationSession) -> bool:
@@ -387,19 +362,7 @@ def session_cancel(*, caller: Caller, session: CollaborationSession) -> Collabor
     if not session.cancel_requested:
         session.cancel_requested = True
         session.save(update_fields=["cancel_requested"])
-        event_record(session.id, "cancel_requested", by=caller.label)
+        events.cancel_requested_event(session.id, by=caller.label)
     if session.status == SessionStatus.QUEUED:
         session_finish_cancelled(session)
     return session
-
-
-def session_finish_cancelled(session: CollaborationSession) -> None:
-    """Mark a session (locked by the caller) and its unfinished contributions cancelled."""
-    now = timezone.now()
-    session.contributions.filter(
-        status__in=[ContributionStatus.PENDING, ContributionStatus.RUNNING]
-    ).update(status=ContributionStatus.CANCELLED, error="cancelled", finished_at=now)
-    session.status = SessionStatus.CANCELLED
-    session.finished_at = now
-    session.save(update_fields=["status", "finished_at"])
-    event_record(session.id, "cancelled")

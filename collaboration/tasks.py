@@ -1,10 +1,14 @@
-"""Celery tasks of the collaboration app: thin, they take an id and call the runner."""
+"""Celery tasks of the collaboration app: thin, they take an id and call the runner.
+
+The service imports this module (to fire the task through the outbox); the task imports the runner
+inside its body (HackSoft's Celery rule), so importing it stays light and nothing is circular.
+"""
 
 from celery import shared_task
 from celery.signals import worker_init, worker_process_init
 from django.conf import settings
 
-from . import providers, runner
+from . import providers
 
 
 @worker_init.connect
@@ -26,8 +30,10 @@ def _warm_up_providers(**kwargs) -> None:
     soft_time_limit=max(1, settings.COLLAB_SESSION_TIME_LIMIT - 10),
 )
 def run_collaboration(self, session_id: str) -> str:
-    outcome = runner.run_session(session_id)
-    if outcome == runner.BUSY:
+    from .runner import BUSY, run_session
+
+    outcome = run_session(session_id)
+    if outcome == BUSY:
         # Another worker holds a live lease on this session: look again once it could have expired.
         raise self.retry(countdown=settings.COLLAB_LEASE_SECONDS)
     return outcome

@@ -6,7 +6,7 @@ sessions = api.CollaborationViewSet.as_view({"get": "list", "post": "create"})
 detail = api.CollaborationViewSet.as_view({"get": "retrieve"})
 cancel = api.CollaborationViewSet.as_view({"post": "cancel"})
 
-# No trailing slashes (DESIGN.md): /api/collaborations, /api/collaborations/<id>.
+# No trailing slashes (docs/design.md): /api/collaborations, /api/collaborations/<id>.
 urlpatterns = [
     path("collaborations", sessions, name="collaboration-list"),
     path("collaborations/<str:pk>", detail, name="collaboration-detail"),

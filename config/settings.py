@@ -17,8 +17,47 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
 
 
+# Strict parsing (healthchecks' `envbool`/`envint` in hc/settings.py): a value we do not understand
+# stops start-up with a message naming the variable, instead of quietly meaning "off" or crashing
+# later with a bare ValueError. An unset or empty variable means the default. Every variable read
+# here is listed in docs/configuration.md (tests/test_configuration.py compares the two).
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+
+
 def env_bool(name: str, default: bool = False) -> bool:
-    return os.environ.get(name, str(default)).strip().lower() in {"1", "true", "yes", "on"}
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if raw.lower() in TRUE_WORDS:
+        return True
+    if raw.lower() in FALSE_WORDS:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r}: use true or false (or 1/0, yes/no, on/off).")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not re.fullmatch(r"[+-]?[0-9]+", raw):
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be a whole number, e.g. {default}.")
+    value = int(raw)
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum}.")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float = 0) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", raw):
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be a number, e.g. {default:g}.")
+    value = float(raw)
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum:g}.")
+    return value
 
 
 def env_list(name: str, default: str = "") -> list[str]:
@@ -149,7 +188,7 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
-        conn_max_age=int(os.environ.get("CONN_MAX_AGE", "0")),
+        conn_max_age=env_int("CONN_MAX_AGE", 0, minimum=0),
     )
 }
 # Lets several test runs share one PostgreSQL server without dropping each other's database.
@@ -226,7 +265,7 @@ else:
     # Redis re-delivers unacked work after visibility_timeout: it must exceed the longest
     # session (max_agents x agent_timeout + synthesis), or a live session runs twice.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600")),
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
     }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
@@ -242,17 +281,13 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 
-# Workload capacity of seed 000 ("always 5"); an agent may be given another in the admin.
-DEFAULT_WORKLOAD_CAPACITY = 5
-
 # Hands `python manage.py test` over to pytest, so both run the same suite.
 TEST_RUNNER = "config.test_runner.PytestRunner"
 
-API_KEY_PREFIX = "ao"
-STALE_CHECK_INTERVAL = timedelta(seconds=int(os.environ.get("STALE_CHECK_SECONDS", "60")))
+STALE_CHECK_INTERVAL = timedelta(seconds=env_int("STALE_CHECK_SECONDS", 60, minimum=1))
 # How often the beat sends the outbox messages that could not be sent at commit (broker away):
 # the longest a queued session or webhook waits once the broker is back (organization/outbox.py).
-OUTBOX_RELAY_INTERVAL = timedelta(seconds=int(os.environ.get("OUTBOX_RELAY_SECONDS", "10")))
+OUTBOX_RELAY_INTERVAL = timedelta(seconds=env_int("OUTBOX_RELAY_SECONDS", 10, minimum=1))
 
 # --- collaboration ---
 # LLM provider for agents without their own setting: offline | openai | anthropic. When unset,
@@ -267,14 +302,14 @@ LLM_DEFAULT_MODELS = {
     "offline": "offline",
 }
 # Seed 004's limits; a session may only lower them (max_parallel, agent_timeout, max_total_tokens).
-COLLAB_MAX_AGENTS = int(os.environ.get("COLLAB_MAX_AGENTS", "5"))
-COLLAB_MAX_PARALLEL = int(os.environ.get("COLLAB_MAX_PARALLEL", "3"))
-COLLAB_AGENT_TIMEOUT = float(os.environ.get("COLLAB_AGENT_TIMEOUT", "300"))
-COLLAB_MAX_TOTAL_TOKENS = int(os.environ.get("COLLAB_MAX_TOTAL_TOKENS", "200000"))
+COLLAB_MAX_AGENTS = env_int("COLLAB_MAX_AGENTS", 5, minimum=1)
+COLLAB_MAX_PARALLEL = env_int("COLLAB_MAX_PARALLEL", 3, minimum=1)
+COLLAB_AGENT_TIMEOUT = env_float("COLLAB_AGENT_TIMEOUT", 300.0)
+COLLAB_MAX_TOTAL_TOKENS = env_int("COLLAB_MAX_TOTAL_TOKENS", 200_000, minimum=1)
 # The SDKs' own retries (429/5xx/connection errors) inside one agent's timeout.
-COLLAB_PROVIDER_MAX_RETRIES = int(os.environ.get("COLLAB_PROVIDER_MAX_RETRIES", "2"))
+COLLAB_PROVIDER_MAX_RETRIES = env_int("COLLAB_PROVIDER_MAX_RETRIES", 2, minimum=0)
 # Coordinator synthesis / plan defaults (seed 004: temperature 0.3 for synthesis).
-COLLAB_COORDINATOR_TEMPERATURE = float(os.environ.get("COLLAB_COORDINATOR_TEMPERATURE", "0.3"))
+COLLAB_COORDINATOR_TEMPERATURE = env_float("COLLAB_COORDINATOR_TEMPERATURE", 0.3)
 # Seed 004's tool config (`default_mode`, `default_synthesis`, `coordinator.model`) for a start
 # that names none. Checked at start-up (collaboration/apps.py): a value it does not know stops
 # the server and the workers with a message, rather than failing every session later.
@@ -290,39 +325,26 @@ COLLAB_MAX_STARTS_PER_HOUR = int(_starts) if _starts.isdecimal() else _starts
 # (sequential), then synthesis — (max_agents + 3) LLM calls of at most agent_timeout each, plus
 # slack for the database. It is the session task's hard time limit, and Redis' visibility_timeout
 # must exceed it (checked at start-up in collaboration/apps.py) or a live session is re-delivered.
-COLLAB_SESSION_TIME_LIMIT = int(
-    os.environ.get(
-        "COLLAB_SESSION_TIME_LIMIT",
-        str(int((COLLAB_MAX_AGENTS + 3) * COLLAB_AGENT_TIMEOUT + 30)),
-    )
+COLLAB_SESSION_TIME_LIMIT = env_int(
+    "COLLAB_SESSION_TIME_LIMIT", int((COLLAB_MAX_AGENTS + 3) * COLLAB_AGENT_TIMEOUT + 30), minimum=1
 )
-if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-    # How often a worker looks for unacked messages older than visibility_timeout (kombu's
-    # defaults: a scan every 10 x 10 s); tests and small deployments lower them.
-    CELERY_BROKER_TRANSPORT_OPTIONS.setdefault(
-        "unacked_restore_interval", int(os.environ.get("CELERY_UNACKED_RESTORE_INTERVAL", "10"))
-    )
-    CELERY_BROKER_TRANSPORT_OPTIONS.setdefault(
-        "unacked_restore_throttle", int(os.environ.get("CELERY_UNACKED_RESTORE_THROTTLE", "10"))
-    )
-
 # --- tasks ---
 # Seed 001's wait estimate when an expert has no completed task yet (stated in the API docs).
-TASKS_DEFAULT_COMPLETION_SECONDS = int(os.environ.get("TASKS_DEFAULT_COMPLETION_SECONDS", "3600"))
+TASKS_DEFAULT_COMPLETION_SECONDS = env_int("TASKS_DEFAULT_COMPLETION_SECONDS", 3600, minimum=1)
 # Rows per transaction of the stale-queue sweep: fewer queries per task, shorter locks per batch.
-TASKS_SWEEP_BATCH_SIZE = int(os.environ.get("TASKS_SWEEP_BATCH_SIZE", "2000"))
+TASKS_SWEEP_BATCH_SIZE = env_int("TASKS_SWEEP_BATCH_SIZE", 2000, minimum=1)
 # Webhook retries: attempt n+1 waits base * 2**(n-1) seconds; tests shorten the base.
-TASKS_WEBHOOK_MAX_RETRIES = int(os.environ.get("TASKS_WEBHOOK_MAX_RETRIES", "5"))
-TASKS_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("TASKS_WEBHOOK_RETRY_BASE_SECONDS", "10"))
-TASKS_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("TASKS_WEBHOOK_TIMEOUT_SECONDS", "5"))
+TASKS_WEBHOOK_MAX_RETRIES = env_int("TASKS_WEBHOOK_MAX_RETRIES", 5, minimum=0)
+TASKS_WEBHOOK_RETRY_BASE_SECONDS = env_float("TASKS_WEBHOOK_RETRY_BASE_SECONDS", 10.0)
+TASKS_WEBHOOK_TIMEOUT_SECONDS = env_float("TASKS_WEBHOOK_TIMEOUT_SECONDS", 5.0)
 # Webhooks may only reach public addresses (no loopback, private, link-local, reserved: SSRF);
 # true lifts that for local development and the test suite. http/https is required either way.
 WEBHOOK_ALLOW_PRIVATE_NETWORKS = env_bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS")
 # A re-delivered session task backs off while another worker's heartbeat is younger than this.
-COLLAB_LEASE_SECONDS = float(os.environ.get("COLLAB_LEASE_SECONDS", "30"))
+COLLAB_LEASE_SECONDS = env_float("COLLAB_LEASE_SECONDS", 30.0)
 # A worker's agent threads close their database connections this long after its last session
 # ends (0: at once; the test suite uses 0 so that its database can be dropped).
-COLLAB_IDLE_CLOSE_SECONDS = float(os.environ.get("COLLAB_IDLE_CLOSE_SECONDS", "30"))
+COLLAB_IDLE_CLOSE_SECONDS = env_float("COLLAB_IDLE_CLOSE_SECONDS", 30.0)
 
 # --- api ---
 # One name per "status" choice set (roster, discovery, collaboration); fields of the same name
@@ -336,7 +358,7 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
 )  # fmt: skip
 
 # Largest page of any list (`?limit=` above it is capped); pinned by issue 8.
-API_MAX_PAGE_SIZE = int(os.environ.get("API_MAX_PAGE_SIZE", "200"))
+API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 200, minimum=1)
 # Requests per API key (or logged-in user): "<n>/<second|minute|hour|day>", or "off".
 API_THROTTLE_RATE = os.environ.get("API_THROTTLE_RATE", "").strip() or "600/min"
 # DRF's rate format, checked here: a typo would otherwise answer 500 on every request.
@@ -348,7 +370,7 @@ if API_THROTTLE_RATE.lower() != "off" and not re.fullmatch(
         "(e.g. 600/min) or off."
     )
 # Request bodies above this answer 413 `too_large` under /api/ (Django's own limit, 2.5 MB).
-DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440))
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440, minimum=1)
 
 # The throttle counts in the cache, so it must be shared by every server process: Redis when
 # REDIS_URL is set; otherwise the embedded setup runs one server process, and memory suffices.

@@ -6,19 +6,20 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from . import registry, services, team
-from .caller import resolve_caller
+from . import hierarchy as team
+from . import registry, services
+from .caller import CallerMixin
 from .filters import AgentFilter
 from .models import Agent, Team
 from .prompt import system_prompt_for
 from .roster import get_roster
+from .schema import ERRORS, errors
 from .selectors import agent_by_handle, agents_with_workload, teams_with_size
 from .serializers import (
     AgentSerializer,
     AvailabilityAnswerSerializer,
     AvailabilitySerializer,
     CallToolSerializer,
-    ErrorSerializer,
     RosterQuerySerializer,
     RosterSerializer,
     SuccessSerializer,
@@ -34,32 +35,24 @@ from .serializers import (
 )
 from .tools import roster_subject, visible_prompt_subject
 
-ERRORS = {
-    400: OpenApiResponse(ErrorSerializer, description="Invalid input"),
-    401: OpenApiResponse(ErrorSerializer, description="No or bad API key"),
-    403: OpenApiResponse(ErrorSerializer, description="A rule forbids it"),
-    404: OpenApiResponse(ErrorSerializer, description="Absent or another organization's"),
-}
-
 AGENT_ID = OpenApiParameter(
     "agent_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="The agent's id (handle)."
 )
 
 
-class RosterView(APIView):
+class RosterView(CallerMixin, APIView):
     @extend_schema(
         parameters=[RosterQuerySerializer],
         responses={200: RosterSerializer, **ERRORS},
         summary="Seed 000's get_organization_roster",
     )
     def get(self, request):
-        caller = resolve_caller(request)
         query = RosterQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
         roster = get_roster(
-            org=caller.organization,
-            agent=roster_subject(caller, params.get("agent")),
+            org=self.caller.organization,
+            agent=roster_subject(self.caller, params.get("agent")),
             filter=params["filter"],
             expertise=params.get("expertise"),
             expertise_match=params["expertise_match"],
@@ -67,34 +60,35 @@ class RosterView(APIView):
         return Response(roster)
 
 
-class CallToolView(APIView):
+class CallToolView(CallerMixin, APIView):
     @extend_schema(
         request=CallToolSerializer,
         responses={200: OpenApiResponse(description="The tool's result"), **ERRORS},
         summary="Run a tool of the registry as the key's agent",
     )
     def post(self, request):
-        caller = resolve_caller(request)
         body = CallToolSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        registry.check_identity(caller, request.data if isinstance(request.data, dict) else {})
+        registry.check_identity(self.caller, request.data if isinstance(request.data, dict) else {})
         result = registry.call_tool(
-            caller, body.validated_data["toolName"], request.data.get("params")
+            self.caller, body.validated_data["toolName"], request.data.get("params")
         )
         return Response(result)
 
 
-class ToolListView(APIView):
-    @extend_schema(responses={200: ToolSerializer(many=True), 401: ERRORS[401]})
+class ToolListView(CallerMixin, APIView):
+    @extend_schema(responses={200: ToolSerializer(many=True), **errors(401)})
     def get(self, request):
-        tools = registry.tools_for(resolve_caller(request))
+        tools = registry.tools_for(self.caller)
         return Response([t.describe() for t in tools])
 
 
 # --- read API: agents and teams ------------------------------------------------------
 
 
-class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class AgentViewSet(
+    CallerMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     """The organization's agents with roster fields, team and hierarchy role; 2 queries a page."""
 
     serializer_class = AgentSerializer
@@ -103,29 +97,25 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Agent.objects.none()
-        return agents_with_workload(org=resolve_caller(self.request).organization).order_by(
-            "handle"
-        )
+        return agents_with_workload(org=self.caller.organization).order_by("handle")
 
     def get_object(self):
         return agent_by_handle(
-            org=resolve_caller(self.request).organization,
+            org=self.caller.organization,
             handle=self.kwargs["agent_id"],
             with_workload=True,
         )
 
-    @extend_schema(responses={200: AgentSerializer(many=True), 400: ERRORS[400], 401: ERRORS[401]})
+    @extend_schema(responses={200: AgentSerializer(many=True), **errors(400, 401)})
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
 
-    @extend_schema(
-        parameters=[AGENT_ID], responses={200: AgentSerializer, 401: ERRORS[401], 404: ERRORS[404]}
-    )
+    @extend_schema(parameters=[AGENT_ID], responses={200: AgentSerializer, **errors(401, 404)})
     def retrieve(self, request, *args, **kwargs):
         return super().retrieve(request, *args, **kwargs)
 
 
-class AvailabilityView(APIView):
+class AvailabilityView(CallerMixin, APIView):
     @extend_schema(
         request=AvailabilitySerializer,
         responses={200: AvailabilityAnswerSerializer, **ERRORS},
@@ -133,7 +123,7 @@ class AvailabilityView(APIView):
         operation_id="agents_me_availability",
     )
     def post(self, request):
-        agent = resolve_caller(request).require_agent()
+        agent = self.caller.require_agent()
         body = AvailabilitySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         agent = services.agent_set_availability(
@@ -143,110 +133,110 @@ class AvailabilityView(APIView):
         return Response(AvailabilityAnswerSerializer(answer).data)
 
 
-class TeamViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class TeamViewSet(CallerMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     serializer_class = TeamSerializer
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Team.objects.none()
-        return teams_with_size(org=resolve_caller(self.request).organization)
+        return teams_with_size(org=self.caller.organization)
 
-    @extend_schema(responses={200: TeamSerializer(many=True), 400: ERRORS[400], 401: ERRORS[401]})
+    @extend_schema(responses={200: TeamSerializer(many=True), **errors(400, 401)})
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
 
 
-class SystemPromptView(APIView):
+class SystemPromptView(CallerMixin, APIView):
     @extend_schema(
         parameters=[AGENT_ID],
-        responses={200: SystemPromptSerializer, 401: ERRORS[401], 404: ERRORS[404]},
+        responses={200: SystemPromptSerializer, **errors(401, 404)},
         summary="The agent's system prompt (custom prompt + organizational context), fresh",
         description="An agent key reads its own only (another agent's answers 404); "
         "organization keys and admin members read any agent's of their organization.",
     )
     def get(self, request, agent_id: str):
-        agent = visible_prompt_subject(resolve_caller(request), agent_id)
+        agent = visible_prompt_subject(self.caller, agent_id)
         return Response({"system_prompt": system_prompt_for(agent)})
 
 
 # --- seed 003: team hierarchy ---------------------------------------------------------
 
-WRITE_ERRORS = {400: ERRORS[400], 401: ERRORS[401], 403: ERRORS[403], 404: ERRORS[404]}
 
-
-class TeamRolesView(APIView):
+class TeamRolesView(CallerMixin, APIView):
     @extend_schema(
-        responses={200: TeamRoleListSerializer, 401: ERRORS[401]},
+        responses={200: TeamRoleListSerializer, **errors(401)},
         summary="List the roles of the organization's agents",
         operation_id="team_roles_list",
     )
     def get(self, request):
-        roles = team.roles_list(org=resolve_caller(request).organization)
+        roles = team.roles_list(org=self.caller.organization)
         return Response({"success": True, "roles": roles, "count": len(roles)})
 
     @extend_schema(
         request=TeamRoleRequestSerializer,
-        responses={201: TeamRoleResponseSerializer, **WRITE_ERRORS},
+        responses={201: TeamRoleResponseSerializer, **ERRORS},
         summary="Assign or update an agent's role (upsert; organization key or admin)",
         operation_id="team_roles_set",
     )
     def post(self, request):
-        role = team.role_set(caller=resolve_caller(request), data=request.data)
+        data = TeamRoleRequestSerializer.validated(request.data)
+        role = team.role_set(caller=self.caller, data=data)
         return Response({"success": True, "role": role}, status=status.HTTP_201_CREATED)
 
 
-class TeamRoleDetailView(APIView):
+class TeamRoleDetailView(CallerMixin, APIView):
     @extend_schema(
         parameters=[AGENT_ID],
-        responses={200: TeamRoleResponseSerializer, 401: ERRORS[401], 404: ERRORS[404]},
+        responses={200: TeamRoleResponseSerializer, **errors(401, 404)},
         summary="The role of one agent (404 if none)",
         operation_id="team_role_get",
     )
     def get(self, request, agent_id: str):
-        role = team.role_get(org=resolve_caller(request).organization, agent_id=agent_id)
+        role = team.role_get(org=self.caller.organization, agent_id=agent_id)
         return Response({"success": True, "role": role})
 
 
-class TeamRoleDeleteView(APIView):
+class TeamRoleDeleteView(CallerMixin, APIView):
     @extend_schema(
         parameters=[AGENT_ID],
         request=None,
-        responses={200: SuccessSerializer, **WRITE_ERRORS},
+        responses={200: SuccessSerializer, **ERRORS},
         summary="Remove an agent's role (404 if none; organization key or admin)",
         operation_id="team_role_delete",
     )
     def post(self, request, agent_id: str):
-        team.role_delete(caller=resolve_caller(request), agent_id=agent_id)
+        team.role_delete(caller=self.caller, agent_id=agent_id)
         return Response({"success": True, "message": f"Role removed from {agent_id}"})
 
 
-class TeamRulesView(APIView):
+class TeamRulesView(CallerMixin, APIView):
     @extend_schema(
-        responses={200: TeamRulesResponseSerializer, 401: ERRORS[401]},
+        responses={200: TeamRulesResponseSerializer, **errors(401)},
         summary="The organization's team rules (defaults if never set)",
         operation_id="team_rules_get",
     )
     def get(self, request):
-        rules = team.rules_get(org=resolve_caller(request).organization)
+        rules = team.rules_get(org=self.caller.organization)
         return Response({"success": True, "rules": rules})
 
     @extend_schema(
         request=TeamRulesRequestSerializer,
-        responses={201: TeamRulesResponseSerializer, **WRITE_ERRORS},
+        responses={201: TeamRulesResponseSerializer, **ERRORS},
         summary="Update the team rules (organization key or admin)",
         operation_id="team_rules_set",
     )
     def post(self, request):
-        rules = team.rules_set(caller=resolve_caller(request), data=request.data)
+        data = TeamRulesRequestSerializer.validated(request.data)
+        rules = team.rules_set(caller=self.caller, data=data)
         # 201 as seed 003's reference implementation answers (its own tests assert it).
         return Response({"success": True, "rules": rules}, status=status.HTTP_201_CREATED)
 
 
-class TeamSummaryView(APIView):
+class TeamSummaryView(CallerMixin, APIView):
     @extend_schema(
-        responses={200: TeamSummarySerializer, 401: ERRORS[401]},
+        responses={200: TeamSummarySerializer, **errors(401)},
         summary="Supervisors, workers, specialists, unassigned agents and the rules",
         operation_id="team_summary",
     )
     def get(self, request):
-        return Response(team.team_summary(org=resolve_caller(request).organization))
+        return Response(team.team_summary(org=self.caller.organization))

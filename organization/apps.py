@@ -24,10 +24,8 @@ class OrganizationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import (  # noqa: F401  registers the tools and schema extensions
-            schema,
-            signals,  # noqa: F401  manifest refresh on commit + discover_experts (seed 002)
-            tools,
-        )
+        from . import schema, tools  # noqa: F401  registers the tools and schema extensions
+        from .discovery import signals  # noqa: F401  manifest refresh on commit (seed 002)
+        from .discovery import tools as discovery_tools  # noqa: F401  registers discover_experts
 
         post_migrate.connect(ensure_outbox_relay_schedule, sender=self)

@@ -61,6 +61,18 @@ def authenticate_key(plaintext: str) -> ApiKey | None:
     return key
 
 
+def bearer_token(header: str) -> str | None:
+    """The token of an `Authorization: Bearer <token>` value; None when it is not one.
+
+    The one parser of every HTTP door (REST's authentication below, the /mcp gate); the
+    scheme is case-insensitive, as HTTP authentication schemes are (RFC 9110 §11.1).
+    """
+    parts = header.split()
+    if len(parts) == 2 and parts[0].lower() == "bearer":
+        return parts[1]
+    return None
+
+
 @dataclass(frozen=True)
 class KeyUser:
     """request.user for API-key callers; DRF only needs it to say it is authenticated."""
@@ -87,16 +99,14 @@ class KeyUser:
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
-    keyword = "Bearer"
-
     def authenticate(self, request):
         header = authentication.get_authorization_header(request).decode(errors="replace")
         if not header:
             return None
-        parts = header.split()
-        if len(parts) != 2 or parts[0] != self.keyword:
+        plaintext = bearer_token(header)
+        if plaintext is None:
             raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <key>'.")
-        key = authenticate_key(parts[1])
+        key = authenticate_key(plaintext)
         if key is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
         return KeyUser(key), key

@@ -43,6 +43,30 @@ class Caller:
             )
 
 
+# One builder per door: an API key (REST and MCP), a member (the REST session, the admin), and
+# code that acts as an agent of its own accord (the demo seeding a session).
+
+
+def caller_for_key(key: ApiKey) -> Caller:
+    """An API key's caller: its agent, or the organization itself for an organization key."""
+    return Caller(organization=key.organization, agent=key.agent, api_key=key)
+
+
+def caller_for_member(user, organization: Organization) -> Caller:
+    """A logged-in human acting for `organization` (a member's session, or staff in the admin)."""
+    return Caller(organization=organization, user=user)
+
+
+def caller_for_admin(request, organization: Organization) -> Caller:
+    """A staff user acting in the admin for `organization` (its scoping is the admin's)."""
+    return caller_for_member(request.user, organization)
+
+
+def caller_for_agent(agent: Agent) -> Caller:
+    """An agent acting without a request (the demo, a management command)."""
+    return Caller(organization=agent.organization, agent=agent)
+
+
 def resolve_caller(request) -> Caller | None:
     """The caller of an authenticated request, or None when it has no organization."""
     cached = getattr(request, "_agent_org_caller", None)
@@ -51,14 +75,21 @@ def resolve_caller(request) -> Caller | None:
     user = request.user
     caller = None
     if isinstance(user, KeyUser):
-        key = user.api_key
-        caller = Caller(organization=key.organization, agent=key.agent, api_key=key)
+        caller = caller_for_key(user.api_key)
     elif user is not None and user.is_authenticated:
         organization = organization_of_member(user, request)
         if organization is not None:
-            caller = Caller(organization=organization, user=user)
+            caller = caller_for_member(user, organization)
     request._agent_org_caller = caller
     return caller
+
+
+# For API views: `self.caller`, resolved once per request (authentication has run). A comment,
+# not a docstring: drf-spectacular would publish a docstring as every view's description.
+class CallerMixin:
+    @property
+    def caller(self) -> Caller:
+        return resolve_caller(self.request)
 
 
 def organization_of_member(user, request) -> Organization | None:

@@ -74,11 +74,3 @@ def seed_demo_organization(*, slug: str = "demo") -> Organization:
             organization=org, name=group, defaults={"expertise": expertise}
         )
     return org
-
-
-def seed_demo(*, slug: str = "demo") -> Organization:
-    """The demo with its work; kept here for existing imports, the real home is `tasks.demo`."""
-    # A lazy import upwards (organization → tasks): remove once callers import tasks.demo.
-    from tasks.demo import seed_demo as seed_with_work
-
-    return seed_with_work(slug=slug)

@@ -3,7 +3,8 @@
 import django_filters
 
 from .models import Agent, AgentStatus, HierarchyRole
-from .selectors import AVAILABLE, with_expertise, with_status
+from .selectors import with_expertise
+from .workload import AVAILABLE, with_status
 
 NO_ROLE = "none"
 

@@ -78,27 +78,6 @@ class AgentStatus(models.TextChoices):
     OFFLINE = "offline"
 
 
-# Status thresholds as fractions of the agent's capacity, so that capacity 5 gives exactly seed
-# 000's table (<=2 idle, 3 active, >=4 busy) and any other capacity scales with it. Integer
-# arithmetic only: selectors.status_expression() applies the same rule in SQL.
-IDLE_UP_TO = (2, 5)  # workload <= 2/5 of capacity: idle
-BUSY_FROM = (4, 5)  # workload >= 4/5 of capacity (and always at capacity): busy
-
-
-def status_for(*, is_paused: bool, workload: int, capacity: int) -> str:
-    """Seed 000's status rule, relative to capacity: paused → offline; ≤2/5 idle; ≥4/5 busy.
-
-    An agent without room (workload ≥ capacity, capacity 0 included) is never idle or active.
-    """
-    if is_paused:
-        return AgentStatus.OFFLINE
-    if workload * BUSY_FROM[1] >= capacity * BUSY_FROM[0] or workload >= capacity:
-        return AgentStatus.BUSY
-    if workload * IDLE_UP_TO[1] <= capacity * IDLE_UP_TO[0]:
-        return AgentStatus.IDLE
-    return AgentStatus.ACTIVE
-
-
 # Bounds that keep a roster answer small (issue 8): a term is as long as a task's
 # required_expertise may be.
 EXPERTISE_MAX_ITEMS = 50

@@ -1,8 +1,10 @@
 """The tool registry: one source of truth for REST call-tool, `GET /api/tools` and MCP.
 
 Each app registers its tools in its `tools.py` (imported from `AppConfig.ready`).
-A tool is a name, a description, a JSON Schema for its params (the seed's `inputSchema`)
-and a handler `(caller, params) -> JSON-able result`.
+A tool is a name, a description, a validator (the serializer that validates the same input at
+the REST door) and a handler `(caller, validated params) -> JSON-able result`. Its params'
+JSON Schema (the seed's `inputSchema`) is generated from the validator by
+`organization.schema.input_schema_of`, so a tool and its REST endpoint accept the same input.
 """
 
 from collections.abc import Callable
@@ -10,10 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from rest_framework import serializers
 
 from .caller import Caller
 from .errors import Forbidden, Invalid, NotFound
 from .inputs import check_input
+from .schema import input_schema_of
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,8 @@ class Tool:
     # calling it again with the same params has no further effect.
     destructive: bool = False
     idempotent: bool = False
+    # The serializer that validates the params (None only for a tool given a bare JSON Schema).
+    validator: type[serializers.Serializer] | None = None
 
     def annotations(self) -> dict:
         """MCP tool annotations (served as they are over MCP and on GET /api/tools)."""
@@ -56,7 +62,7 @@ REGISTRY: dict[str, Tool] = {}
 def register_tool(
     name: str,
     description: str,
-    input_schema: dict | None = None,
+    validator: type[serializers.Serializer] | dict | None = None,
     *,
     read_only: bool,
     needs_agent: bool = True,
@@ -64,14 +70,22 @@ def register_tool(
     destructive: bool = False,
     idempotent: bool = False,
 ):
-    """Decorator: `@register_tool("get_organization_roster", "…", {...}, read_only=True)`.
+    """Decorator: `@register_tool("get_organization_roster", "…", RosterQuerySerializer, read_only=True)`.
+
+    `validator` is the serializer the REST door validates the same input with; the handler
+    receives its `validated_data`. A bare JSON Schema (a dict) is accepted for a tool that has
+    no REST twin, such as one a test registers; every tool of the apps has a serializer
+    (tests/organization/test_tool_contracts.py).
 
     `read_only` has no default on purpose: organization keys may call exactly the read-only
     tools, so a new tool must say whether it writes rather than inherit access by omission.
-    The params are closed (`additionalProperties: false`) unless the schema says otherwise,
-    as OpenAI's strict mode requires; `title` defaults to the name in words.
+    The params are closed (`additionalProperties: false`), as OpenAI's strict mode requires;
+    `title` defaults to the name in words.
     """
-    schema = input_schema or {"type": "object", "properties": {}}
+    if isinstance(validator, type) and issubclass(validator, serializers.Serializer):
+        schema, serializer = input_schema_of(validator), validator
+    else:
+        schema, serializer = dict(validator or {}), None
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
     schema.setdefault("additionalProperties", False)
@@ -81,7 +95,7 @@ def register_tool(
     def decorator(handler):
         REGISTRY[name] = Tool(
             name, description, schema, handler, read_only, needs_agent, title, destructive,
-            idempotent,
+            idempotent, serializer,
         )  # fmt: skip
         return handler
 
@@ -184,7 +198,40 @@ def without_nulls(schema: dict, value: Any) -> Any:
     return value
 
 
-def validate_params(tool: Tool, params: dict) -> None:
+def invalid_param(where: str, message: str) -> Invalid:
+    """400 `invalid` naming the param: "Invalid param '<field>': …"."""
+    prefix = f"Invalid param '{where}': " if where else "Invalid params: "
+    return Invalid(prefix + message)
+
+
+def first_error(detail, where: str = "") -> tuple[str, str]:
+    """(dotted field path, message) of the first error in DRF's nested validation detail."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            if not value:
+                continue
+            name = "" if key == "non_field_errors" else str(key)
+            return first_error(value, ".".join(p for p in (where, name) if p))
+    elif isinstance(detail, list):
+        for index, item in enumerate(detail):
+            if isinstance(item, dict | list):
+                if item:
+                    # A list of objects (many=True) names the item by its index.
+                    return first_error(item, f"{where}.{index}" if where else str(index))
+            else:
+                return where, str(item)
+    else:
+        return where, str(detail)
+    return where, "Invalid input."
+
+
+def validate_params(tool: Tool, params: dict) -> dict:
+    """The params as the tool's handler receives them.
+
+    The JSON Schema generated from the validator checks the shape first (JSON types, no
+    unknown param: DRF's serializers coerce and ignore what MCP clients must be told about),
+    then the validator itself checks and converts the values (dates, choices, defaults).
+    """
     errors = sorted(Draft202012Validator(tool.input_schema).iter_errors(params), key=str)
     if errors:
         error = errors[0]
@@ -193,8 +240,13 @@ def validate_params(tool: Tool, params: dict) -> None:
             where = error.message.split("'")[1] if "'" in error.message else ""
         if not where and error.validator == "additionalProperties":
             where = error.message.split("'")[1] if "'" in error.message else ""
-        prefix = f"Invalid param '{where}': " if where else "Invalid params: "
-        raise Invalid(prefix + error.message)
+        raise invalid_param(where, error.message)
+    if tool.validator is None:
+        return params
+    body = tool.validator(data=params)
+    if not body.is_valid():
+        raise invalid_param(*first_error(body.errors))
+    return dict(body.validated_data)
 
 
 def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
@@ -215,5 +267,4 @@ def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
     for field in IDENTITY_FIELDS:
         params.pop(field, None)
     params = without_nulls(tool.input_schema, params)
-    validate_params(tool, params)
-    return tool.handler(caller, params)
+    return tool.handler(caller, validate_params(tool, params))

@@ -5,10 +5,14 @@ within a small factor of the bare query (bench/roster.py measures it).
 """
 
 from .errors import Invalid
-from .models import Agent, Organization, status_for
-from .selectors import AVAILABLE_STATUSES, agents_of, workload_count
+from .models import Agent, Organization
+from .selectors import agents_of
+from .workload import AVAILABLE_STATUSES, status_for, workload_count
 
 ROSTER_FILTERS = ("all", "my_team", "available", "by_expertise")
+# How `expertise` is compared: exact (seed 000's, case-sensitive) or ignoring case.
+EXACT, IGNORE_CASE = "exact", "ignore_case"
+EXPERTISE_MATCHES = (EXACT, IGNORE_CASE)
 
 _ROW_FIELDS = (
     "pk",
@@ -62,7 +66,7 @@ def get_roster(
     agent: Agent | None,
     filter: str = "all",
     expertise: str | None = None,
-    expertise_match: str = "exact",
+    expertise_match: str = EXACT,
 ) -> dict:
     """`{"agent_context", "colleagues"}` for `agent` (None: a human's view of everyone)."""
     filter = filter or "all"
@@ -72,8 +76,8 @@ def get_roster(
         )
     if filter == "by_expertise" and not expertise:
         raise Invalid("filter 'by_expertise' requires the 'expertise' parameter.", "invalid_filter")
-    if expertise_match not in ("exact", "ignore_case"):
-        raise Invalid("expertise_match must be 'exact' or 'ignore_case'.", "invalid_filter")
+    if expertise_match not in EXPERTISE_MATCHES:
+        raise Invalid(f"expertise_match must be '{EXACT}' or '{IGNORE_CASE}'.", "invalid_filter")
     if filter == "my_team" and agent is None:
         raise Invalid("filter 'my_team' needs an agent: pass ?agent=<id>.", "invalid_filter")
 
@@ -91,7 +95,7 @@ def get_roster(
         if filter == "available" and info["status"] not in AVAILABLE_STATUSES:
             continue
         if filter == "by_expertise" and not _matches(
-            row["expertise"], expertise, expertise_match == "ignore_case"
+            row["expertise"], expertise, expertise_match == IGNORE_CASE
         ):
             continue
         colleagues.append(info)

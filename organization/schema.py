@@ -1,6 +1,15 @@
-"""drf-spectacular extensions (imported at app ready, away from auth to avoid import cycles)."""
+"""The API's schema in one place: drf-spectacular extensions, the documented error responses,
+and the JSON Schema of a serializer as a tool's `inputSchema`.
+
+One serializer validates an operation's input at both doors (REST and the tool registry); the
+REST request schema and the tool's params are both drf-spectacular's mapping of it, so the two
+cannot drift apart.
+"""
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiResponse
+
+from .serializers import ErrorSerializer
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
@@ -9,3 +18,94 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer", "description": "An agent or organization key."}
+
+
+# --- error responses: every app's views document their errors with these ---------------------
+
+ERRORS = {
+    400: OpenApiResponse(ErrorSerializer, description="Invalid input"),
+    401: OpenApiResponse(ErrorSerializer, description="No or bad API key"),
+    403: OpenApiResponse(ErrorSerializer, description="A rule forbids it"),
+    404: OpenApiResponse(ErrorSerializer, description="Absent or another organization's"),
+}
+
+
+def conflict(description: str = "State conflict") -> OpenApiResponse:
+    """The documented 409, described for the operation's own conflicts."""
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+def errors(*codes: int) -> dict:
+    """The documented error responses `codes` (all of ERRORS without codes), e.g. `errors(401)`."""
+    return {code: ERRORS[code] for code in codes or ERRORS}
+
+
+# --- a serializer as a tool's JSON Schema ------------------------------------------------------
+
+# OpenAPI-only keys that a tool's JSON Schema does without: `default` (OpenAI's strict mode
+# refuses it; the serializer applies defaults itself) and spectacular's `x-…` extensions.
+_DROPPED = {"default"}
+
+
+def input_schema_of(serializer_class) -> dict:
+    """The JSON Schema (2020-12) of `serializer_class`'s input, for a tool's `inputSchema`:
+    drf-spectacular's request mapping (the one the REST schema is made of) in its OpenAPI 3.1
+    form (nullable as `type: [..., "null"]`), nested serializers inlined, every object with
+    named fields closed (`additionalProperties: false`)."""
+    # Imported here: spectacular's AutoSchema loads DRF's settings, which import the API's
+    # exception handler; this module is imported while the apps load.
+    from drf_spectacular.openapi import AutoSchema
+    from drf_spectacular.plumbing import ComponentRegistry
+    from drf_spectacular.settings import patched_settings
+    from rest_framework.views import APIView
+
+    view = APIView()
+    view.request, view.format_kwarg = None, None
+    # The choices' "* `value` - label" lists repeat the `enum` beside them: left out of tools.
+    tool_settings = {
+        "OAS_VERSION": "3.1.0",
+        "COMPONENT_SPLIT_REQUEST": True,
+        "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
+    }
+    with patched_settings(tool_settings):
+        auto = AutoSchema()
+        auto.registry = ComponentRegistry()
+        auto.view, auto.method, auto.path = view, "POST", "/"
+        schema = auto._map_serializer(serializer_class(), "request")
+        components = {name: c.schema for (name, _), c in auto.registry._components.items()}
+    schema = _json_schema(schema, components)
+    # The serializer's docstring is for the API's readers; the tool has its own description.
+    schema.pop("description", None)
+    return schema
+
+
+def _json_schema(node, components: dict):
+    if isinstance(node, list):
+        return [_json_schema(item, components) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = dict(node)
+    ref = node.pop("$ref", None)
+    if ref is not None:
+        # The field's own keys (its description) win over the nested serializer's.
+        node = {**components[ref.rsplit("/", 1)[1]], **node}
+    all_of = node.pop("allOf", None)
+    if all_of is not None and len(all_of) == 1:
+        node = {**all_of[0], **node}
+        return _json_schema(node, components)
+    elif all_of is not None:
+        node["allOf"] = all_of
+    out = {}
+    for key, value in node.items():
+        if key in _DROPPED or key.startswith("x-"):
+            continue
+        if key == "properties":
+            out[key] = {name: _json_schema(sub, components) for name, sub in value.items()}
+        else:
+            out[key] = _json_schema(value, components)
+    if out.get("additionalProperties") == {}:
+        # A free-form map (spectacular's DictField): the same as saying nothing.
+        del out["additionalProperties"]
+    if out.get("type") == "object" and "properties" in out:
+        out.setdefault("additionalProperties", False)
+    return out

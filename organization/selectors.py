@@ -1,28 +1,12 @@
 """Reads, already scoped to one organization. Nothing else queries Agent/Team directly."""
 
 from django.db import connection
-from django.db.models import BooleanField, Case, CharField, Count, F, Q, QuerySet, Value, When
+from django.db.models import BooleanField, Count, QuerySet
 from django.db.models.expressions import RawSQL
-from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
-
-from tasks.models import HELD_STATUSES
 
 from .errors import NotFound
-from .models import (
-    BUSY_FROM,
-    IDLE_UP_TO,
-    Agent,
-    AgentRole,
-    AgentStatus,
-    Organization,
-    Team,
-    TeamRule,
-)
-
-
-def workload_count() -> Count:
-    """Tasks held in assigned/in_progress/blocked: the agent's derived workload."""
-    return Count("held_tasks", filter=Q(held_tasks__status__in=HELD_STATUSES))
+from .models import Agent, AgentRole, Organization, Team, TeamRule
+from .workload import workload_count
 
 
 def agents_of(*, org: Organization) -> QuerySet[Agent]:
@@ -44,12 +28,6 @@ def agent_by_handle(*, org: Organization, handle: str, with_workload: bool = Fal
     if agent is None:
         raise NotFound(f"Agent not found: {handle}", "agent_not_found")
     return agent
-
-
-def workload_of(agent: Agent) -> int:
-    from tasks.models import Task
-
-    return Task.objects.filter(assignee=agent, status__in=HELD_STATUSES).count()
 
 
 def teams_of(*, org: Organization) -> QuerySet[Team]:
@@ -81,41 +59,6 @@ def with_expertise(qs: QuerySet[Agent], expertise: str) -> QuerySet[Agent]:
         output_field=BooleanField(),
     )
     return qs.filter(holds)
-
-
-# `?status=available` (seed 000's filter, seed 001's `GET /api/agents?status=available`).
-AVAILABLE = "available"
-AVAILABLE_STATUSES = (AgentStatus.IDLE, AgentStatus.ACTIVE)
-
-
-def status_expression(workload: str = "current_workload") -> Case:
-    """models.status_for() in SQL, over the `workload` annotation and the agent's capacity."""
-    load, capacity = F(workload), F("workload_capacity")
-    return Case(
-        When(is_paused=True, then=Value(AgentStatus.OFFLINE.value)),
-        When(
-            GreaterThanOrEqual(load * BUSY_FROM[1], capacity * BUSY_FROM[0])
-            | GreaterThanOrEqual(load, capacity),
-            then=Value(AgentStatus.BUSY.value),
-        ),
-        When(
-            LessThanOrEqual(load * IDLE_UP_TO[1], capacity * IDLE_UP_TO[0]),
-            then=Value(AgentStatus.IDLE.value),
-        ),
-        default=Value(AgentStatus.ACTIVE.value),
-        output_field=CharField(),
-    )
-
-
-def with_status(qs: QuerySet[Agent], status: str) -> QuerySet[Agent]:
-    """The computed status as a filter (`available` = idle or active); `qs` must be annotated
-    with `current_workload`."""
-    qs = qs.annotate(computed_status=status_expression())
-    if status == AVAILABLE:
-        return qs.filter(computed_status__in=[s.value for s in AVAILABLE_STATUSES])
-    if status in AgentStatus.values:
-        return qs.filter(computed_status=status)
-    return qs.none()
 
 
 def teams_with_size(*, org: Organization) -> QuerySet[Team]:

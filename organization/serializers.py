@@ -1,8 +1,10 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .models import AgentRole, status_for
-from .roster import ROSTER_FILTERS
+from .errors import Invalid
+from .models import AgentRole, AgentStatus, HierarchyRole
+from .roster import EXACT, EXPERTISE_MATCHES, ROSTER_FILTERS
+from .workload import status_for
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -12,14 +14,43 @@ class ErrorSerializer(serializers.Serializer):
 
 
 class RosterQuerySerializer(serializers.Serializer):
-    filter = serializers.ChoiceField(choices=ROSTER_FILTERS, required=False, default="all")
-    expertise = serializers.CharField(required=False)
+    """Seed 000's roster params: `GET /api/roster` and the `get_organization_roster` tool."""
+
+    filter = serializers.ChoiceField(
+        choices=ROSTER_FILTERS, required=False, default=ROSTER_FILTERS[0],
+        help_text="Filter roster results",
+    )  # fmt: skip
+    # Blank is "not given", as a query string's `?expertise=` is: both doors answer alike.
+    expertise = serializers.CharField(
+        required=False, allow_blank=True,
+        help_text="Filter by specific expertise (if filter=by_expertise)",
+    )  # fmt: skip
     expertise_match = serializers.ChoiceField(
-        choices=["exact", "ignore_case"], required=False, default="exact"
-    )
+        choices=EXPERTISE_MATCHES, required=False, default=EXACT,
+        help_text="exact (default, case-sensitive as seed 000) or ignore_case",
+    )  # fmt: skip
     agent = serializers.CharField(
-        required=False, help_text="Organization keys and admins: whose roster (agent id)."
-    )
+        required=False, allow_blank=True,
+        help_text="Organization keys and admins: whose roster (agent id).",
+    )  # fmt: skip
+
+
+class AgentParamSerializer(serializers.Serializer):
+    """The `get_my_context` tool: whose context (an agent reads its own)."""
+
+    agent = serializers.CharField(
+        required=False, allow_blank=True,
+        help_text="Organization keys only: whose context (an agent id).",
+    )  # fmt: skip
+
+
+class DiscoverQuerySerializer(serializers.Serializer):
+    """Seed 002's discovery params: `GET /api/experts` and the `discover_experts` tool."""
+
+    agent = serializers.CharField(
+        required=False, allow_blank=True,
+        help_text="Organization keys only: whose worktree to look from (an agent id).",
+    )  # fmt: skip
 
 
 class ColleagueSerializer(serializers.Serializer):
@@ -29,7 +60,7 @@ class ColleagueSerializer(serializers.Serializer):
     team = serializers.CharField(allow_null=True)
     seniorId = serializers.CharField(allow_null=True)
     expertise = serializers.ListField(child=serializers.CharField())
-    status = serializers.ChoiceField(choices=["idle", "active", "busy", "offline"])
+    status = serializers.ChoiceField(choices=AgentStatus.values)
     current_workload = serializers.IntegerField()
     workload_capacity = serializers.IntegerField()
     availability_until = serializers.DateTimeField(allow_null=True)
@@ -72,7 +103,7 @@ class ToolSerializer(serializers.Serializer):
 
 
 class HierarchyRoleSerializer(serializers.Serializer):
-    role = serializers.ChoiceField(choices=["specialist", "supervisor", "worker"])
+    role = serializers.ChoiceField(choices=HierarchyRole.values)
     can_assign_to_peers = serializers.BooleanField()
     can_escalate_to_supervisor = serializers.BooleanField()
 
@@ -100,7 +131,7 @@ class AgentSerializer(serializers.Serializer):
     def get_seniorId(self, agent) -> str | None:
         return agent.senior.handle if agent.senior_id else None
 
-    @extend_schema_field(serializers.ChoiceField(choices=["idle", "active", "busy", "offline"]))
+    @extend_schema_field(serializers.ChoiceField(choices=AgentStatus.values))
     def get_status(self, agent) -> str:
         return status_for(
             is_paused=agent.is_paused,
@@ -143,14 +174,55 @@ class SystemPromptSerializer(serializers.Serializer):
     system_prompt = serializers.CharField()
 
 
-# --- seed 003: team hierarchy (documentation of bodies the services validate) -------------
+# --- seed 003: team hierarchy ------------------------------------------------------------
 
 
-class TeamRoleRequestSerializer(serializers.Serializer):
-    agent_id = serializers.CharField(help_text="The agent's id (handle).")
-    role = serializers.ChoiceField(choices=["specialist", "supervisor", "worker"])
-    can_assign_to_peers = serializers.BooleanField(required=False)
-    can_escalate_to_supervisor = serializers.BooleanField(required=False)
+class StrictBooleanField(serializers.BooleanField):
+    """JSON true or false only: seed 003 refuses "yes" and 1, which DRF's BooleanField takes."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            raise serializers.ValidationError(f"{self.field_name} must be a boolean")
+        return data
+
+
+class SeedBodySerializer(serializers.Serializer):
+    """A seed-003 body: refused with the seed's own sentences (`error_codes` by field), null
+    taken as "not given" except where a field allows it (a null that clears)."""
+
+    error_codes: dict[str, str] = {}
+
+    @classmethod
+    def validated(cls, data) -> dict:
+        if not isinstance(data, dict):
+            raise Invalid("The request body must be a JSON object", "invalid")
+        fields = cls().fields
+        given = {
+            k: v for k, v in data.items() if v is not None or k in fields and fields[k].allow_null
+        }
+        body = cls(data=given)
+        if not body.is_valid():
+            field, errors = next(iter(body.errors.items()))
+            raise Invalid(str(errors[0]), cls.error_codes.get(field, "invalid"))
+        return dict(body.validated_data)
+
+
+ROLE_REFUSED = f"Invalid role. Must be one of: {', '.join(sorted(HierarchyRole.values))}"
+
+
+class TeamRoleRequestSerializer(SeedBodySerializer):
+    error_codes = {"role": "invalid_role"}
+
+    agent_id = serializers.CharField(
+        help_text="The agent's id (handle).", trim_whitespace=False,
+        error_messages={"required": "agent_id is required", "blank": "agent_id is required"},
+    )  # fmt: skip
+    role = serializers.ChoiceField(
+        choices=HierarchyRole.values,
+        error_messages={"required": ROLE_REFUSED, "invalid_choice": ROLE_REFUSED},
+    )
+    can_assign_to_peers = StrictBooleanField(required=False)
+    can_escalate_to_supervisor = StrictBooleanField(required=False)
 
 
 class TeamRoleSerializer(serializers.Serializer):
@@ -158,7 +230,7 @@ class TeamRoleSerializer(serializers.Serializer):
     workspace_id = serializers.IntegerField(help_text="The organization's id.")
     agent_id = serializers.CharField()
     agent_name = serializers.CharField()
-    role = serializers.ChoiceField(choices=["specialist", "supervisor", "worker"])
+    role = serializers.ChoiceField(choices=HierarchyRole.values)
     can_assign_to_peers = serializers.BooleanField()
     can_escalate_to_supervisor = serializers.BooleanField()
     created_at = serializers.DateTimeField()
@@ -181,14 +253,13 @@ class SuccessSerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
-class TeamRulesRequestSerializer(serializers.Serializer):
-    allow_peer_assignment = serializers.BooleanField(required=False)
-    require_supervisor_for_tasks = serializers.BooleanField(required=False)
+class TeamRulesRequestSerializer(SeedBodySerializer):
+    allow_peer_assignment = StrictBooleanField(required=False)
+    require_supervisor_for_tasks = StrictBooleanField(required=False)
     default_supervisor_agent_id = serializers.CharField(
-        required=False,
-        allow_null=True,
+        required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
         help_text="An agent holding the supervisor role; null clears.",
-    )
+    )  # fmt: skip
 
 
 class StaleAfterSerializer(serializers.Serializer):

@@ -4,22 +4,32 @@ from datetime import datetime
 
 from django.db import transaction
 from django.db.models import QuerySet
+from django.dispatch import Signal
 from django.utils import timezone
 
 from .auth import generate_key
 from .models import Agent, ApiKey, Organization
 
+# Sent (inside the write's transaction) with `agent=` when an agent was resumed or given more
+# capacity by hand. The tasks app, built on this one, hands it the queued tasks that now fit.
+agent_gained_room = Signal()
 
-@transaction.atomic
+
 def api_key_create(
     *, organization: Organization, agent: Agent | None = None, name: str = ""
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with its plaintext, which is never stored nor shown again."""
-    plaintext, prefix, digest = generate_key()
-    key = ApiKey.objects.create(
-        organization=organization, agent=agent, name=name, prefix=prefix, digest=digest
-    )
-    return key, plaintext
+    key = ApiKey(organization=organization, agent=agent, name=name)
+    return key, api_key_issue(key=key)
+
+
+@transaction.atomic
+def api_key_issue(*, key: ApiKey) -> str:
+    """Give the unsaved `key` (organization, agent, name set) a secret, save it, and return the
+    plaintext, which is never stored nor shown again. The admin's add form saves through this."""
+    plaintext, key.prefix, key.digest = generate_key()
+    key.save(force_insert=True)
+    return plaintext
 
 
 def api_key_revoke(*, key: ApiKey) -> ApiKey:
@@ -35,8 +45,6 @@ def agent_set_paused(*, agents: QuerySet[Agent], paused: bool) -> int:
 
     A resumed agent with room at once receives the tasks that waited in its queue (rule 5).
     """
-    from tasks.services import fill_from_queue  # late: the tasks app is built on this one
-
     # The admin's queryset carries a GROUP BY annotation; go through a plain pk subquery.
     changed = list(
         Agent.objects.filter(pk__in=agents.order_by().values("pk"))
@@ -47,16 +55,14 @@ def agent_set_paused(*, agents: QuerySet[Agent], paused: bool) -> int:
     Agent.objects.filter(pk__in=changed).update(is_paused=paused, updated_at=timezone.now())
     if not paused:
         for agent in Agent.objects.filter(pk__in=changed).order_by("pk"):
-            fill_from_queue(agent)
+            agent_gained_room.send(sender=Agent, agent=agent)
     return len(changed)
 
 
 def agent_room_changed(*, agent: Agent) -> None:
     """An agent was resumed or given more capacity by hand: hand it the queued tasks that fit."""
-    from tasks.services import fill_from_queue  # late: the tasks app is built on this one
-
     with transaction.atomic():
-        fill_from_queue(agent)
+        agent_gained_room.send(sender=Agent, agent=agent)
 
 
 def agent_set_availability(*, agent: Agent, until: datetime | None) -> Agent:

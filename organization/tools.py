@@ -1,40 +1,20 @@
-"""Organization tools of the registry (seed 000's roster)."""
+"""Organization tools of the registry (seed 000's roster): each validated by the serializer
+of its REST twin."""
 
 from . import services
 from .caller import Caller
-from .errors import Invalid, NotFound, first_validation_message
+from .errors import Invalid, NotFound
 from .models import Agent
 from .prompt import system_prompt_for
 from .registry import register_tool
-from .roster import ROSTER_FILTERS, get_roster
+from .roster import get_roster
 from .selectors import agent_by_handle
-from .serializers import AvailabilityAnswerSerializer, AvailabilitySerializer
-
-ROSTER_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "filter": {
-            "type": "string",
-            "enum": list(ROSTER_FILTERS),
-            "description": "Filter roster results",
-        },
-        "expertise": {
-            "type": "string",
-            "description": "Filter by specific expertise (if filter=by_expertise)",
-        },
-        "expertise_match": {
-            "type": "string",
-            "enum": ["exact", "ignore_case"],
-            "description": "exact (default, case-sensitive as seed 000) or ignore_case",
-        },
-        "agent": {
-            "type": "string",
-            "description": "Organization keys only: whose roster (an agent id).",
-        },
-    },
-    "required": [],
-    "additionalProperties": False,
-}
+from .serializers import (
+    AgentParamSerializer,
+    AvailabilityAnswerSerializer,
+    AvailabilitySerializer,
+    RosterQuerySerializer,
+)
 
 
 def roster_subject(caller: Caller, agent_param: str | None):
@@ -49,21 +29,21 @@ def roster_subject(caller: Caller, agent_param: str | None):
 @register_tool(
     "get_organization_roster",
     "Get current roster of all agents in organization with status and workload",
-    ROSTER_SCHEMA,
+    RosterQuerySerializer,
     read_only=True,
 )
 def get_organization_roster(caller: Caller, params: dict) -> dict:
     return get_roster(
         org=caller.organization,
         agent=roster_subject(caller, params.get("agent")),
-        filter=params.get("filter", "all"),
+        filter=params["filter"],
         expertise=params.get("expertise"),
-        expertise_match=params.get("expertise_match", "exact"),
+        expertise_match=params["expertise_match"],
     )
 
 
 def visible_prompt_subject(caller: Caller, agent_id: str | None) -> Agent:
-    """Whose system prompt `caller` may read (DESIGN.md "Data visibility").
+    """Whose system prompt `caller` may read (docs/design.md "Data visibility").
 
     An agent reads its own only: another agent's prompt answers 404, as if it did not exist.
     Organization keys and admin members read any agent's of their organization.
@@ -83,17 +63,7 @@ def visible_prompt_subject(caller: Caller, agent_id: str | None) -> Agent:
     "get_my_context",
     "Get your full system prompt: your custom prompt plus your organizational context "
     "(identity, manager, workload, expertise, delegation framework), fresh",
-    {
-        "type": "object",
-        "properties": {
-            "agent": {
-                "type": "string",
-                "description": "Organization keys only: whose context (an agent id).",
-            }
-        },
-        "required": [],
-        "additionalProperties": False,
-    },
+    AgentParamSerializer,
     read_only=True,
 )
 def get_my_context(caller: Caller, params: dict) -> dict:
@@ -105,26 +75,12 @@ def get_my_context(caller: Caller, params: dict) -> dict:
     "set_my_availability",
     "Say when you expect to be free (seed 001's availability_until, ISO 8601), or null for "
     "available indefinitely; colleagues see it in the roster and in queue wait estimates",
-    {
-        "type": "object",
-        "properties": {
-            "availability_until": {
-                "type": ["string", "null"],
-                "description": "When you expect to be free (ISO 8601); null clears it.",
-            }
-        },
-        "required": ["availability_until"],
-        "additionalProperties": False,
-    },
+    AvailabilitySerializer,
     read_only=False,
 )
 def set_my_availability(caller: Caller, params: dict) -> dict:
-    # The REST body's serializer validates here too: one rule for the ISO time.
-    body = AvailabilitySerializer(data=params)
-    if not body.is_valid():
-        raise Invalid(f"Invalid param {first_validation_message(body.errors)}")
     agent = services.agent_set_availability(
-        agent=caller.require_agent(), until=body.validated_data["availability_until"]
+        agent=caller.require_agent(), until=params["availability_until"]
     )
     answer = {"id": agent.handle, "availability_until": agent.availability_until}
     return AvailabilityAnswerSerializer(answer).data

@@ -1,30 +1,33 @@
 """Tasks in the admin: a product screen over the same services as the API.
 
-Staff see only the organizations they administer, scoped by organization/admin.py's
+Staff see only the organizations they administer, scoped by organization/admin's
 `OrgScoped`/`OrgOwnedAdmin` (as every other admin page); superusers see all.
 Assignments made here go through `services.task_create` / `task_assign`, so the rules of
-DESIGN.md (capacity, offline, …) hold in the admin too; human-initiated moves bypass the role
+docs/design.md (capacity, offline, …) hold in the admin too; human-initiated moves bypass the role
 checks exactly as over REST. The audit trail is read-only and cannot be deleted.
 """
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.utils import timezone
-from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from organization import webhooks
-from organization.admin import OrgOwnedAdmin, ReadOnlyInline
-from organization.admin_views import admin_org_ids
+from organization.admin.scoping import (
+    STATUS_COLOURS,
+    OrgOwnedAdmin,
+    ReadOnlyInline,
+    admin_org_ids,
+    badge,
+)
+from organization.caller import caller_for_admin
 from organization.errors import DomainError
 from organization.models import Agent
 
 from . import services
 from .models import (
     URGENCY_RANK,
-    ActorKind,
     DeliveryStatus,
     Task,
     TaskEvent,
@@ -33,7 +36,7 @@ from .models import (
 )
 from .rules import Actor
 
-STATUS_COLOURS = {
+STATUS_COLOURS["task"] = {
     TaskStatus.QUEUED: "#6c757d",
     TaskStatus.ASSIGNED: "#0d6efd",
     TaskStatus.IN_PROGRESS: "#0dcaf0",
@@ -42,22 +45,24 @@ STATUS_COLOURS = {
     TaskStatus.FAILED: "#dc3545",
     TaskStatus.CANCELLED: "#adb5bd",
     TaskStatus.ESCALATED: "#d63384",
+}
+STATUS_COLOURS["delivery"] = {
     DeliveryStatus.PENDING: "#6c757d",
     DeliveryStatus.DELIVERED: "#198754",
 }
 
 
-def badge(value: str):
-    colour = STATUS_COLOURS.get(value, "#6c757d")
-    return format_html(
-        '<span style="background:{};color:#fff;padding:2px 6px;border-radius:8px">{}</span>',
-        colour,
-        value,
-    )
+def admin_actor(request, organization) -> Actor:
+    """The staff user acting in the admin, as the engine sees them (from the admin's Caller)."""
+    return Actor.of(caller_for_admin(request, organization))
 
 
-def human_actor(request) -> Actor:
-    return Actor(ActorKind.USER, f"user:{request.user.get_username()}", user=request.user)
+class MoveRefused(Exception):
+    """The engine refused the move `save_model` asked for; the form is shown again with why."""
+
+    def __init__(self, error: DomainError):
+        super().__init__(error.message)
+        self.error = error
 
 
 class TasksAppAdmin(OrgOwnedAdmin):
@@ -138,33 +143,21 @@ class TaskAdminForm(forms.ModelForm):
             # OrgOwnedAdmin shows a saved task's organization read-only.
             agents = agents.filter(organization_id=self.instance.organization_id)
         self.fields["assign_to"].queryset = agents
-        self.created_task = None
 
     def clean(self):
         data = super().clean()
         if self.errors or self.request is None:
             return data
+        refused = getattr(self.request, "_task_move_refused", None)
+        if refused is not None:
+            # Found by save_model on the first pass of this POST (see changeform_view).
+            raise ValidationError(f"{refused.message} ({refused.code})")
         target = data.get("assign_to")
         org = self.instance.organization if self.instance.pk else data.get("organization")
         if target is not None and org is not None and target.organization_id != org.pk:
             raise ValidationError(
                 {"assign_to": "The agent must belong to the task's organization."}
             )
-        try:
-            # A savepoint: a refused move leaves nothing behind, and the form shows why.
-            with transaction.atomic():
-                actor = human_actor(self.request)
-                if self.instance.pk is None:
-                    self.created_task = services.task_create(
-                        org=org, actor=actor, title=data["title"],
-                        description=data.get("description", ""),
-                        required_expertise=data.get("required_expertise", ""),
-                        urgency=data["urgency"], deadline=data.get("deadline"), assignee=target,
-                    )  # fmt: skip
-                elif target is not None and target.pk != self.instance.assignee_id:
-                    services.task_assign(task=self.instance, actor=actor, to=target)
-        except DomainError as exc:
-            raise ValidationError(f"{exc.message} ({exc.code})") from None
         return data
 
 
@@ -198,22 +191,47 @@ class TaskAdmin(TasksAppAdmin):
                     "deadline", "assign_to"]  # fmt: skip
         return [(None, {"fields": editable}), ("State", {"fields": self.readonly_fields})]
 
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except MoveRefused as refused:
+            # The view's transaction rolled back all the POST wrote. Run it again: the form,
+            # bound to the same data, now carries the engine's reason and is shown as usual.
+            request._task_move_refused = refused.error
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
     def save_model(self, request, obj, form, change):
-        if form.created_task is not None:
-            # The service created the row; hand its identity to the admin for the redirect/log.
-            obj.pk = obj.id = form.created_task.pk
-            obj._state.adding = False
-            return
-        fields = ["title", "description", "required_expertise", "urgency", "deadline"]
-        values = {f: form.cleaned_data[f] for f in fields if f in form.cleaned_data}
-        # Only metadata: status and assignee are the services' (the row may have just moved).
-        Task.objects.filter(pk=obj.pk).update(
-            **values, urgency_rank=URGENCY_RANK[values["urgency"]], updated_at=timezone.now()
-        )
+        """Through the engine: the task is created, or reassigned, by the services."""
+        data = form.cleaned_data
+        target = data.get("assign_to")
+        try:
+            if not change:
+                created = services.task_create(
+                    org=obj.organization, actor=admin_actor(request, obj.organization),
+                    title=obj.title, description=obj.description,
+                    required_expertise=obj.required_expertise, urgency=obj.urgency,
+                    deadline=obj.deadline, assignee=target,
+                )  # fmt: skip
+                # The admin goes on with `obj` (log entry, redirect): give it the saved row.
+                for model_field in Task._meta.concrete_fields:
+                    setattr(obj, model_field.attname, getattr(created, model_field.attname))
+                return
+            fields = ["title", "description", "required_expertise", "urgency", "deadline"]
+            values = {f: data[f] for f in fields if f in data}
+            # Only metadata: status and assignee are the services'.
+            Task.objects.filter(pk=obj.pk).update(
+                **values, urgency_rank=URGENCY_RANK[values["urgency"]], updated_at=timezone.now()
+            )
+            if target is not None and target.pk != obj.assignee_id:
+                services.task_assign(
+                    task=obj, actor=admin_actor(request, obj.organization), to=target
+                )
+        except DomainError as exc:
+            raise MoveRefused(exc) from exc
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, task):
-        return badge(task.status)
+        return badge(task.status, "task")
 
     @admin.display(description="age", ordering="created_at")
     def age(self, task):
@@ -223,7 +241,7 @@ class TaskAdmin(TasksAppAdmin):
         done = 0
         for task in queryset:
             try:
-                service(task=task, actor=human_actor(request), **kwargs)
+                service(task=task, actor=admin_actor(request, task.organization), **kwargs)
                 done += 1
             except DomainError as exc:
                 self.message_user(request, f"{task}: {exc.message}", messages.WARNING)
@@ -274,4 +292,4 @@ class WebhookDeliveryAdmin(AuditAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, delivery):
-        return badge(delivery.status)
+        return badge(delivery.status, "delivery")

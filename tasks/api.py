@@ -7,16 +7,14 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
 from organization import registry
-from organization.api import ERRORS
-from organization.caller import resolve_caller
+from organization.caller import CallerMixin
 from organization.pagination import LimitOffsetPagination
+from organization.schema import ERRORS, conflict, errors
 from organization.selectors import agent_by_handle
-from organization.serializers import ErrorSerializer
 
 from . import services
 from .filters import TaskFilter
 from .models import Task
-from .recommend import recommend
 from .rules import Actor
 from .selectors import (
     estimated_waits,
@@ -43,11 +41,12 @@ from .serializers import (
     TaskEventSerializer,
     TaskSerializer,
 )
+from .tools import recommend_for
 
-MOVE_ERRORS = {**ERRORS, 409: OpenApiResponse(ErrorSerializer, description="State conflict")}
+MOVE_ERRORS = {**ERRORS, 409: conflict()}
 
 
-class TaskViewSet(GenericViewSet):
+class TaskViewSet(CallerMixin, GenericViewSet):
     serializer_class = TaskSerializer
     filterset_class = TaskFilter
     queryset = Task.objects.none()
@@ -56,10 +55,6 @@ class TaskViewSet(GenericViewSet):
         if getattr(self, "swagger_fake_view", False):
             return Task.objects.none()
         return tasks_visible_to(self.caller).order_by("-created_at", "-pk")
-
-    @property
-    def caller(self):
-        return resolve_caller(self.request)
 
     def body(self, serializer_class):
         data = self.request.data
@@ -83,7 +78,7 @@ class TaskViewSet(GenericViewSet):
         )
         return Response(TaskSerializer(task).data, status=status)
 
-    @extend_schema(responses={200: TaskSerializer(many=True), 400: ERRORS[400], 401: ERRORS[401]})
+    @extend_schema(responses={200: TaskSerializer(many=True), **errors(400, 401)})
     def list(self, request):
         tasks = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(tasks)
@@ -164,14 +159,14 @@ class TaskViewSet(GenericViewSet):
         return self.get_paginated_response(TaskEventSerializer(page, many=True).data)
 
 
-class InboxView(APIView):
+class InboxView(CallerMixin, APIView):
     @extend_schema(
         parameters=[InboxQuerySerializer],
         responses={200: InboxPageSerializer, **ERRORS},
         summary="What was assigned, delegated, escalated or queued to the calling agent",
     )
     def get(self, request):
-        agent = resolve_caller(request).require_agent()
+        agent = self.caller.require_agent()
         query = InboxQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         items = inbox_of(agent)
@@ -182,7 +177,7 @@ class InboxView(APIView):
         return paginator.get_paginated_response(InboxItemSerializer(page, many=True).data)
 
 
-class InboxReadView(APIView):
+class InboxReadView(CallerMixin, APIView):
     @extend_schema(
         request=InboxReadSerializer,
         responses={200: OpenApiResponse(description='{"success": true, "marked": n}'), **ERRORS},
@@ -190,46 +185,32 @@ class InboxReadView(APIView):
         operation_id="inbox_read_many",
     )
     def post(self, request):
-        agent = resolve_caller(request).require_agent()
+        agent = self.caller.require_agent()
         body = InboxReadSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         marked = services.inbox_mark_read(agent=agent, item_ids=body.validated_data["ids"])
         return Response({"success": True, "marked": marked})
 
 
-class InboxItemReadView(APIView):
+class InboxItemReadView(CallerMixin, APIView):
     @extend_schema(
         request=None, responses={200: InboxItemSerializer, **ERRORS}, operation_id="inbox_item_read"
     )
     def post(self, request, item_id):
-        agent = resolve_caller(request).require_agent()
+        agent = self.caller.require_agent()
         item = inbox_item_for(agent, item_id)
         services.inbox_mark_read(agent=agent, item_ids=[item.pk])
         item.refresh_from_db()
         return Response(InboxItemSerializer(item).data)
 
 
-class RecommendationView(APIView):
+class RecommendationView(CallerMixin, APIView):
     @extend_schema(
         parameters=[RecommendationQuerySerializer],
         responses={200: RecommendationSerializer, **ERRORS},
         summary="Seed 001's delegation framework: ranked candidates and the suggested decision",
     )
     def get(self, request):
-        caller = resolve_caller(request)
         query = RecommendationQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        params = query.validated_data
-        agent = caller.agent
-        if agent is None and params.get("agent"):
-            agent = agent_by_handle(org=caller.organization, handle=params["agent"])
-        exclude = tuple(h.strip() for h in params["exclude"].split(",") if h.strip())
-        return Response(
-            recommend(
-                org=caller.organization,
-                agent=agent,
-                expertise=params["expertise"],
-                urgency=params["urgency"],
-                exclude=exclude,
-            )
-        )
+        return Response(recommend_for(self.caller, query.validated_data))

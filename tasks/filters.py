@@ -4,7 +4,7 @@ from .models import Task, TaskStatus, Urgency
 
 
 class TaskFilter(django_filters.FilterSet):
-    """GET /api/tasks filters; agents are named by handle. `expertise`/`created_by` are DESIGN.md's names."""
+    """GET /api/tasks filters; agents are named by handle. `expertise`/`created_by` are docs/design.md's names."""
 
     status = django_filters.ChoiceFilter(choices=TaskStatus.choices)
     urgency = django_filters.ChoiceFilter(choices=Urgency.choices)

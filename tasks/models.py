@@ -28,7 +28,7 @@ class TaskStatus(models.TextChoices):
     ESCALATED = "escalated"
 
 
-# The statuses that count towards an agent's workload (DESIGN.md § Domain).
+# The statuses that count towards an agent's workload (docs/design.md § Domain).
 HELD_STATUSES = (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED)
 FINISHED_STATUSES = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
 

@@ -12,13 +12,13 @@ on, neither is anyone the caller may not assign to.
 from django.db.models import Count
 from django.utils import timezone
 
-from organization.models import Agent, ExpertiseGroup, Organization, status_for
-from organization.selectors import AVAILABLE_STATUSES, agents_with_workload, team_rule_of
+from organization.models import Agent, ExpertiseGroup, Organization
+from organization.selectors import agents_with_workload, team_rule_of
+from organization.workload import AVAILABLE_STATUSES, status_for
 
 from .models import URGENCY_RANK, Decision, Task, TaskStatus, Urgency
-from .rules import coordination_note, is_cross_team, role_violation
+from .rules import coordination_note, escalation_target, is_cross_team, role_violation
 from .selectors import completion_seconds, wait_seconds
-from .services import escalation_target
 
 TIER_NAMES = {
     1: "same_team_exact",

@@ -1,4 +1,4 @@
-"""The assignment rules of DESIGN.md, checked in ONE function whichever door the request used.
+"""The assignment rules of docs/design.md, checked in ONE function whichever door the request used.
 
 `check_assignment` is called by every service that gives a task to an agent (create, assign,
 claim, delegate, queue, escalate, the queue's auto-assignment and the stale sweep), and those
@@ -8,15 +8,15 @@ the tasks it holds in the same transaction, so that capacity holds under concurr
 """
 
 from dataclasses import dataclass
-
-from django.db.models import Count
+from typing import TypedDict
 
 from organization.caller import Caller
 from organization.errors import Conflict, Forbidden, NotFound
 from organization.models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
 from organization.selectors import team_rule_of
+from organization.workload import workloads_of
 
-from .models import HELD_STATUSES, ActorKind, Task
+from .models import ActorKind, Task
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,16 @@ class Actor:
 
     def is_(self, agent: Agent | None) -> bool:
         return agent is not None and self.agent is not None and self.agent.pk == agent.pk
+
+
+class DelegationDecision(TypedDict, total=False):
+    """Seed 001's DELEGATION DECISION, stored with a delegate, queue or escalate move (the
+    primary choice is the move itself; the Wait Time is the queue's own parameter)."""
+
+    primary_reason: str
+    fallback: str
+    reasoning: str
+    notes: str
 
 
 SYSTEM = Actor(ActorKind.SYSTEM, "system")
@@ -125,14 +135,7 @@ def lock_workloads(agent_ids) -> dict[int, int]:
     if not ids:
         return {}
     list(Agent.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
-    counts = dict(
-        Task.objects.filter(assignee_id__in=ids, status__in=HELD_STATUSES)
-        .values("assignee_id")
-        .annotate(n=Count("pk"))
-        .values_list("assignee_id", "n")
-        .order_by()
-    )
-    return {pk: counts.get(pk, 0) for pk in ids}
+    return workloads_of(ids)
 
 
 def delegated_by(chain: list[str], handle: str) -> str | None:
@@ -216,3 +219,30 @@ def check_assignment(
             "capacity_exceeded",
         )
     return verdict
+
+
+# --- escalation: who escalates to whom (the move, the stale sweep and the recommendation) ---
+
+# On whose behalf a task is escalated when a human or the system does it: the first one set.
+ESCALATION_SOURCE_FIELDS = ("assignee", "queued_by", "created_by_agent", "queued_for")
+
+
+def escalation_source(task: Task) -> Agent | None:
+    """The agent a human or the system escalates `task` for (related rows already loaded)."""
+    return next(
+        (getattr(task, f) for f in ESCALATION_SOURCE_FIELDS if getattr(task, f"{f}_id")), None
+    )
+
+
+def escalation_target(
+    *, rule: TeamRule, source: Agent | None, queued_for_id: int | None = None
+) -> Agent | None:
+    """The source's senior, else the default supervisor; None = humans.
+
+    Never an offline agent, the source itself, nor the expert the task already waits for.
+    """
+    exclude = {pk for pk in (getattr(source, "pk", None), queued_for_id) if pk}
+    for candidate in (source.senior if source else None, rule.default_supervisor):
+        if candidate is not None and not candidate.is_paused and candidate.pk not in exclude:
+            return candidate
+    return None

@@ -1,10 +1,10 @@
-"""Reads of the tasks engine, scoped to the caller: an agent sees only its own tasks (DESIGN.md)."""
+"""Reads of the tasks engine, scoped to the caller: an agent sees only its own tasks (docs/design.md)."""
 
 from collections import defaultdict
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from organization.caller import Caller
@@ -12,7 +12,7 @@ from organization.errors import NotFound
 from organization.inputs import parse_id
 from organization.models import Agent, Organization
 
-from .models import HELD_STATUSES, MAX_WAIT_SECONDS, InboxItem, Task, TaskEvent, TaskStatus
+from .models import MAX_WAIT_SECONDS, InboxItem, Task, TaskEvent, TaskStatus
 
 # How many of an expert's latest completions the wait estimate averages.
 COMPLETION_SAMPLE = 20
@@ -157,25 +157,3 @@ def estimated_waits(tasks) -> dict[int, int]:
             now=now,
         )
     return waits
-
-
-def open_and_queued_counts(*, org: Organization) -> dict[int, dict]:
-    """Per agent: open (held) tasks and queue length, for the admin's org chart."""
-    held = dict(
-        Task.objects.filter(organization=org, status__in=HELD_STATUSES)
-        .values("assignee_id")
-        .annotate(n=Count("pk"))
-        .values_list("assignee_id", "n")
-        .order_by()
-    )
-    queued = dict(
-        Task.objects.filter(organization=org, status=TaskStatus.QUEUED, queued_for__isnull=False)
-        .values("queued_for_id")
-        .annotate(n=Count("pk"))
-        .values_list("queued_for_id", "n")
-        .order_by()
-    )
-    return {
-        pk: {"open_tasks": held.get(pk, 0), "queue_length": queued.get(pk, 0)}
-        for pk in set(held) | set(queued)
-    }

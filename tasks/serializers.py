@@ -16,34 +16,38 @@ from .models import (
     TaskStatus,
     Urgency,
 )
+from .services import TRANSITIONS
+
+# The statuses a status move can reach (the targets of the lifecycle).
+SETTABLE_STATUSES = frozenset().union(*TRANSITIONS.values())
 
 
-def note_field() -> serializers.CharField:
+def note_field(help_text: str = "A note for the task's log.") -> serializers.CharField:
     return serializers.CharField(
-        max_length=NOTE_MAX_LENGTH, required=False, allow_blank=True, default=""
-    )
+        max_length=NOTE_MAX_LENGTH, required=False, allow_blank=True, default="",
+        help_text=help_text,
+    )  # fmt: skip
 
 
-MOVABLE_STATUSES = [
-    TaskStatus.IN_PROGRESS,
-    TaskStatus.BLOCKED,
-    TaskStatus.COMPLETED,
-    TaskStatus.FAILED,
-]
+# --- the inputs of the task moves: the REST bodies; each tool adds the path's task_id --------
 
 
 class TaskCreateSerializer(serializers.Serializer):
-    title = serializers.CharField(max_length=300)
+    title = serializers.CharField(max_length=300, help_text="What to do.")
     description = serializers.CharField(
-        max_length=DESCRIPTION_MAX_LENGTH, required=False, allow_blank=True, default=""
-    )
+        max_length=DESCRIPTION_MAX_LENGTH, required=False, allow_blank=True, default="",
+        help_text="Details of the work.",
+    )  # fmt: skip
     required_expertise = serializers.CharField(
-        max_length=100, required=False, allow_blank=True, default=""
-    )
+        max_length=100, required=False, allow_blank=True, default="",
+        help_text="The expertise it needs.",
+    )  # fmt: skip
     urgency = serializers.ChoiceField(
-        choices=Urgency.choices, required=False, default=Urgency.NORMAL
+        choices=Urgency.choices, required=False, default=Urgency.NORMAL, help_text="Default normal."
     )
-    deadline = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    deadline = serializers.DateTimeField(
+        required=False, allow_null=True, default=None, help_text="When it is due, ISO 8601."
+    )
     agent_id = serializers.CharField(
         required=False, allow_null=True, default=None, help_text="Assignee's id; omit to queue."
     )
@@ -59,18 +63,18 @@ class AssignSerializer(serializers.Serializer):
 class DecisionSerializer(serializers.Serializer):
     """Seed 001's DELEGATION DECISION fields, stored on the move's TaskEvent."""
 
-    primary_reason = note_field()
-    fallback = note_field()
-    reasoning = note_field()
-    notes = note_field()
+    primary_reason = note_field("Why your primary choice (its reason).")
+    fallback = note_field("Your fallback choice and its reason.")
+    reasoning = note_field("Your reasoning, 1-2 sentences.")
+    notes = note_field("Special context (the decision's Notes).")
 
 
 class DelegateSerializer(DecisionSerializer):
-    agent_id = serializers.CharField()
+    agent_id = serializers.CharField(help_text="To whom: an agent's id (handle), e.g. agent-alex.")
 
 
 class QueueSerializer(DecisionSerializer):
-    agent_id = serializers.CharField()
+    agent_id = serializers.CharField(help_text="The busy expert to queue it for (an agent's id).")
     wait_time_seconds = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=0, max_value=MAX_WAIT_SECONDS,
         help_text="Your wait estimate (the decision's Wait Time); omit for the service's estimate.",
@@ -78,19 +82,81 @@ class QueueSerializer(DecisionSerializer):
 
 
 class EscalateSerializer(DecisionSerializer):
-    reason = serializers.CharField(
-        max_length=NOTE_MAX_LENGTH, required=False, allow_blank=True, default="",
-        help_text="Why you escalate; kept as the decision's reasoning when reasoning is omitted.",
-    )  # fmt: skip
+    reason = note_field(
+        "Why you escalate; kept as the decision's reasoning when reasoning is omitted."
+    )
 
 
 class StatusSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=[s.value for s in TaskStatus])
+    status = serializers.ChoiceField(
+        choices=TaskStatus.values, help_text="The new status (completed and failed are final)."
+    )
     note = note_field()
 
 
 class CancelSerializer(serializers.Serializer):
-    reason = note_field()
+    reason = note_field("Why you cancel it.")
+
+
+class TaskIdSerializer(serializers.Serializer):
+    """A tool names the task the REST path names."""
+
+    task_id = serializers.IntegerField(help_text="The task's id.")
+
+
+class AssignParamsSerializer(TaskIdSerializer, AssignSerializer):
+    pass
+
+
+class DelegateParamsSerializer(TaskIdSerializer, DelegateSerializer):
+    pass
+
+
+class QueueParamsSerializer(TaskIdSerializer, QueueSerializer):
+    pass
+
+
+class EscalateParamsSerializer(TaskIdSerializer, EscalateSerializer):
+    pass
+
+
+class StatusParamsSerializer(TaskIdSerializer, StatusSerializer):
+    # The tool offers only the statuses a move can reach (an LLM needs not try the others);
+    # REST takes any status and answers 409 for a move the lifecycle does not allow.
+    status = serializers.ChoiceField(
+        choices=[s for s in TaskStatus.values if s in SETTABLE_STATUSES],
+        help_text="The new status (completed and failed are final).",
+    )
+
+
+# --- the tools' own reads -------------------------------------------------------------------
+
+# get_my_tasks' `role`: the caller's relation to a task, by the Task field that holds it.
+TASK_RELATIONS = {"assigned": "assignee", "queued_for": "queued_for", "created": "created_by_agent"}
+ALL = "all"
+
+
+def limit_field() -> serializers.IntegerField:
+    return serializers.IntegerField(
+        required=False, default=100, min_value=1, max_value=500, help_text="At most (default 100)."
+    )
+
+
+class MyTasksParamsSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=TaskStatus.values, required=False, help_text="Only this status."
+    )
+    role = serializers.ChoiceField(
+        choices=[ALL, *TASK_RELATIONS], required=False, default=ALL,
+        help_text="Which relation to you (default all).",
+    )  # fmt: skip
+    limit = limit_field()
+
+
+class InboxParamsSerializer(serializers.Serializer):
+    unread_only = serializers.BooleanField(required=False, help_text="Only unread items.")
+    mark_read = serializers.BooleanField(required=False, help_text="Mark the returned items read.")
+    limit = limit_field()
 
 
 class TaskSerializer(serializers.ModelSerializer):
@@ -183,17 +249,31 @@ class InboxReadSerializer(serializers.Serializer):
     )  # fmt: skip
 
 
-class RecommendationQuerySerializer(serializers.Serializer):
-    expertise = serializers.CharField()
+class RecommendationParamsSerializer(serializers.Serializer):
+    """Seed 001's delegation framework: the `recommend_delegate` tool's params."""
+
+    expertise = serializers.CharField(help_text="The expertise the task needs.")
     urgency = serializers.ChoiceField(
-        choices=Urgency.choices, required=False, default=Urgency.NORMAL
+        choices=Urgency.choices, required=False, default=Urgency.NORMAL, help_text="Default normal."
     )
+    exclude = serializers.ListField(
+        child=serializers.CharField(), required=False, default=list,
+        help_text="Agent ids to leave out.",
+    )  # fmt: skip
+    agent = serializers.CharField(
+        required=False, allow_blank=True, help_text="Organization keys and admins: for which agent."
+    )
+
+
+class RecommendationQuerySerializer(RecommendationParamsSerializer):
+    """`GET /api/recommendations`: the same params, `exclude` written in one query value."""
+
     exclude = serializers.CharField(
         required=False, default="", allow_blank=True, help_text="Comma-separated agent ids."
     )
-    agent = serializers.CharField(
-        required=False, help_text="Organization keys and admins: for which agent."
-    )
+
+    def validate_exclude(self, value: str) -> list[str]:
+        return [h.strip() for h in value.split(",") if h.strip()]
 
 
 class CandidateSerializer(serializers.Serializer):

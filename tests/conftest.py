@@ -2,10 +2,12 @@ import os
 
 import pytest
 from django.conf import settings
+from django.core.management.sql import emit_post_migrate_signal
+from django.db import connections, transaction
+from django.test import TransactionTestCase
 from rest_framework.test import APIClient
 
-from tasks.demo import seed_demo
-
+from .demo_cache import demo_organization
 from .factories import make_key, make_org
 
 # Collaboration agent threads drop their DB connections as soon as no session runs, so the
@@ -14,6 +16,38 @@ settings.COLLAB_IDLE_CLOSE_SECONDS = 0
 # The schema fuzz sends thousands of requests with one key; the throttle still runs (its
 # cache is exercised), at a rate no test reaches. tests/organization/test_throttling.py lowers it.
 settings.API_THROTTLE_RATE = "1000000/min"
+
+
+_flush = TransactionTestCase._fixture_teardown
+
+
+def _empty_the_database(self):
+    """What `flush` does after a transactional test, with DELETE where it says TRUNCATE.
+
+    On PostgreSQL a TRUNCATE of every table takes ~0.4 s (a new file per table and index), a
+    DELETE of the few rows a test leaves ~0.02 s; ~400 tests end so. The rest is flush's own:
+    every table emptied in one transaction (foreign keys are checked at its end), sequences
+    kept, then post_migrate, which makes the content types, permissions and schedules again.
+    """
+    names = self._databases_names(include_mirrors=False)
+    if (
+        self.available_apps is not None
+        or self.serialized_rollback
+        or any(connections[name].vendor != "postgresql" for name in names)
+    ):
+        return _flush(self)
+    for name in names:
+        connection = connections[name]
+        tables = connection.introspection.django_table_names(
+            only_existing=True, include_views=False
+        )
+        with transaction.atomic(using=name), connection.cursor() as cursor:
+            for table in tables:
+                cursor.execute(f"DELETE FROM {connection.ops.quote_name(table)}")
+        emit_post_migrate_signal(verbosity=0, interactive=False, db=name)
+
+
+TransactionTestCase._fixture_teardown = _empty_the_database
 
 
 def pytest_configure(config):
@@ -45,7 +79,8 @@ class KeyClient(APIClient):
 
 @pytest.fixture
 def demo(db):
-    return seed_demo(slug="demo")
+    """What seed_demo(slug="demo") makes (run once per process, then copied: tests/demo_cache.py)."""
+    return demo_organization()
 
 
 @pytest.fixture
@@ -80,3 +115,28 @@ def anon_client():
 
 def agent_of(org, handle):
     return org.agents.get(handle=handle)
+
+
+def shared_fixture_scope(item) -> str:
+    """The module (or class) of a fixture of that scope, defined in the suite, the test uses."""
+    info = getattr(item, "_fixtureinfo", None)
+    for name in info.names_closure if info else ():
+        definition = (info.name2fixturedefs.get(name) or [None])[-1]
+        if definition and definition.baseid and definition.scope in ("class", "module"):
+            return definition.baseid
+    return ""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, the tests that share a module- or class-scoped fixture run first.
+
+    xdist's `load` mode hands each worker a first chunk of consecutive tests (a quarter of its
+    share), so these land together on one worker and their fixture is set up once, not once per
+    worker (test_embedded's running server: ~15 s). Its `loadgroup` mode cannot be used: it keys
+    tests by node id, and schemathesis gives all operations of a schema test the same one, so
+    it would run one of them. Without xdist the order is the usual one.
+    """
+    if not hasattr(config, "workerinput"):
+        return
+    shared = {id(item): shared_fixture_scope(item) for item in items}
+    items.sort(key=lambda item: shared[id(item)] == "")  # stable: the rest keep their order

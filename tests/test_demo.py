@@ -9,8 +9,8 @@ from django.apps import apps
 from django.core.management import call_command
 
 from organization.models import Agent
+from tasks.events import snapshot
 from tasks.models import HELD_STATUSES, Task, TaskEvent
-from tasks.services import snapshot
 from tests.conftest import KeyClient
 from tests.factories import give_tasks, make_key
 

@@ -1,8 +1,10 @@
-"""The README's tour, followed literally and in order, against a live server (issue 8 §5).
+"""The README's tour and the docs' examples, followed literally and in order, against a live
+server (issue 8 §5).
 
-Its shell blocks are taken from README.md as they are (tour, roster, agents, hierarchy, tasks,
-collaboration), the address swapped for the live server's, and run by bash on a freshly seeded
-demo. `curl` is wrapped only to note each answer's status: every call must succeed.
+The shell blocks are taken as they are from README.md (the tour) and the reference it leads to
+(docs/api.md: roster, agents, hierarchy; docs/tasks.md; docs/collaboration.md), the address
+swapped for the live server's, and run by bash on a freshly seeded demo. `curl` is wrapped only
+to note each answer's status: every call must succeed.
 """
 
 import io
@@ -18,15 +20,14 @@ from tests.mcp.live import LiveServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-README = settings.BASE_DIR / "README.md"
-# (section heading, which of its sh blocks), in the README's order.
+# (file, section heading, which of its sh blocks), in the order a reader follows them.
 TOUR = [
-    ("## A 5-minute tour", 0),
-    ("### Roster and tools", 0),
-    ("### Agents and teams", 0),
-    ("### Team hierarchy (seed 003)", 0),
-    ("### curl", 0),
-    ("## Collaboration", 0),
+    ("README.md", "## A 5-minute tour", 0),
+    ("docs/api.md", "## Roster and tools", 0),
+    ("docs/api.md", "## Agents and teams", 0),
+    ("docs/api.md", "## Team hierarchy (seed 003)", 0),
+    ("docs/tasks.md", "## Examples (curl)", 0),
+    ("docs/collaboration.md", "## The session API", 0),
 ]
 WRAPPER = """
 curl() { command curl -w '%{stderr}STATUS %{http_code} %{method} %{url_effective}\\n' "$@"; }
@@ -49,9 +50,9 @@ def section(text: str, heading: str) -> str:
 
 
 def tour_script(base_url: str) -> str:
-    text = README.read_text()
     blocks = []
-    for heading, index in TOUR:
+    for file, heading, index in TOUR:
+        text = (settings.BASE_DIR / file).read_text()
         shell = re.findall(r"^( *)```sh\n(.*?)^ *```", section(text, heading), re.S | re.M)
         indent, body = shell[index]
         blocks.append(re.sub(rf"^{indent}", "", body, flags=re.M))
@@ -79,7 +80,7 @@ def test_the_readme_tour_works_when_followed_literally_in_order(tmp_path):
     failed = [
         (status, method, path)
         for status, method, path in calls
-        # Cancelling the tour's session once a worker finished it is a 409, as the README says.
+        # Cancelling the tour's session once a worker finished it is a 409, as the docs say.
         if not (status in {"200", "201", "202"} or (status == "409" and path.endswith("/cancel")))
     ]
     assert failed == [], done.stdout[-3000:]

@@ -1,67 +1,58 @@
 """LLM providers: `openai` and `anthropic` through their official SDKs, and a deterministic `offline`.
 
 A provider turns an `LLMRequest` into an `LLMReply` (text + token usage + HTTP attempts) or raises
-`ProviderError` / `ProviderTimeout`. API keys are read by the SDKs from the environment only
-(OPENAI_API_KEY, ANTHROPIC_API_KEY): they are never stored in the database, the admin or a reply.
+`ProviderError` / `ProviderTimeout` (the shared types are in `base.py`). API keys are read by the
+SDKs from the environment only (OPENAI_API_KEY, ANTHROPIC_API_KEY): they are never stored in the
+database, the admin or a reply.
+
+`PROVIDERS` is the registry: name → the module whose `complete(request)` runs a call, imported on
+first use (an SDK import takes seconds). Adding a provider is a module and a line here.
 """
 
 import os
-from dataclasses import dataclass, field
+from importlib import import_module
 
 from django.conf import settings
 
-PROVIDERS = ("offline", "openai", "anthropic")
+from .base import (
+    SDK_KEYS,
+    LLMReply,
+    LLMRequest,
+    Provider,
+    ProviderError,
+    ProviderTimeout,
+    Purpose,
+)
 
+__all__ = [
+    "PROVIDERS",
+    "LLMReply",
+    "LLMRequest",
+    "Provider",
+    "ProviderError",
+    "ProviderTimeout",
+    "Purpose",
+    "complete",
+    "default_model_for",
+    "default_provider_name",
+    "warm_up",
+]
 
-@dataclass
-class LLMRequest:
-    system: str
-    prompt: str
-    model: str
-    temperature: float | None = None
-    max_tokens: int = 1024
-    # time.monotonic() by which the call must be over, retries included.
-    deadline: float | None = None
-    # What the call is for: "agent", "plan", "synthesis" or "judge" (the offline provider uses it,
-    # and it is sent as a header so a test server can tell the calls apart).
-    purpose: str = "agent"
-    # The agent's name in the session (sent as a header too).
-    label: str = ""
-    # Structured facts for the offline provider only (e.g. the specialists of a plan).
-    hints: dict = field(default_factory=dict)
-
-
-@dataclass
-class LLMReply:
-    text: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    attempts: int = 1
-    provider: str = ""
-    model: str = ""
-
-    @property
-    def tokens_used(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-
-class ProviderError(Exception):
-    """The call failed for good (after the SDK's own retries); the message is safe to show."""
-
-
-class ProviderTimeout(ProviderError):
-    """The agent's time ran out."""
+PROVIDERS = {
+    Provider.OFFLINE: "collaboration.providers.offline",
+    Provider.OPENAI: "collaboration.providers.openai",
+    Provider.ANTHROPIC: "collaboration.providers.anthropic",
+}
 
 
 def default_provider_name() -> str:
     """`LLM_PROVIDER`, else openai if OPENAI_API_KEY is set, else anthropic if its key is, else offline."""
     if settings.LLM_PROVIDER:
         return settings.LLM_PROVIDER
-    if os.environ.get("OPENAI_API_KEY"):
-        return "openai"
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        return "anthropic"
-    return "offline"
+    for provider, key in SDK_KEYS.items():
+        if os.environ.get(key):
+            return provider
+    return Provider.OFFLINE
 
 
 def default_model_for(provider: str) -> str:
@@ -73,24 +64,17 @@ def default_model_for(provider: str) -> str:
 
 def complete(provider: str, request: LLMRequest) -> LLMReply:
     """Run `request` on `provider` (one of PROVIDERS)."""
-    if provider == "openai":
-        from .openai import complete as run
-    elif provider == "anthropic":
-        from .anthropic import complete as run
-    elif provider == "offline":
-        from .offline import complete as run
-    else:
+    if provider not in PROVIDERS:
         raise ProviderError(f"Unknown LLM provider: {provider}")
-    reply = run(request)
+    reply = import_module(PROVIDERS[provider]).complete(request)
     reply.provider = reply.provider or provider
     reply.model = reply.model or request.model
     return reply
 
 
 def warm_up() -> None:
-    """Import both SDKs now (a worker at start-up): the first import takes seconds, and inside a
-    session it would count against the first agents' timeouts."""
-    from . import anthropic, openai  # noqa: F401
-    from .http import shared_client
-
-    shared_client()
+    """Import the SDK providers now (a worker at start-up): the first import takes seconds, and
+    inside a session it would count against the first agents' timeouts."""
+    for provider in SDK_KEYS:
+        import_module(PROVIDERS[provider])
+    import_module("collaboration.providers.http").shared_client()

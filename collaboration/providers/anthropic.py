@@ -2,12 +2,12 @@
 
 import anthropic
 
-from . import LLMReply, LLMRequest
+from .base import SDK_KEYS, LLMReply, LLMRequest, Provider
 from .http import sdk_call, sdk_options
 
 
 def complete(request: LLMRequest) -> LLMReply:
-    options, state = sdk_options(request, "ANTHROPIC_API_KEY")
+    options, state = sdk_options(request, SDK_KEYS[Provider.ANTHROPIC])
     client = anthropic.Anthropic(**options)
     kwargs = {
         "model": request.model,
@@ -19,7 +19,9 @@ def complete(request: LLMRequest) -> LLMReply:
     if request.temperature is not None:
         # anthropic 2.x's create() has no temperature parameter; the API still takes it.
         kwargs["extra_body"] = {"temperature": request.temperature}
-    message = sdk_call("anthropic", anthropic, state, lambda: client.messages.create(**kwargs))
+    message = sdk_call(
+        Provider.ANTHROPIC, anthropic, state, lambda: client.messages.create(**kwargs)
+    )
     text = "".join(getattr(block, "text", "") or "" for block in message.content or [])
     usage = message.usage
     return LLMReply(
@@ -27,6 +29,6 @@ def complete(request: LLMRequest) -> LLMReply:
         prompt_tokens=getattr(usage, "input_tokens", 0) or 0,
         completion_tokens=getattr(usage, "output_tokens", 0) or 0,
         attempts=state.attempts,
-        provider="anthropic",
+        provider=Provider.ANTHROPIC,
         model=message.model or request.model,
     )

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import httpx2
 from django.conf import settings
 
-from . import ProviderError, ProviderTimeout
+from .base import ProviderError, ProviderTimeout
 
 # How close to the deadline a transport timeout counts as "the agent's time ran out".
 DEADLINE_SLACK = 0.05

@@ -8,7 +8,7 @@ the named specialists, and a synthesis lists what it was given.
 import hashlib
 import json
 
-from . import LLMReply, LLMRequest
+from .base import LLMReply, LLMRequest, Provider, Purpose
 
 BANNER = "[offline provider: deterministic placeholder output, no language model was called]"
 
@@ -76,7 +76,7 @@ def _judge(request: LLMRequest) -> str:
 
 
 def complete(request: LLMRequest) -> LLMReply:
-    answer = {"plan": _plan, "synthesis": _synthesis, "judge": _judge}.get(
+    answer = {Purpose.PLAN: _plan, Purpose.SYNTHESIS: _synthesis, Purpose.JUDGE: _judge}.get(
         request.purpose, _agent_answer
     )(request)
     # No model was called, so no token was spent: reporting word counts would bill the budget
@@ -86,6 +86,6 @@ def complete(request: LLMRequest) -> LLMReply:
         prompt_tokens=0,
         completion_tokens=0,
         attempts=1,
-        provider="offline",
-        model="offline",
+        provider=Provider.OFFLINE,
+        model=Provider.OFFLINE,  # its one model bears its name
     )

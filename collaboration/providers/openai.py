@@ -5,12 +5,12 @@ The SDK itself honours OPENAI_API_KEY and OPENAI_BASE_URL.
 
 import openai
 
-from . import LLMReply, LLMRequest, ProviderError
+from .base import SDK_KEYS, LLMReply, LLMRequest, Provider, ProviderError
 from .http import sdk_call, sdk_options
 
 
 def complete(request: LLMRequest) -> LLMReply:
-    options, state = sdk_options(request, "OPENAI_API_KEY")
+    options, state = sdk_options(request, SDK_KEYS[Provider.OPENAI])
     client = openai.OpenAI(**options)
     messages = []
     if request.system:
@@ -19,7 +19,9 @@ def complete(request: LLMRequest) -> LLMReply:
     kwargs = {"model": request.model, "messages": messages, "max_tokens": request.max_tokens}
     if request.temperature is not None:
         kwargs["temperature"] = request.temperature
-    completion = sdk_call("openai", openai, state, lambda: client.chat.completions.create(**kwargs))
+    completion = sdk_call(
+        Provider.OPENAI, openai, state, lambda: client.chat.completions.create(**kwargs)
+    )
     if not completion.choices:
         raise ProviderError("openai: the response had no choices")
     usage = completion.usage
@@ -28,6 +30,6 @@ def complete(request: LLMRequest) -> LLMReply:
         prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
         completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
         attempts=state.attempts,
-        provider="openai",
+        provider=Provider.OPENAI,
         model=completion.model or request.model,
     )

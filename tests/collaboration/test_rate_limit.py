@@ -11,7 +11,7 @@ from django.utils import timezone
 from collaboration.models import CollaborationSession
 from collaboration.services import session_create
 from organization.errors import DomainError
-from organization.mcp_server import _run_tool
+from organization.mcp_server.tools import _run_tool
 from tests.collaboration.conftest import human, specialists
 from tests.conftest import agent_of
 from tests.factories import make_org

@@ -2,15 +2,15 @@
 
 import pytest
 
-from collaboration.synthesis import (
-    Answer,
-    consensus_of,
+from collaboration.synthesis.base import Answer
+from collaboration.synthesis.consensus import consensus_of
+from collaboration.synthesis.parsing import (
     normalise_verdict,
     parse_confidence,
     parse_plan,
     parse_verdict,
-    vote_result,
 )
+from collaboration.synthesis.vote import vote_result
 
 
 @pytest.mark.parametrize(

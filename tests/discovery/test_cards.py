@@ -4,7 +4,7 @@ import jsonschema
 import pytest
 from a2a.compat.v0_3.types import AgentCard
 
-from organization.cards import EXTENSION_URI, INTAKE_EXTENSION_URI
+from organization.a2a.cards import EXTENSION_URI, INTAKE_EXTENSION_URI
 from tasks.models import Task
 
 pytestmark = pytest.mark.django_db

@@ -2,7 +2,7 @@
 
 import pytest
 
-from organization.discovery import status_file
+from organization.discovery.status import status_file
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from organization.discovery import generate_manifest, manifest_json, write_manifest
+from organization.discovery.manifest import generate_manifest, manifest_json, write_manifest
 from organization.models import AgentRole
 from tests.factories import make_agent
 

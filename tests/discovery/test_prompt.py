@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from organization.discovery import (
+from organization.discovery.prompt import (
     DISCOVERY_TEMPLATE,
     render_agents_json,
     render_discovery_prompt,
@@ -138,21 +138,21 @@ def test_an_organization_key_reads_any_agents_prompt(acme, cast, org_client, no_
 
 
 def test_load_instruction_passes_manifest_path_to_agents(acme, cast, manifest_dir):
-    from organization.discovery import discovery_prompt_for
+    from organization.discovery.prompt import discovery_prompt_for
 
     loaded = discovery_prompt_for(cast["ivan"])
     assert loaded["manifest_path"] in loaded["agents"]["expert-discovery"]["prompt"]
 
 
 def test_load_instruction_passes_status_dir_to_agents(acme, cast, manifest_dir):
-    from organization.discovery import discovery_prompt_for
+    from organization.discovery.prompt import discovery_prompt_for
 
     loaded = discovery_prompt_for(cast["ivan"])
     assert f"{loaded['status_dir']}/expert{{id}}" in loaded["agents"]["expert-discovery"]["prompt"]
 
 
 def test_load_instruction_passes_worktree_path_to_agents(acme, cast, no_manifest_dir):
-    from organization.discovery import discovery_prompt_for
+    from organization.discovery.prompt import discovery_prompt_for
 
     loaded = discovery_prompt_for(cast["ivan"])
     assert loaded["worktree_path"] == "/repo/wt-1"

@@ -5,7 +5,7 @@ import json
 import pytest
 from django.db import transaction
 
-from organization import signals
+from organization.discovery import signals
 from organization.models import Agent
 from tests.factories import make_agent
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from organization.discovery import runtime_status_of, status_file
+from organization.discovery.status import runtime_status_of, status_file
 from organization.models import Agent
 
 pytestmark = pytest.mark.django_db

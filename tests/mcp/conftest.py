@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tasks.demo import seed_demo
+from tests.demo_cache import demo_organization
 from tests.factories import make_key
 
 from .live import LiveServer
@@ -26,7 +26,7 @@ def live_url(transactional_db):
 
 @pytest.fixture
 def demo_org(transactional_db):
-    return seed_demo(slug="demo")
+    return demo_organization()
 
 
 @pytest.fixture

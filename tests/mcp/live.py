@@ -13,7 +13,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from organization.mcp_server import build_asgi_application
+from config.asgi import build_asgi_application
 
 
 class LiveServer:

@@ -2,7 +2,8 @@
 
 import pytest
 
-from organization.mcp_server import AgentOrgASGI, McpHttpApp, build_asgi_application
+from config.asgi import AgentOrgASGI, build_asgi_application
+from organization.mcp_server.gate import McpHttpApp
 
 from .live import LiveServer, raw_http
 

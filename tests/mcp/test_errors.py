@@ -9,7 +9,7 @@ from django.http import Http404
 from rest_framework import exceptions as drf
 
 from organization.errors import Conflict, exception_handler
-from organization.mcp_server import error_for
+from organization.mcp_server.errors import error_for
 
 
 def body_of(exc: Exception) -> dict:

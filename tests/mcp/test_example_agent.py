@@ -58,9 +58,10 @@ def test_offline_it_takes_a_task_and_delegates_it(live_url, demo_org, key_of, lo
 
 
 def readme_example() -> tuple[str, list[str], str]:
-    """README's "Example agent": the key command, the script's arguments, the output shown."""
-    text = (BASE_DIR / "README.md").read_text()
-    section = text.split("\n## Example agent\n", 1)[1].split("\n## ", 1)[0]
+    """docs/clients.md's "The example agent": the key command, the script's arguments, the
+    output shown."""
+    text = (BASE_DIR / "docs" / "clients.md").read_text()
+    section = text.split("\n## The example agent\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```(\w*)\n(.*?)```", section, re.S)
     shell = next(body for lang, body in blocks if lang == "sh").replace("\\\n", " ")
     output = next(body for lang, body in blocks if lang == "")
@@ -70,7 +71,7 @@ def readme_example() -> tuple[str, list[str], str]:
 
 
 def test_the_readme_example_runs_as_shown(live_url, demo_org, key_of, loop_env):
-    """The README's command, run against the demo organization offline, prints its output."""
+    """docs/clients.md's command, run against the demo organization offline, prints its output."""
     key_line, args, shown = readme_example()
     assert "--org demo --agent agent-sarah" in key_line
     assert args[:2] == ["--key", "$KEY"]

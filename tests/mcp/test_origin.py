@@ -2,7 +2,7 @@
 
 import pytest
 
-from organization.mcp_server import origin_allowed
+from organization.mcp_server.gate import origin_allowed
 
 from .live import raw_http
 

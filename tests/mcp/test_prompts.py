@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from mcp import MCPError
 
-from organization.discovery import render_discovery_prompt
+from organization.discovery.prompt import render_discovery_prompt
 from organization.prompt import system_prompt_for
 
 from .live import http_client

@@ -10,7 +10,7 @@ from django.test import Client
 from organization import registry
 from organization.caller import Caller
 from organization.errors import Invalid
-from organization.mcp_server import error_for
+from organization.mcp_server.errors import error_for
 from organization.models import Agent
 from tests.conftest import agent_of
 from tests.factories import make_key

@@ -2,8 +2,9 @@
 
 import pytest
 
-from organization.models import Agent, status_for
-from organization.selectors import agents_with_workload, status_expression, with_status
+from organization.models import Agent
+from organization.selectors import agents_with_workload
+from organization.workload import status_expression, status_for, with_status
 from tasks.models import Task, TaskStatus
 from tests.conftest import requires_postgres
 from tests.factories import give_tasks, make_agent, make_org

@@ -141,3 +141,22 @@ def test_tasks_cannot_be_deleted_in_the_admin(world):
     )
     assert Task.objects.filter(pk=mine.pk).exists()
     assert response.status_code == 302  # "No action selected": delete_selected is not offered
+
+
+def test_a_refused_move_leaves_no_trace_not_even_the_metadata_or_a_log_entry(world):
+    from django.contrib.admin.models import LogEntry
+
+    client, mine = world["client"], world["mine"]
+    url = f"/admin/tasks/task/{mine.pk}/change/"
+    response = client.post(url, change_data(mine, title="Renamed", assign_to=world["full"].pk))
+    assert response.status_code == 200 and b"capacity_exceeded" in response.content
+    # The form is shown again with what was typed.
+    assert b'value="Renamed"' in response.content
+    mine.refresh_from_db()
+    assert (mine.title, mine.assignee) == ("Our task", world["alex"])
+    assert not LogEntry.objects.exists()
+    response = client.post(url, change_data(mine, title="Renamed"))
+    assert response.status_code == 302
+    mine.refresh_from_db()
+    assert (mine.title, mine.assignee) == ("Renamed", world["alex"])
+    assert LogEntry.objects.count() == 1

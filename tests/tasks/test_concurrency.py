@@ -10,7 +10,8 @@ from django.db import connection
 from organization.models import TeamRule
 from tasks.models import HELD_STATUSES, Task, TaskEvent
 from tasks.rules import SYSTEM
-from tasks.services import sweep_stale_queued, task_create
+from tasks.services import task_create
+from tasks.sweep import sweep_stale_queued
 from tests.conftest import KeyClient, requires_postgres
 from tests.factories import give_tasks, make_agent, make_key, make_org
 

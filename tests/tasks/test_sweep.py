@@ -17,7 +17,8 @@ from organization.models import Agent, TeamRule
 from tasks.apps import STALE_SWEEP_NAME, ensure_stale_sweep_schedule
 from tasks.models import Task, TaskEvent, WebhookDelivery
 from tasks.rules import SYSTEM
-from tasks.services import SweepResult, sweep_stale_queued, task_create
+from tasks.services import task_create
+from tasks.sweep import SweepResult, sweep_stale_queued
 from tests.conftest import requires_postgres
 from tests.factories import give_tasks, make_agent, make_org
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from organization.discovery import (
+from organization.discovery.manifest import (
     generate_manifest,
     manifest_json,
     manifest_path,

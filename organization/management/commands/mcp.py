@@ -3,7 +3,8 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
-from organization.mcp_server import active_key, serve_stdio
+from organization.auth import authenticate_key
+from organization.mcp_server.server import serve_stdio
 
 
 class Command(BaseCommand):
@@ -19,7 +20,7 @@ class Command(BaseCommand):
         plaintext = options["key"] or os.environ.get("AGENT_ORG_KEY", "")
         if not plaintext:
             raise CommandError("Pass --key <agent key> or set AGENT_ORG_KEY.")
-        key = active_key(plaintext)
+        key = authenticate_key(plaintext)
         if key is None:
             raise CommandError("Invalid or revoked API key.")
         # stdout is the protocol channel: nothing else may be written to it.

@@ -1,39 +1,20 @@
-"""The admin is the hierarchy editor (issue 2 §3).
+"""The admin is the hierarchy editor (issue 2 §3): the organization app's registrations.
 
-Superusers see everything. Other staff see and edit only the organizations they administer
-(`Membership.is_admin`): every queryset, every foreign-key choice and every permission below
-is scoped to those organizations, and being an admin member is what grants the permissions,
-so such a user needs no Django model permissions to work.
-
-Other apps' admins reuse the same scoping rather than writing their own (tasks/admin.py does):
-
-- `admin_org_ids(request)` — ids of the organizations the user administers; None for a
-  superuser (all). Cached on the request. Defined in admin_views.py, importable from here.
-- `OrgScoped` — mixin for a ModelAdmin or an inline: scopes the queryset, the foreign-key
-  choices (Organization, Agent, Team, users) and every permission to those organizations.
-  Set `org_path` to the lookup from the model to its Organization (default "organization",
-  e.g. "task__organization"); on an inline set `parent_org_path` to the path from the parent
-  object (what Django passes as `obj`) to the Organization, or "pk" when the parent is one.
-- `OrgOwnedAdmin(OrgScoped, admin.ModelAdmin)` — for a model with an `organization` field:
-  adds the organization filter when the user sees several, keeps the organization read-only
-  once the object exists, and limits team/senior choices and autocompletes to it.
-- `ReadOnlyInline(OrgScoped, admin.TabularInline)` — rows written only by services, shown
-  under their parent and never added, changed or deleted in the admin.
+Scoped to the organizations the staff user administers by the toolkit in `scoping.py`; writes
+go through organization/services.py (pause/resume, API keys) in `save_model`, actions and
+custom views; the org chart is in `chart.py`.
 """
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.widgets import AutocompleteSelect
-from django.contrib.auth import get_user_model
 from django.http import Http404
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from .admin_views import STATUS_COLOURS, admin_org_ids, count_of, org_chart_view
-from .inputs import parse_id
-from .models import (
+from ..inputs import parse_id
+from ..models import (
     Agent,
     AgentRole,
     AgentStatus,
@@ -44,222 +25,22 @@ from .models import (
     Organization,
     Team,
     TeamRule,
-    status_for,
 )
-from .selectors import with_status, workload_count
-from .services import agent_room_changed, agent_set_paused, api_key_create, api_key_revoke
-
-__all__ = [
-    "OrgOwnedAdmin",
-    "OrgScoped",
-    "ReadOnlyInline",
-    "admin_org_ids",
-]  # for other apps' admins; see above
+from ..services import agent_room_changed, agent_set_paused, api_key_issue, api_key_revoke
+from ..workload import count_of, status_for, with_status, workload_count
+from .chart import org_chart_view
+from .scoping import (
+    OrgOwnedAdmin,
+    OrgScoped,
+    ScopedRelatedFilter,
+    admin_org_ids,
+    badge,
+    colour_of,
+    sees_several_organizations,
+)
 
 # The admin's "View site" link: the service has no public site, its API docs are the closest.
 admin.site.site_url = "/api/docs/"
-
-# --- tenancy: one mixin for ModelAdmins and inlines ---------------------------------------
-
-
-def _org_id_along(obj, path: str) -> int | None:
-    """The organization id reached from `obj` by `path` ("organization", "agent__organization")."""
-    *hops, last = path.split("__")
-    for hop in hops:
-        obj = getattr(obj, hop, None)
-        if obj is None:
-            return None
-    return getattr(obj, f"{last}_id")
-
-
-def _scope_org_id(request) -> int | None:
-    """The organization the form being built belongs to, when it is known (see get_form)."""
-    return getattr(request, "_admin_scope_org_id", None)
-
-
-class OrgAutocompleteSelect(AutocompleteSelect):
-    """Autocomplete whose search is limited to one organization (`?org_scope=<id>`)."""
-
-    def __init__(self, *args, org_id: int | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.org_id = org_id
-
-    def get_url(self) -> str:
-        url = super().get_url()
-        return f"{url}?org_scope={self.org_id}" if self.org_id else url
-
-
-class OrgScoped:
-    """Scopes querysets, foreign-key choices and permissions to the user's organizations.
-
-    `org_path` leads from the admin's model to its Organization. For inlines, `parent_org_path`
-    leads from the parent object (what Django passes as `obj`) to the Organization.
-    """
-
-    org_path = "organization"
-    parent_org_path: str | None = None
-
-    def get_queryset(self, request):
-        qs = super().get_queryset(request)
-        ids = admin_org_ids(request)
-        if ids is None:
-            return qs
-        return qs.filter(**{f"{self.org_path}__in": ids})
-
-    def _obj_org_id(self, obj) -> int | None:
-        if self.parent_org_path is not None:
-            if self.parent_org_path == "pk":
-                return obj.pk
-            return _org_id_along(obj, self.parent_org_path)
-        if isinstance(obj, Organization):
-            return obj.pk
-        return _org_id_along(obj, self.org_path)
-
-    def _allowed(self, request, obj=None) -> bool:
-        ids = admin_org_ids(request)
-        if ids is None:
-            return True
-        if not ids:
-            return False
-        if obj is None or (self.parent_org_path is not None and obj.pk is None):
-            return True
-        return self._obj_org_id(obj) in ids
-
-    def has_module_permission(self, request):
-        return self._allowed(request)
-
-    def has_view_permission(self, request, obj=None):
-        return self._allowed(request, obj)
-
-    def has_change_permission(self, request, obj=None):
-        return self._allowed(request, obj)
-
-    def has_add_permission(self, request, *args):
-        obj = args[0] if args else None
-        return self._allowed(request, obj)
-
-    def has_delete_permission(self, request, obj=None):
-        return self._allowed(request, obj)
-
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        ids = admin_org_ids(request)
-        scope = _scope_org_id(request)
-        model = db_field.related_model
-        if model is Organization:
-            qs = Organization.objects.all()
-            if ids is not None:
-                qs = qs.filter(pk__in=ids)
-            kwargs.setdefault("queryset", qs)
-        elif model in (Agent, Team):
-            qs = model._default_manager.all()
-            if ids is not None:
-                qs = qs.filter(organization__in=ids)
-            if db_field.name in self.get_autocomplete_fields(request):
-                # The search offers the form's organization only; a choice from another
-                # organization of the user is refused by Model.clean with its own message.
-                kwargs.setdefault(
-                    "widget", OrgAutocompleteSelect(db_field, self.admin_site, org_id=scope)
-                )
-            elif scope is not None:
-                qs = qs.filter(organization_id=scope)
-            kwargs.setdefault("queryset", qs)
-        elif model is get_user_model() and ids is not None:
-            # Staff choose among the people of their own organizations, never the whole user table.
-            kwargs.setdefault(
-                "queryset",
-                model._default_manager.filter(memberships__organization__in=ids).distinct(),
-            )
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-
-class ReadOnlyInline(OrgScoped, admin.TabularInline):
-    """Rows only the services write (events, contributions): listed under their parent, never
-    added, changed or deleted here. Set `org_path` and `parent_org_path` as for OrgScoped."""
-
-    extra = 0
-    can_delete = False
-    show_change_link = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-class ScopedRelatedFilter(admin.RelatedFieldListFilter):
-    """A foreign-key filter offering only the user's organizations (or their teams)."""
-
-    def field_choices(self, field, request, model_admin):
-        ids = admin_org_ids(request)
-        limit = {}
-        if ids is not None:
-            limit = (
-                {"pk__in": ids}
-                if field.related_model is Organization
-                else {"organization__in": ids}
-            )
-        ordering = self.field_admin_ordering(field, request, model_admin)
-        return field.get_choices(include_blank=False, ordering=ordering, limit_choices_to=limit)
-
-
-def _sees_several_organizations(request) -> bool:
-    """Whether an organization column or filter tells the user anything."""
-    ids = admin_org_ids(request)
-    if ids is None:
-        cached = getattr(request, "_admin_several_orgs", None)
-        if cached is None:
-            cached = request._admin_several_orgs = Organization.objects.count() > 1
-        return cached
-    return len(ids) > 1
-
-
-def _choose_scope_org(request, obj) -> int | None:
-    """The organization a change/add form is for: the object's, the one asked for, or the only one."""
-    if obj is not None and obj.pk is not None:
-        return obj.organization_id
-    ids = admin_org_ids(request)
-    asked = parse_id(request.POST.get("organization") or request.GET.get("organization"))
-    if asked is not None and (ids is None or asked in ids):
-        return asked
-    if ids is not None and len(ids) == 1:
-        return next(iter(ids))
-    return None
-
-
-class OrgOwnedAdmin(OrgScoped, admin.ModelAdmin):
-    """A model that belongs to one organization, which is fixed once the object exists."""
-
-    def get_form(self, request, obj=None, change=False, **kwargs):
-        request._admin_scope_org_id = _choose_scope_org(request, obj)
-        return super().get_form(request, obj, change=change, **kwargs)
-
-    def get_readonly_fields(self, request, obj=None):
-        readonly = tuple(super().get_readonly_fields(request, obj))
-        return readonly + ("organization",) if obj is not None else readonly
-
-    def get_changeform_initial_data(self, request):
-        initial = super().get_changeform_initial_data(request)
-        scope = _scope_org_id(request)
-        if scope is not None:
-            initial.setdefault("organization", scope)
-        return initial
-
-    def get_list_filter(self, request):
-        filters = list(super().get_list_filter(request))
-        if _sees_several_organizations(request):
-            filters.insert(0, ("organization", ScopedRelatedFilter))
-        return filters
-
-    def get_search_results(self, request, queryset, search_term):
-        # Only the autocomplete view passes org_scope: a team or senior of the agent's own org.
-        scope = parse_id(request.GET.get("org_scope"))
-        if scope is not None and request.path.endswith("/autocomplete/"):
-            queryset = queryset.filter(organization_id=scope)
-        return super().get_search_results(request, queryset, search_term)
 
 
 class OrgUniqueNameForm(forms.ModelForm):
@@ -588,7 +369,7 @@ class AgentAdmin(OrgOwnedAdmin):
 
     def get_list_display(self, request):
         columns = list(super().get_list_display(request))
-        if _sees_several_organizations(request):
+        if sees_several_organizations(request):
             columns.insert(2, "organization")
         return columns
 
@@ -604,14 +385,7 @@ class AgentAdmin(OrgOwnedAdmin):
             workload=agent.current_workload,
             capacity=agent.workload_capacity,
         )
-        return format_html(
-            '<span class="agent-status agent-status-{}" style="display:inline-block;'
-            "padding:1px 8px;border-radius:9px;color:#fff;background:{};font-weight:600;"
-            '">{}</span>',
-            status,
-            STATUS_COLOURS[status],
-            status,
-        )
+        return badge(status, "agent")
 
     @admin.display(description="workload", ordering="current_workload")
     def workload(self, agent):
@@ -678,7 +452,7 @@ class TeamAdmin(OrgOwnedAdmin):
         )
 
     def get_list_display(self, request):
-        if _sees_several_organizations(request):
+        if sees_several_organizations(request):
             return ["name", "organization", "agent_count"]
         return self.list_display
 
@@ -777,8 +551,10 @@ class ApiKeyAdmin(OrgOwnedAdmin):
     @admin.display(description="state")
     def state(self, key):
         if key.revoked_at is None:
-            return format_html('<span style="color:{}">active</span>', STATUS_COLOURS["idle"])
-        return format_html('<span style="color:{}">revoked</span>', STATUS_COLOURS["offline"])
+            colour = colour_of("agent", AgentStatus.IDLE)
+            return format_html('<span style="color:{}">active</span>', colour)
+        colour = colour_of("agent", AgentStatus.OFFLINE)
+        return format_html('<span style="color:{}">revoked</span>', colour)
 
     @admin.action(description="Revoke selected API keys")
     def revoke_keys(self, request, queryset):
@@ -790,15 +566,8 @@ class ApiKeyAdmin(OrgOwnedAdmin):
     def save_model(self, request, obj, form, change):
         if change:
             return super().save_model(request, obj, form, change)
-        created, plaintext = api_key_create(
-            organization=obj.organization, agent=obj.agent, name=obj.name
-        )
-        # The admin goes on with `obj` (log entry, redirect): make it the saved row.
-        for model_field in ApiKey._meta.concrete_fields:
-            setattr(obj, model_field.attname, getattr(created, model_field.attname))
-        obj._state.adding = False
-        obj._state.db = created._state.db
-        request._api_key_plaintext = plaintext
+        # The service saves the form's row itself, so the admin goes on with the saved key.
+        request._api_key_plaintext = api_key_issue(key=obj)
 
     def response_add(self, request, obj, post_url_continue=None):
         plaintext = getattr(request, "_api_key_plaintext", None)

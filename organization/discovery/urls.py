@@ -1,8 +1,8 @@
-"""Routes of expert discovery (seed 002) and A2A agent cards, mounted under /api/."""
+"""Routes of expert discovery (seed 002), mounted under /api/."""
 
 from django.urls import path
 
-from . import discovery_api
+from . import api as discovery_api
 
 urlpatterns = [
     path("experts", discovery_api.ExpertsView.as_view(), name="experts"),
@@ -12,6 +12,4 @@ urlpatterns = [
         discovery_api.DiscoveryPromptView.as_view(),
         name="agent-discovery-prompt",
     ),
-    path("agents/<str:agent_id>/card", discovery_api.AgentCardView.as_view(), name="agent-card"),
-    path("agent-cards", discovery_api.AgentCardIndexView.as_view(), name="agent-cards"),
 ]

@@ -1,63 +1,18 @@
-"""Admin-only reads and pages: tenant scoping for staff, the org chart.
-
-The admin's writes go through organization/services.py (pause/resume, API keys).
-"""
+"""The org chart: one organization's agents as the seniors' tree, with status, workload and
+queue (an admin page, linked from the organization's row)."""
 
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import QuerySet
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from tasks.models import HELD_STATUSES, Task, TaskStatus
-
-from .caller import admin_organizations
-from .models import Agent, AgentStatus, Organization, status_for
-from .selectors import agents_of
-
-# Colours of the status badge and the org chart; the same four words as the roster's status.
-STATUS_COLOURS = {
-    AgentStatus.IDLE: "#2e7d32",
-    AgentStatus.ACTIVE: "#1565c0",
-    AgentStatus.BUSY: "#e65100",
-    AgentStatus.OFFLINE: "#757575",
-}
-
-
-def admin_org_ids(request) -> set[int] | None:
-    """Ids of the organizations the user may edit in the admin; None means all (superuser).
-
-    Cached on the request: every permission check of one admin page asks it again.
-    """
-    user = request.user
-    if user.is_active and user.is_superuser:
-        return None
-    cached = getattr(request, "_admin_org_ids", None)
-    if cached is None:
-        if user.is_active and user.is_staff:
-            cached = set(admin_organizations(user).values_list("pk", flat=True))
-        else:
-            cached = set()
-        request._admin_org_ids = cached
-    return cached
-
-
-def count_of(rows: QuerySet, column: str) -> Coalesce:
-    """A correlated COUNT of `rows` whose `column` is the outer row, 0 when none.
-
-    A subquery, so two counts on one queryset never multiply each other's rows.
-    """
-    counted = (
-        rows.filter(**{column: OuterRef("pk")})
-        .order_by()
-        .values(column)
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+from ..models import Agent, AgentStatus, Organization
+from ..selectors import agents_of
+from ..workload import queue_length, status_for, workload_subquery
+from .scoping import colour_of
 
 
 def org_chart_agents(*, org: Organization) -> QuerySet[Agent]:
@@ -65,10 +20,7 @@ def org_chart_agents(*, org: Organization) -> QuerySet[Agent]:
     return (
         agents_of(org=org)
         .select_related("team", "hierarchy_role")
-        .annotate(
-            current_workload=count_of(Task.objects.filter(status__in=HELD_STATUSES), "assignee"),
-            queue_length=count_of(Task.objects.filter(status=TaskStatus.QUEUED), "queued_for"),
-        )
+        .annotate(current_workload=workload_subquery(), queue_length=queue_length())
         .order_by("name", "handle")
     )
 
@@ -132,7 +84,7 @@ def build_chart(agents: list[Agent]) -> list[ChartNode]:
                 agent=agent,
                 depth=depth,
                 status=status,
-                colour=STATUS_COLOURS[status],
+                colour=colour_of("agent", status),
                 percent=percent,
                 workload=f"{agent.current_workload}/{capacity}",
                 team=agent.team.name if agent.team_id else "",
@@ -162,7 +114,7 @@ def org_chart_view(request, model_admin, object_id: int) -> TemplateResponse:
         # One reverse() for the page, not one per agent: the chart may hold thousands.
         "agent_url": reverse("admin:organization_agent_changelist"),
         "legend": [
-            (status.value, STATUS_COLOURS[status], totals[status]) for status in AgentStatus
+            (status.value, colour_of("agent", status), totals[status]) for status in AgentStatus
         ],
     }
     return TemplateResponse(request, "organization/org_chart.html", context)

@@ -1,9 +1,9 @@
 """Seed 003's team hierarchy: agent roles, the organization's team rules, the summary.
 
-Services validate raw request values themselves so that the error sentences are the
-seed's own. For writes the order is: invalid input (400) → the agent is looked up in the
-caller's organization (404, so another organization's agent is simply absent) → only a
-human may write (403).
+The writes take bodies validated by `TeamRoleRequestSerializer` / `TeamRulesRequestSerializer`
+(which refuse with the seed's own sentences). For writes the order is: invalid input (400) →
+the agent is looked up in the caller's organization (404, so another organization's agent is
+simply absent) → only a human may write (403).
 """
 
 from django.db import transaction
@@ -13,7 +13,6 @@ from .errors import Invalid, NotFound
 from .models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
 from .selectors import agents_of, role_of, roles_of, team_rule_of
 
-ROLE_CHOICES = sorted(HierarchyRole.values)
 ROLE_FLAGS = ("can_assign_to_peers", "can_escalate_to_supervisor")
 RULE_FLAGS = ("allow_peer_assignment", "require_supervisor_for_tasks")
 
@@ -23,20 +22,6 @@ def _agent_in(org: Organization, agent_id, message: str = "Agent not found in wo
     if agent is None:
         raise NotFound(message, "agent_not_found")
     return agent
-
-
-def _flag(data: dict, name: str) -> bool | None:
-    if name not in data or data[name] is None:
-        return None
-    if not isinstance(data[name], bool):
-        raise Invalid(f"{name} must be a boolean", "invalid")
-    return data[name]
-
-
-def _body(data) -> dict:
-    if not isinstance(data, dict):
-        raise Invalid("The request body must be a JSON object", "invalid")
-    return data
 
 
 # --- reads --------------------------------------------------------------------------
@@ -113,15 +98,9 @@ def team_summary(*, org: Organization) -> dict:
 @transaction.atomic
 def role_set(*, caller: Caller, data) -> dict:
     """Upsert the role of `data["agent_id"]`; omitted flags keep their value (defaults on create)."""
-    data = _body(data)
-    agent_id = data.get("agent_id")
-    if agent_id is None or agent_id == "":
-        raise Invalid("agent_id is required", "invalid")
-    role_name = data.get("role")
-    if role_name not in ROLE_CHOICES:
-        raise Invalid(f"Invalid role. Must be one of: {', '.join(ROLE_CHOICES)}", "invalid_role")
-    flags = {name: _flag(data, name) for name in ROLE_FLAGS}
-    agent = _agent_in(caller.organization, agent_id)
+    role_name = data["role"]
+    flags = {name: data.get(name) for name in ROLE_FLAGS}
+    agent = _agent_in(caller.organization, data["agent_id"])
     caller.require_human()
 
     # get_or_create re-reads on a unique-constraint race, so two concurrent upserts of the
@@ -159,8 +138,7 @@ def _drop_default_supervisor(agent: Agent) -> None:
 @transaction.atomic
 def rules_set(*, caller: Caller, data) -> dict:
     """Update the organization's rules; only the fields present in `data` change."""
-    data = _body(data)
-    flags = {name: _flag(data, name) for name in RULE_FLAGS}
+    flags = {name: data.get(name) for name in RULE_FLAGS}
     org = caller.organization
     supervisor = None
     clear_supervisor = "default_supervisor_agent_id" in data and data[

@@ -7,7 +7,7 @@ transaction that made the change, and only then: a rolled-back change writes not
 and a save that touches other fields (pause, expertise, workload …) schedules nothing.
 
 `QuerySet.update()` sends no signals; code that bulk-updates those fields calls
-`discovery.refresh_manifest(org_id)` itself.
+`discovery.manifest.refresh_manifest(org_id)` itself.
 """
 
 from dataclasses import dataclass
@@ -16,15 +16,15 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_init, post_save
 from django.dispatch import receiver
 
-from . import discovery
-from .models import Agent
+from ..models import Agent
+from . import manifest
 
 SNAPSHOT = "_manifest_snapshot"
 
 
 def manifest_snapshot(agent: Agent) -> tuple:
     # __dict__, not getattr: reading a deferred field here would cost a query per instance.
-    return tuple(agent.__dict__.get(field, SNAPSHOT) for field in discovery.MANIFEST_FIELDS)
+    return tuple(agent.__dict__.get(field, SNAPSHOT) for field in manifest.MANIFEST_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -34,12 +34,12 @@ class ManifestRefresh:
     organization_id: int
 
     def __call__(self) -> None:
-        discovery.refresh_manifest(self.organization_id)
+        manifest.refresh_manifest(self.organization_id)
 
 
 def schedule_manifest_refresh(organization_id: int, using: str | None = None) -> None:
     """Refresh the manifest when the current transaction commits (at once in autocommit)."""
-    if discovery.manifest_dir() is None:
+    if manifest.manifest_dir() is None:
         return
     connection = transaction.get_connection(using)
     refresh = ManifestRefresh(organization_id)
@@ -64,7 +64,7 @@ def refresh_manifest_on_save(sender, instance: Agent, created: bool, update_fiel
     if kwargs.get("raw"):
         return
     if not created:
-        if update_fields is not None and not set(update_fields) & set(discovery.MANIFEST_FIELDS):
+        if update_fields is not None and not set(update_fields) & set(manifest.MANIFEST_FIELDS):
             return
         if before == after and SNAPSHOT not in before:
             return

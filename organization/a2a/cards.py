@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from django.utils.text import slugify
 
-from .discovery import runtime_status_of
-from .models import Agent, Organization, status_for
-from .selectors import agent_by_handle, agents_with_workload
+from ..discovery.status import runtime_status_of
+from ..models import Agent, Organization
+from ..selectors import agent_by_handle, agents_with_workload
+from ..workload import status_for
 
 A2A_PROTOCOL_VERSION = "0.3.0"
 CARD_VERSION = "0.1.0"

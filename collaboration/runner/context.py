@@ -1,0 +1,66 @@
+"""What the threads of one session run share: the session, its stop/cancel flags, its token count."""
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from django.db.models import Sum
+
+from ..models import CollaborationSession, Contribution
+
+
+@dataclass
+class Slot:
+    """One agent's run inside a batch, as the session thread sees it."""
+
+    contribution: Contribution
+    # time.monotonic() by which the running attempt must be over; set by the agent's thread.
+    deadline: float | None = None
+    future: object = None
+
+
+@dataclass
+class RunContext:
+    session: CollaborationSession
+    # The session's mode (modes.mode_for), set by run_session: one agent's run asks it for its
+    # brief, and the agent module does not import the modes (they run agents).
+    mode: object = None
+    # Set when run_session is over: an agent not started by then never starts.
+    stop: threading.Event = field(default_factory=threading.Event)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    inflight: int = 0
+    peak: int = 0
+    # Tokens spent by this session so far (kept here: a query per call costs the agents time).
+    tokens: int = 0
+
+    @property
+    def session_id(self):
+        return self.session.pk
+
+    @contextmanager
+    def track(self):
+        """Counts LLM calls in flight, for metadata.peak_parallel."""
+        with self.lock:
+            self.inflight += 1
+            self.peak = max(self.peak, self.inflight)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.inflight -= 1
+
+    def load_tokens(self) -> None:
+        """What earlier runs of this session spent (a resumed session keeps its budget)."""
+        agents = Contribution.objects.filter(session_id=self.session_id).aggregate(
+            n=Sum("tokens_used")
+        )["n"]
+        self.tokens = (agents or 0) + int(self.session.metadata.get("synthesis_tokens", 0))
+
+    def spend(self, tokens: int) -> None:
+        with self.lock:
+            self.tokens += tokens
+
+    def budget_left(self) -> int:
+        with self.lock:
+            return self.session.max_total_tokens - self.tokens

@@ -1,0 +1,125 @@
+"""The MCP server: the registry's tools and the agent prompts, as seen by each request's caller.
+
+Who calls comes only from the API key: the one the /mcp gate checked for each HTTP request
+(`gate.py`), or the `--key` the stdio process was started with (`serve_stdio`).
+"""
+
+from collections.abc import Awaitable, Callable
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.db import connections
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+
+from .. import registry
+from ..caller import Caller, caller_for_key
+from ..models import ApiKey
+from .prompts import AGENT_ARGUMENT, PROMPTS, get_prompt
+from .tools import mcp_tool, run_tool
+
+SERVER_NAME = "agent-org"
+# Where the /mcp gate leaves the checked key in the ASGI scope for `caller_of_request`.
+SCOPE_KEY = "agent_org.api_key"
+INSTRUCTIONS = (
+    "Agent Org: an organization for AI agents. You act as the agent of your API key. "
+    "Read your colleagues with get_organization_roster, find same-worktree experts with "
+    "discover_experts, and route work with the task tools. Errors carry a machine 'code'."
+)
+
+CallerSource = Callable[[ServerRequestContext], Awaitable[Caller]]
+
+
+class McpAuthError(Exception):
+    """No caller could be resolved for an MCP request (never reached through /mcp's gate)."""
+
+
+# --- callers -------------------------------------------------------------------------
+
+
+async def caller_of_request(ctx: ServerRequestContext) -> Caller:
+    """HTTP: the caller the /mcp gate resolved for THIS request (each request is re-checked)."""
+    request = ctx.request
+    key = request.scope.get(SCOPE_KEY) if request is not None else None
+    if key is None:
+        raise McpAuthError("No API key on this request.")
+    return caller_for_key(key)
+
+
+def fixed_caller(caller: Caller) -> CallerSource:
+    """stdio: the one caller of the key the process was started with."""
+
+    async def source(ctx: ServerRequestContext) -> Caller:
+        return caller
+
+    return source
+
+
+async def close_db_connections() -> None:
+    """Close the connections of the thread MCP runs its database work in (tests, shutdown)."""
+    await sync_to_async(connections.close_all, thread_sensitive=True)()
+
+
+# --- the server ----------------------------------------------------------------------
+
+
+def build_server(caller_source: CallerSource = caller_of_request) -> Server:
+    """A low-level MCP server whose tools are the registry's, as seen by each request's caller."""
+
+    async def list_tools(ctx: ServerRequestContext, params) -> types.ListToolsResult:
+        caller = await caller_source(ctx)
+        return types.ListToolsResult(tools=[mcp_tool(t) for t in registry.tools_for(caller)])
+
+    async def call_tool(
+        ctx: ServerRequestContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        caller = await caller_source(ctx)
+        return await run_tool(caller, params.name, params.arguments)
+
+    async def list_prompts(ctx: ServerRequestContext, params) -> types.ListPromptsResult:
+        caller = await caller_source(ctx)
+        arguments = [] if caller.agent is not None else [AGENT_ARGUMENT]
+        return types.ListPromptsResult(
+            prompts=[
+                types.Prompt(name=p.name, description=p.description, arguments=arguments)
+                for p in PROMPTS.values()
+            ]
+        )
+
+    async def prompt(
+        ctx: ServerRequestContext, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        caller = await caller_source(ctx)
+        return await get_prompt(caller, params.name, params.arguments)
+
+    def input_schema_of(name: str) -> dict | None:
+        # Lets the SDK check Mcp-Param headers without running tools/list on every call.
+        tool = registry.REGISTRY.get(name)
+        return tool.input_schema if tool is not None else None
+
+    return Server(
+        SERVER_NAME,
+        get_tool_input_schema=input_schema_of,
+        version="0.1.0",
+        title="Agent Org",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=prompt,
+    )
+
+
+# --- stdio ---------------------------------------------------------------------------
+
+
+async def serve_stdio(key: ApiKey) -> None:
+    """Serve MCP on stdin/stdout as the key's caller until the host closes the pipe."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(fixed_caller(caller_for_key(key)))
+    try:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        await close_db_connections()

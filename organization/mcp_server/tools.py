@@ -1,0 +1,52 @@
+"""The registry's tools over MCP: `tools/list` is `registry.tools_for(caller)` and `tools/call`
+is `registry.call_tool(caller, ...)`, so a tool registered by any app appears here with the same
+name, description and input schema as on REST call-tool. A result is the tool's JSON (as REST
+renders it) in one text block.
+"""
+
+from typing import Any
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+from .. import registry
+from ..caller import Caller
+from .errors import error_for, to_json_text
+
+
+def tool_result(value: Any) -> types.CallToolResult:
+    """The tool's JSON as one text block: what an LLM host reads, and what a program parses.
+
+    No `structuredContent` copy: the tools declare no output schema, and validating a large
+    nested copy on both ends cost more than the whole REST request (bench/mcp.py).
+    """
+    return types.CallToolResult(content=[types.TextContent(type="text", text=to_json_text(value))])
+
+
+def mcp_tool(tool: registry.Tool) -> types.Tool:
+    return types.Tool(
+        name=tool.name,
+        title=tool.title,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        annotations=types.ToolAnnotations.model_validate(tool.annotations()),
+    )
+
+
+# --- database work, off the event loop ----------------------------------------------
+
+
+def _run_tool(caller: Caller, name: str, arguments: dict | None) -> types.CallToolResult:
+    try:
+        return tool_result(registry.call_tool(caller, name, arguments))
+    except Exception as exc:  # every failure becomes a tool error, never a dead session
+        return error_for(exc)
+    finally:
+        # Django closes connections at the end of each HTTP request; MCP calls do it here,
+        # so CONN_MAX_AGE is honoured and a broken connection is not reused.
+        close_old_connections()
+
+
+# thread_sensitive: all MCP database work runs in asgiref's one shared sync thread, in order.
+run_tool = sync_to_async(_run_tool, thread_sensitive=True)

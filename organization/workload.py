@@ -1,0 +1,175 @@
+"""An agent's workload and status: the one module that computes them.
+
+- Workload: the tasks an agent holds (assigned, in progress, blocked), counted from the tasks
+  on `Agent.held_tasks`; never stored. The queue: the tasks waiting on `Agent.queued_tasks`.
+- Status: seed 000's rule relative to capacity, in Python (`status_for`, for rows already
+  read) and in SQL (`status_expression`, to filter and sort), side by side below and tested
+  to agree (tests/organization/test_status.py).
+
+The task statuses live in the tasks app, which is built on this one: it registers which of them
+are held and which one is queued at start-up (`register_task_states`, from tasks/apps.py), so
+this app never imports `tasks` and no status literal is repeated here.
+"""
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
+
+from .models import Agent, AgentStatus
+
+# --- the task states, told by the tasks app -------------------------------------------
+
+# The reverse relations the tasks app gives Agent (Task.assignee, Task.queued_for).
+HELD_RELATION = "held_tasks"
+QUEUED_RELATION = "queued_tasks"
+
+_task_states: dict[str, object] = {}
+
+
+def register_task_states(*, held, queued) -> None:
+    """Called once by the tasks app at ready(): the held statuses and the queued status."""
+    _task_states["held"] = tuple(held)
+    _task_states["queued"] = queued
+
+
+def _state(name: str):
+    try:
+        return _task_states[name]
+    except KeyError:
+        raise ImproperlyConfigured(
+            "No task states registered: the tasks app registers them in its ready()."
+        ) from None
+
+
+def held_statuses() -> tuple:
+    """The task statuses that count towards an agent's workload."""
+    return _state("held")
+
+
+def queued_status():
+    return _state("queued")
+
+
+def _tasks_along(relation: str) -> tuple[QuerySet, str]:
+    """All rows of the model behind `Agent.<relation>`, and its field that points at the agent."""
+    rel = Agent._meta.get_field(relation)
+    return rel.related_model._default_manager.all(), rel.field.name
+
+
+# --- counting --------------------------------------------------------------------------
+
+
+def count_of(rows: QuerySet, column: str) -> Coalesce:
+    """A correlated COUNT of `rows` whose `column` is the outer row, 0 when none.
+
+    A subquery, so two counts on one queryset never multiply each other's rows.
+    """
+    counted = (
+        rows.filter(**{column: OuterRef("pk")})
+        .order_by()
+        .values(column)
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def workload_count() -> Count:
+    """The agent's workload as a JOIN + COUNT annotation (one agent query, GROUP BY)."""
+    return Count(HELD_RELATION, filter=Q(**{f"{HELD_RELATION}__status__in": held_statuses()}))
+
+
+def workload_subquery() -> Coalesce:
+    """The agent's workload as a correlated subquery (combines with other counts)."""
+    tasks, column = _tasks_along(HELD_RELATION)
+    return count_of(tasks.filter(status__in=held_statuses()), column)
+
+
+def queue_length() -> Coalesce:
+    """How many tasks wait in the agent's queue, as a correlated subquery."""
+    tasks, column = _tasks_along(QUEUED_RELATION)
+    return count_of(tasks.filter(status=queued_status()), column)
+
+
+def workloads_of(agent_ids) -> dict[int, int]:
+    """The workload of each agent of `agent_ids`, 0 included, in one query."""
+    ids = sorted(set(agent_ids))
+    tasks, column = _tasks_along(HELD_RELATION)
+    counts = dict(
+        tasks.filter(**{f"{column}_id__in": ids, "status__in": held_statuses()})
+        .values(f"{column}_id")
+        .annotate(n=Count("pk"))
+        .values_list(f"{column}_id", "n")
+        .order_by()
+    )
+    return {pk: counts.get(pk, 0) for pk in ids}
+
+
+# --- status: Python and SQL, one rule -------------------------------------------------
+
+# Status thresholds as fractions of the agent's capacity, so that capacity 5 gives exactly seed
+# 000's table (<=2 idle, 3 active, >=4 busy) and any other capacity scales with it. Integer
+# arithmetic only, so that status_expression() applies the same rule in SQL.
+IDLE_UP_TO = (2, 5)  # workload <= 2/5 of capacity: idle
+BUSY_FROM = (4, 5)  # workload >= 4/5 of capacity (and always at capacity): busy
+
+# `?status=available` (seed 000's filter, seed 001's `GET /api/agents?status=available`).
+AVAILABLE = "available"
+AVAILABLE_STATUSES = (AgentStatus.IDLE, AgentStatus.ACTIVE)
+
+
+def status_for(*, is_paused: bool, workload: int, capacity: int) -> str:
+    """Seed 000's status rule, relative to capacity: paused → offline; ≤2/5 idle; ≥4/5 busy.
+
+    An agent without room (workload ≥ capacity, capacity 0 included) is never idle or active.
+    """
+    if is_paused:
+        return AgentStatus.OFFLINE
+    if workload * BUSY_FROM[1] >= capacity * BUSY_FROM[0] or workload >= capacity:
+        return AgentStatus.BUSY
+    if workload * IDLE_UP_TO[1] <= capacity * IDLE_UP_TO[0]:
+        return AgentStatus.IDLE
+    return AgentStatus.ACTIVE
+
+
+def status_expression(workload: str = "current_workload") -> Case:
+    """status_for() in SQL, over the `workload` annotation and the agent's capacity."""
+    load, capacity = F(workload), F("workload_capacity")
+    return Case(
+        When(is_paused=True, then=Value(AgentStatus.OFFLINE.value)),
+        When(
+            GreaterThanOrEqual(load * BUSY_FROM[1], capacity * BUSY_FROM[0])
+            | GreaterThanOrEqual(load, capacity),
+            then=Value(AgentStatus.BUSY.value),
+        ),
+        When(
+            LessThanOrEqual(load * IDLE_UP_TO[1], capacity * IDLE_UP_TO[0]),
+            then=Value(AgentStatus.IDLE.value),
+        ),
+        default=Value(AgentStatus.ACTIVE.value),
+        output_field=CharField(),
+    )
+
+
+def with_status(qs: QuerySet[Agent], status: str) -> QuerySet[Agent]:
+    """The computed status as a filter (`available` = idle or active); `qs` must be annotated
+    with `current_workload`."""
+    qs = qs.annotate(computed_status=status_expression())
+    if status == AVAILABLE:
+        return qs.filter(computed_status__in=[s.value for s in AVAILABLE_STATUSES])
+    if status in AgentStatus.values:
+        return qs.filter(computed_status=status)
+    return qs.none()

@@ -1,0 +1,400 @@
+"""The record of each move: one function per event kind (as saleor's `order/events.py`).
+
+Each writes, in the caller's transaction, the audit row (`TaskEvent`, append-only) and — when
+the move reaches an agent other than the one acting — that agent's inbox item and, if it has a
+`webhook_url`, a `WebhookDelivery` queued through the outbox. The services call them after
+writing the task; `before` is the task's `snapshot()` taken before the move.
+
+The stale sweep escalates thousands of tasks at once: it builds the same escalation events
+(`escalation_event`) and writes them with `record_many`, a few statements per batch.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from django.db import connection
+
+from organization.models import Agent
+
+from . import webhooks
+from .models import (
+    ActorKind,
+    Decision,
+    EventKind,
+    InboxItem,
+    Task,
+    TaskEvent,
+    WebhookDelivery,
+)
+from .rules import SYSTEM, Actor, Verdict, coordination_note, is_cross_team
+
+
+def snapshot(task: Task) -> dict:
+    """What the audit row keeps of the task, before and after a move."""
+    return {
+        "status": task.status,
+        "assignee": task.assignee.handle if task.assignee else None,
+        "queued_for": task.queued_for.handle if task.queued_for else None,
+    }
+
+
+# --- one function per event kind ----------------------------------------------------------------
+
+
+def task_created_event(*, task: Task, actor: Actor, assignee: Agent | None) -> TaskEvent:
+    who = f" and assigned it to {assignee.handle}" if assignee else " (queued, unassigned)"
+    return _record(
+        task,
+        _event(
+            task,
+            EventKind.CREATED,
+            actor,
+            before={},
+            recipient=assignee,
+            message=f"{actor.label} created the task{who}.",
+        ),  # fmt: skip
+    )
+
+
+def task_assigned_event(*, task: Task, actor: Actor, before: dict, to: Agent) -> TaskEvent:
+    return _record(
+        task,
+        _event(
+            task,
+            EventKind.ASSIGNED,
+            actor,
+            before,
+            recipient=to,
+            message=f"{actor.label} assigned the task to {to.handle}.",
+        ),  # fmt: skip
+    )
+
+
+def task_claimed_event(*, task: Task, actor: Actor, before: dict, to: Agent) -> TaskEvent:
+    return _record(
+        task,
+        _event(
+            task,
+            EventKind.CLAIMED,
+            actor,
+            before,
+            recipient=to,
+            message=f"{to.handle} claimed the task.",
+        ),  # fmt: skip
+    )
+
+
+def task_auto_assigned_event(*, task: Task, before: dict, to: Agent) -> TaskEvent:
+    """The queue's refill: the system gives a queued task to the expert who has room again."""
+    return _record(
+        task,
+        _event(
+            task,
+            EventKind.AUTO_ASSIGNED,
+            SYSTEM,
+            before,
+            recipient=to,
+            message=f"{to.handle} has room again: the queued task is assigned to them.",
+        ),  # fmt: skip
+    )
+
+
+def task_delegated_event(
+    *, task: Task, actor: Actor, before: dict, to: Agent, **decision
+) -> TaskEvent:
+    """Seed 001's DELEGATE; `decision` holds the DELEGATION DECISION fields."""
+    return _record(
+        task,
+        _event(
+            task,
+            EventKind.DELEGATED,
+            actor,
+            before,
+            recipient=to,
+            message=f"{actor.label} delegated the task to {to.handle}.",
+            decision=Decision.DELEGATE,
+            primary_choice=to.handle,
+            **decision,
+            **_cross_team(actor, to),
+        ),  # fmt: skip
+    )
+
+
+def task_queued_event(
+    *, task: Task, actor: Actor, before: dict, to: Agent, estimated_wait: int, **decision
+) -> TaskEvent:
+    """Seed 001's QUEUE; `decision` holds the DELEGATION DECISION fields and the Wait Time."""
+    return _record(
+        task,
+        _event(
+            task,
+            EventKind.QUEUED,
+            actor,
+            before,
+            recipient=to,
+            message=(
+                f"{actor.label} queued the task for {to.handle} "
+                f"(estimated wait {estimated_wait} s)."
+            ),
+            decision=Decision.QUEUE,
+            primary_choice=to.handle,
+            **decision,
+            **_cross_team(actor, to),
+        ),  # fmt: skip
+    )
+
+
+def escalation_event(
+    *,
+    task: Task,
+    actor: Actor,
+    before: dict,
+    target: Agent | None,
+    verdict: Verdict | None,
+    stale: bool = False,
+    **decision,
+) -> TaskEvent:
+    """The (unsaved) event of seed 001's ESCALATE, the move's and the stale sweep's alike.
+
+    `target` None = escalated to humans; otherwise the task went to the target if `verdict` had
+    room, else it is queued for them. `stale` words it as the sweep's.
+    """
+    who = "The system" if stale else actor.label
+    what = "the stale task" if stale else "the task"
+    if target is None:
+        why = "" if stale else ": no senior or supervisor available"
+        message = f"{who} escalated {what} to humans{why}."
+    elif verdict.has_room:
+        message = f"{who} escalated {what} to {target.handle}."
+    else:
+        load = "" if stale else f" ({verdict.workload}/{verdict.capacity})"
+        message = (
+            f"{who} escalated {what} to {target.handle}, who is at capacity{load}: "
+            "the task is queued for them."
+        )
+    return _event(
+        task, EventKind.ESCALATED, actor, before, recipient=target, message=message,
+        decision=Decision.ESCALATE, primary_choice=target.handle if target else "", **decision,
+    )  # fmt: skip
+
+
+def task_escalated_event(
+    *,
+    task: Task,
+    actor: Actor,
+    before: dict,
+    target: Agent | None,
+    verdict: Verdict | None,
+    **decision,
+) -> TaskEvent:
+    return _record(
+        task,
+        escalation_event(
+            task=task, actor=actor, before=before, target=target, verdict=verdict, **decision
+        ),
+    )
+
+
+def task_status_changed_event(
+    *, task: Task, actor: Actor, before: dict, note: str = ""
+) -> TaskEvent:
+    return _record(
+        task,
+        _event(
+            task,
+            EventKind.STATUS_CHANGED,
+            actor,
+            before,
+            message=f"{actor.label}: {before['status']} → {task.status}."
+            + (f" {note}" if note else ""),
+            notes=note,
+        ),  # fmt: skip
+    )
+
+
+def task_cancelled_event(*, task: Task, actor: Actor, before: dict, reason: str = "") -> TaskEvent:
+    return _record(
+        task,
+        _event(
+            task,
+            EventKind.CANCELLED,
+            actor,
+            before,
+            message=f"{actor.label} cancelled the task." + (f" {reason}" if reason else ""),
+            reasoning=reason,
+        ),  # fmt: skip
+    )
+
+
+# --- building and writing ------------------------------------------------------------------------
+
+
+def _cross_team(actor: Actor, to: Agent) -> dict:
+    """The event fields of an agent's routing: whether it crosses teams, and the note if so."""
+    if not actor.is_agent or not is_cross_team(actor.agent, to):
+        return {"cross_team": False}
+    return {"cross_team": True, "coordination_note": coordination_note(actor.agent, to)}
+
+
+def _event(
+    task: Task,
+    kind: str,
+    actor: Actor,
+    before: dict,
+    *,
+    recipient: Agent | None = None,
+    message: str = "",
+    **decision,
+) -> TaskEvent:
+    """The audit row of a move, unsaved; `after` is the task as it is now."""
+    # Ids, not instances: the sweep builds thousands of these, and each related set costs.
+    return TaskEvent(
+        organization_id=task.organization_id,
+        task_id=task.pk,
+        kind=kind,
+        actor_kind=actor.kind,
+        actor_agent_id=actor.agent.pk if actor.agent is not None else None,
+        actor_user_id=actor.user.pk if actor.kind == ActorKind.USER and actor.user else None,
+        actor_label=actor.label,
+        recipient=recipient,
+        before=before,
+        after=snapshot(task),
+        message=message,
+        **decision,
+    )
+
+
+def _notifies(event: TaskEvent) -> bool:
+    """The receiving agent is told (inbox, webhook), never of its own act."""
+    recipient = event.recipient
+    return recipient is not None and not (
+        event.actor_agent_id is not None and event.actor_agent_id == recipient.pk
+    )
+
+
+def _inbox_item(event: TaskEvent) -> InboxItem:
+    return InboxItem(
+        organization_id=event.organization_id,
+        agent_id=event.recipient_id,
+        task_id=event.task_id,
+        event=event,
+        kind=event.kind,
+        message=event.message,
+    )
+
+
+def _record(task: Task, event: TaskEvent) -> TaskEvent:
+    """Write the audit row of `task`; the recipient gets an inbox item and a webhook."""
+    event.save()
+    if _notifies(event):
+        _inbox_item(event).save()
+        if event.recipient.webhook_url:
+            delivery = webhooks.delivery_for(event, task, event.recipient)
+            delivery.save()
+            webhooks.enqueue_deliveries([delivery.pk])
+    return event
+
+
+def record_many(events: list[TaskEvent], *, now: datetime) -> None:
+    """Write a batch of events (one per task), their inbox items and webhooks (the stale sweep).
+
+    On PostgreSQL two `INSERT … SELECT FROM unnest(arrays)`: Django's bulk_create compiles a
+    placeholder per value, which costs more than the insert itself at this size. The webhook
+    payloads read the tasks as the caller has just written them (one query, only if any).
+    """
+    if not events:
+        return
+    notified = [e for e in events if _notifies(e)]
+    if connection.vendor == "postgresql":
+        _insert_events(events, now)
+        _insert_inbox_items(notified, now)
+    else:
+        TaskEvent.objects.bulk_create(events)
+        InboxItem.objects.bulk_create(_inbox_item(e) for e in notified)
+    hooked = [e for e in notified if e.recipient.webhook_url]
+    if not hooked:
+        return
+    tasks = Task.objects.select_related("organization", "assignee", "queued_for").in_bulk(
+        [e.task_id for e in hooked]
+    )
+    deliveries = WebhookDelivery.objects.bulk_create(
+        webhooks.delivery_for(e, tasks[e.task_id], e.recipient) for e in hooked
+    )
+    webhooks.enqueue_deliveries([d.pk for d in deliveries])
+
+
+# What `_insert_events` writes besides the columns every event has: an escalation by the system.
+# Any other field set on a batched event would be lost, so `_insert_events` refuses it.
+_UNBATCHED = ("actor_agent_id", "actor_user_id", "primary_reason", "fallback", "notes",
+              "wait_time_seconds", "coordination_note", "cross_team")  # fmt: skip
+
+
+def _insert_events(events: list[TaskEvent], now: datetime) -> None:
+    """Insert the events (the system's, as the sweep makes them) in one statement; set their pks."""
+    if any(getattr(e, f) for e in events for f in _UNBATCHED):
+        raise ValueError(f"Batched events carry none of {', '.join(_UNBATCHED)}.")
+    for e in events:
+        e.created_at = now
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {TaskEvent._meta.db_table} (
+                organization_id, task_id, kind, actor_kind, actor_agent_id, actor_user_id,
+                actor_label, recipient_id, before, after, message, decision, primary_choice,
+                primary_reason, fallback, reasoning, wait_time_seconds, notes, created_at)
+            SELECT v.org, v.task, v.kind, v.actor_kind, NULL, NULL, v.actor_label, v.recipient,
+                   v.before::jsonb, v.after::jsonb, v.message, v.decision, v.choice, '', '',
+                   v.reasoning, NULL, '', %s
+            FROM unnest(
+                %s::bigint[], %s::bigint[], %s::varchar[], %s::varchar[], %s::varchar[],
+                %s::bigint[], %s::text[], %s::text[], %s::text[], %s::varchar[], %s::varchar[],
+                %s::text[]
+            ) AS v(org, task, kind, actor_kind, actor_label, recipient, before, after, message,
+                   decision, choice, reasoning)
+            RETURNING id, task_id
+            """,  # noqa: S608  (the table name is ours, every value is a parameter)
+            [
+                now,
+                [e.organization_id for e in events],
+                [e.task_id for e in events],
+                [e.kind for e in events],
+                [e.actor_kind for e in events],
+                [e.actor_label for e in events],
+                [e.recipient_id for e in events],
+                [json.dumps(e.before) for e in events],
+                [json.dumps(e.after) for e in events],
+                [e.message for e in events],
+                [e.decision for e in events],
+                [e.primary_choice for e in events],
+                [e.reasoning for e in events],
+            ],
+        )
+        ids = {task_id: pk for pk, task_id in cursor.fetchall()}
+    for e in events:
+        e.pk = ids[e.task_id]
+
+
+def _insert_inbox_items(events: list[TaskEvent], now: datetime) -> None:
+    if not events:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {InboxItem._meta.db_table}
+                (organization_id, agent_id, task_id, event_id, kind, message, read_at, created_at)
+            SELECT v.org, v.agent, v.task, v.event, v.kind, v.message, NULL, %s
+            FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
+                        %s::varchar[], %s::text[]) AS v(org, agent, task, event, kind, message)
+            """,  # noqa: S608  (the table name is ours, every value is a parameter)
+            [
+                now,
+                [e.organization_id for e in events],
+                [e.recipient_id for e in events],
+                [e.task_id for e in events],
+                [e.pk for e in events],
+                [e.kind for e in events],
+                [e.message for e in events],
+            ],
+        )

@@ -1,0 +1,113 @@
+"""The demo organization for the tests: `seed_demo` run once per test process, then copied.
+
+`seed_demo` plays every demo story through the task services (~520 queries, ~0.5 s), and ~300
+tests start from it. The first `demo_organization()` of a process runs the real `seed_demo` and
+keeps the rows it added; each later one inserts the same rows again (same primary keys and
+values, every timestamp moved forward by the time since, so "how long ago" stays what seed_demo
+made it) in one transaction of about ten statements. The database ends as `seed_demo` left it.
+
+Whenever a copy could differ, it is not used and `seed_demo` runs instead: a `demo` organization
+already exists, on-commit manifest refreshes are on (a copy saves no Agent, so it would write no
+manifest), or the first run changed a table in a way the copy cannot repeat (a row that was
+there changed or removed, a date, a reference to a row it did not make).
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.apps import apps
+from django.db import models, transaction
+from django.utils import timezone
+
+from organization.discovery.manifest import manifest_dir
+from organization.models import Organization
+from tasks.demo import seed_demo
+
+SLUG = "demo"
+
+
+@dataclass
+class Copy:
+    organization_pk: int
+    made_at: datetime
+    rows: list[tuple[type[models.Model], list[dict]]]
+
+
+_copy: Copy | None = None
+_copyable = True
+
+
+def demo_organization() -> Organization:
+    """What `seed_demo(slug="demo")` returns, with the same rows in the database."""
+    global _copy, _copyable
+    if Organization.objects.filter(slug=SLUG).exists() or manifest_dir() is not None:
+        return seed_demo(slug=SLUG)
+    if _copy is not None:
+        return _insert(_copy)
+    if not _copyable:
+        return seed_demo(slug=SLUG)
+    before = _table_state()
+    org = seed_demo(slug=SLUG)
+    _copy = _take(before, org)
+    _copyable = _copy is not None
+    return org
+
+
+def _models() -> list[type[models.Model]]:
+    return [m for m in apps.get_models(include_auto_created=True) if m._meta.managed]
+
+
+def _table_state() -> dict:
+    """Every row of every table (the test database is all but empty when it is read)."""
+    return {m: _rows(m) for m in _models()}
+
+
+def _rows(model) -> dict:
+    names = [f.attname for f in model._meta.concrete_fields]
+    return {row[0]: row for row in model._base_manager.values_list("pk", *names)}
+
+
+def _fields(model) -> list[models.Field]:
+    return [f for f in model._meta.local_concrete_fields if not getattr(f, "generated", False)]
+
+
+def _take(before: dict, org: Organization) -> Copy | None:
+    rows, added = [], set()
+    for model, old in before.items():
+        now = _rows(model)
+        if now == old:
+            continue
+        if any(now.get(pk) != row for pk, row in old.items()) or model._meta.parents:
+            return None  # a row was changed or removed: a copy of the new rows would not repeat it
+        new = list(model._base_manager.filter(pk__in=now.keys() - old.keys()).order_by("pk"))
+        fields = _fields(model)
+        values = [{f.attname: getattr(obj, f.attname) for f in fields} for obj in new]
+        if any(isinstance(f, models.DateField) and not isinstance(f, models.DateTimeField)
+               and any(v[f.attname] is not None for v in values) for f in fields):  # fmt: skip
+            return None
+        rows.append((model, values))
+        added.update((model._meta.concrete_model, obj.pk) for obj in new)
+    for model, values in rows:
+        for field in _fields(model):
+            if not field.is_relation or not field.many_to_one and not field.one_to_one:
+                continue
+            target = field.related_model._meta.concrete_model
+            for value in values:
+                pk = value[field.attname]
+                if pk is not None and (target, pk) not in added:
+                    return None
+    return Copy(organization_pk=org.pk, made_at=timezone.now(), rows=rows)
+
+
+def _insert(copy: Copy) -> Organization:
+    shift = timezone.now() - copy.made_at
+    with transaction.atomic():
+        for model, values in copy.rows:
+            fields = _fields(model)
+            moved = [
+                model(**{k: v + shift if isinstance(v, datetime) else v for k, v in row.items()})
+                for row in values
+            ]
+            # raw: the stored values as they are (no auto_now, no defaults), as loaddata does.
+            model._base_manager._insert(moved, fields=fields, raw=True)
+    return Organization.objects.get(pk=copy.organization_pk)

@@ -1,0 +1,211 @@
+"""docs/configuration.md lists every environment variable the service reads; settings are strict.
+
+The scope (stated in docs/configuration.md): the variables read by the service's own code —
+every module of config/, manage.py and the apps organization/, tasks/, collaboration/ (migrations
+aside) — found by reading their source, plus the variables the LLM SDKs read for us. A read is
+`os.environ.get("X")`, `os.environ["X"]`, `"X" in os.environ`, `os.getenv("X")`,
+`os.environ.setdefault("X", …)` or one of the settings' helpers `env_bool/env_int/env_float/
+env_list("X", …)`. A name computed at run time (`os.environ.get(variable)`) is not a read of a
+name; the providers' key variables are read by name elsewhere too. The test suite's, benchmarks'
+and example's variables are out of scope (listed at the end of the page, not checked).
+"""
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from config.settings import env_bool, env_float, env_int
+
+BASE_DIR = Path(__file__).resolve().parents[1]
+DOC = BASE_DIR / "docs" / "configuration.md"
+SERVICE_CODE = ["config", "organization", "tasks", "collaboration", "manage.py"]
+HELPERS = {"env_bool", "env_int", "env_float", "env_list"}
+# Read by a library on our behalf, not by our code; documented all the same.
+# The SDKs read these themselves; the service only looks them up by name (providers.base.SDK_KEYS).
+READ_BY_LIBRARIES = {"OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+# The section of configuration.md that lists variables for reference only.
+UNCHECKED_SECTION = "## Not checked"
+
+
+def service_modules() -> list[Path]:
+    files = []
+    for name in SERVICE_CODE:
+        path = BASE_DIR / name
+        files += [path] if path.is_file() else sorted(path.rglob("*.py"))
+    return [f for f in files if "migrations" not in f.parts]
+
+
+def is_environ(node: ast.AST) -> bool:
+    """`os.environ` (or a bare `environ` imported from os)."""
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ"
+    )
+
+
+def literal(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def names_read(source: str) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and node.args:
+            func, first = node.func, literal(node.args[0])
+            if first is None:
+                continue
+            if isinstance(func, ast.Attribute) and func.attr in {"get", "setdefault", "pop"}:
+                if is_environ(func.value):
+                    names.add(first)
+            elif isinstance(func, ast.Attribute) and func.attr == "getenv":
+                names.add(first)
+            elif isinstance(func, ast.Name) and func.id in HELPERS | {"getenv"}:
+                names.add(first)
+        elif isinstance(node, ast.Subscript) and is_environ(node.value):
+            if isinstance(node.ctx, ast.Load) and literal(node.slice) is not None:
+                names.add(literal(node.slice))
+        elif isinstance(node, ast.Compare) and len(node.comparators) == 1:
+            if isinstance(node.ops[0], ast.In | ast.NotIn) and is_environ(node.comparators[0]):
+                if literal(node.left) is not None:
+                    names.add(literal(node.left))
+    return names
+
+
+def variables_read() -> dict[str, set[str]]:
+    """{variable: the files that read it}."""
+    read: dict[str, set[str]] = {}
+    for path in service_modules():
+        for name in names_read(path.read_text()):
+            read.setdefault(name, set()).add(str(path.relative_to(BASE_DIR)))
+    return read
+
+
+def variables_documented() -> set[str]:
+    """The first cell of every table row of configuration.md, above the unchecked section."""
+    text = DOC.read_text().split(UNCHECKED_SECTION)[0]
+    return set(re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \|", text, re.M))
+
+
+def test_the_reader_finds_every_form_of_read():
+    source = """
+import os
+from os import environ
+a = os.environ.get("A", "")
+b = os.environ["B"]
+c = "C" in os.environ
+d = os.getenv("D")
+os.environ.setdefault("E", "x")
+f = env_int("F", 1)
+g = environ.get("G")
+h = os.environ.get(variable)   # a computed name: not a name
+os.environ["I"] = "written, not read"
+"""
+    assert names_read(source) == {"A", "B", "C", "D", "E", "F", "G"}
+
+
+def test_every_variable_the_service_reads_is_documented_and_every_documented_one_is_read():
+    read = variables_read()
+    documented = variables_documented()
+    undocumented = {name: sorted(files) for name, files in read.items() if name not in documented}
+    stale = documented - set(read) - READ_BY_LIBRARIES
+    assert undocumented == {}, f"read but missing from docs/configuration.md: {undocumented}"
+    assert stale == set(), f"in docs/configuration.md but read nowhere: {sorted(stale)}"
+    assert READ_BY_LIBRARIES <= documented
+
+
+def test_the_settings_module_is_in_scope():
+    """The scope is not empty by accident (a moved settings module would make the test vacuous)."""
+    read = variables_read()
+    assert {"DATABASE_URL", "DEBUG", "SECRET_KEY", "API_THROTTLE_RATE"} <= set(read)
+    assert "config/settings.py" in read["COLLAB_MAX_AGENTS"]
+
+
+# --- strict parsing -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [("1", True), ("true", True), ("True", True), ("YES", True), (" on ", True),
+     ("0", False), ("false", False), ("No", False), ("off", False), ("", False)],
+)  # fmt: skip
+def test_booleans_accept_the_usual_words(monkeypatch, value, expected):
+    monkeypatch.setenv("SOME_FLAG", value)
+    assert env_bool("SOME_FLAG") is expected
+
+
+def test_an_unset_boolean_is_its_default(monkeypatch):
+    monkeypatch.delenv("SOME_FLAG", raising=False)
+    assert env_bool("SOME_FLAG", True) is True
+    assert env_bool("SOME_FLAG") is False
+
+
+@pytest.mark.parametrize("value", ["ture", "y", "enabled", "2", "truee"])
+def test_a_boolean_typo_is_refused_naming_variable_and_value(monkeypatch, value):
+    monkeypatch.setenv("SOME_FLAG", value)
+    with pytest.raises(ImproperlyConfigured) as refused:
+        env_bool("SOME_FLAG")
+    assert str(refused.value).startswith(f"SOME_FLAG={value!r}: use true or false")
+
+
+def test_integers_parse_strictly(monkeypatch):
+    monkeypatch.setenv("SOME_COUNT", " 42 ")
+    assert env_int("SOME_COUNT", 5) == 42
+    monkeypatch.setenv("SOME_COUNT", "")
+    assert env_int("SOME_COUNT", 5) == 5
+    for bad in ["80x", "4.5", "1e3", "five", "0x10", "1_000", "٣"]:
+        monkeypatch.setenv("SOME_COUNT", bad)
+        with pytest.raises(ImproperlyConfigured, match=rf"^SOME_COUNT={bad!r}: must be a whole"):
+            env_int("SOME_COUNT", 5)
+
+
+def test_an_integer_below_its_minimum_is_refused(monkeypatch):
+    monkeypatch.setenv("SOME_COUNT", "0")
+    assert env_int("SOME_COUNT", 5, minimum=0) == 0
+    with pytest.raises(ImproperlyConfigured, match=r"^SOME_COUNT='0': must be at least 1\.$"):
+        env_int("SOME_COUNT", 5, minimum=1)
+
+
+def test_numbers_parse_strictly(monkeypatch):
+    for good, value in [("0.3", 0.3), ("300", 300.0), (".5", 0.5), ("1e2", 100.0), ("0", 0.0)]:
+        monkeypatch.setenv("SOME_SECONDS", good)
+        assert env_float("SOME_SECONDS", 30.0) == value
+    for bad in ["30s", "nan", "inf", "-1", "1,5", "half"]:
+        monkeypatch.setenv("SOME_SECONDS", bad)
+        with pytest.raises(ImproperlyConfigured, match=rf"^SOME_SECONDS={bad!r}: must be"):
+            env_float("SOME_SECONDS", 30.0)
+
+
+def start_up(command: list[str], **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    return subprocess.run(
+        [sys.executable, *command], cwd=BASE_DIR, env={**clean, **env},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [("DEBUG", "ture", "DEBUG='ture': use true or false"),
+     ("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "yes please", "WEBHOOK_ALLOW_PRIVATE_NETWORKS='yes please'"),
+     ("COLLAB_MAX_AGENTS", "5x", "COLLAB_MAX_AGENTS='5x': must be a whole number, e.g. 5."),
+     ("API_MAX_PAGE_SIZE", "0", "API_MAX_PAGE_SIZE='0': must be at least 1."),
+     ("COLLAB_AGENT_TIMEOUT", "5min", "COLLAB_AGENT_TIMEOUT='5min': must be a number")],
+)  # fmt: skip
+def test_a_typo_in_the_environment_stops_start_up_with_a_message(name, value, message):
+    done = start_up(
+        ["manage.py", "check"], DJANGO_SETTINGS_MODULE="config.settings", **{name: value}
+    )
+    assert done.returncode != 0
+    assert f"ImproperlyConfigured: {message}" in done.stderr
+
+
+def test_a_port_typo_stops_make_run_with_a_message(tmp_path):
+    done = start_up(["-m", "config.embedded"], PORT="80x", VAR_DIR=str(tmp_path))
+    assert done.returncode == 2
+    assert "PORT must be a number from 1 to 65535, not '80x'." in done.stdout
+    assert not (tmp_path / "run.lock").exists()  # stopped before it took the instance lock
