@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: run test test-fast bench lint browser services
+.PHONY: run test test-fast bench lint browser services wrk
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -47,11 +47,15 @@ test-fast: $(STAMP)
 	env $$(cat var/test-env | xargs) PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) \
 	  -m "not worker and not e2e" --durations=10 $(PYTEST_ARGS)
 
-BENCHES := roster assign sweep collaboration mcp
+BENCHES := serving roster assign sweep collaboration mcp
+
+# wrk, the HTTP load generator of the benchmarks (bench/load.py), from Debian's packages.
+wrk:
+	@command -v wrk >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null)
 
 # Every benchmark on PostgreSQL + Redis; each makes and drops a database of its own.
 # A missed target is reported on its RESULT line and in the exit status, after all have run.
-bench: $(STAMP)
+bench: $(STAMP) wrk
 	@mkdir -p var
 	@$(PY) -m tests.services > var/test-env
 	@status=0; for b in $(BENCHES); do echo "== bench/$$b.py"; \

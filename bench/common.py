@@ -158,5 +158,22 @@ def build_org(size: int, *, slug: str, name: str, roles: bool = False):
     return org, key, len(tasks)
 
 
+@contextlib.contextmanager
+def redis_cleanup() -> Iterator[None]:
+    """Delete, on the way out, the keys that appeared in REDIS_URL's database meanwhile
+    (throttle counters, kombu's bindings and queues): a benchmark leaves nothing behind."""
+    import redis
+
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    before = set(client.scan_iter(count=1000))
+    try:
+        yield
+    finally:
+        new = [key for key in client.scan_iter(count=1000) if key not in before]
+        if new:
+            client.delete(*new)
+        client.close()
+
+
 if __name__ == "__main__":
     print("bench/common.py: shared helpers of the bench scripts; nothing to measure")

@@ -1,17 +1,24 @@
-"""ASGI entry point: Django for everything, plus the MCP server (streamable HTTP) at /mcp.
+"""ASGI entry point: the REST API (Django, as WSGI) for everything, the MCP server at /mcp.
 
-`uvicorn config.asgi:application` (what `make run` starts) serves both; the MCP session
-manager runs in this application's lifespan.
+`python -m config.serve` (what `make run` starts, and the production command) serves it.
+Django's views are synchronous: served through Django's own ASGI handler, every request pays
+asgiref's hops between the event loop and its threads (several times the view's own CPU,
+bench/serving.py). So Django runs as the WSGI application it is, in a thread pool of
+`WSGI_THREADS`, one hop per request (a2wsgi); only /mcp, which is asynchronous, runs on the
+event loop. The MCP session manager runs in this application's lifespan.
 """
 
 import os
 
-from django.core.asgi import get_asgi_application
+from a2wsgi import WSGIMiddleware
+from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-django_application = get_asgi_application()
+wsgi_application = get_wsgi_application()
 
 # Imported after Django is set up: the MCP server reads the tool registry and the models.
+from django.conf import settings  # noqa: E402
+
 from organization.mcp_server.gate import MCP_PATH, McpHttpApp  # noqa: E402
 
 
@@ -19,7 +26,7 @@ class AgentOrgASGI:
     """The service's ASGI application: /mcp to the MCP server, everything else to Django.
 
     It owns the ASGI lifespan, because the MCP session manager must run for the whole life
-    of the server (python-sdk#1467); Django's own handler does not speak lifespan.
+    of the server (python-sdk#1467); Django does not speak lifespan.
     """
 
     def __init__(self, django_app, mcp_app: McpHttpApp):
@@ -52,11 +59,14 @@ class AgentOrgASGI:
                 return
 
 
+def django_as_asgi(wsgi_app=None) -> WSGIMiddleware:
+    """Django's WSGI application behind one thread hop per request."""
+    return WSGIMiddleware(wsgi_app or wsgi_application, workers=settings.WSGI_THREADS)
+
+
 def build_asgi_application(django_app=None) -> AgentOrgASGI:
     """A fresh application (a session manager runs only once, so tests build one per server)."""
-    if django_app is None:
-        django_app = get_asgi_application()
-    return AgentOrgASGI(django_app, McpHttpApp())
+    return AgentOrgASGI(django_app or django_as_asgi(), McpHttpApp())
 
 
-application = build_asgi_application(django_application)
+application = build_asgi_application()

@@ -212,7 +212,7 @@ def main() -> int:
         return 1 if not stopping else 0
 
     children = [
-        Child("server", [str(BIN / "uvicorn"), "config.asgi:application", "--host", "127.0.0.1",
+        Child("server", [sys.executable, "-m", "config.serve", "--host", "127.0.0.1",
                          "--port", str(port)], env, log_dir),
         Child("worker", [str(BIN / "celery"), "-A", "config", "worker", "-P", "threads", "-c", "4",
                          "-l", "info"], env, log_dir),

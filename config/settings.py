@@ -132,6 +132,9 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or [
 MCP_ALLOWED_ORIGINS = env_list(
     "MCP_ALLOWED_ORIGINS", "http://localhost:*,http://127.0.0.1:*,http://[::1]:*"
 ) + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
+# /mcp keeps no session between requests by default, so that every worker of `config.serve`
+# can answer every request; false gives stateful sessions (then serve one worker only).
+MCP_STATELESS = env_bool("MCP_STATELESS", True)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS") + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
 
 INSTALLED_APPS = [
@@ -167,6 +170,9 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
+# Threads per server process running Django's (synchronous) views: config/asgi.py. The database
+# pool (DATABASE_POOL_MAX_SIZE) should have at least as many connections, plus a few for /mcp.
+WSGI_THREADS = env_int("WSGI_THREADS", 8, minimum=1)
 ASGI_APPLICATION = "config.asgi.application"
 
 TEMPLATES = [
@@ -188,9 +194,30 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
-        conn_max_age=env_int("CONN_MAX_AGE", 0, minimum=0),
     )
 }
+# Connecting costs more than a whole API request (bench/README.md), so connections are reused:
+# on PostgreSQL through psycopg's pool (DATABASE_POOL, on by default: safe under the threads of
+# the ASGI server, where per-thread persistent connections pile up), elsewhere kept open for
+# CONN_MAX_AGE seconds. The two are exclusive: Django refuses persistent pooled connections.
+DATABASE_POOL = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
+    "DATABASE_POOL", True
+)
+if DATABASE_POOL:
+    if env_int("CONN_MAX_AGE", 0, minimum=0):
+        raise ImproperlyConfigured(
+            "CONN_MAX_AGE and DATABASE_POOL exclude each other: set DATABASE_POOL=false to keep "
+            "connections per thread, or leave CONN_MAX_AGE unset to use the pool."
+        )
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env_int("DATABASE_POOL_MIN_SIZE", 2, minimum=0),
+        "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20, minimum=1),
+        # Seconds a request waits for a free connection before it fails (500).
+        "timeout": env_float("DATABASE_POOL_TIMEOUT", 10, minimum=0.1),
+    }
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env_int("CONN_MAX_AGE", 60, minimum=0)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Lets several test runs share one PostgreSQL server without dropping each other's database.
 if os.environ.get("TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
@@ -230,6 +257,11 @@ REST_FRAMEWORK = {
     # that do not import (its issue #1451). The parser carries the input guard
     # (NUL, lone surrogates, out-of-range numbers, deep nesting → 400).
     "DEFAULT_PARSER_CLASSES": ["organization.parsers.JSONParser"],
+    # orjson for JSON (organization/renderers.py); the browsable API as before.
+    "DEFAULT_RENDERER_CLASSES": [
+        "organization.renderers.OrjsonRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     # Per API key (or session user); the rate is API_THROTTLE_RATE, read on every request.
     "DEFAULT_THROTTLE_CLASSES": ["organization.throttling.ApiKeyRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -9,7 +9,7 @@ seed-001 DELEGATION DECISION.
 
     python manage.py seed_demo
     KEY=$(python manage.py create_api_key --org demo --agent agent-sarah)
-    uvicorn config.asgi:application &          # or: make run
+    python -m config.serve &                   # or: make run
     python examples/agent_loop.py --key "$KEY" --create-task "Speed up the orders query" \\
         --expertise PostgreSQL --once
 

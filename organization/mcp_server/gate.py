@@ -97,14 +97,18 @@ class McpHttpApp:
     A Host outside ALLOWED_HOSTS → 400 `disallowed_host`; a browser Origin outside
     MCP_ALLOWED_ORIGINS → 403 `origin_not_allowed`. No key → 401 `authentication_required`; a bad or revoked key → 401
     `authentication_failed` (our error shape, with `WWW-Authenticate: Bearer`). The key is
-    also handed to the SDK as its authenticated user, so a stateful MCP session can only be
-    continued with the key that opened it.
+    also handed to the SDK as its authenticated user, so a stateful MCP session
+    (MCP_STATELESS=false) can only be continued with the key that opened it.
     """
 
-    def __init__(self, *, json_response: bool = True):
+    def __init__(self, *, json_response: bool = True, stateless: bool | None = None):
         self.server = build_server()
+        # Stateless (MCP_STATELESS, the default): no session lives in one process's memory, so
+        # any worker of `config.serve` answers any request; each request is checked by its key.
+        if stateless is None:
+            stateless = settings.MCP_STATELESS
         self.session_manager = StreamableHTTPSessionManager(
-            app=self.server, json_response=json_response
+            app=self.server, json_response=json_response, stateless=stateless
         )
         self._stack: AsyncExitStack | None = None
 

@@ -10,7 +10,7 @@ from organization.registry import REGISTRY, register_tool
 from organization.services import api_key_revoke
 from tests.conftest import KeyClient
 
-from .live import data, http_client, raw_http, run
+from .live import LiveServer, data, http_client, raw_http, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -248,9 +248,17 @@ def open_raw_session(http, key: str) -> dict:
 LISTING = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 
 
-def test_a_session_cannot_be_continued_with_another_key(live_url, demo_org, key_of):
+@pytest.fixture
+def stateful_live_url(transactional_db, settings):
+    """A server keeping MCP sessions (MCP_STATELESS=false: one worker only)."""
+    settings.MCP_STATELESS = False
+    with LiveServer() as server:
+        yield server.url
+
+
+def test_a_session_cannot_be_continued_with_another_key(stateful_live_url, demo_org, key_of):
     sarah, alex = key_of(demo_org, "agent-sarah"), key_of(demo_org, "agent-alex")
-    with raw_http(live_url) as http:
+    with raw_http(stateful_live_url) as http:
         session = open_raw_session(http, sarah)
         assert http.post("/mcp", json=LISTING, headers=session).status_code == 200
         hijack = http.post(
@@ -294,13 +302,33 @@ def test_an_unexpected_failure_is_a_500_tool_error_not_a_dead_session(
     assert data(after)["agent_context"]["id"] == "agent-sarah"
 
 
-def test_a_key_revoked_mid_session_is_refused_at_the_next_request(live_url, demo_org, key_of):
+def test_a_key_revoked_mid_session_is_refused_at_the_next_request(
+    stateful_live_url, demo_org, key_of
+):
     """Every HTTP request is re-checked: an open session does not outlive its key."""
     plaintext = key_of(demo_org, "agent-sarah")
-    with raw_http(live_url) as http:
+    with raw_http(stateful_live_url) as http:
         session = open_raw_session(http, plaintext)
         assert http.post("/mcp", json=LISTING, headers=session).status_code == 200
         api_key_revoke(key=ApiKey.objects.get(prefix=plaintext.split("_")[1]))
         refused = http.post("/mcp", json=LISTING, headers=session)
     assert refused.status_code == 401
     assert refused.json()["code"] == "authentication_failed"
+
+
+def test_by_default_any_worker_answers_any_request_without_a_session(
+    transactional_db, demo_org, key_of
+):
+    """Stateless (the default): `config.serve` runs several workers, each with its own memory;
+    a tools/call reaching a worker that never saw an initialize is answered all the same."""
+    key = key_of(demo_org, "agent-sarah")
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {key}"}
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    with LiveServer() as one, LiveServer() as other:
+        for url in (one.url, other.url):
+            with raw_http(url) as http:
+                answer = http.post("/mcp", json=listing, headers=headers)
+                assert answer.status_code == 200
+                assert "mcp-session-id" not in answer.headers
+                names = [tool["name"] for tool in answer.json()["result"]["tools"]]
+                assert "get_organization_roster" in names

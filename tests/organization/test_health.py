@@ -33,3 +33,26 @@ def test_an_unreachable_broker_makes_it_503(anon_client):
     body = response.json()
     assert (body["status"], body["database"]) == ("degraded", "ok")
     assert body["broker"].startswith("error")
+
+
+def test_the_broker_check_reuses_its_connection(anon_client):
+    """A load balancer polls /healthz every few seconds: no new broker connection per call."""
+    import os
+
+    import redis
+
+    if not settings.REDIS_URL:
+        pytest.skip("REDIS_URL not set: the embedded filesystem broker keeps no connection")
+    server = redis.Redis.from_url(settings.REDIS_URL)
+    name = f"agent-org-health-{os.getpid()}"
+
+    def health_connections() -> set[int]:
+        return {c["id"] for c in server.client_list() if c["name"] == name}
+
+    assert anon_client.get("/healthz").status_code == 200
+    first = health_connections()
+    for _ in range(5):
+        assert anon_client.get("/healthz").status_code == 200
+    assert len(first) == 1
+    assert health_connections() == first
+    server.close()

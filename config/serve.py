@@ -1,0 +1,147 @@
+"""The HTTP server: `python -m config.serve [--host H] [--port P] [--workers N]`.
+
+What `make run` starts and what production runs (docs/operations.md). `--workers` processes
+(default WEB_WORKERS, else one per core) each serve `config.asgi:application` under uvicorn
+(uvloop, httptools) on a listening socket of their own, all bound to the same address with
+SO_REUSEPORT: the kernel spreads new connections evenly over them. With one shared socket the
+busiest event loop accepted most connections and one process did 18 times the other's work.
+
+The parent only supervises: a worker that dies is started again (one that dies within
+`EARLY_DEATH_SECONDS` of its start stops everything, as a broken configuration would loop
+forever), and SIGTERM or SIGINT stop all workers gracefully.
+"""
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+EARLY_DEATH_SECONDS = 5
+STOP_GRACE_SECONDS = 15
+
+
+def listening_socket(host: str, port: int, *, reuse_port: bool = True) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    return sock
+
+
+def run_worker(host: str, port: int) -> None:
+    """One server process: uvicorn on its own SO_REUSEPORT socket."""
+    import uvicorn
+
+    sock = listening_socket(host, port)
+    config = uvicorn.Config(
+        "config.asgi:application",
+        loop="uvloop",
+        http="httptools",
+        ws="none",
+        lifespan="on",
+        access_log=False,
+        log_level=os.environ.get("SERVE_LOG_LEVEL", "info"),
+        timeout_graceful_shutdown=STOP_GRACE_SECONDS - 5,
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def env_int(name: str, default: int, *, low: int, high: int) -> int:
+    """A whole number from the environment, or the default; a typo stops with a message."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        sys.exit(f"{name}={raw!r}: must be a whole number from {low} to {high}.")
+    return int(raw)
+
+
+def port_is_taken(host: str, port: int) -> bool:
+    """SO_REUSEPORT would let workers share a port with another server of the same user."""
+    try:
+        listening_socket(host, port, reuse_port=False).close()
+    except OSError:
+        return True
+    return False
+
+
+class Workers:
+    def __init__(self, host: str, port: int, count: int):
+        self.command = [sys.executable, "-m", "config.serve", "--worker", "--host", host,
+                        "--port", str(port)]  # fmt: skip
+        self.processes: list[tuple[subprocess.Popen, float]] = []
+        self.count = count
+
+    def start_one(self) -> tuple[subprocess.Popen, float]:
+        return subprocess.Popen(self.command), time.monotonic()
+
+    def start(self) -> None:
+        self.processes = [self.start_one() for _ in range(self.count)]
+
+    def replace_dead(self) -> bool:
+        """Restart workers that exited; False when one died right after starting."""
+        for index, (process, started) in enumerate(self.processes):
+            if process.poll() is None:
+                continue
+            if time.monotonic() - started < EARLY_DEATH_SECONDS:
+                print(f"serve: a worker exited at start (code {process.returncode})", flush=True)
+                return False
+            print(f"serve: worker {process.pid} exited ({process.returncode}), restarting",
+                  flush=True)  # fmt: skip
+            self.processes[index] = self.start_one()
+        return True
+
+    def stop(self) -> None:
+        for process, _ in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for process, _ in self.processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def supervise(host: str, port: int, count: int) -> int:
+    if port_is_taken(host, port):
+        print(f"serve: {host}:{port} is in use by another program.", flush=True)
+        return 1
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: stopping.append(signum))
+    workers = Workers(host, port, count)
+    workers.start()
+    print(f"serve: {count} worker(s) on http://{host}:{port}", flush=True)
+    healthy = True
+    while not stopping and healthy:
+        healthy = workers.replace_dead()
+        time.sleep(0.2)
+    workers.stop()
+    return 0 if healthy else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m config.serve", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=env_int("PORT", 8000, low=1, high=65535))
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        run_worker(args.host, args.port)
+        return 0
+    workers = args.workers or env_int("WEB_WORKERS", os.cpu_count() or 1, low=1, high=256)
+    return supervise(args.host, args.port, workers)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
