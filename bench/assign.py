@@ -1,16 +1,18 @@
-"""Benchmark: concurrent assign/complete requests over HTTP, behind gunicorn (2 workers).
+"""Benchmark: concurrent assign/complete requests over HTTP never break a rule.
 
-An organization of 100 agents (capacity 5, each already holding 2 tasks in progress) and a pool
-of unassigned queued tasks. 500 requests are sent at once from a pool of client threads: 300
-`POST /api/tasks/<id>/assign` to a random agent (organization key) and 200
-`POST /api/tasks/<id>/status {"status": "completed"}` by the holding agent (agent key). It prints
-the throughput, p50 and p99, and next to them the throughput of a plain authenticated
-`GET /api/agents/<id>` measured in the same run with the same concurrency.
+Served as `make run` serves (`python -m config.serve`, 2 workers, each with its threads). An
+organization of 100 agents (capacity 5, each already holding 2 tasks in progress) and a pool of
+unassigned queued tasks. 500 requests are sent at once from 16 client processes, each on one
+keep-alive connection: 300 `POST /api/tasks/<id>/assign` to a random agent (organization key)
+and 200 `POST /api/tasks/<id>/status {"status": "completed"}` by the holding agent (agent key),
+so that many contend for the same agents' capacity. It prints their throughput and latency, and
+a plain authenticated `GET /api/agents/<id>` for comparison (the throughput figures that count
+are bench/api.py's, measured with wrk).
 
 Then it checks the result from the audit trail: replaying every TaskEvent, no agent ever held
 more than its capacity, and every task's history is complete (created first, each event's
 `before` is the previous one's `after`, the last `after` is the task's current state).
-Targets: zero violations, throughput ratio >= 0.3.
+Target: zero violations.
 
 Runs on the PostgreSQL server of DATABASE_URL, in a database of its own that it creates and
 drops:
@@ -21,32 +23,24 @@ drops:
 
 import argparse
 import contextlib
-import os
+import multiprocessing
 import random
-import socket
-import subprocess
 import sys
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import ROOT, bench_database, p50, percentile  # noqa: E402
+from bench.common import bench_database, p50, percentile, redis_cleanup  # noqa: E402
+from bench.load import server  # noqa: E402
 
 AGENTS = 100
 HELD_EACH = 2
 ASSIGNS = 300
 COMPLETES = 200
-CLIENT_THREADS = 32
-TARGET_RATIO = 0.3
+CLIENTS = 16  # client processes, each on one keep-alive connection
 HELD = {"assigned", "in_progress", "blocked"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def build():
@@ -75,53 +69,32 @@ def build():
     return agents, keys, org_key, held, pool
 
 
-def start_gunicorn(bench_url: str, port: int) -> subprocess.Popen:
-    env = {**os.environ, "DATABASE_URL": bench_url, "DJANGO_SETTINGS_MODULE": "config.settings"}
-    env.setdefault("CONN_MAX_AGE", "60")
-    # 300 assignments with one organization key in ~20 s: measured here is the engine, not the
-    # per-key request throttle (API_THROTTLE_RATE).
-    env.setdefault("API_THROTTLE_RATE", "off")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--workers", "2",
-         "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
-        cwd=ROOT, env=env,
-    )  # fmt: skip
+def send_all(base: str, requests: list) -> list[tuple[int, str | None, float]]:
+    """One client process: its share of the requests, in order, on one keep-alive connection."""
     import httpx
 
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/api/tools", timeout=2)
-            return process
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.terminate()
-    sys.exit("gunicorn did not start")
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    process.wait(timeout=30)
-
-
-def fire(requests: list[tuple[str, str, str, dict | None]], base: str) -> tuple[list, float]:
-    """Send all requests from CLIENT_THREADS threads; return [(status, code, seconds)] and wall time."""
-    import httpx
-
-    def one(request):
-        method, path, key, body = request
-        with httpx.Client(base_url=base, timeout=60) as client:
+    results = []
+    with httpx.Client(base_url=base, timeout=60) as client:
+        for method, path, key, body in requests:
             t0 = time.perf_counter()
             response = client.request(
                 method, path, json=body, headers={"Authorization": f"Bearer {key}"}
             )
             elapsed = time.perf_counter() - t0
-        code = response.json().get("code") if response.status_code >= 400 else None
-        return response.status_code, code, elapsed
+            code = response.json().get("code") if response.status_code >= 400 else None
+            results.append((response.status_code, code, elapsed))
+    return results
 
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=CLIENT_THREADS) as pool:
-        results = list(pool.map(one, requests))
+
+def fire(requests: list[tuple[str, str, str, dict | None]], base: str) -> tuple[list, float]:
+    """Send all requests from CLIENTS client processes (never threads sharing this
+    interpreter, never a connection per request); return [(status, code, seconds)], wall time."""
+    shares = [requests[n::CLIENTS] for n in range(CLIENTS)]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=CLIENTS, mp_context=context) as pool:
+        pool.submit(len, []).result()  # the processes are up before the clock starts
+        started = time.perf_counter()
+        results = [r for share in pool.map(send_all, [base] * CLIENTS, shares) for r in share]
     return results, time.perf_counter() - started
 
 
@@ -163,7 +136,11 @@ def audit(org_capacity: dict[str, int]) -> tuple[int, int, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args()
-    with bench_database("bench_assign") as bench_url, contextlib.ExitStack() as cleanup:
+    with (
+        bench_database("bench_assign", needs_redis=True),
+        redis_cleanup(),
+        contextlib.ExitStack() as cleanup,
+    ):
         import logging
 
         from django.db import connections
@@ -172,10 +149,10 @@ def main() -> int:
 
         agents, keys, org_key, held, pool = build()
         connections.close_all()
-        port = free_port()
-        gunicorn = start_gunicorn(bench_url, port)
-        cleanup.callback(stop, gunicorn)  # before the database is dropped
-        base = f"http://127.0.0.1:{port}"
+        # 300 assignments with one organization key in a few seconds: measured here is the
+        # engine, not the per-key request throttle (API_THROTTLE_RATE).
+        live = cleanup.enter_context(server("serve", env={"API_THROTTLE_RATE": "off"}))
+        base = live.url
         rng = random.Random(3)
 
         # Warm both workers' connections and code paths.
@@ -209,7 +186,7 @@ def main() -> int:
         throughput = len(results) / wall
         plain_throughput = len(plain) / plain_wall
         print(
-            f"assign/complete: {len(results)} requests ({CLIENT_THREADS} at a time) in {wall:.2f}s: "
+            f"assign/complete: {len(results)} requests ({CLIENTS} client processes) in {wall:.2f}s: "
             f"{throughput:.0f} req/s, p50 {p50(latencies) * 1000:.1f} ms, "
             f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms; outcomes "
             + ", ".join(f"{s} {c or 'ok'}: {n}" for (s, c), n in sorted(outcomes.items(), key=str))
@@ -230,10 +207,9 @@ def main() -> int:
         )
         connections.close_all()
 
-    ratio = throughput / plain_throughput
+    # Throughput is bench/api.py's (wrk); here the requests only need to contend.
     print(f"RESULT assign violations={violations} (target == 0)")
-    print(f"RESULT assign throughput_ratio={ratio:.2f} (target >= {TARGET_RATIO})")
-    return 0 if violations == 0 and ratio >= TARGET_RATIO else 1
+    return 0 if violations == 0 else 1
 
 
 if __name__ == "__main__":
