@@ -14,7 +14,7 @@ from .models import Agent, Team
 from .prompt import system_prompt_for
 from .roster import get_roster
 from .schema import ERRORS, errors
-from .selectors import agent_by_handle, agents_with_workload, teams_with_size
+from .selectors import agent_by_handle, agents_for_api, teams_with_size
 from .serializers import (
     AgentSerializer,
     AvailabilityAnswerSerializer,
@@ -97,13 +97,12 @@ class AgentViewSet(
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Agent.objects.none()
-        return agents_with_workload(org=self.caller.organization).order_by("handle")
+        return agents_for_api(org=self.caller.organization).order_by("handle")
 
     def get_object(self):
+        org = self.caller.organization
         return agent_by_handle(
-            org=self.caller.organization,
-            handle=self.kwargs["agent_id"],
-            with_workload=True,
+            org=org, handle=self.kwargs["agent_id"], rows=agents_for_api(org=org)
         )
 
     @extend_schema(responses={200: AgentSerializer(many=True), **errors(400, 401)})

@@ -21,10 +21,32 @@ def agents_with_workload(*, org: Organization) -> QuerySet[Agent]:
     )
 
 
-def agent_by_handle(*, org: Organization, handle: str, with_workload: bool = False) -> Agent:
-    """The agent `handle` of `org`; another organization's agent is as absent as a missing one."""
-    qs = agents_with_workload(org=org) if with_workload else agents_of(org=org)
-    agent = qs.filter(handle=handle).first()
+# What the agents API shows of an agent (organization.serializers.AgentSerializer): not the
+# prompts, webhooks or LLM settings of the agent or its senior.
+AGENT_API_FIELDS = (
+    "organization_id", "handle", "name", "role", "team_id", "team__name", "senior_id",
+    "senior__handle", "expertise", "is_paused", "workload_capacity", "availability_until",
+    "hierarchy_role__role", "hierarchy_role__can_assign_to_peers",
+    "hierarchy_role__can_escalate_to_supervisor",
+)  # fmt: skip
+
+
+def agents_for_api(*, org: Organization) -> QuerySet[Agent]:
+    """`agents_with_workload`, reading only what the agents API shows."""
+    return agents_with_workload(org=org).only(*AGENT_API_FIELDS)
+
+
+def agent_by_handle(
+    *, org: Organization, handle: str, with_workload: bool = False, rows: QuerySet | None = None
+) -> Agent:
+    """The agent `handle` of `org`; another organization's agent is as absent as a missing one.
+
+    `rows` (the organization's agents, e.g. `agents_for_api(org=org)`) says how it is read.
+    """
+    if rows is None:
+        rows = agents_with_workload(org=org) if with_workload else agents_of(org=org)
+    # The handle is unique in the organization: no sort for `first()` to add.
+    agent = next(iter(rows.filter(handle=handle).order_by()[:1]), None)
     if agent is None:
         raise NotFound(f"Agent not found: {handle}", "agent_not_found")
     return agent

@@ -98,6 +98,19 @@ def workload_subquery() -> Coalesce:
     return count_of(tasks.filter(status__in=held_statuses()), column)
 
 
+def workload_subquery_of(agent: Agent) -> Coalesce:
+    """One agent's workload as a subquery (to read it with another query of the same statement)."""
+    tasks, column = _tasks_along(HELD_RELATION)
+    counted = (
+        tasks.filter(**{column: agent, "status__in": held_statuses()})
+        .order_by()
+        .values(column)
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
 def queue_length() -> Coalesce:
     """How many tasks wait in the agent's queue, as a correlated subquery."""
     tasks, column = _tasks_along(QUEUED_RELATION)

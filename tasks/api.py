@@ -2,12 +2,14 @@
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status as http
+from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
 from organization import registry
 from organization.caller import CallerMixin
+from organization.errors import DomainError
 from organization.pagination import LimitOffsetPagination
 from organization.schema import ERRORS, conflict, errors
 from organization.selectors import agent_by_handle
@@ -17,12 +19,14 @@ from .filters import TaskFilter
 from .models import Task
 from .rules import Actor
 from .selectors import (
+    VisibleTask,
     estimated_waits,
     events_of,
     inbox_item_for,
     inbox_of,
     task_for,
     tasks_visible_to,
+    visible_task,
 )
 from .serializers import (
     AssignSerializer,
@@ -57,12 +61,19 @@ class TaskViewSet(CallerMixin, GenericViewSet):
         return tasks_visible_to(self.caller).order_by("-created_at", "-pk")
 
     def body(self, serializer_class):
-        data = self.request.data
-        if isinstance(data, dict):
-            # The caller's identity comes from the key: a body naming someone else is refused.
-            registry.check_identity(self.caller, data)
-        serializer = serializer_class(data=data)
-        serializer.is_valid(raise_exception=True)
+        try:
+            data = self.request.data
+            if isinstance(data, dict):
+                # The caller's identity comes from the key: a body naming someone else is refused.
+                registry.check_identity(self.caller, data)
+            serializer = serializer_class(data=data)
+            serializer.is_valid(raise_exception=True)
+        except (APIException, DomainError):
+            # A move reads its task under its lock, after the body; a task the caller cannot
+            # see still answers 404 before anything is said about the body.
+            if "pk" in self.kwargs:
+                self.task()
+            raise
         return serializer.validated_data
 
     def agent(self, handle: str):
@@ -71,11 +82,12 @@ class TaskViewSet(CallerMixin, GenericViewSet):
     def task(self):
         return task_for(self.caller, self.kwargs["pk"])
 
+    def task_ref(self) -> VisibleTask:
+        """The task of the path, for a move to read once, under its lock (404 there)."""
+        return visible_task(self.caller, self.kwargs["pk"])
+
     def answer(self, task: Task, status: int = http.HTTP_200_OK) -> Response:
-        # The service has checked what the caller may do; re-read for the fresh related rows.
-        task = Task.objects.select_related("assignee", "queued_for", "created_by_agent").get(
-            pk=task.pk
-        )
+        # The service returns the task as it wrote it, with its agents: no need to read it again.
         return Response(TaskSerializer(task).data, status=status)
 
     @extend_schema(responses={200: TaskSerializer(many=True), **errors(400, 401)})
@@ -102,40 +114,43 @@ class TaskViewSet(CallerMixin, GenericViewSet):
     def retrieve(self, request, pk=None):
         return Response(TaskSerializer(self.task()).data)
 
+    # The moves pass the task (and the agent they name) unread: the service reads both under
+    # its locks, in the order a read here would have answered 404 (task, then agent).
     @extend_schema(request=AssignSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
     def assign(self, request, pk=None):
-        task = self.task()
+        task = self.task_ref()
         data = self.body(AssignSerializer)
-        to = self.agent(data["agent_id"]) if data["agent_id"] else None
-        return self.answer(services.task_assign(task=task, actor=Actor.of(self.caller), to=to))
+        return self.answer(
+            services.task_assign(task=task, actor=Actor.of(self.caller), to=data["agent_id"])
+        )
 
     @extend_schema(request=DelegateSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
     def delegate(self, request, pk=None):
-        task = self.task()
+        task = self.task_ref()
         data = self.body(DelegateSerializer)
-        to = self.agent(data.pop("agent_id"))
+        to = data.pop("agent_id")
         return self.answer(
             services.task_delegate(task=task, actor=Actor.of(self.caller), to=to, **data)
         )
 
     @extend_schema(request=QueueSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
     def queue(self, request, pk=None):
-        task = self.task()
+        task = self.task_ref()
         data = self.body(QueueSerializer)
-        to = self.agent(data.pop("agent_id"))
+        to = data.pop("agent_id")
         return self.answer(
             services.task_queue(task=task, actor=Actor.of(self.caller), to=to, **data)
         )
 
     @extend_schema(request=EscalateSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
     def escalate(self, request, pk=None):
-        task = self.task()
+        task = self.task_ref()
         data = self.body(EscalateSerializer)
         return self.answer(services.task_escalate(task=task, actor=Actor.of(self.caller), **data))
 
     @extend_schema(request=StatusSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
     def set_status(self, request, pk=None):
-        task = self.task()
+        task = self.task_ref()
         data = self.body(StatusSerializer)
         return self.answer(
             services.task_set_status(
@@ -145,7 +160,7 @@ class TaskViewSet(CallerMixin, GenericViewSet):
 
     @extend_schema(request=CancelSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
     def cancel(self, request, pk=None):
-        task = self.task()
+        task = self.task_ref()
         data = self.body(CancelSerializer)
         return self.answer(
             services.task_cancel(task=task, actor=Actor.of(self.caller), reason=data["reason"])

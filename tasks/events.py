@@ -287,14 +287,69 @@ def _inbox_item(event: TaskEvent) -> InboxItem:
 
 def _record(task: Task, event: TaskEvent) -> TaskEvent:
     """Write the audit row of `task`; the recipient gets an inbox item and a webhook."""
-    event.save()
-    if _notifies(event):
-        _inbox_item(event).save()
-        if event.recipient.webhook_url:
-            delivery = webhooks.delivery_for(event, task, event.recipient)
-            delivery.save()
-            webhooks.enqueue_deliveries([delivery.pk])
+    if not _notifies(event):
+        event.save()
+        return event
+    item = _inbox_item(event)
+    if not _insert_together(event, item):
+        event.save()
+        item.event = event
+        item.save()
+    if event.recipient.webhook_url:
+        delivery = webhooks.delivery_for(event, task, event.recipient)
+        delivery.save()
+        webhooks.enqueue_deliveries([delivery.pk])
     return event
+
+
+def _insert_values(obj) -> dict[str, object] | None:
+    """Column → parameter of `obj`'s INSERT as `Model.save()` makes it (pre_save fills
+    auto_now_add; values prepared for the database); None if a value is an expression."""
+    values = {}
+    for field in obj._meta.local_concrete_fields:
+        if field.primary_key or field.generated:
+            continue
+        value = field.pre_save(obj, add=True)
+        if hasattr(value, "resolve_expression"):
+            return None
+        values[field.column] = field.get_db_prep_save(value, connection)
+    return values
+
+
+def _insert_together(event: TaskEvent, item: InboxItem) -> bool:
+    """On PostgreSQL, insert the audit row and its inbox item in one statement: a data-modifying
+    CTE, the item taking the event's new id. False where that cannot be done (the caller then
+    saves each); rows are only ever inserted, as `TaskEvent.save` requires."""
+    if connection.vendor != "postgresql":
+        return False
+    event_values, item_values = _insert_values(event), _insert_values(item)
+    if event_values is None or item_values is None:
+        return False
+    qn = connection.ops.quote_name
+    event_id = InboxItem._meta.get_field("event").column
+    del item_values[event_id]
+    sql = (
+        f"WITH e AS (INSERT INTO {qn(TaskEvent._meta.db_table)} ({_columns(event_values)}) "
+        f"VALUES ({_placeholders(event_values)}) RETURNING {qn(TaskEvent._meta.pk.column)} AS id) "
+        f"INSERT INTO {qn(InboxItem._meta.db_table)} ({_columns(item_values)}, {qn(event_id)}) "
+        f"SELECT {_placeholders(item_values)}, e.id FROM e "
+        f"RETURNING {qn(InboxItem._meta.pk.column)}, {qn(event_id)}"
+    )  # every value is a parameter; the names are our models'
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*event_values.values(), *item_values.values()])
+        item.pk, event.pk = cursor.fetchone()
+    for obj in (event, item):
+        obj._state.adding, obj._state.db = False, connection.alias
+    item.event = event
+    return True
+
+
+def _columns(values: dict) -> str:
+    return ", ".join(connection.ops.quote_name(c) for c in values)
+
+
+def _placeholders(values: dict) -> str:
+    return ", ".join(["%s"] * len(values))
 
 
 def record_many(events: list[TaskEvent], *, now: datetime) -> None:

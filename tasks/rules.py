@@ -3,12 +3,15 @@
 `check_assignment` is called by every service that gives a task to an agent (create, assign,
 claim, delegate, queue, escalate, the queue's auto-assignment and the stale sweep), and those
 services are what REST, the tool registry, the admin and MCP call. It must run inside
-`transaction.atomic` with the task row already locked: it locks the target agent's row and counts
-the tasks it holds in the same transaction, so that capacity holds under concurrent requests.
+`transaction.atomic` with the task row already locked: it locks the target agent's row (unless
+the caller has, `locked`) and counts the tasks it holds after the lock is held, in the same
+transaction, so that capacity holds under concurrent requests.
 """
 
 from dataclasses import dataclass
 from typing import TypedDict
+
+from django.db.models import Q
 
 from organization.caller import Caller
 from organization.errors import Conflict, Forbidden, NotFound
@@ -129,12 +132,30 @@ def role_violation(*, rule: TeamRule, source: Agent, target: Agent) -> str | Non
     return NO_PEER_PERMISSION
 
 
+def lock_agents(agent_ids) -> None:
+    """Lock the agents' rows in pk order, so two transactions never deadlock."""
+    if ids := sorted(set(agent_ids)):
+        list(Agent.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
+
+
+def lock_agent_named(*, org: Organization, handle: str, with_ids=()) -> Agent | None:
+    """Lock the agent `handle` of `org` and the agents `with_ids`, in pk order, in one statement,
+    and return the named one read in full with its team and role (None if there is none)."""
+    rows = (
+        Agent.objects.select_for_update(of=("self",))
+        .select_related("team", "hierarchy_role")
+        .filter(Q(organization=org, handle=handle) | Q(pk__in=sorted(set(with_ids))))
+        .order_by("pk")
+    )
+    return next((a for a in rows if a.handle == handle and a.organization_id == org.pk), None)
+
+
 def lock_workloads(agent_ids) -> dict[int, int]:
-    """Lock the agents' rows (in pk order, so two transactions never deadlock) and count held tasks."""
+    """Lock the agents' rows (in pk order) and count the tasks each holds."""
     ids = sorted(set(agent_ids))
     if not ids:
         return {}
-    list(Agent.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
+    lock_agents(ids)
     return workloads_of(ids)
 
 
@@ -159,13 +180,15 @@ def check_assignment(
     task: Task | None = None,
     rule: TeamRule | None = None,
     workload: int | None = None,
+    locked: bool = False,
 ) -> Verdict:
     """Raise the DomainError of the first rule `actor` giving `task` to `target` breaks.
 
     Order: tenancy (404), roles (403 role_forbidden), offline (409 agent_offline), self-delegation,
     loops and depth (409), then capacity under the target's row lock (409 capacity_exceeded; for
     QUEUE the target must be full, 409 expert_available; ESCALATE reports the verdict instead).
-    `workload` is passed by a caller that already locked and counted (the batch sweep).
+    `workload` is passed by a caller that already locked and counted (the batch sweep); `locked`
+    by one that holds the target's row lock already (the moves), so only the count is left.
     """
     if target.organization_id != org.pk:
         raise NotFound(f"Agent not found: {target.handle}", "agent_not_found")
@@ -203,7 +226,9 @@ def check_assignment(
             )
 
     if workload is None:
-        workload = lock_workloads([target.pk])[target.pk]
+        # Counted after the lock is held: a count read before it could miss a concurrent move.
+        count = workloads_of if locked else lock_workloads
+        workload = count([target.pk])[target.pk]
     verdict = Verdict(workload=workload, capacity=target.workload_capacity)
     if move == Move.QUEUE:
         if verdict.has_room:

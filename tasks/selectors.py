@@ -1,6 +1,7 @@
 """Reads of the tasks engine, scoped to the caller: an agent sees only its own tasks (docs/design.md)."""
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
@@ -41,12 +42,34 @@ def tasks_visible_to(caller: Caller) -> QuerySet[Task]:
     return tasks
 
 
+@dataclass(frozen=True)
+class VisibleTask:
+    """A task the caller names by id, not read yet: a move reads it once, under its row lock,
+    through `rows` (the caller's visible tasks with that id), and answers `missing()` when the
+    caller may not see it, exactly as `task_for` would."""
+
+    rows: QuerySet[Task]
+    named: str
+
+    def missing(self) -> NotFound:
+        return NotFound(f"Task not found: {self.named}", "task_not_found")
+
+
+def visible_task(caller: Caller, pk) -> VisibleTask:
+    """The task `pk` as the caller sees it, unread; an id that is no database id is 404 at once."""
+    task_id = parse_id(pk)
+    ref = VisibleTask(tasks_visible_to(caller).filter(pk=task_id).order_by(), str(pk))
+    if not task_id:
+        raise ref.missing()
+    return ref
+
+
 def task_for(caller: Caller, pk) -> Task:
     """The task `pk` if the caller may see it; otherwise 404 exactly as if it did not exist."""
-    task_id = parse_id(pk)
-    task = tasks_visible_to(caller).filter(pk=task_id).first() if task_id else None
+    ref = visible_task(caller, pk)
+    task = next(iter(ref.rows[:1]), None)
     if task is None:
-        raise NotFound(f"Task not found: {pk}", "task_not_found")
+        raise ref.missing()
     return task
 
 

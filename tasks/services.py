@@ -15,9 +15,9 @@ from typing import Unpack
 from django.db import transaction
 from django.utils import timezone
 
-from organization.errors import Conflict, Forbidden
+from organization.errors import Conflict, Forbidden, NotFound
 from organization.models import Agent, Organization, TeamRule
-from organization.selectors import team_rule_of
+from organization.workload import workload_subquery_of
 
 from . import events, rules
 from .events import snapshot
@@ -31,7 +31,7 @@ from .models import (
     Urgency,
 )
 from .rules import SYSTEM, Actor, DelegationDecision, Move
-from .selectors import estimated_wait_for_new
+from .selectors import VisibleTask, estimated_wait_for_new
 
 # The status an assignee may move its task to (issue 3 §1).
 TRANSITIONS = {
@@ -49,12 +49,48 @@ def invalid_transition(current: str, wanted: str, why: str = "") -> Conflict:
     return Conflict(f"{message}: {why}" if why else f"{message}.", "invalid_transition")
 
 
-def _locked(task: Task) -> Task:
-    return (
-        Task.objects.select_for_update(of=("self",))
-        .select_related("assignee", "queued_for", "queued_by", "created_by_agent", "organization")
-        .get(pk=task.pk)
-    )
+# What a move reads with its task: the agents it names, and the organization's team rule.
+LOCKED_WITH = ("assignee", "queued_for", "queued_by", "created_by_agent", "organization__team_rule")
+
+
+def _locked(task: Task | VisibleTask) -> Task:
+    """The task's row, locked first of all a move's locks: the one read of the task in a move.
+
+    A `VisibleTask` (REST) is read through the caller's view of the tasks, so this read is the
+    visibility check too: 404 when the caller may not see it.
+    """
+    rows = task.rows if isinstance(task, VisibleTask) else Task.objects.filter(pk=task.pk)
+    rows = rows.select_for_update(of=("self",)).select_related(*LOCKED_WITH).order_by()
+    found = next(iter(rows[:1]), None)
+    if found is None:
+        if isinstance(task, VisibleTask):
+            raise task.missing()
+        raise NotFound(f"Task not found: {task.pk}", "task_not_found")
+    return found
+
+
+def _rule_of(task: Task) -> TeamRule:
+    """The team rule read with the locked task (`_locked`); the defaults when none was set."""
+    try:
+        return task.organization.team_rule
+    except TeamRule.DoesNotExist:
+        return TeamRule(organization=task.organization)
+
+
+def _lock_agents(task: Task, target: Agent | str) -> Agent:
+    """Lock the target's and the current holder's rows (after the task's, in pk order).
+
+    A handle is looked up in the task's organization by the same statement (404 if absent), so a
+    move that names its target costs no read of its own.
+    """
+    holder = [task.assignee_id] if task.assignee_id else []
+    if isinstance(target, Agent):
+        rules.lock_agents([target.pk, *holder])
+        return target
+    found = rules.lock_agent_named(org=task.organization, handle=target, with_ids=holder)
+    if found is None:
+        raise NotFound(f"Agent not found: {target}", "agent_not_found")
+    return found
 
 
 def _ensure_open(task: Task, wanted: str) -> None:
@@ -75,16 +111,12 @@ def _ensure_may_move(task: Task, actor: Actor, wanted: str) -> None:
     raise invalid_transition(task.status, wanted, "you neither hold nor created this task.")
 
 
-def _check_move(
-    task: Task, actor: Actor, to: Agent, move: str, rule: TeamRule | None = None
-) -> tuple[Agent | None, rules.Verdict]:
-    """Lock the target's and the current holder's rows, then run the rules for `move`."""
-    previous = task.assignee
-    rules.lock_workloads([to.pk] + ([previous.pk] if previous else []))
-    verdict = rules.check_assignment(
-        org=task.organization, actor=actor, target=to, move=move, task=task, rule=rule
-    )
-    return previous, verdict
+def _check_move(task: Task, actor: Actor, to: Agent, move: str) -> rules.Verdict:
+    """Run the rules for `move`; the target's row is locked already (`_lock_agents`)."""
+    return rules.check_assignment(
+        org=task.organization, actor=actor, target=to, move=move, task=task,
+        rule=_rule_of(task), locked=True,
+    )  # fmt: skip
 
 
 # --- state changes (in memory; the caller saves) --------------------------------------------
@@ -135,29 +167,44 @@ def apply_escalation(
 # --- the queue ---------------------------------------------------------------------------------
 
 
-def fill_from_queue(agent: Agent) -> list[Task]:
-    """Give `agent` its most urgent, oldest queued tasks while it has room (agent row locked).
+def _next_queued(agent: Agent, workload: int | None) -> Task | None:
+    """The agent's most urgent, oldest queued task (skipping rows another move holds), if it has
+    room. Without a known `workload` the room is counted by the same statement (the agent's row
+    is locked, so the count is current), and returned on the task as `workload_before`."""
+    rows = (
+        Task.objects.select_for_update(skip_locked=True, of=("self",))
+        .select_related("organization__team_rule", "queued_for")
+        .filter(queued_for=agent, status=TaskStatus.QUEUED)
+        .order_by("-urgency_rank", "created_at", "pk")
+    )
+    if workload is None:
+        rows = rows.annotate(workload_before=workload_subquery_of(agent)).filter(
+            workload_before__lt=agent.workload_capacity
+        )
+    elif workload >= agent.workload_capacity:
+        return None
+    return next(iter(rows[:1]), None)
+
+
+def fill_from_queue(agent: Agent, *, locked: bool = False) -> list[Task]:
+    """Give `agent` its most urgent, oldest queued tasks while it has room (agent row locked;
+    `locked` when the caller holds the lock already).
 
     Also run when an agent is resumed or given more capacity (organization's `agent_gained_room`
     signal, connected in apps.py).
     """
     if agent.is_paused:
         return []
-    workload = rules.lock_workloads([agent.pk])[agent.pk]
+    if not locked:
+        rules.lock_agents([agent.pk])
+    workload = None
     given = []
-    while workload < agent.workload_capacity:
-        task = (
-            Task.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("organization", "queued_for")
-            .filter(queued_for=agent, status=TaskStatus.QUEUED)
-            .order_by("-urgency_rank", "created_at", "pk")
-            .first()
-        )
-        if task is None:
-            break
+    while (task := _next_queued(agent, workload)) is not None:
+        if workload is None:
+            workload = task.workload_before
         rules.check_assignment(
             org=task.organization, actor=SYSTEM, target=agent, move=Move.AUTO, task=task,
-            workload=workload,
+            rule=_rule_of(task), workload=workload,
         )  # fmt: skip
         before = snapshot(task)
         _give(task, agent, timezone.now())
@@ -168,9 +215,9 @@ def fill_from_queue(agent: Agent) -> list[Task]:
     return given
 
 
-def _refill_if_dropped(previous: Agent | None, task: Task) -> None:
+def _refill_if_dropped(previous: Agent | None, task: Task, *, locked: bool = True) -> None:
     if previous is not None and task.assignee_id != previous.pk:
-        fill_from_queue(previous)
+        fill_from_queue(previous, locked=locked)
 
 
 # --- create and move -----------------------------------------------------------------------
@@ -215,16 +262,15 @@ def task_create(
 
 
 @transaction.atomic
-def task_assign(*, task: Task, actor: Actor, to: Agent | None = None) -> Task:
-    """Assign to `to`, or (no `to`) the calling agent claims the task."""
+def task_assign(*, task: Task | VisibleTask, actor: Actor, to: Agent | str | None = None) -> Task:
+    """Assign to `to` (an agent, or its handle), or (no `to`) the calling agent claims the task."""
     task = _locked(task)
-    claim = to is None or actor.is_(to)
-    if to is None:
-        to = actor.agent
-        if to is None:
-            raise Forbidden(
-                "agent_id is required: only an agent can claim a task.", "agent_required"
-            )
+    previous = task.assignee
+    claim = to is None
+    if claim and actor.agent is None:
+        raise Forbidden("agent_id is required: only an agent can claim a task.", "agent_required")
+    to = _lock_agents(task, actor.agent if claim else to)
+    claim = claim or actor.is_(to)
     _ensure_open(task, TaskStatus.ASSIGNED)
     if task.assignee_id == to.pk:
         raise Conflict(f"The task is already assigned to {to.handle}.", "already_assigned")
@@ -237,7 +283,7 @@ def task_assign(*, task: Task, actor: Actor, to: Agent | None = None) -> Task:
             )
     else:
         _ensure_may_move(task, actor, TaskStatus.ASSIGNED)
-    previous, _ = _check_move(task, actor, to, Move.CLAIM if claim else Move.ASSIGN)
+    _check_move(task, actor, to, Move.CLAIM if claim else Move.ASSIGN)
     before = snapshot(task)
     _give(task, to, timezone.now())
     task.save()
@@ -250,21 +296,25 @@ def task_assign(*, task: Task, actor: Actor, to: Agent | None = None) -> Task:
 @transaction.atomic
 def task_delegate(
     *,
-    task: Task,
+    task: Task | VisibleTask,
     actor: Actor,
-    to: Agent,
+    to: Agent | str,
     **decision: Unpack[DelegationDecision],
 ) -> Task:
-    """Seed 001's DELEGATE: an agent passes the task on, storing the DELEGATION DECISION."""
+    """Seed 001's DELEGATE: an agent passes the task on (to an agent, or its handle), storing
+    the DELEGATION DECISION."""
+    task = _locked(task)
+    previous = task.assignee
+    to = _lock_agents(task, to)
+    # After the reads, so that an unknown task or agent answers 404 first, as it always has.
     if not actor.is_agent:
         raise Forbidden(
             "Only an agent delegates (it acts as one agent); a human reassigns with assign.",
             "agent_required",
         )
-    task = _locked(task)
     _ensure_open(task, TaskStatus.ASSIGNED)
     _ensure_may_move(task, actor, TaskStatus.ASSIGNED)
-    previous, _ = _check_move(task, actor, to, Move.DELEGATE)
+    _check_move(task, actor, to, Move.DELEGATE)
     before = snapshot(task)
     _give(task, to, timezone.now())
     task.save()
@@ -276,24 +326,27 @@ def task_delegate(
 @transaction.atomic
 def task_queue(
     *,
-    task: Task,
+    task: Task | VisibleTask,
     actor: Actor,
-    to: Agent,
+    to: Agent | str,
     wait_time_seconds: int | None = None,
     **decision: Unpack[DelegationDecision],
 ) -> Task:
-    """Seed 001's QUEUE: the task waits for a busy (full, not offline) expert.
+    """Seed 001's QUEUE: the task waits for a busy (full, not offline) expert (an agent, or its
+    handle).
 
     The DELEGATION DECISION is stored; `wait_time_seconds` is the caller's Wait Time, else ours.
     """
     task = _locked(task)
+    previous = task.assignee
+    to = _lock_agents(task, to)
     _ensure_open(task, TaskStatus.QUEUED)
     if task.status == TaskStatus.QUEUED and task.queued_for_id == to.pk:
         raise Conflict(f"The task is already queued for {to.handle}.", "already_queued")
     _ensure_may_move(task, actor, TaskStatus.QUEUED)
     if task.assignee_id == to.pk:
         raise Conflict(f"The task is already assigned to {to.handle}.", "already_assigned")
-    previous, _ = _check_move(task, actor, to, Move.QUEUE)
+    _check_move(task, actor, to, Move.QUEUE)
     wait = estimated_wait_for_new(agent=to, urgency_rank=task.urgency_rank)
     before = snapshot(task)
     _wait_for(task, to, actor.agent or task.queued_by, timezone.now())
@@ -309,7 +362,7 @@ def task_queue(
 @transaction.atomic
 def task_escalate(
     *,
-    task: Task,
+    task: Task | VisibleTask,
     actor: Actor,
     reason: str = "",
     **decision: Unpack[DelegationDecision],
@@ -323,12 +376,14 @@ def task_escalate(
     if task.status == TaskStatus.ESCALATED:
         raise invalid_transition(task.status, TaskStatus.ESCALATED, "it already waits for humans.")
     _ensure_may_move(task, actor, TaskStatus.ESCALATED)
-    rule = team_rule_of(org=task.organization)
     source = actor.agent if actor.is_agent else rules.escalation_source(task)
-    target = rules.escalation_target(rule=rule, source=source, queued_for_id=task.queued_for_id)
+    target = rules.escalation_target(
+        rule=_rule_of(task), source=source, queued_for_id=task.queued_for_id
+    )
     previous, verdict = task.assignee, None
     if target is not None:
-        _, verdict = _check_move(task, actor, target, Move.ESCALATE, rule=rule)
+        _lock_agents(task, target)
+        verdict = _check_move(task, actor, target, Move.ESCALATE)
     before = snapshot(task)
     apply_escalation(task, target=target, verdict=verdict, queued_by=source, now=timezone.now())
     task.save()
@@ -336,7 +391,8 @@ def task_escalate(
         task=task, actor=actor, before=before, target=target, verdict=verdict,
         **{**decision, "reasoning": decision.get("reasoning") or reason},
     )  # fmt: skip
-    _refill_if_dropped(previous, task)
+    # Escalated to humans, the holder's row was not locked yet: fill_from_queue locks it.
+    _refill_if_dropped(previous, task, locked=target is not None)
     return task
 
 
@@ -344,7 +400,7 @@ def _change_status(task: Task, status: str) -> tuple[dict, Agent | None]:
     """Move the (locked, checked) task to `status`; (its snapshot before, the holder it freed)."""
     holder = task.assignee if task.status in HELD_STATUSES else None
     if holder is not None:
-        rules.lock_workloads([holder.pk])
+        rules.lock_agents([holder.pk])
     before = snapshot(task)
     task.status = status
     if status in FINISHED_STATUSES:
@@ -355,7 +411,7 @@ def _change_status(task: Task, status: str) -> tuple[dict, Agent | None]:
 
 
 @transaction.atomic
-def task_set_status(*, task: Task, actor: Actor, status: str, note: str = "") -> Task:
+def task_set_status(*, task: Task | VisibleTask, actor: Actor, status: str, note: str = "") -> Task:
     """The assignee moves its task: assigned → in_progress → blocked ⇄ in_progress → completed | failed."""
     task = _locked(task)
     if actor.is_agent and task.assignee_id != actor.agent.pk:
@@ -367,12 +423,12 @@ def task_set_status(*, task: Task, actor: Actor, status: str, note: str = "") ->
     before, freed = _change_status(task, status)
     events.task_status_changed_event(task=task, actor=actor, before=before, note=note)
     if freed is not None:
-        fill_from_queue(freed)
+        fill_from_queue(freed, locked=True)
     return task
 
 
 @transaction.atomic
-def task_cancel(*, task: Task, actor: Actor, reason: str = "") -> Task:
+def task_cancel(*, task: Task | VisibleTask, actor: Actor, reason: str = "") -> Task:
     """Cancel: a human, or the agent that created the task."""
     task = _locked(task)
     _ensure_open(task, TaskStatus.CANCELLED)
@@ -383,7 +439,7 @@ def task_cancel(*, task: Task, actor: Actor, reason: str = "") -> Task:
     before, freed = _change_status(task, TaskStatus.CANCELLED)
     events.task_cancelled_event(task=task, actor=actor, before=before, reason=reason)
     if freed is not None:
-        fill_from_queue(freed)
+        fill_from_queue(freed, locked=True)
     return task
 
 

@@ -489,6 +489,34 @@ def test_an_agent_sees_only_its_own_tasks(cast):
     assert len(cast.human.get("/api/tasks").json()["results"]) == 3
 
 
+def test_a_move_answers_404_for_a_task_it_cannot_see_before_anything_else(cast):
+    """Moves read their task under the lock, after the body: the order of answers is kept."""
+    hidden = create(cast.human, agent_id="agent-boss").json()["id"]
+    sarah = cast.client(cast.sarah)
+    for path, body in [
+        ("status", {"status": "bogus"}),
+        ("assign", {"agent_id": "agent-nobody"}),
+        ("assign", {"agentId": "agent-alex"}),  # names another agent: 403 were it visible
+        ("delegate", {}),
+    ]:
+        assert_error(post(sarah, f"/api/tasks/{hidden}/{path}", body), 404, "task_not_found")
+    mine = create(sarah).json()["id"]
+    assert_error(post(sarah, f"/api/tasks/{mine}/status", {"status": "bogus"}), 400, "invalid")
+    assert_error(
+        post(sarah, f"/api/tasks/{mine}/assign", {"agent_id": "agent-nobody"}),
+        404, "agent_not_found",
+    )  # fmt: skip
+    # A human cannot delegate (403), but an unknown agent is still a 404 first.
+    assert_error(
+        post(cast.human, f"/api/tasks/{mine}/delegate", {"agent_id": "agent-nobody"}),
+        404, "agent_not_found",
+    )  # fmt: skip
+    assert_error(
+        post(cast.human, f"/api/tasks/{mine}/delegate", {"agent_id": "agent-alex"}),
+        403, "agent_required",
+    )  # fmt: skip
+
+
 def test_a_delegator_still_sees_the_task_it_passed_on(cast):
     task = create(cast.human, agent_id="agent-sarah").json()
     post(cast.client(cast.sarah), f"/api/tasks/{task['id']}/delegate", {"agent_id": "agent-alex"})
