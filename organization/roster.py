@@ -6,6 +6,8 @@ tuples, so the Python left is one dict per colleague. bench/roster.py measures i
 fetch of the same SQL.
 """
 
+import functools
+
 import orjson
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
@@ -14,7 +16,7 @@ from django.db.models.functions import Cast
 
 from .errors import Invalid
 from .models import Agent, Organization
-from .selectors import agents_of, expertise_terms, holds_expertise
+from .selectors import expertise_terms, holds_expertise
 from .workload import AVAILABLE, status_condition, status_expression, workload_count
 
 ROSTER_FILTERS = ("all", "my_team", "available", "by_expertise")
@@ -76,6 +78,23 @@ def _condition(
     return None
 
 
+@functools.cache
+def _roster_columns() -> QuerySet:
+    """`_COLUMNS` over every agent, ordered by handle; roster_queryset() scopes a clone to one
+    organization. Built once per process: resolving these annotations cost as much as the
+    rest of the Python of a by_expertise roster of 2,000 colleagues."""
+    return (
+        Agent.objects.annotate(
+            current_workload=workload_count(),
+            computed_status=status_expression(),
+            # JSONField would json.loads each row: the text is decoded all at once (_decode_all).
+            expertise_json=Cast("expertise", TextField()),
+        )
+        .order_by("handle")
+        .values_list(*_COLUMNS)
+    )
+
+
 def roster_queryset(
     *,
     org: Organization,
@@ -87,12 +106,7 @@ def roster_queryset(
     """The roster's one query: the rows of `_COLUMNS`, ordered by handle — the colleagues the
     filter keeps, and the requester's own row (its agent_context) whatever the filter."""
     _check(agent=agent, filter=filter, expertise=expertise, expertise_match=expertise_match)
-    qs = agents_of(org=org).annotate(
-        current_workload=workload_count(),
-        computed_status=status_expression(),
-        # JSONField would json.loads each row: the text is decoded all at once (_decode_all).
-        expertise_json=Cast("expertise", TextField()),
-    )
+    qs = _roster_columns().filter(organization=org)
     keep = _condition(
         org=org, agent=agent, filter=filter, expertise=expertise, expertise_match=expertise_match
     )
@@ -100,7 +114,7 @@ def roster_queryset(
         keep |= Q(pk=agent.pk)  # the requester's own row, its agent_context, whatever the filter
     if keep is not None:
         qs = qs.filter(keep)
-    return qs.order_by("handle").values_list(*_COLUMNS)
+    return qs
 
 
 def _fetch(qs: QuerySet) -> list[tuple]:
