@@ -114,7 +114,7 @@ def measure(bench_url: str, org, key: str, params: dict, iterations: int) -> dic
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=0, help="per case (default: 40 / 21)")
+    parser.add_argument("--iterations", type=int, default=0, help="per case (default: 40 / 31)")
     args = parser.parse_args()
 
     results: dict[tuple[int, str], dict] = {}
@@ -125,7 +125,7 @@ def main() -> int:
                 size, slug=f"bench-{size}", name=f"Bench {size}", roles=True
             )
             built = time.perf_counter() - started
-            iterations = args.iterations or (40 if size <= 1_000 else 21)
+            iterations = args.iterations or (40 if size <= 1_000 else 31)
             print(
                 f"{size:>6} agents, {task_count} tasks (built in {built:.1f}s), {iterations} runs"
             )
