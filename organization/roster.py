@@ -1,75 +1,47 @@
 """Seed 000's `get_organization_roster`: one service behind REST and the tool registry.
 
-Built from one `.values()` query whatever the organization's size, so that it stays
-within a small factor of the bare query (bench/roster.py measures it).
+One SQL query whatever the organization's size and filter: the filter, the workload and the
+status are all computed by the database (workload.py's expressions), and the rows come back as
+tuples, so the Python left is one dict per colleague. bench/roster.py measures it against a raw
+fetch of the same SQL.
 """
+
+import functools
+
+import orjson
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
 
 from .errors import Invalid
 from .models import Agent, Organization
-from .selectors import agents_of
-from .workload import AVAILABLE_STATUSES, status_for, workload_count
+from .selectors import expertise_terms, holds_expertise
+from .workload import AVAILABLE, status_condition, status_expression, workload_count
 
 ROSTER_FILTERS = ("all", "my_team", "available", "by_expertise")
 # How `expertise` is compared: exact (seed 000's, case-sensitive) or ignoring case.
 EXACT, IGNORE_CASE = "exact", "ignore_case"
 EXPERTISE_MATCHES = (EXACT, IGNORE_CASE)
 
-_ROW_FIELDS = (
+# The query's columns, in the order get_roster() unpacks them.
+_COLUMNS = (
     "pk",
     "handle",
     "name",
     "role",
-    "team_id",
     "team__name",
     "senior__handle",
-    "expertise",
-    "is_paused",
+    "expertise_json",
+    "computed_status",
+    "current_workload",
     "workload_capacity",
     "availability_until",
 )
+_EXPERTISE_JSON = _COLUMNS.index("expertise_json")
 
 
-def roster_rows(*, org: Organization) -> list[dict]:
-    rows = agents_of(org=org).values(*_ROW_FIELDS, workload=workload_count()).order_by("handle")
-    return list(rows)
-
-
-def _colleague(row: dict) -> dict:
-    return {
-        "id": row["handle"],
-        "name": row["name"],
-        "role": row["role"],
-        "team": row["team__name"],
-        "seniorId": row["senior__handle"],
-        "expertise": row["expertise"],
-        "status": status_for(
-            is_paused=row["is_paused"],
-            workload=row["workload"],
-            capacity=row["workload_capacity"],
-        ),
-        "current_workload": row["workload"],
-        "workload_capacity": row["workload_capacity"],
-        "availability_until": row["availability_until"],
-    }
-
-
-def _matches(expertise: list[str], wanted: str, ignore_case: bool) -> bool:
-    if ignore_case:
-        wanted = wanted.casefold()
-        return any(e.casefold() == wanted for e in expertise)
-    return wanted in expertise
-
-
-def get_roster(
-    *,
-    org: Organization,
-    agent: Agent | None,
-    filter: str = "all",
-    expertise: str | None = None,
-    expertise_match: str = EXACT,
-) -> dict:
-    """`{"agent_context", "colleagues"}` for `agent` (None: a human's view of everyone)."""
-    filter = filter or "all"
+def _check(*, agent: Agent | None, filter: str, expertise: str | None, expertise_match: str):
     if filter not in ROSTER_FILTERS:
         raise Invalid(
             f"Unknown filter '{filter}'. Use one of: {', '.join(ROSTER_FILTERS)}.", "invalid_filter"
@@ -81,22 +53,127 @@ def get_roster(
     if filter == "my_team" and agent is None:
         raise Invalid("filter 'my_team' needs an agent: pass ?agent=<id>.", "invalid_filter")
 
-    rows = roster_rows(org=org)
-    me = None
-    if agent is not None:
-        me = next((r for r in rows if r["pk"] == agent.pk), None)
-    colleagues = []
-    for row in rows:
-        if me is not None and row["pk"] == me["pk"]:
-            continue
-        if filter == "my_team" and (me["team_id"] is None or row["team_id"] != me["team_id"]):
-            continue
-        info = _colleague(row)
-        if filter == "available" and info["status"] not in AVAILABLE_STATUSES:
-            continue
-        if filter == "by_expertise" and not _matches(
-            row["expertise"], expertise, expertise_match == IGNORE_CASE
-        ):
-            continue
-        colleagues.append(info)
-    return {"agent_context": _colleague(me) if me else None, "colleagues": colleagues}
+
+def _terms_matching(*, org: Organization, expertise: str, expertise_match: str) -> list[str]:
+    """The exact terms to look for: `expertise` itself, or (ignore_case) every term of the
+    organization equal to it under str.casefold — SQL's lower() is not casefold (ß, and on
+    SQLite anything beyond ASCII), so the folding stays in Python, over the few distinct terms."""
+    if expertise_match == EXACT:
+        return [expertise]
+    wanted = expertise.casefold()
+    return [term for term in expertise_terms(org=org) if term.casefold() == wanted]
+
+
+def _condition(
+    *, org: Organization, agent: Agent | None, filter: str, expertise: str, expertise_match: str
+) -> Q | None:
+    """Which colleagues `filter` keeps, as SQL (None: everyone)."""
+    if filter == "my_team":
+        return Q(team_id=agent.team_id) if agent.team_id is not None else Q(pk__in=[])
+    if filter == "available":
+        return status_condition(AVAILABLE)
+    if filter == "by_expertise":
+        terms = _terms_matching(org=org, expertise=expertise, expertise_match=expertise_match)
+        return holds_expertise(terms)
+    return None
+
+
+@functools.cache
+def _roster_columns() -> QuerySet:
+    """`_COLUMNS` over every agent, ordered by handle; roster_queryset() scopes a clone to one
+    organization. Built once per process: resolving these annotations cost as much as the
+    rest of the Python of a by_expertise roster of 2,000 colleagues."""
+    return (
+        Agent.objects.annotate(
+            current_workload=workload_count(),
+            computed_status=status_expression(),
+            # JSONField would json.loads each row: the text is decoded all at once (_decode_all).
+            expertise_json=Cast("expertise", TextField()),
+        )
+        .order_by("handle")
+        .values_list(*_COLUMNS)
+    )
+
+
+def roster_queryset(
+    *,
+    org: Organization,
+    agent: Agent | None,
+    filter: str = "all",
+    expertise: str | None = None,
+    expertise_match: str = EXACT,
+) -> QuerySet:
+    """The roster's one query: the rows of `_COLUMNS`, ordered by handle — the colleagues the
+    filter keeps, and the requester's own row (its agent_context) whatever the filter."""
+    _check(agent=agent, filter=filter, expertise=expertise, expertise_match=expertise_match)
+    qs = _roster_columns().filter(organization=org)
+    keep = _condition(
+        org=org, agent=agent, filter=filter, expertise=expertise, expertise_match=expertise_match
+    )
+    if keep is not None and agent is not None:
+        keep |= Q(pk=agent.pk)  # the requester's own row, its agent_context, whatever the filter
+    if keep is not None:
+        qs = qs.filter(keep)
+    return qs
+
+
+def _fetch(qs: QuerySet) -> list[tuple]:
+    """The query's rows. On PostgreSQL psycopg already returns the final Python values, so the
+    rows are fetched on a plain cursor, skipping the ORM's per-row conversion pass (which only
+    calls int() on the count there); other backends (SQLite's datetimes are text) keep it."""
+    if connection.vendor != "postgresql":
+        return list(qs)
+    try:
+        sql, params = qs.query.sql_with_params()
+    except EmptyResultSet:  # a condition that matches nothing (no such term): no query to run
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _decode_all(texts: list[str]) -> list:
+    """Each row's expertise JSON text, decoded in one orjson call (JSONField would json.loads
+    each row)."""
+    return orjson.loads("[" + ",".join(texts) + "]")
+
+
+def get_roster(
+    *,
+    org: Organization,
+    agent: Agent | None,
+    filter: str = "all",
+    expertise: str | None = None,
+    expertise_match: str = EXACT,
+) -> dict:
+    """`{"agent_context", "colleagues"}` for `agent` (None: a human's view of everyone)."""
+    qs = roster_queryset(
+        org=org,
+        agent=agent,
+        filter=filter or "all",
+        expertise=expertise,
+        expertise_match=expertise_match,
+    )
+    rows = _fetch(qs)
+    expertises = _decode_all([row[_EXPERTISE_JSON] for row in rows])
+    everyone = []
+    for row, terms in zip(rows, expertises, strict=True):
+        _pk, handle, name, role, team, senior, _text, status, workload, capacity, until = row
+        everyone.append(
+            {
+                "id": handle,
+                "name": name,
+                "role": role,
+                "team": team,
+                "seniorId": senior,
+                "expertise": terms,
+                "status": status,
+                "current_workload": workload,
+                "workload_capacity": capacity,
+                "availability_until": until,
+            }
+        )
+    my_pk = agent.pk if agent is not None else None
+    mine = next((i for i, row in enumerate(rows) if row[0] == my_pk), None)
+    me = everyone.pop(mine) if mine is not None else None
+    return {"agent_context": me, "colleagues": everyone}

@@ -1,7 +1,10 @@
 """Reads, already scoped to one organization. Nothing else queries Agent/Team directly."""
 
+import operator
+from functools import reduce
+
 from django.db import connection
-from django.db.models import BooleanField, Count, QuerySet
+from django.db.models import BooleanField, Count, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from .errors import NotFound
@@ -66,21 +69,47 @@ def team_rule_of(*, org: Organization) -> TeamRule:
     return rule or TeamRule(organization=org)
 
 
-def with_expertise(qs: QuerySet[Agent], expertise: str) -> QuerySet[Agent]:
-    """Agents whose expertise list holds `expertise` exactly (case-sensitive, seed 000).
+def holds_expertise(terms: list[str]) -> Q:
+    """Agents whose expertise list holds one of `terms` exactly (case-sensitive, seed 000).
 
     One SQL condition on every backend: jsonb containment on PostgreSQL, json_each on SQLite
-    (which has no JSON `contains` lookup).
+    (which has no JSON `contains` lookup). No terms match no agent.
     """
+    if not terms:
+        return Q(pk__in=[])
     if connection.vendor == "postgresql":
-        return qs.filter(expertise__contains=[expertise])
+        return reduce(operator.or_, (Q(expertise__contains=[term]) for term in terms))
     table = connection.ops.quote_name(Agent._meta.db_table)
+    marks = ", ".join(["%s"] * len(terms))
     holds = RawSQL(
-        f"EXISTS (SELECT 1 FROM json_each({table}.expertise) WHERE json_each.value = %s)",
-        [expertise],
+        f"EXISTS (SELECT 1 FROM json_each({table}.expertise) WHERE json_each.value IN ({marks}))",
+        list(terms),
         output_field=BooleanField(),
     )
-    return qs.filter(holds)
+    return Q(holds)
+
+
+def with_expertise(qs: QuerySet[Agent], expertise: str) -> QuerySet[Agent]:
+    """Agents whose expertise list holds `expertise` exactly (case-sensitive, seed 000)."""
+    return qs.filter(holds_expertise([expertise]))
+
+
+def expertise_terms(*, org: Organization) -> list[str]:
+    """Every distinct expertise term of the organization's agents, in one query."""
+    table = connection.ops.quote_name(Agent._meta.db_table)
+    if connection.vendor == "postgresql":
+        sql = (
+            f"SELECT DISTINCT jsonb_array_elements_text(expertise) FROM {table} "
+            "WHERE organization_id = %s AND jsonb_typeof(expertise) = 'array'"
+        )
+    else:
+        sql = (
+            f"SELECT DISTINCT json_each.value FROM {table}, json_each({table}.expertise) "
+            f"WHERE {table}.organization_id = %s AND json_type({table}.expertise) = 'array'"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [org.pk])
+        return [term for (term,) in cursor.fetchall() if isinstance(term, str)]
 
 
 def teams_with_size(*, org: Organization) -> QuerySet[Team]:

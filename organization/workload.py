@@ -177,12 +177,19 @@ def status_expression(workload: str = "current_workload") -> Case:
     )
 
 
+def status_condition(status: str) -> Q:
+    """The computed status as a condition on the `computed_status` annotation (status_expression),
+    to combine with others (`available` = idle or active; an unknown status matches nothing)."""
+    if status == AVAILABLE:
+        return Q(computed_status__in=[s.value for s in AVAILABLE_STATUSES])
+    if status in AgentStatus.values:
+        return Q(computed_status=status)
+    return Q(pk__in=[])
+
+
 def with_status(qs: QuerySet[Agent], status: str) -> QuerySet[Agent]:
     """The computed status as a filter (`available` = idle or active); `qs` must be annotated
     with `current_workload`."""
-    qs = qs.annotate(computed_status=status_expression())
-    if status == AVAILABLE:
-        return qs.filter(computed_status__in=[s.value for s in AVAILABLE_STATUSES])
-    if status in AgentStatus.values:
-        return qs.filter(computed_status=status)
-    return qs.none()
+    if status != AVAILABLE and status not in AgentStatus.values:
+        return qs.none()
+    return qs.annotate(computed_status=status_expression()).filter(status_condition(status))
