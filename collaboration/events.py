@@ -2,15 +2,40 @@
 
 As saleor's `order/events.py`: every write that someone following a session should see appends
 one of these, in the writer's transaction; the names and data are the API's `events` list.
+Inside `deferred()` they are returned unsaved instead, for a writer that inserts them in the
+same statement as its own change (the runner's claim and settle of an agent).
 """
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from .models import SessionEvent
 
 PREFIX = "tool:collaborative"
 
+_deferred: ContextVar[list[SessionEvent] | None] = ContextVar("session_events", default=None)
+
 
 def _record(session_id, kind: str, **data) -> SessionEvent:
-    return SessionEvent.objects.create(session_id=session_id, name=f"{PREFIX}:{kind}", data=data)
+    event = SessionEvent(session_id=session_id, name=f"{PREFIX}:{kind}", data=data)
+    pending = _deferred.get()
+    if pending is None:
+        event.save()
+    else:
+        pending.append(event)
+    return event
+
+
+@contextmanager
+def deferred() -> Iterator[list[SessionEvent]]:
+    """The events recorded inside, unsaved: the caller writes them."""
+    pending: list[SessionEvent] = []
+    token = _deferred.set(pending)
+    try:
+        yield pending
+    finally:
+        _deferred.reset(token)
 
 
 # --- the session ---------------------------------------------------------------------------

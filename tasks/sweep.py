@@ -5,12 +5,20 @@ It escalates exactly as `services.task_escalate` does for the system — the sam
 target (`rules.escalation_source` / `escalation_target`), the same capacity verdict
 (`rules.check_assignment`), the same state change (`services.apply_escalation`) and the same
 event (`events.escalation_event`) — but per batch: one query takes the rows, a few load what
-the rules need, one statement writes the tasks and `events.record_many` writes their events,
-inbox items and webhooks.
+the rules need, and three statements write the tasks, their events and their inbox items
+(plus the webhook deliveries of the targets that have one).
+
+Tasks alike escalate alike: rows that differ only in their id, queue times, urgency and
+deadline (same agents, chain and status) get the same target, and with the same capacity
+verdict the same state change and event, but for the event's reasoning (why the task is stale,
+which the sweep gives). So in each batch the rules run once per such shape and verdict, the
+capacity check once per task; tests/tasks/test_sweep.py checks a batch against the same tasks
+swept one at a time.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -18,15 +26,24 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Value
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Model,
+    Q,
+    TextField,
+    Value,
+)
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from organization.models import Agent, Organization, TeamRule
 
-from . import events, rules
+from . import events, rules, webhooks
 from .events import snapshot
-from .models import Task, TaskEvent, TaskStatus, Urgency
+from .models import InboxItem, Task, TaskEvent, TaskStatus, Urgency, WebhookDelivery
 from .rules import ESCALATION_SOURCE_FIELDS, SYSTEM, Move
 from .services import apply_escalation
 
@@ -70,29 +87,37 @@ class SweepResult:
 def sweep_stale_queued(
     *, now: datetime | None = None, batch_size: int | None = None
 ) -> SweepResult:
-    """Escalate every stale queued task, in batches.
+    """Escalate every stale queued task, in batches up the pk order.
 
     Rows are taken with SKIP LOCKED, so two sweeps running at once split the work and never
     escalate one task twice; an escalated task is no longer stale, so a re-run does nothing.
     A row that cannot be escalated (it raises) is skipped and logged, and the rest of its batch
     is escalated all the same; it stays queued and is reported by every sweep until fixed.
+    Each batch starts after the last row of the one before: a sweep reads the table once, and
+    never takes a task again that it re-queued for its target (nor a skipped one). A row locked
+    by someone else as the sweep passes is left to the next sweep.
     """
     batch_size = batch_size or settings.TASKS_SWEEP_BATCH_SIZE
     result = SweepResult()
+    after = 0
     while True:
-        taken, escalated, skipped = _sweep_batch(
-            now or timezone.now(), batch_size, exclude=result.skipped
-        )
+        taken, after, escalated, skipped = _sweep_batch(now or timezone.now(), batch_size, after)
         result.escalated += escalated
         result.skipped += skipped
         if taken < batch_size:
             return result
 
 
+# Not `queued_at`: the move overwrites it, so an escalation cannot depend on it.
 _SWEEP_FIELDS = (
-    "pk", "organization_id", "urgency", "deadline", "status", "queued_at", "delegation_chain",
+    "pk", "organization_id", "urgency", "deadline", "status",
     *(f"{f}_id" for f in ESCALATION_SOURCE_FIELDS),
 )  # fmt: skip
+# What decides a row's target (`rules.escalation_source` and `escalation_target`).
+_TARGET_FIELDS = ("organization_id", *(f"{f}_id" for f in ESCALATION_SOURCE_FIELDS))
+# What decides its escalation, with its chain and the verdict: not its urgency nor its deadline,
+# which only make the reason the event stores (the decision's reasoning, the sweep's own).
+_SHAPE_FIELDS = (*_TARGET_FIELDS, "status")
 
 
 def _skip(row: dict, skipped: list[int]) -> None:
@@ -101,17 +126,19 @@ def _skip(row: dict, skipped: list[int]) -> None:
 
 
 @transaction.atomic
-def _sweep_batch(now: datetime, batch_size: int, exclude=()) -> tuple[int, int, list[int]]:
-    """Escalate one batch; returns (rows taken, tasks escalated, task ids skipped)."""
+def _sweep_batch(now: datetime, batch_size: int, after: int) -> tuple[int, int, int, list[int]]:
+    """Escalate one batch of rows after pk `after`; returns (rows taken, last pk, tasks
+    escalated, task ids skipped)."""
     rows = list(
         stale_queued(now)
-        .exclude(pk__in=list(exclude))
+        .filter(pk__gt=after)
         .select_for_update(skip_locked=True, of=("self",))
         .order_by("pk")
-        .values(*_SWEEP_FIELDS)[:batch_size]
+        # The chain as its text: a key as it is, decoded only for the rows the rules run on.
+        .values(*_SWEEP_FIELDS, chain=Cast("delegation_chain", TextField()))[:batch_size]
     )
     if not rows:
-        return 0, 0, []
+        return 0, after, 0, []
     # `now` decides what is stale; the rows record when the sweep actually wrote them.
     written = timezone.now()
     org_ids = {r["organization_id"] for r in rows}
@@ -121,38 +148,68 @@ def _sweep_batch(now: datetime, batch_size: int, exclude=()) -> tuple[int, int, 
             "default_supervisor"
         )
     }
+    for org_id in org_ids - rule_of.keys():
+        rule_of[org_id] = TeamRule(organization_id=org_id)
     agent_ids = {r[f"{f}_id"] for r in rows for f in ESCALATION_SOURCE_FIELDS if r[f"{f}_id"]}
     agents = {a.pk: a for a in Agent.objects.filter(pk__in=agent_ids).select_related("senior")}
 
     # Per-row isolation: a row that raises is skipped (and reported), never its whole batch.
-    plans, skipped = [], []
+    # Nothing that raised is remembered: each row of a failing shape raises (and is logged) itself.
+    skipped: list[int] = []
+    target_of: dict[tuple, Agent | None] = {}
+    planned = []
     for row in rows:
-        try:
-            task = _task_of(row, agents, written)
-            rule = rule_of.get(row["organization_id"]) or TeamRule(
-                organization_id=row["organization_id"]
-            )
-            target = rules.escalation_target(
-                rule=rule, source=rules.escalation_source(task), queued_for_id=task.queued_for_id
-            )
-        except Exception:
-            _skip(row, skipped)
-            continue
-        plans.append((row, task, rule, target))
+        source = tuple(row[f] for f in _TARGET_FIELDS)
+        if source not in target_of:
+            try:
+                task = _task_of(row, agents, written)
+                target_of[source] = rules.escalation_target(
+                    rule=rule_of[row["organization_id"]],
+                    source=rules.escalation_source(task),
+                    queued_for_id=task.queued_for_id,
+                )
+            except Exception:
+                _skip(row, skipped)
+                continue
+        planned.append((row, target_of[source]))
 
-    workloads = rules.lock_workloads({t.pk for *_, t in plans if t is not None})
-    updated, escalations = [], []
-    for row, task, rule, target in plans:
+    workloads = rules.lock_workloads({t.pk for _, t in planned if t is not None})
+    orgs = {org_id: Organization(pk=org_id) for org_id in org_ids}
+    outcomes: dict[tuple, _Outcome] = {}
+    escalated: list[tuple[int, str, _Outcome]] = []
+    for row, target in planned:
+        rule = rule_of[row["organization_id"]]
+        shape = _shape(row)
         try:
-            event = _escalate(row, task, rule, target, now, written, workloads)
+            verdict = None
+            if target is not None:
+                verdict = rules.check_assignment(
+                    org=orgs[row["organization_id"]], actor=SYSTEM, target=target,
+                    move=Move.ESCALATE, rule=rule, workload=workloads[target.pk],
+                )  # fmt: skip
+            outcome = outcomes.get((shape, verdict))
+            if outcome is None:
+                outcome = _outcome(row, agents, rule, target, verdict, now, written)
+                outcomes[shape, verdict] = outcome
         except Exception:
             _skip(row, skipped)
             continue
-        updated.append(task)
-        escalations.append(event)
-    _bulk_apply(updated)
-    events.record_many(escalations, now=written)
-    return len(rows), len(updated), skipped
+        if verdict is not None and verdict.has_room:
+            workloads[target.pk] += 1
+        escalated.append((row["pk"], _reason(row, now), outcome))
+    _write(escalated, written)
+    return len(rows), rows[-1]["pk"], len(escalated), skipped
+
+
+def _reason(row: dict, now: datetime) -> str:
+    if row["deadline"] and row["deadline"] < now:
+        return "Past its deadline while queued."
+    return f"Queued longer than the {row['urgency']} threshold."
+
+
+def _shape(row: dict) -> tuple:
+    """What the escalation of `row` depends on (see the module's docstring)."""
+    return (*(row[f] for f in _SHAPE_FIELDS), row["chain"])
 
 
 def _task_of(row: dict, agents: dict[int, Agent], written: datetime) -> Task:
@@ -163,8 +220,7 @@ def _task_of(row: dict, agents: dict[int, Agent], written: datetime) -> Task:
         urgency=row["urgency"],
         deadline=row["deadline"],
         status=row["status"],
-        queued_at=row["queued_at"],
-        delegation_chain=row["delegation_chain"],
+        delegation_chain=json.loads(row["chain"]),
         # The sweep's UPDATE writes these too: a queued task holds no assignment.
         assigned_at=None,
         updated_at=written,
@@ -172,71 +228,163 @@ def _task_of(row: dict, agents: dict[int, Agent], written: datetime) -> Task:
     )
 
 
-def _escalate(row, task, rule, target, now, written, workloads) -> TaskEvent:
-    """Escalate `task` in memory as the system and return its event (nothing written yet)."""
-    before = snapshot(task)
-    verdict = None
-    if target is not None:
-        verdict = rules.check_assignment(
-            org=Organization(pk=row["organization_id"]),
-            actor=SYSTEM, target=target, move=Move.ESCALATE, rule=rule,
-            workload=workloads[target.pk],
-        )  # fmt: skip
-    # The sweep leaves who queued the task as it was (the move records its own source).
-    apply_escalation(task, target=target, verdict=verdict, queued_by=task.queued_by, now=written)
-    if verdict is not None and verdict.has_room:
-        workloads[target.pk] += 1
-    reason = (
-        "Past its deadline while queued."
-        if row["deadline"] and row["deadline"] < now
-        else f"Queued longer than the {row['urgency']} threshold."
-    )
-    return events.escalation_event(
-        task=task, actor=SYSTEM, before=before, target=target, verdict=verdict, stale=True,
-        reasoning=reason,
-    )  # fmt: skip
-
-
+# The task columns an escalation writes.
 _APPLIED_FIELDS = (
     "status", "assignee_id", "queued_for_id", "queued_at", "queued_by_id", "assigned_at",
     "delegation_chain", "updated_at",
 )  # fmt: skip
 
 
-def _bulk_apply(tasks: list[Task]) -> None:
-    """Write the swept rows in one statement.
+@dataclass
+class _Outcome:
+    """An escalation as written, but for what is the task's own (its id, its event's reasoning):
+    the task's new values, the event's, and the inbox item's when the target is told (None
+    otherwise); and the same as JSON members, encoded once for all the tasks that share it."""
 
-    On PostgreSQL one `UPDATE … FROM unnest(arrays)`: Django's bulk_update builds a CASE per
-    column with a branch per row, which PostgreSQL evaluates row by row (quadratic in the batch).
+    task: dict
+    event: dict
+    inbox: dict | None
+    recipient: Agent | None
+
+    def __post_init__(self):
+        self.task_json = _members(self.task)
+        self.event_json = _members(self.event)
+        self.inbox_json = _members(self.inbox) if self.inbox is not None else None
+
+    def event_of(self, task_id: int, reasoning: str, **values) -> TaskEvent:
+        event = TaskEvent(**self.event, task_id=task_id, reasoning=reasoning, **values)
+        event.recipient = self.recipient
+        return event
+
+
+def _outcome(row, agents, rule, target, verdict, now, written) -> _Outcome:
+    """Escalate `row`'s task in memory as the system: what to write (nothing written yet)."""
+    task = _task_of(row, agents, written)
+    before = snapshot(task)
+    # The sweep leaves who queued the task as it was (the move records its own source).
+    apply_escalation(task, target=target, verdict=verdict, queued_by=task.queued_by, now=written)
+    event = events.escalation_event(
+        task=task, actor=SYSTEM, before=before, target=target, verdict=verdict, stale=True,
+        reasoning=_reason(row, now),
+    )  # fmt: skip
+    inbox = None
+    if events._notifies(event):  # the one rule of who is told
+        inbox = _values(events._inbox_item(event), exclude=_PER_TASK)
+    return _Outcome(
+        task={f: getattr(task, f) for f in _APPLIED_FIELDS},
+        event=_values(event, exclude=_PER_TASK | {"reasoning"}),
+        inbox=inbox,
+        recipient=target,
+    )
+
+
+# What differs between the tasks of one outcome (`created_at` is when the batch is written).
+_PER_TASK = {"id", "task_id", "event_id", "created_at"}
+
+
+def _values(instance: Model, *, exclude: set[str]) -> dict:
+    return {
+        f.attname: getattr(instance, f.attname)
+        for f in instance._meta.concrete_fields
+        if f.attname not in exclude
+    }
+
+
+# --- writing a batch ---------------------------------------------------------------------------
+
+
+def _write(escalated: list[tuple[int, str, _Outcome]], written: datetime) -> None:
+    """Write the batch: its tasks, events and inbox items, then the webhook deliveries.
+
+    On PostgreSQL three statements, each taking its rows as one JSON document
+    (`json_to_recordset`), built from the outcomes' encoded members: psycopg adapting a Python
+    list per column cost more than the statements themselves, and Django's bulk_update builds
+    a CASE per column with a branch per row (quadratic). Elsewhere (SQLite, `make run`) the
+    ORM's bulk writes.
     """
-    if not tasks:
+    if not escalated:
         return
     if connection.vendor != "postgresql":
+        tasks = [Task(pk=pk, **o.task) for pk, _, o in escalated]
         Task.objects.bulk_update(tasks, list(_APPLIED_FIELDS))
+        events.record_many([o.event_of(pk, why) for pk, why, o in escalated], now=written)
         return
-    table = Task._meta.db_table
-    sql = f"""
-        UPDATE {table} AS t SET
-            status = v.status, assignee_id = v.assignee_id, queued_for_id = v.queued_for_id,
-            queued_at = v.queued_at, queued_by_id = v.queued_by_id, assigned_at = v.assigned_at,
-            delegation_chain = v.chain::jsonb, updated_at = v.updated_at
-        FROM unnest(
-            %s::bigint[], %s::varchar[], %s::bigint[], %s::bigint[], %s::timestamptz[],
-            %s::bigint[], %s::timestamptz[], %s::text[], %s::timestamptz[]
-        ) AS v(id, status, assignee_id, queued_for_id, queued_at, queued_by_id, assigned_at,
-               chain, updated_at)
-        WHERE t.id = v.id
-    """  # noqa: S608  (the table name is ours, every value is a parameter)
-    columns = [
-        [t.pk for t in tasks],
-        [t.status for t in tasks],
-        [t.assignee_id for t in tasks],
-        [t.queued_for_id for t in tasks],
-        [t.queued_at for t in tasks],
-        [t.queued_by_id for t in tasks],
-        [t.assigned_at for t in tasks],
-        [json.dumps(t.delegation_chain) for t in tasks],
-        [t.updated_at for t in tasks],
-    ]
+    stamp = _members({"created_at": written})
+    reasons = {why: json.dumps(why) for why in {why for _, why, _ in escalated}}
     with connection.cursor() as cursor:
-        cursor.execute(sql, columns)
+        rows = (f'{{"id":{pk},{o.task_json}}}' for pk, _, o in escalated)
+        cursor.execute(_update_sql(), [_array(rows)])
+        evs = (
+            f'{{"task_id":{pk},"reasoning":{reasons[why]},{stamp},{o.event_json}}}'
+            for pk, why, o in escalated
+        )
+        cursor.execute(_insert_sql(TaskEvent, returning="task_id, id"), [_array(evs)])
+        event_ids = dict(cursor.fetchall())
+        items = [
+            f'{{"task_id":{pk},"event_id":{event_ids[pk]},{stamp},{o.inbox_json}}}'
+            for pk, _, o in escalated
+            if o.inbox_json is not None
+        ]
+        if items:
+            cursor.execute(_insert_sql(InboxItem), [_array(items)])
+    hooked = [
+        o.event_of(pk, why, pk=event_ids[pk], created_at=written)
+        for pk, why, o in escalated
+        if o.inbox is not None and o.recipient.webhook_url
+    ]
+    if hooked:
+        # As `events.record_many`: the payloads read the tasks as just written.
+        tasks = Task.objects.select_related("organization", "assignee", "queued_for").in_bulk(
+            [e.task_id for e in hooked]
+        )
+        deliveries = WebhookDelivery.objects.bulk_create(
+            webhooks.delivery_for(e, tasks[e.task_id], e.recipient) for e in hooked
+        )
+        webhooks.enqueue_deliveries([d.pk for d in deliveries])
+
+
+def _members(values: dict) -> str:
+    """`values` as the members of a JSON object (no braces), to prefix a task's own."""
+    encoded = json.dumps(values, default=_json_default, separators=(",", ":"))
+    assert encoded.startswith("{") and len(encoded) > 2, encoded
+    return encoded[1:-1]
+
+
+def _array(objects) -> str:
+    return f"[{','.join(objects)}]"
+
+
+def _json_default(value):
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _recordset(model: type[Model], attnames) -> tuple[list[str], str]:
+    """(quoted columns, `json_to_recordset(%s::json) AS v(column type, …)`) of `attnames`."""
+    by_attname = {f.attname: f for f in model._meta.concrete_fields}
+    fields = [by_attname[a] for a in attnames]
+    columns = [connection.ops.quote_name(f.column) for f in fields]
+    types = ", ".join(f"{c} {f.db_type(connection)}" for c, f in zip(columns, fields, strict=True))
+    return columns, f"json_to_recordset(%s::json) AS v({types})"
+
+
+@functools.cache
+def _update_sql() -> str:
+    columns, recordset = _recordset(Task, ("id", *_APPLIED_FIELDS))
+    sets = ", ".join(f"{c} = v.{c}" for c in columns[1:])
+    table = connection.ops.quote_name(Task._meta.db_table)
+    return f"UPDATE {table} AS t SET {sets} FROM {recordset} WHERE t.id = v.id"  # noqa: S608
+
+
+@functools.cache
+def _insert_sql(model: type[Model], returning: str = "") -> str:
+    """Insert every concrete column but the pk (the tasks' events, their inbox items)."""
+    attnames = [f.attname for f in model._meta.concrete_fields if not f.primary_key]
+    columns, recordset = _recordset(model, attnames)
+    table = connection.ops.quote_name(model._meta.db_table)
+    sql = (
+        f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608
+        f"SELECT {', '.join(f'v.{c}' for c in columns)} FROM {recordset}"
+    )
+    return f"{sql} RETURNING {returning}" if returning else sql

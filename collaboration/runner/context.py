@@ -33,6 +33,9 @@ class RunContext:
     peak: int = 0
     # Tokens spent by this session so far (kept here: a query per call costs the agents time).
     tokens: int = 0
+    # The session's contributions as read when the run began; an agent's object takes the values
+    # its claim and settle write.
+    contributions: list[Contribution] = field(default_factory=list)
 
     @property
     def session_id(self):
@@ -52,6 +55,8 @@ class RunContext:
 
     def load_tokens(self) -> None:
         """What earlier runs of this session spent (a resumed session keeps its budget)."""
+        if self.session.attempts <= 1:
+            return  # the first run: nothing spent yet
         agents = Contribution.objects.filter(session_id=self.session_id).aggregate(
             n=Sum("tokens_used")
         )["n"]

@@ -71,8 +71,8 @@ def _add_synthesis_tokens(session_id, tokens: int) -> None:
 
 
 def synthesize_and_finish(ctx: RunContext) -> None:
-    session = CollaborationSession.objects.get(pk=ctx.session_id)
-    ctx.session = session
+    session = ctx.session  # as claimed: what the synthesis reads of it does not change
+    # Read again: a hierarchical run settles specialists it read itself.
     contributions = list(session.contributions.order_by("position"))
     considered = mode_for(session.mode).answering(contributions)
     answers = answers_of(c for c in considered if c.status == ContributionStatus.COMPLETED)
@@ -112,6 +112,7 @@ def synthesize_and_finish(ctx: RunContext) -> None:
         error=error,
         consensus=consensus,
         extra=outcome.extra,
+        contributions=contributions,
     )
 
 
@@ -123,14 +124,18 @@ def finish(
     error: str = "",
     consensus: dict | None = None,
     extra: dict | None = None,
+    contributions: list | None = None,
 ) -> None:
-    """Write the outcome and the `complete` event once, whichever run gets here first."""
+    """Write the outcome and the `complete` event once, whichever run gets here first.
+
+    `contributions`: as the synthesis read them, every agent settled (else they are read)."""
     with transaction.atomic():
         session = CollaborationSession.objects.select_for_update().get(pk=ctx.session_id)
         if session.is_finished:
             return
         now = timezone.now()
-        contributions = list(session.contributions.order_by("position"))
+        if contributions is None:
+            contributions = list(session.contributions.order_by("position"))
         agent_tokens = sum(c.tokens_used for c in contributions)
         synthesis_tokens = int(session.metadata.get("synthesis_tokens", 0))
         metadata = {

@@ -51,24 +51,26 @@ class Heartbeat(threading.Thread):
         self.join(timeout=5)
 
 
-def claim(session_id, token: str) -> str:
+def claim(session_id, token: str) -> tuple[str, CollaborationSession | None]:
+    """Take the session's lease; returns the outcome and, when CLAIMED, the session as claimed
+    (its row read under the lock, so the run needs no second read)."""
     lease = settings.COLLAB_LEASE_SECONDS
     with transaction.atomic():
         session = CollaborationSession.objects.select_for_update().filter(pk=session_id).first()
         if session is None:
-            return MISSING
+            return MISSING, None
         if session.is_finished:
-            return FINISHED
+            return FINISHED, None
         if session.cancel_requested:
             session_finish_cancelled(session)
-            return FINISHED
+            return FINISHED, None
         now = timezone.now()
         if (
             session.lease_token
             and session.heartbeat_at
             and (now - session.heartbeat_at).total_seconds() < lease
         ):
-            return BUSY
+            return BUSY, None
         first = session.attempts == 0
         session.attempts += 1
         session.lease_token = token
@@ -98,4 +100,4 @@ def claim(session_id, token: str) -> str:
                 status=ContributionStatus.PENDING, started_at=None
             )
             events.session_resumed_event(session.id, attempt=session.attempts, rerun=interrupted)
-    return CLAIMED
+    return CLAIMED, session

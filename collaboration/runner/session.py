@@ -19,10 +19,10 @@ log = logging.getLogger(__name__)
 def run_session(session_id) -> str:
     """Run (or resume) the session; returns claimed/missing/finished/busy."""
     token = uuid.uuid4().hex
-    outcome = claim(session_id, token)
+    outcome, session = claim(session_id, token)
     if outcome != CLAIMED:
         return outcome
-    ctx = RunContext(session=CollaborationSession.objects.get(pk=session_id))
+    ctx = RunContext(session=session)
     ctx.load_tokens()
     heartbeat = Heartbeat(ctx, token)
     heartbeat.start()
@@ -48,6 +48,7 @@ def run_session(session_id) -> str:
 def execute(ctx: RunContext) -> None:
     session = ctx.session
     contributions = list(session.contributions.select_related("agent").order_by("position"))
+    ctx.contributions = contributions
     ctx.mode = mode_for(session.mode)
     ctx.mode.run(ctx, contributions)
     if ctx.cancelled.is_set():

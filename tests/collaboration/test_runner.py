@@ -8,9 +8,13 @@ from django.utils import timezone
 
 from collaboration import runner
 from collaboration.models import CollaborationSession
+from collaboration.providers import LLMReply
 from collaboration.providers.offline import BANNER
+from collaboration.runner import agent
+from collaboration.runner.context import RunContext, Slot
 from collaboration.services import session_create
 from tests.collaboration.conftest import event_names, human, run, specialists, wait_for
+from tests.conftest import requires_postgres
 from tests.fake_llm import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -415,3 +419,38 @@ def test_a_plan_without_a_paragraph_contributes_its_assignments(acme, fake_llm):
         "assignments": [{"agent": "backend", "subtask": "the API"}]})))  # fmt: skip
     session = run(hierarchical(acme, "coord", "backend", synthesis="merge"))
     assert session.contributions.get(agent_key="coord").response == "- backend: the API"
+
+
+def test_a_resumed_sequential_session_briefs_later_agents_with_earlier_answers(acme, fake_llm):
+    session = create(acme, mode="sequential", agents=specialists("a", "b"), synthesis="merge")
+    CollaborationSession.objects.filter(pk=session.pk).update(
+        status="running", attempts=1, lease_token="dead", heartbeat_at=timezone.now() - timedelta(minutes=5),
+        started_at=timezone.now())  # fmt: skip
+    session.contributions.filter(agent_key="a").update(status="completed", response="A-MARKER")
+    assert run(session).status == "completed"
+    assert not fake_llm.calls_for(agent="a")
+    assert "A-MARKER" in fake_llm.calls_for(agent="b")[0].prompt
+
+
+@requires_postgres()
+def test_an_agents_claim_and_settle_are_one_statement_each(acme, django_assert_num_queries):
+    session = create(acme, agents=specialists("a"))
+    contribution = session.contributions.get()
+    ctx, slot = RunContext(session=session), Slot(contribution)
+    with django_assert_num_queries(1):
+        assert agent.start(ctx, slot) is contribution
+    assert agent.start(ctx, slot) is None  # claimed once
+    reply = LLMReply(text="Fine.\nVERDICT: yes\nCONFIDENCE: 0.7", prompt_tokens=3)
+    with django_assert_num_queries(1):
+        assert agent.settle(ctx, contribution, "completed", reply=reply)
+    assert not agent.settle(ctx, contribution, "timed_out", error="late")  # settled once
+    assert (contribution.status, contribution.verdict) == ("completed", "yes")  # kept in step
+    contribution.refresh_from_db()
+    assert (contribution.status, contribution.confidence, contribution.tokens_used) == (
+        "completed", 0.7, 3,
+    )  # fmt: skip
+    events = list(session.events.order_by("id").values_list("name", "data"))
+    assert events[-2:] == [
+        ("tool:collaborative:agent:start", {"agent": "a", "role": "a"}),
+        ("tool:collaborative:agent:complete", {"agent": "a", "tokens": 3}),
+    ]

@@ -134,6 +134,56 @@ def test_the_sweeps_escalation_reaches_the_targets_webhook(team):
     assert (item.kind, item.event) == ("escalated", event)
 
 
+def varied_stale_tasks(slug):
+    """Stale tasks that share agents but not urgency, deadline nor chain, with targets that
+    fill up mid-batch: what a batch reuses one escalation for."""
+    org = make_org(slug)
+    chief = make_agent(org, "agent-chief", hierarchy_role="supervisor", workload_capacity=1)
+    boss = make_agent(org, "agent-boss", workload_capacity=2)
+    worker = make_agent(org, "agent-worker", senior=boss)
+    loner = make_agent(org, "agent-loner")
+    expert = make_agent(org, "agent-expert")
+    TeamRule.objects.create(organization=org, default_supervisor=chief)
+    old = timedelta(days=2)
+    tasks = [
+        # First, so that it is assigned: queued again past its deadline, it would stay stale.
+        queued(org, by=worker, for_=expert, deadline=timezone.now() - timedelta(minutes=1)),
+        *(queued(org, by=worker, for_=expert, urgency=u, age=old) for u in ("low", "critical")),
+        queued(org, by=worker, for_=expert, urgency="high", age=old),
+        queued(org, by=loner, for_=expert, age=old),
+        queued(org, by=worker, for_=expert, age=old),
+        queued(org, by=loner, for_=expert, urgency="critical", age=old),
+        queued(org, age=old),
+    ]
+    Task.objects.filter(pk=tasks[3].pk).update(delegation_chain=["agent-loner", "agent-worker"])
+    return tasks
+
+
+def escalation_of(task):
+    task.refresh_from_db()
+    handle = lambda agent: agent.handle if agent else None  # noqa: E731
+    event = TaskEvent.objects.get(task=task, kind="escalated")
+    inbox = [(i.agent.handle, i.kind, i.message) for i in task.inbox_items.all()]
+    return (
+        task.status, handle(task.assignee), handle(task.queued_for), handle(task.queued_by),
+        task.delegation_chain, event.actor_kind, event.actor_label, event.before, event.after,
+        event.message, event.decision, event.primary_choice, event.reasoning,
+        handle(event.recipient), inbox,
+    )  # fmt: skip
+
+
+def test_a_batch_escalates_each_task_as_if_it_was_swept_alone(db):
+    alone = varied_stale_tasks("alone")
+    assert sweep_stale_queued(batch_size=1).escalated == len(alone)
+    batched = varied_stale_tasks("batched")
+    assert sweep_stale_queued(batch_size=100).escalated == len(batched)
+    expected = [escalation_of(t) for t in alone]
+    assert [escalation_of(t) for t in batched] == expected
+    # The tasks share agents, yet were told apart: the capacity filled up, the reasons differ.
+    assert {e[0] for e in expected} == {"assigned", "queued"}
+    assert len({e[12] for e in expected}) == 5
+
+
 @requires_postgres()  # elsewhere the batch is written with bulk_update, in several statements
 def test_the_sweep_takes_few_queries_per_task(team, django_assert_max_num_queries):
     org, chief, boss, worker, expert = team

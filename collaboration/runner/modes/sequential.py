@@ -9,19 +9,20 @@ from .base import Brief, SessionMode
 
 class Sequential(SessionMode):
     def run(self, ctx: RunContext, contributions: list[Contribution]) -> None:
+        # `contributions` were read after the claim (a resumed run's included): their statuses
+        # are current, and `start` claims each one conditionally all the same.
         for c in contributions:
             if ctx.cancelled.is_set():
                 break
-            c.refresh_from_db(fields=["status"])
             if not c.is_finished:
                 run_batch(ctx, [c], 1)
 
     def brief(self, ctx: RunContext, contribution: Contribution) -> Brief:
+        # The session's contributions as read after the claim, each kept in step with its row
+        # as it settles: no query per agent.
         previous = answers_of(
-            Contribution.objects.filter(
-                session=ctx.session,
-                position__lt=contribution.position,
-                status=ContributionStatus.COMPLETED,
-            ).order_by("position")
+            c
+            for c in ctx.contributions
+            if c.position < contribution.position and c.status == ContributionStatus.COMPLETED
         )
         return Brief(previous=previous)
