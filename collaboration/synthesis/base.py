@@ -5,6 +5,7 @@ work on, so they can be tested without a database or a provider; the runner buil
 and writes the `Outcome`.
 """
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -60,7 +61,7 @@ class Outcome:
     fallbacks: list[dict] = field(default_factory=list)
 
 
-class Strategy:
+class Strategy(ABC):
     """Combines a session's answers into its result; one subclass per module, one per key."""
 
     # The specialists end their answers with a VERDICT line (a vote counts them).
@@ -69,5 +70,6 @@ class Strategy:
     def __init__(self, key: str):
         self.key = key
 
+    @abstractmethod
     def combine(self, ballot: Ballot) -> Outcome:
-        raise NotImplementedError
+        """The session's result from its answers (each strategy module defines it)."""

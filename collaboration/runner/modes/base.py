@@ -1,5 +1,6 @@
 """What a mode decides: the order the agents run in, what each is told, whose answers count."""
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from ...models import CollaborationSession, Contribution
@@ -16,11 +17,11 @@ class Brief:
     note: str = ""
 
 
-class SessionMode:
+class SessionMode(ABC):
+    @abstractmethod
     def run(self, ctx: RunContext, contributions: list[Contribution]) -> None:
         """Run the agents not finished yet (a resumed session skips the others); return when they
         are settled or the session is cancelled."""
-        raise NotImplementedError
 
     def brief(self, ctx: RunContext, contribution: Contribution) -> Brief:
         return Brief()
