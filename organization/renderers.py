@@ -14,6 +14,11 @@ _drf_encoder = JSONEncoder()
 _OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS
 
 
+def json_bytes(data) -> bytes:
+    """`data` as DRF would render it, compact, UTF-8: the API's bodies and MCP's tool texts."""
+    return orjson.dumps(data, default=_drf_encoder.default, option=_OPTIONS)
+
+
 class OrjsonRenderer(JSONRenderer):
     def render(self, data, accepted_media_type=None, renderer_context=None):
         if data is None:
@@ -22,4 +27,4 @@ class OrjsonRenderer(JSONRenderer):
         if self.get_indent(accepted_media_type, renderer_context):
             # `Accept: application/json; indent=4`: orjson indents by 2 only; DRF does any width.
             return super().render(data, accepted_media_type, renderer_context)
-        return orjson.dumps(data, default=_drf_encoder.default, option=_OPTIONS)
+        return json_bytes(data)

@@ -4,21 +4,19 @@ A domain error comes back as an MCP tool error (`isError`) whose text is our err
 `{"success": false, "error", "code", "status"}`, shaped by REST's own exception handler.
 """
 
-import json
 import logging
 from typing import Any
 
 import mcp_types as types
-from rest_framework.utils.encoders import JSONEncoder
-
 from ..errors import error_body, exception_handler
+from ..renderers import json_bytes
 
 logger = logging.getLogger(__name__)
 
 
 def to_json_text(value: Any) -> str:
     """What REST would render for `value` (datetimes as ISO 8601, Decimals, UUIDs …)."""
-    return json.dumps(value, cls=JSONEncoder, ensure_ascii=False, separators=(",", ":"))
+    return json_bytes(value).decode()
 
 
 def status_body(message: str, code: str, status: int) -> dict:

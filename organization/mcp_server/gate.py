@@ -22,16 +22,15 @@ MCP_PATH = "/mcp"
 
 
 def _find_key(plaintext: str) -> ApiKey | None:
-    # The connection stays open for the tool call that usually follows (one connect per call);
-    # a failed lookup drops it, so a broken connection is not handed to the next request.
     try:
         return authenticate_key(plaintext)
-    except Exception:
+    finally:
+        # As after an HTTP request: back to the pool (or kept for CONN_MAX_AGE, unless broken).
         close_old_connections()
-        raise
 
 
-find_key = sync_to_async(_find_key, thread_sensitive=True)
+# In the executor's threads, like the tool calls: no request waits for another's lookup.
+find_key = sync_to_async(_find_key, thread_sensitive=False)
 
 
 async def send_json(send, status: int, body: dict, headers: list | None = None) -> None:

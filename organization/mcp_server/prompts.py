@@ -83,4 +83,4 @@ def _get_prompt(caller: Caller, name: str, arguments: dict | None) -> types.GetP
     )
 
 
-get_prompt = sync_to_async(_get_prompt, thread_sensitive=True)
+get_prompt = sync_to_async(_get_prompt, thread_sensitive=False)

@@ -48,5 +48,6 @@ def _run_tool(caller: Caller, name: str, arguments: dict | None) -> types.CallTo
         close_old_connections()
 
 
-# thread_sensitive: all MCP database work runs in asgiref's one shared sync thread, in order.
-run_tool = sync_to_async(_run_tool, thread_sensitive=True)
+# Not thread_sensitive: concurrent calls run side by side in the executor's threads (each with
+# its own connection from the pool), not one after another in asgiref's one shared thread.
+run_tool = sync_to_async(_run_tool, thread_sensitive=False)
