@@ -192,7 +192,10 @@ class Load:
 
 
 def _duration_ms(text: str) -> float:
-    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text).groups()
+    match = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text)
+    if match is None:
+        raise ValueError(f"wrk printed a duration this bench cannot read: {text!r}")
+    number, unit = match.groups()
     return float(number) * {"us": 0.001, "ms": 1, "s": 1000, "m": 60000}[unit]
 
 
@@ -235,7 +238,7 @@ def wrk(
     requests, seconds_taken = re.search(r"(\d+) requests in ([\d.]+)(s|m)", out).group(1, 2)
     socket = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    p50 = re.search(r"50%\s+(\S+)", out)
+    p50 = re.search(r"^\s*50%\s+(\S+)", out, re.MULTILINE)
     client_cpu = usage.ru_utime + usage.ru_stime
     return Load(
         label=label,

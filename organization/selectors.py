@@ -3,13 +3,17 @@
 import operator
 from functools import reduce
 
+import orjson
 from django.db import connection
-from django.db.models import BooleanField, Count, Q, QuerySet
+from django.db.models import BooleanField, Count, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast
 
+from . import prepared
 from .errors import NotFound
 from .models import Agent, AgentRole, Organization, Team, TeamRule
-from .workload import workload_count
+from .prepared import PreparedQuery
+from .workload import status_for, workload_count
 
 
 def agents_of(*, org: Organization) -> QuerySet[Agent]:
@@ -37,6 +41,59 @@ AGENT_API_FIELDS = (
 def agents_for_api(*, org: Organization) -> QuerySet[Agent]:
     """`agents_with_workload`, reading only what the agents API shows."""
     return agents_with_workload(org=org).only(*AGENT_API_FIELDS)
+
+
+def _agent_api_columns(*, organization_id: int, handle: str) -> QuerySet:
+    return (
+        agents_with_workload(org=organization_id)
+        .filter(handle=handle)
+        .annotate(expertise_json=Cast("expertise", TextField()))
+        .order_by()
+        .values_list(*AGENT_API_COLUMNS)[:1]
+    )
+
+
+# The agents API's fields of one agent, in the order agent_for_api() unpacks them.
+AGENT_API_COLUMNS = (
+    "handle", "name", "role", "team__name", "team_id", "senior__handle", "expertise_json",
+    "is_paused", "current_workload", "workload_capacity", "availability_until",
+    "hierarchy_role__id", "hierarchy_role__role", "hierarchy_role__can_assign_to_peers",
+    "hierarchy_role__can_escalate_to_supervisor",
+)  # fmt: skip
+_AGENT_API_ROW = PreparedQuery(
+    Agent, _agent_api_columns, organization_id=prepared.INT, handle=prepared.TEXT
+)
+
+
+def agent_for_api(*, org: Organization, handle: str) -> dict:
+    """One agent as the agents API shows it (AgentSerializer's fields), in one query compiled
+    once per process; an agent of another organization is as absent as a missing one."""
+    rows = _AGENT_API_ROW.rows(organization_id=org.pk, handle=handle)
+    if not rows:
+        raise NotFound(f"Agent not found: {handle}", "agent_not_found")
+    (handle, name, role, team, team_id, senior, expertise, is_paused, workload, capacity,
+     until, role_id, hierarchy_role, can_assign, can_escalate) = rows[0]  # fmt: skip
+    return {
+        "id": handle,
+        "name": name,
+        "role": role,
+        "team": team,
+        "team_id": team_id,
+        "seniorId": senior,
+        "expertise": orjson.loads(expertise),
+        "status": status_for(is_paused=is_paused, workload=workload, capacity=capacity),
+        "current_workload": workload,
+        "workload_capacity": capacity,
+        "availability_until": until,
+        "paused": is_paused,
+        "hierarchy_role": None
+        if role_id is None
+        else {
+            "role": hierarchy_role,
+            "can_assign_to_peers": can_assign,
+            "can_escalate_to_supervisor": can_escalate,
+        },
+    }
 
 
 def agent_by_handle(

@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import mcp_types as types
+
 from ..errors import error_body, exception_handler
 from ..renderers import json_bytes
 

@@ -131,3 +131,38 @@ def test_the_number_of_queries_does_not_grow_with_the_organization(demo, org_cli
         give_tasks(agent, 4)
     assert count_queries(client, url, params) == small
     assert small <= 4
+
+
+def test_one_agent_reads_exactly_as_the_list_serializes_it(demo, org_client):
+    """`GET /api/agents/<id>` is one precompiled query without the serializer
+    (organization/prepared.py): every agent of the demo, and one with a date, no team, no senior
+    and no role, reads field for field as AgentSerializer renders it in the list."""
+    from datetime import UTC, datetime
+
+    make_agent(demo, "agent-loner", expertise=[], workload_capacity=0,
+               availability_until=datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC))  # fmt: skip
+    client = org_client(demo)
+    listed = client.get("/api/agents", {"limit": 100}).json()["results"]
+    assert len(listed) == 8
+    for agent in listed:
+        one = client.get(f"/api/agents/{agent['id']}")
+        assert one.status_code == 200
+        assert one.json() == agent
+    assert client.get("/api/agents/agent-loner").json()["availability_until"] == (
+        "2031-05-06T07:08:09.123456Z"
+    )
+
+
+def test_one_agent_is_two_queries_and_another_organizations_is_404(demo, org_client,
+                                                                    django_assert_num_queries):  # fmt: skip
+    from tests.factories import make_org
+
+    client = org_client(demo)
+    client.get("/api/agents/agent-sarah")  # the key's last use is recorded once a minute
+    with django_assert_num_queries(2):  # the key, the agent
+        assert client.get("/api/agents/agent-sarah").status_code == 200
+    other = make_org("elsewhere")
+    make_agent(other, "agent-stranger")
+    response = client.get("/api/agents/agent-stranger")
+    assert response.status_code == 404
+    assert response.json()["code"] == "agent_not_found"
