@@ -88,3 +88,20 @@ def specialist_caller(session: CollaborationSession, contribution: Contribution)
         if key is not None and key.is_active:
             return caller_for_key(key)
     return None
+
+
+def may_read_tool_results(
+    caller: Caller | None, session: CollaborationSession, contribution: Contribution
+) -> bool:
+    """Whether `caller` may read the results of `contribution`'s tool calls.
+
+    They are what the tools showed the one they ran as (`specialist_caller`): an agent's tasks,
+    its own prompt, a human's view of the whole organization. A human of the organization reads
+    them all; an agent, those of the calls that ran as itself — not a colleague's, which the
+    agents taking part in a session would otherwise read beside the answers."""
+    if caller is None:
+        return False
+    if caller.is_human:
+        return True
+    acting = contribution.agent_id or session.created_by_agent_id
+    return acting == caller.agent.pk

@@ -5,10 +5,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from organization.caller import resolve_caller
 from organization.links import absolute_url
 
 from .models import CollaborationSession, Contribution, Mode, SessionEvent, Synthesis
 from .providers import PROVIDERS
+from .selectors import may_read_tool_results
 
 
 class LLMConfigSerializer(serializers.Serializer):
@@ -102,10 +104,10 @@ class ContributionSerializer(serializers.ModelSerializer):
     is_org_agent = serializers.SerializerMethodField()
     duration_ms = serializers.IntegerField(allow_null=True)
     tools = serializers.SerializerMethodField()
-    turns = serializers.ListField(
-        child=serializers.DictField(),
+    turns = serializers.SerializerMethodField(
         help_text="An agent with tools: its model turns and tool calls (arguments, result or "
-        "error) in order.",
+        "error) in order. A tool's result is shown to humans of the organization and to the "
+        "agent it ran as; to other agents it is left out (`result_hidden: true`)."
     )
 
     class Meta:
@@ -122,6 +124,25 @@ class ContributionSerializer(serializers.ModelSerializer):
 
     def get_tools(self, obj) -> list[str]:
         return list((obj.config or {}).get("tools", []))
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_turns(self, obj) -> list[dict]:
+        turns = obj.turns or []
+        if not turns or may_read_tool_results(self._viewer(), obj.session, obj):
+            return turns
+        return [
+            {k: v for k, v in t.items() if k != "result"} | {"result_hidden": True}
+            if "result" in t
+            else t
+            for t in turns
+        ]
+
+    def _viewer(self):
+        """Who reads: the caller the tool door passes, else the request's."""
+        if "caller" in self.context:
+            return self.context["caller"]
+        request = self.context.get("request")
+        return resolve_caller(request) if request is not None else None
 
 
 class SessionEventSerializer(serializers.ModelSerializer):

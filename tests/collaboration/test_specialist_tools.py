@@ -7,6 +7,7 @@ import pytest
 
 from collaboration.models import CollaborationSession
 from collaboration.services import session_create
+from organization.caller import caller_for_agent
 from organization.registry import REGISTRY, call_tool
 from tests.collaboration.conftest import human, run, specialists
 from tests.conftest import agent_of
@@ -198,6 +199,32 @@ class TestSpecialistsAtWork:
         assert session.status == "partial"
         plain = session.contributions.get(agent_key="plain")
         assert session.metadata["total_tokens"] == 20 + plain.tokens_used
+
+    def test_a_colleague_in_the_session_does_not_read_what_the_tools_showed_another_agent(
+        self, acme, fake_llm, org_client, agent_client
+    ):
+        roster_then_answer(fake_llm, "agent-alex")
+        response = start(org_client(acme), [
+            {"agent_id": "agent-alex", "config": {"tools": [ROSTER]}}, {"agent_id": "agent-sarah"},
+        ])  # fmt: skip
+        session = run(CollaborationSession.objects.get(pk=response.json()["id"]))
+        url = f"/api/collaborations/{session.pk}"
+
+        def alex_call(body):
+            return body["contributions"][0]["turns"][1]
+
+        for reader in (org_client(acme), agent_client(agent_of(acme, "agent-alex"))):
+            assert (
+                alex_call(reader.get(url).json())["result"]["agent_context"]["id"] == "agent-alex"
+            )
+        sarah = agent_of(acme, "agent-sarah")
+        for seen in (
+            alex_call(agent_client(sarah).get(url).json()),
+            alex_call(call_tool(caller_for_agent(sarah), "get_collaboration",
+                                {"session_id": str(session.pk)})),
+        ):  # fmt: skip
+            assert "result" not in seen
+            assert (seen["result_hidden"], seen["name"], seen["status"]) == (True, ROSTER, "ok")
 
     def test_a_specialist_that_times_out_keeps_its_turns_and_the_tokens_it_spent(
         self, acme, fake_llm
