@@ -92,6 +92,7 @@ class ToolLoopResult:
 
     @property
     def tool_calls(self) -> list[dict]:
+        """The tool-call turns, in order."""
         return [t for t in self.turns if t["kind"] == TurnKind.TOOL_CALL]
 
     def reply(self) -> LLMReply:
