@@ -6,6 +6,8 @@ Staff see only the organizations they administer (OrgScoped of organization/admi
 the same scoping as the hierarchy editor); superusers see all.
 """
 
+import json
+
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
@@ -69,7 +71,7 @@ class SessionRowInline(ReadOnlyInline):
 class ContributionInline(SessionRowInline):
     model = Contribution
     ordering = ["position"]
-    fields = ["agent_key", "role", "status_badge", "answer", "confidence", "verdict",
+    fields = ["agent_key", "role", "status_badge", "answer", "tool_calls", "confidence", "verdict",
               "tokens_used", "attempts", "provider", "model", "error", "started_at", "finished_at"]  # fmt: skip
     readonly_fields = fields
 
@@ -80,6 +82,17 @@ class ContributionInline(SessionRowInline):
     @admin.display(description="response")
     def answer(self, obj):
         return pre(obj.response)
+
+    @admin.display(description="tool calls")
+    def tool_calls(self, obj):
+        """Each call of an agent with tools: name(arguments) → ok, or the error's code."""
+        lines = [
+            f"{t['name']}({json.dumps(t['arguments'], ensure_ascii=False)}) → "
+            + (t["error"]["code"] if t["status"] == "error" else t["status"])
+            for t in obj.turns or []
+            if t.get("kind") == "tool_call"
+        ]
+        return pre("\n".join(lines)) if lines else "—"
 
 
 class SessionEventInline(SessionRowInline):

@@ -142,8 +142,8 @@ class Contribution(models.Model):
     display_name = models.CharField(max_length=200, blank=True)
     role = models.CharField(max_length=200, blank=True)
     focus = models.TextField(blank=True)
-    # Validated {provider, model, temperature, max_tokens, system_prompt} of an ad-hoc agent;
-    # an org agent's settings are read from the Agent when it runs.
+    # Validated {provider, model, temperature, max_tokens, system_prompt, tools} of the session's
+    # agent item; an org agent's own LLM settings are read from the Agent when it runs.
     config = models.JSONField(default=dict, blank=True)
     # Hierarchical mode: the part of the task the coordinator assigned to this specialist.
     subtask = models.TextField(blank=True)
@@ -162,6 +162,9 @@ class Contribution(models.Model):
     # HTTP attempts the SDK made for the answer (its own retries on 429/5xx included).
     attempts = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
+    # A specialist with tools: its model turns and tool calls in order (collaboration/toolloop.py),
+    # written as each happens, so a resumed run does not do again what was done.
+    turns = models.JSONField(default=list, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

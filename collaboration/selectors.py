@@ -4,8 +4,15 @@ import uuid
 
 from django.db.models import Prefetch, Q, QuerySet
 
-from organization.caller import Caller
+from organization.caller import (
+    Caller,
+    admin_organizations,
+    caller_for_agent,
+    caller_for_key,
+    caller_for_member,
+)
 from organization.errors import NotFound
+from organization.models import ApiKey
 
 from .models import CollaborationSession, Contribution, SessionEvent
 
@@ -55,3 +62,46 @@ def may_use_custom_prompt(session: CollaborationSession, agent) -> bool:
     if session.created_by_agent_id is not None:
         return session.created_by_agent_id == agent.pk
     return session.created_by.startswith(("user:", "org-key:"))
+
+
+def specialist_caller(session: CollaborationSession, contribution: Contribution) -> Caller | None:
+    """Whom a specialist with tools acts as: the organization agent it is, else (an ad-hoc
+    specialist) the session's starter — its agent, its admin member, or its organization key
+    (found by the prefix `created_by` keeps). None when that starter can no longer act: it was
+    deleted, its key revoked or its membership ended since the session started."""
+    if contribution.agent is not None:
+        return caller_for_agent(contribution.agent)
+    if session.created_by_agent is not None:
+        return caller_for_agent(session.created_by_agent)
+    user = session.created_by_user
+    if user is not None:
+        organization = session.organization
+        if user.is_active and admin_organizations(user).filter(pk=organization.pk).exists():
+            return caller_for_member(user, organization)
+        return None
+    if session.created_by.startswith("org-key:"):
+        key = ApiKey.objects.filter(
+            organization=session.organization,
+            agent=None,
+            prefix=session.created_by.removeprefix("org-key:"),
+        ).first()
+        if key is not None and key.is_active:
+            return caller_for_key(key)
+    return None
+
+
+def may_read_tool_results(
+    caller: Caller | None, session: CollaborationSession, contribution: Contribution
+) -> bool:
+    """Whether `caller` may read the results of `contribution`'s tool calls.
+
+    They are what the tools showed the one they ran as (`specialist_caller`): an agent's tasks,
+    its own prompt, a human's view of the whole organization. A human of the organization reads
+    them all; an agent, those of the calls that ran as itself — not a colleague's, which the
+    agents taking part in a session would otherwise read beside the answers."""
+    if caller is None:
+        return False
+    if caller.is_human:
+        return True
+    acting = contribution.agent_id or session.created_by_agent_id
+    return acting == caller.agent.pk

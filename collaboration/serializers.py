@@ -5,10 +5,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from organization.caller import resolve_caller
 from organization.links import absolute_url
 
 from .models import CollaborationSession, Contribution, Mode, SessionEvent, Synthesis
 from .providers import PROVIDERS
+from .selectors import may_read_tool_results
 
 
 class LLMConfigSerializer(serializers.Serializer):
@@ -29,6 +31,18 @@ class LLMConfigSerializer(serializers.Serializer):
     )
 
 
+class AgentConfigSerializer(LLMConfigSerializer):
+    """An agent's LLM settings, and the read-only registry tools it may call."""
+
+    tools = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Read-only registry tools (names, as in GET /api/tools) the agent may call while "
+        "it works: as itself for an organization agent, as the session's starter for an ad-hoc "
+        "one. A tool that writes answers 400 tool_not_read_only, an unknown one 400 unknown_tool.",
+    )
+
+
 class AgentItemSerializer(serializers.Serializer):
     agent_id = serializers.CharField(
         required=False, help_text="An agent of the organization (its handle), or give `name`."
@@ -40,7 +54,7 @@ class AgentItemSerializer(serializers.Serializer):
     focus = serializers.CharField(
         required=False, allow_blank=True, help_text="What this agent focuses on."
     )
-    config = LLMConfigSerializer(required=False, help_text="The agent's LLM settings.")
+    config = AgentConfigSerializer(required=False, help_text="The agent's LLM settings and tools.")
 
 
 class StartCollaborationSerializer(serializers.Serializer):
@@ -89,6 +103,12 @@ class ContributionSerializer(serializers.ModelSerializer):
     name = serializers.CharField(source="display_name")
     is_org_agent = serializers.SerializerMethodField()
     duration_ms = serializers.IntegerField(allow_null=True)
+    tools = serializers.SerializerMethodField()
+    turns = serializers.SerializerMethodField(
+        help_text="An agent with tools: its model turns and tool calls (arguments, result or "
+        "error) in order. A tool's result is shown to humans of the organization and to the "
+        "agent it ran as; to other agents it is left out (`result_hidden: true`)."
+    )
 
     class Meta:
         model = Contribution
@@ -96,10 +116,33 @@ class ContributionSerializer(serializers.ModelSerializer):
             "agent", "name", "is_org_agent", "role", "focus", "subtask", "status", "response",
             "verdict", "confidence", "tokens_used", "prompt_tokens", "completion_tokens",
             "attempts", "provider", "model", "error", "started_at", "finished_at", "duration_ms",
+            "tools", "turns",
         ]  # fmt: skip
 
     def get_is_org_agent(self, obj) -> bool:
         return obj.agent_id is not None
+
+    def get_tools(self, obj) -> list[str]:
+        return list((obj.config or {}).get("tools", []))
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_turns(self, obj) -> list[dict]:
+        turns = obj.turns or []
+        if not turns or may_read_tool_results(self._viewer(), obj.session, obj):
+            return turns
+        return [
+            {k: v for k, v in t.items() if k != "result"} | {"result_hidden": True}
+            if "result" in t
+            else t
+            for t in turns
+        ]
+
+    def _viewer(self):
+        """Who reads: the caller the tool door passes, else the request's."""
+        if "caller" in self.context:
+            return self.context["caller"]
+        request = self.context.get("request")
+        return resolve_caller(request) if request is not None else None
 
 
 class SessionEventSerializer(serializers.ModelSerializer):

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from organization import outbox
+from organization import outbox, registry
 from organization.caller import Caller
 from organization.errors import Conflict, DomainError, Forbidden, Invalid, RateLimited
 from organization.models import Organization
@@ -46,6 +46,8 @@ TOP_LEVEL_FIELDS = {
     "max_total_tokens",
 }
 CONFIG_FIELDS = {"provider", "model", "temperature", "max_tokens", "system_prompt", "providers"}
+# An agent's config may give it tools too (issue 11 §3); the coordinator's may not.
+AGENT_CONFIG_FIELDS = CONFIG_FIELDS | {"tools"}
 ORG_AGENT_FIELDS = {"agent_id", "focus", "role", "config"}
 ADHOC_AGENT_FIELDS = {"name", "role", "focus", "config"}
 MAX_TASK_CHARS = 100_000
@@ -100,13 +102,39 @@ def _optional_text(value, where: str, limit: int = 10_000) -> str:
     return value.strip()
 
 
-def validate_llm_config(value, where: str, *, allow_system_prompt: bool = True) -> dict:
-    """{provider, model, temperature, max_tokens[, system_prompt]}; seed-style `providers` too."""
+def validate_tool_names(value, where: str) -> list[str]:
+    """A specialist's tools: names of the registry's read-only tools, each once.
+
+    Unknown → 400 `unknown_tool`; a tool that writes → 400 `tool_not_read_only` (a specialist
+    analyses, it does not act; the managed runtime is where agents act)."""
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise Invalid(f"{where}: must be a list of tool names.")
+    names: list[str] = []
+    for i, name in enumerate(value):
+        tool = registry.REGISTRY.get(name)
+        if tool is None:
+            raise Invalid(f"{where}[{i}]: unknown tool {name!r}.", "unknown_tool")
+        if not tool.read_only:
+            raise Invalid(
+                f"{where}[{i}]: {name} writes; a specialist may be given read-only tools only.",
+                "tool_not_read_only",
+            )
+        if name in names:
+            raise Invalid(f"{where}[{i}]: {name} is listed twice.")
+        names.append(name)
+    return names
+
+
+def validate_llm_config(
+    value, where: str, *, allow_system_prompt: bool = True, allow_tools: bool = False
+) -> dict:
+    """{provider, model, temperature, max_tokens[, system_prompt][, tools]}; seed-style
+    `providers` too."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise Invalid(f"{where}: must be an object.")
-    unknown = sorted(set(value) - CONFIG_FIELDS)
+    unknown = sorted(set(value) - (AGENT_CONFIG_FIELDS if allow_tools else CONFIG_FIELDS))
     if unknown:
         raise Invalid(f"{where}.{unknown[0]}: unknown field.")
     config = dict(value)
@@ -158,6 +186,10 @@ def validate_llm_config(value, where: str, *, allow_system_prompt: bool = True) 
         clean["system_prompt"] = _optional_text(
             config["system_prompt"], f"{where}.system_prompt", 20_000
         )
+    if config.get("tools") is not None:
+        tools = validate_tool_names(config["tools"], f"{where}.tools")
+        if tools:
+            clean["tools"] = tools
     return clean
 
 
@@ -183,7 +215,7 @@ def _validate_agent(item, index: int, org: Organization) -> AgentSpec:
             or "specialist",
             focus=_optional_text(item.get("focus"), f"{where}.focus"),
             config=validate_llm_config(
-                item.get("config"), f"{where}.config", allow_system_prompt=False
+                item.get("config"), f"{where}.config", allow_system_prompt=False, allow_tools=True
             ),
             agent=agent,
         )
@@ -201,7 +233,7 @@ def _validate_agent(item, index: int, org: Organization) -> AgentSpec:
         display_name=name.strip(),
         role=_optional_text(item.get("role"), f"{where}.role", 200) or "specialist",
         focus=_optional_text(item.get("focus"), f"{where}.focus"),
-        config=validate_llm_config(item.get("config"), f"{where}.config"),
+        config=validate_llm_config(item.get("config"), f"{where}.config", allow_tools=True),
     )
 
 
@@ -254,6 +286,11 @@ def validate_start(payload, *, org: Organization) -> StartSpec:
         seen.add(spec.key)
     if mode == Mode.HIERARCHICAL and len(specs) < 2:
         raise Invalid("agents: hierarchical mode needs a coordinator and at least one specialist.")
+    if mode == Mode.HIERARCHICAL and specs[0].config.get("tools"):
+        raise Invalid(
+            "agents[0].config.tools: the hierarchical coordinator writes its plan without tools; "
+            "give them to the specialists."
+        )
     context = payload.get("context")
     if context is None:
         context = {}
@@ -302,10 +339,29 @@ def check_start_rate(org: Organization) -> None:
     )
 
 
+def check_tool_grants(caller: Caller, spec: StartSpec) -> None:
+    """403 `tools_forbidden` when an agent gives a colleague tools.
+
+    An organization agent's tools run as that agent, and the starter reads its answer and every
+    tool result: what the colleague sees (its tasks, its private prompt) is not the starter's
+    to read. So, as with its custom prompt, only a human of the organization or that agent
+    itself may give it tools; an ad-hoc specialist's run as the starter, so any starter may."""
+    if caller.agent is None:
+        return
+    for i, agent in enumerate(spec.agents):
+        if agent.agent is not None and agent.config.get("tools") and agent.agent != caller.agent:
+            raise Forbidden(
+                f"agents[{i}].config.tools: {agent.key}'s tools would run as {agent.key} and show "
+                "you what it sees; only a human of the organization or that agent may give them.",
+                "tools_forbidden",
+            )
+
+
 @transaction.atomic
 def session_create(*, caller: Caller, payload) -> CollaborationSession:
     """Validate, store the session with one pending Contribution per agent, queue it on a worker."""
     spec = validate_start(payload, org=caller.organization)
+    check_tool_grants(caller, spec)
     Organization.objects.select_for_update().filter(pk=caller.organization.pk).first()
     check_start_rate(caller.organization)
     session = CollaborationSession.objects.create(

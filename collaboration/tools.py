@@ -10,7 +10,7 @@ from .serializers import SessionIdSerializer, SessionSerializer, StartCollaborat
 
 def _session_body(caller: Caller, session_id) -> dict:
     session = selectors.session_for(caller=caller, session_id=session_id)
-    return SessionSerializer(session).data
+    return SessionSerializer(session, context={"caller": caller}).data
 
 
 @register_tool(

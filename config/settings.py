@@ -340,6 +340,9 @@ COLLAB_AGENT_TIMEOUT = env_float("COLLAB_AGENT_TIMEOUT", 300.0)
 COLLAB_MAX_TOTAL_TOKENS = env_int("COLLAB_MAX_TOTAL_TOKENS", 200_000, minimum=1)
 # The SDKs' own retries (429/5xx/connection errors) inside one agent's timeout.
 COLLAB_PROVIDER_MAX_RETRIES = env_int("COLLAB_PROVIDER_MAX_RETRIES", 2, minimum=0)
+# Model calls a specialist with tools (agents[].config.tools) may make before it must have
+# answered (collaboration/toolloop.py); all of them within its agent_timeout.
+COLLAB_AGENT_MAX_TURNS = env_int("COLLAB_AGENT_MAX_TURNS", 8, minimum=1)
 # Coordinator synthesis / plan defaults (seed 004: temperature 0.3 for synthesis).
 COLLAB_COORDINATOR_TEMPERATURE = env_float("COLLAB_COORDINATOR_TEMPERATURE", 0.3)
 # Seed 004's tool config (`default_mode`, `default_synthesis`, `coordinator.model`) for a start

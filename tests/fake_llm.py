@@ -31,8 +31,18 @@ seconds before answering (plus the server's fixed `latency`), `hang` (answer onl
 default: word counts) and extra `headers`. A client that gives up (timeout) is noticed within
 ~10 ms: its call is recorded with `answered=False` and stops counting as in flight.
 
+Tool calls: `Reply(tool_calls=[ToolUse("get_organization_roster", {"filter": "all"})])` (or a
+callable `(call) -> list[ToolUse]`) answers with tool calls in the wire format of the endpoint
+hit — OpenAI `message.tool_calls` (arguments as a JSON string; a `str` arguments is sent as it
+is, to script malformed JSON) with `finish_reason: "tool_calls"`, or Anthropic `tool_use` content
+blocks with `stop_reason: "tool_use"` — after the reply's text, if it has one (no default text
+then). A `ToolUse` without an id gets `call_fake_<n>` / `toolu_fake_<n>`.
+
 Every request is recorded as a `Call` in `fake.calls` (api, agent, purpose, model, system,
-prompt, temperature, max_tokens, status, answered, started, ended).
+prompt, temperature, max_tokens, status, answered, started, ended), with what it offered and
+carried in one shape for both formats: `tools` (`[{name, description, input_schema}]`),
+`messages` (`[{role, content, tool_calls, tool_call_id, is_error}]`: user, assistant, tool) and
+`tool_results` (its `tool` messages); `body` is the raw request.
 """
 
 from __future__ import annotations
@@ -50,8 +60,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 @dataclass
+class ToolUse:
+    """A tool call the fake model makes: a name, its arguments (a dict, or a raw string)."""
+
+    name: str
+    arguments: dict | str = field(default_factory=dict)
+    id: str | None = None
+
+
+@dataclass
 class Reply:
     text: str | Callable[[Call], str] | None = None
+    tool_calls: list[ToolUse] | Callable[[Call], list[ToolUse]] | None = None
     status: int = 200
     delay: float = 0.0
     hang: bool = False
@@ -76,10 +96,20 @@ class Call:
     ended: float | None = None
     status: int | None = None
     answered: bool = False
+    tools: list[dict] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)
 
     @property
     def text(self) -> str:
         return f"{self.system}\n{self.prompt}"
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t["name"] for t in self.tools]
+
+    @property
+    def tool_results(self) -> list[dict]:
+        return [m for m in self.messages if m["role"] == "tool"]
 
 
 @dataclass
@@ -251,6 +281,64 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+def _message(role: str, content: str = "", **extra) -> dict:
+    return {"role": role, "content": content, "tool_calls": [], "tool_call_id": "",
+            "is_error": False, **extra}  # fmt: skip
+
+
+def _openai_messages(raw: list[dict]) -> list[dict]:
+    """Chat-completion messages (system left out) in the one shape of `Call.messages`."""
+    messages = []
+    for m in raw:
+        role, content = m.get("role"), m.get("content")
+        if isinstance(content, list):  # content parts
+            content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+        content = content or ""
+        if role == "system":
+            continue
+        if role == "tool":
+            messages.append(_message("tool", content, tool_call_id=m.get("tool_call_id", "")))
+        elif role == "assistant":
+            calls = []
+            for c in m.get("tool_calls") or []:
+                raw_arguments = c["function"].get("arguments") or ""
+                try:
+                    arguments = json.loads(raw_arguments)
+                except json.JSONDecodeError:
+                    arguments = raw_arguments
+                calls.append({"id": c["id"], "name": c["function"]["name"],
+                              "arguments": arguments})  # fmt: skip
+            messages.append(_message("assistant", content, tool_calls=calls))
+        else:
+            messages.append(_message("user", content))
+    return messages
+
+
+def _anthropic_messages(raw: list[dict]) -> list[dict]:
+    """Anthropic messages in the one shape of `Call.messages`: a user message's `tool_result`
+    blocks become `tool` messages (before its text, as the API wants them)."""
+    messages = []
+    for m in raw:
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        texts = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+        if m.get("role") == "assistant":
+            calls = [{"id": b["id"], "name": b["name"], "arguments": b.get("input")}
+                     for b in blocks if b.get("type") == "tool_use"]  # fmt: skip
+            messages.append(_message("assistant", texts, tool_calls=calls))
+            continue
+        for b in blocks:
+            if b.get("type") == "tool_result":
+                result = b.get("content", "")
+                if isinstance(result, list):
+                    result = "\n".join(p.get("text", "") for p in result)
+                messages.append(_message("tool", result, tool_call_id=b.get("tool_use_id", ""),
+                                         is_error=bool(b.get("is_error"))))  # fmt: skip
+        if texts or not any(b.get("type") == "tool_result" for b in blocks):
+            messages.append(_message("user", texts))
+    return messages
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_fake: FakeLLM
     protocol_version = "HTTP/1.1"
@@ -297,24 +385,34 @@ class _Handler(BaseHTTPRequestHandler):
             body = {}
         if self.path.rstrip("/").endswith("/chat/completions"):
             api = "openai"
-            messages = body.get("messages") or []
+            raw = body.get("messages") or []
             system = "\n".join(
-                str(m.get("content", "")) for m in messages if m.get("role") == "system"
+                str(m.get("content") or "") for m in raw if m.get("role") == "system"
             )
-            prompt = "\n".join(
-                str(m.get("content", "")) for m in messages if m.get("role") != "system"
-            )
+            messages = _openai_messages(raw)
+            tools = [
+                {
+                    "name": t["function"]["name"],
+                    "description": t["function"].get("description", ""),
+                    "input_schema": t["function"].get("parameters", {}),
+                    "strict": t["function"].get("strict", False),
+                }
+                for t in body.get("tools") or []
+            ]
         elif self.path.rstrip("/").endswith("/messages"):
             api = "anthropic"
             system = body.get("system") or ""
             if isinstance(system, list):
                 system = "\n".join(b.get("text", "") for b in system)
-            prompt = "\n".join(
-                m["content"]
-                if isinstance(m.get("content"), str)
-                else "\n".join(b.get("text", "") for b in m.get("content") or [])
-                for m in body.get("messages") or []
-            )
+            messages = _anthropic_messages(body.get("messages") or [])
+            tools = [
+                {
+                    "name": t["name"],
+                    "description": t.get("description", ""),
+                    "input_schema": t.get("input_schema", {}),
+                }
+                for t in body.get("tools") or []
+            ]
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
             return
@@ -325,11 +423,13 @@ class _Handler(BaseHTTPRequestHandler):
             purpose=self.headers.get("X-Collaboration-Purpose", ""),
             model=body.get("model", ""),
             system=system,
-            prompt=prompt,
+            prompt="\n".join(m["content"] for m in messages if m["content"]),
             temperature=body.get("temperature"),
             max_tokens=body.get("max_tokens"),
             body=body,
             started=time.monotonic(),
+            tools=tools,
+            messages=messages,
         )
         reply = fake._reply_for(call)
         answered = False
@@ -338,7 +438,12 @@ class _Handler(BaseHTTPRequestHandler):
             wait = None if reply.hang else fake.latency + reply.delay
             if not self._wait(wait):
                 return
-            text = reply.text(call) if callable(reply.text) else (reply.text or default_text(call))
+            uses = reply.tool_calls(call) if callable(reply.tool_calls) else reply.tool_calls
+            uses = list(uses or [])
+            if callable(reply.text):
+                text = reply.text(call)
+            else:
+                text = reply.text or ("" if uses else default_text(call))
             if status != 200:
                 self._send_error(api, status, reply)
             else:
@@ -350,6 +455,21 @@ class _Handler(BaseHTTPRequestHandler):
                 )
                 n = next(fake._ids)
                 if api == "openai":
+                    message = {"role": "assistant", "content": text or None}
+                    if uses:
+                        message["tool_calls"] = [
+                            {
+                                "id": use.id or f"call_fake_{n}_{i}",
+                                "type": "function",
+                                "function": {
+                                    "name": use.name,
+                                    "arguments": use.arguments
+                                    if isinstance(use.arguments, str)
+                                    else json.dumps(use.arguments),
+                                },
+                            }
+                            for i, use in enumerate(uses, start=1)
+                        ]
                     payload = {
                         "id": f"chatcmpl-fake-{n}",
                         "object": "chat.completion",
@@ -358,8 +478,8 @@ class _Handler(BaseHTTPRequestHandler):
                         "choices": [
                             {
                                 "index": 0,
-                                "message": {"role": "assistant", "content": text},
-                                "finish_reason": "stop",
+                                "message": message,
+                                "finish_reason": "tool_calls" if uses else "stop",
                             }
                         ],
                         "usage": {
@@ -374,8 +494,17 @@ class _Handler(BaseHTTPRequestHandler):
                         "type": "message",
                         "role": "assistant",
                         "model": call.model,
-                        "content": [{"type": "text", "text": text}],
-                        "stop_reason": "end_turn",
+                        "content": ([{"type": "text", "text": text}] if text or not uses else [])
+                        + [
+                            {
+                                "type": "tool_use",
+                                "id": use.id or f"toolu_fake_{n}_{i}",
+                                "name": use.name,
+                                "input": use.arguments,
+                            }
+                            for i, use in enumerate(uses, start=1)
+                        ],
+                        "stop_reason": "tool_use" if uses else "end_turn",
                         "stop_sequence": None,
                         "usage": {
                             "input_tokens": prompt_tokens,

@@ -1,7 +1,9 @@
 """LLM providers: `openai` and `anthropic` through their official SDKs, and a deterministic `offline`.
 
-A provider turns an `LLMRequest` into an `LLMReply` (text + token usage + HTTP attempts) or raises
-`ProviderError` / `ProviderTimeout` (the shared types are in `base.py`). API keys are read by the
+A provider turns an `LLMRequest` into an `LLMReply` (text + token usage + HTTP attempts, and the
+tool calls the model asks for when the request offers tools) or raises `ProviderError` /
+`ProviderTimeout` (the shared types are in `base.py`, the tool-calling ones included: `ToolSpec`,
+`ToolCall`, `Message`). API keys are read by the
 SDKs from the environment only (OPENAI_API_KEY, ANTHROPIC_API_KEY): they are never stored in the
 database, the admin or a reply.
 
@@ -18,20 +20,30 @@ from .base import (
     SDK_KEYS,
     LLMReply,
     LLMRequest,
+    Message,
     Provider,
     ProviderError,
     ProviderTimeout,
     Purpose,
+    Role,
+    StopReason,
+    ToolCall,
+    ToolSpec,
 )
 
 __all__ = [
     "PROVIDERS",
     "LLMReply",
     "LLMRequest",
+    "Message",
     "Provider",
     "ProviderError",
     "ProviderTimeout",
     "Purpose",
+    "Role",
+    "StopReason",
+    "ToolCall",
+    "ToolSpec",
     "complete",
     "default_model_for",
     "default_provider_name",

@@ -1,9 +1,26 @@
-"""Anthropic messages via the official `anthropic` SDK (it honours ANTHROPIC_API_KEY/_BASE_URL)."""
+"""Anthropic messages via the official `anthropic` SDK (it honours ANTHROPIC_API_KEY/_BASE_URL).
+
+Tool calling on the wire: the request's tools go as `tools: [{name, description, input_schema}]`;
+the model's calls come back as `tool_use` content blocks (id, name, `input` — an object) with
+`stop_reason: "tool_use"`; the conversation sends the assistant's content back (its text and
+`tool_use` blocks), then the results as `tool_result` blocks (`tool_use_id`, the text,
+`is_error`) in one user message. The messages API wants user and assistant turns to alternate,
+so consecutive messages of one side are sent as one message of several blocks.
+"""
+
+import json
 
 import anthropic
 
-from .base import SDK_KEYS, LLMReply, LLMRequest, Provider
+from .base import SDK_KEYS, LLMReply, LLMRequest, Message, Provider, Role, StopReason, ToolCall
 from .http import sdk_call, sdk_options
+
+STOP_REASONS = {
+    "end_turn": StopReason.STOP,
+    "stop_sequence": StopReason.STOP,
+    "tool_use": StopReason.TOOL_CALLS,
+    "max_tokens": StopReason.MAX_TOKENS,
+}
 
 
 def complete(request: LLMRequest) -> LLMReply:
@@ -12,17 +29,25 @@ def complete(request: LLMRequest) -> LLMReply:
     kwargs = {
         "model": request.model,
         "max_tokens": request.max_tokens,
-        "messages": [{"role": "user", "content": request.prompt}],
+        "messages": wire_messages(request.conversation()),
     }
     if request.system:
         kwargs["system"] = request.system
+    if request.tools:
+        kwargs["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            for t in request.tools
+        ]
     if request.temperature is not None:
         # anthropic 2.x's create() has no temperature parameter; the API still takes it.
         kwargs["extra_body"] = {"temperature": request.temperature}
     message = sdk_call(
         Provider.ANTHROPIC, anthropic, state, lambda: client.messages.create(**kwargs)
     )
-    text = "".join(getattr(block, "text", "") or "" for block in message.content or [])
+    blocks = message.content or []
+    text = "".join(getattr(block, "text", "") or "" for block in blocks if block.type == "text")
+    tool_calls = [_tool_call(block) for block in blocks if block.type == "tool_use"]
+    reason = message.stop_reason or ""
     usage = message.usage
     return LLMReply(
         text=text,
@@ -31,4 +56,55 @@ def complete(request: LLMRequest) -> LLMReply:
         attempts=state.attempts,
         provider=Provider.ANTHROPIC,
         model=message.model or request.model,
+        tool_calls=tool_calls,
+        stop_reason=StopReason.TOOL_CALLS if tool_calls else STOP_REASONS.get(reason, reason),
     )
+
+
+def wire_messages(conversation: list[Message]) -> list[dict]:
+    """The conversation as alternating user/assistant messages.
+
+    A plain user text stays a string (as a completion without tools always sent it); tool calls
+    and results are content blocks, and a side's consecutive messages are merged into one.
+    """
+    wire: list[dict] = []
+    for message in conversation:
+        role, blocks = _blocks(message)
+        if wire and wire[-1]["role"] == role:
+            previous = wire[-1]
+            if isinstance(previous["content"], str):
+                previous["content"] = [{"type": "text", "text": previous["content"]}]
+            previous["content"].extend(blocks)
+        elif role == Role.USER and blocks[0]["type"] == "text" and len(blocks) == 1:
+            wire.append({"role": role, "content": blocks[0]["text"]})
+        else:
+            wire.append({"role": role, "content": blocks})
+    return wire
+
+
+def _blocks(message: Message) -> tuple[str, list[dict]]:
+    if message.role == Role.TOOL:
+        block = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id,
+            "content": message.content,
+        }
+        if message.is_error:
+            block["is_error"] = True
+        return Role.USER, [block]
+    if message.role == Role.ASSISTANT:
+        blocks = [{"type": "text", "text": message.content}] if message.content else []
+        blocks += [
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+            for call in message.tool_calls
+        ]
+        # The API refuses an empty assistant message (and an empty text block).
+        return Role.ASSISTANT, blocks or [{"type": "text", "text": "(no answer)"}]
+    return Role.USER, [{"type": "text", "text": message.content}]
+
+
+def _tool_call(block) -> ToolCall:
+    arguments = block.input
+    if isinstance(arguments, dict):
+        return ToolCall(id=block.id, name=block.name, arguments=arguments)
+    return ToolCall(id=block.id, name=block.name, invalid_arguments=json.dumps(arguments))

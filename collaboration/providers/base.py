@@ -2,6 +2,12 @@
 
 A provider module (`offline`, `openai`, `anthropic`) imports these from here, never from the
 package: the package's registry imports the provider modules on first use, so nothing is circular.
+
+Tool calling is provider-neutral here: a request may offer tools (`ToolSpec`: name, description,
+JSON Schema) and carry a conversation (`Message`: user, assistant with its `ToolCall`s, tool
+results); a reply may ask for tool calls. Each provider module translates them to and from its
+own wire format (OpenAI `tools` / `tool_calls` / `role: tool`; Anthropic `tools` / `tool_use` /
+`tool_result`). `collaboration.toolloop` runs the calls.
 """
 
 from dataclasses import dataclass, field
@@ -30,6 +36,82 @@ class Purpose(StrEnum):
     JUDGE = "judge"
 
 
+class Role(StrEnum):
+    """Who speaks in a conversation (the system prompt is the request's own field)."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class StopReason(StrEnum):
+    """Why the model stopped, the same for every provider (`LLMReply.stop_reason`)."""
+
+    STOP = "stop"  # it answered (OpenAI `stop`, Anthropic `end_turn` / `stop_sequence`)
+    TOOL_CALLS = "tool_calls"  # it asks for tool calls (OpenAI `tool_calls`, Anthropic `tool_use`)
+    MAX_TOKENS = "max_tokens"  # cut at max_tokens (OpenAI `length`, Anthropic `max_tokens`)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool offered to the model: its name, what it does, and its params' JSON Schema."""
+
+    name: str
+    description: str
+    input_schema: dict
+
+
+@dataclass
+class ToolCall:
+    """A tool call the model asked for. `id` is the provider's (its result must name it)."""
+
+    id: str
+    name: str
+    arguments: dict = field(default_factory=dict)
+    # The arguments as the model wrote them when they were not a JSON object (then `arguments`
+    # is empty, and the call is answered with an error rather than run).
+    invalid_arguments: str | None = None
+
+    def as_dict(self) -> dict:
+        data = {"id": self.id, "name": self.name, "arguments": self.arguments}
+        if self.invalid_arguments is not None:
+            data["invalid_arguments"] = self.invalid_arguments
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ToolCall":
+        return cls(
+            id=data["id"],
+            name=data["name"],
+            arguments=dict(data.get("arguments") or {}),
+            invalid_arguments=data.get("invalid_arguments"),
+        )
+
+
+@dataclass
+class Message:
+    """One message of a conversation: a user's text, the assistant's text and tool calls, or the
+    result of one tool call (`tool_call_id`, its text, and whether it is an error)."""
+
+    role: str
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str = ""
+    is_error: bool = False
+
+    @classmethod
+    def user(cls, text: str) -> "Message":
+        return cls(Role.USER, text)
+
+    @classmethod
+    def assistant(cls, text: str, tool_calls: list[ToolCall] | None = None) -> "Message":
+        return cls(Role.ASSISTANT, text, list(tool_calls or []))
+
+    @classmethod
+    def tool_result(cls, tool_call_id: str, text: str, *, is_error: bool = False) -> "Message":
+        return cls(Role.TOOL, text, tool_call_id=tool_call_id, is_error=is_error)
+
+
 @dataclass
 class LLMRequest:
     system: str
@@ -46,6 +128,17 @@ class LLMRequest:
     label: str = ""
     # Structured facts for the offline provider only (e.g. the specialists of a plan).
     hints: dict = field(default_factory=dict)
+    # A conversation instead of the one `prompt` (the tool loop's): when given, it is the whole
+    # conversation after the system prompt, and `prompt` is not sent.
+    messages: list[Message] = field(default_factory=list)
+    # Tools the model may call. Empty: a plain completion, exactly as without tool calling.
+    tools: list[ToolSpec] = field(default_factory=list)
+    # OpenAI's strict mode for the tools' schemas (openai.py says what changes); others ignore it.
+    strict_tools: bool = False
+
+    def conversation(self) -> list[Message]:
+        """The messages after the system prompt: `messages`, else the one user `prompt`."""
+        return list(self.messages) if self.messages else [Message.user(self.prompt)]
 
 
 @dataclass
@@ -56,6 +149,10 @@ class LLMReply:
     attempts: int = 1
     provider: str = ""
     model: str = ""
+    # The tool calls the model asks for (empty: it answered), and why it stopped (a StopReason,
+    # or the provider's own word for a reason that has none here).
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    stop_reason: str = StopReason.STOP
 
     @property
     def tokens_used(self) -> int:

@@ -3,12 +3,17 @@
 It still exercises every mode and synthesis: specialists end with VERDICT/CONFIDENCE lines derived
 from a hash of their name and task, a hierarchical coordinator answers with a valid JSON plan for
 the named specialists, and a synthesis lists what it was given.
+
+Offered tools, it works them deterministically too: its first turn calls every offered tool that
+needs no argument (ids `offline-call-1`, …, in the order offered), and once their results are in
+it answers as above, listing each tool it consulted and how the call went. `_tool_calls_for` is
+where a scripted routine plugs in (the managed runtime's routing).
 """
 
 import hashlib
 import json
 
-from .base import LLMReply, LLMRequest, Provider, Purpose
+from .base import LLMReply, LLMRequest, Provider, Purpose, Role, StopReason, ToolCall
 
 BANNER = "[offline provider: deterministic placeholder output, no language model was called]"
 
@@ -37,11 +42,41 @@ def _agent_answer(request: LLMRequest) -> str:
             f"- Focus: {focus}.",
             f"- Offline note {h % 1000:03d}: a real provider would analyse this from the "
             f"{hints.get('role') or 'specialist'} angle.",
+            *_consulted(request),
             "",
             f"VERDICT: {verdict}",
             f"CONFIDENCE: {confidence:.2f}",
         ]
     )
+
+
+def _consulted(request: LLMRequest) -> list[str]:
+    """A line per tool result in the conversation: which tool, and whether it answered."""
+    conversation = request.conversation()
+    names = {
+        call.id: call.name
+        for message in conversation
+        if message.role == Role.ASSISTANT
+        for call in message.tool_calls
+    }
+    return [
+        f"- Consulted {names.get(m.tool_call_id, m.tool_call_id)}: "
+        + ("refused — " + _first_line(m.content, 200) if m.is_error else "answered.")
+        for m in conversation
+        if m.role == Role.TOOL
+    ]
+
+
+def _tool_calls_for(request: LLMRequest) -> list[ToolCall]:
+    """The calls of the first turn: each offered tool that needs no argument, called without."""
+    if not request.tools or any(m.role == Role.TOOL for m in request.conversation()):
+        return []
+    return [
+        ToolCall(id=f"offline-call-{n}", name=tool.name, arguments={})
+        for n, tool in enumerate(
+            (t for t in request.tools if not t.input_schema.get("required")), start=1
+        )
+    ]
 
 
 def _plan(request: LLMRequest) -> str:
@@ -76,6 +111,16 @@ def _judge(request: LLMRequest) -> str:
 
 
 def complete(request: LLMRequest) -> LLMReply:
+    tool_calls = _tool_calls_for(request)
+    if tool_calls:
+        names = ", ".join(call.name for call in tool_calls)
+        return LLMReply(
+            text=f"{BANNER}\nConsulting the organization's tools: {names}.",
+            provider=Provider.OFFLINE,
+            model=Provider.OFFLINE,
+            tool_calls=tool_calls,
+            stop_reason=StopReason.TOOL_CALLS,
+        )
     answer = {Purpose.PLAN: _plan, Purpose.SYNTHESIS: _synthesis, Purpose.JUDGE: _judge}.get(
         request.purpose, _agent_answer
     )(request)

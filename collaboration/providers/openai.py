@@ -1,35 +1,192 @@
 """OpenAI-compatible chat completions (OpenAI, Azure, Ollama, vLLM, LM Studio) via the `openai` SDK.
 
 The SDK itself honours OPENAI_API_KEY and OPENAI_BASE_URL.
+
+Tool calling on the wire: the request's tools go as `tools: [{"type": "function", "function":
+{name, description, parameters}}]`; the model's calls come back in `message.tool_calls` (each an
+id and `function: {name, arguments}`, the arguments a JSON *string* that may not parse); the
+conversation sends the assistant's message with its `tool_calls` back, then one `role: "tool"`
+message per call (`tool_call_id`, the result's text). Tool names must match
+`^[a-zA-Z0-9_-]{1,64}$` (the registry's do).
+
+Strict mode (`strict_tools`): OpenAI then guarantees arguments that match the schema, but accepts
+only a subset of JSON Schema — every property listed in `required` (an optional one made
+nullable: the registry reads null as "not given"), `additionalProperties: false` on every object,
+and no length or uniqueness keywords. `strict_schema` makes that subset; the registry still
+validates the arguments against the tool's full schema when it runs the call. Off by default:
+OpenAI-compatible servers (Ollama, vLLM) do not all understand it.
 """
+
+import copy
+import json
 
 import openai
 
-from .base import SDK_KEYS, LLMReply, LLMRequest, Provider, ProviderError
+from .base import (
+    SDK_KEYS,
+    LLMReply,
+    LLMRequest,
+    Provider,
+    ProviderError,
+    Role,
+    StopReason,
+    ToolCall,
+)
 from .http import sdk_call, sdk_options
+
+STOP_REASONS = {
+    "stop": StopReason.STOP,
+    "tool_calls": StopReason.TOOL_CALLS,
+    "function_call": StopReason.TOOL_CALLS,
+    "length": StopReason.MAX_TOKENS,
+}
+# Keywords strict mode refuses (OpenAI's "supported schemas"); the registry checks them itself.
+NOT_IN_STRICT_MODE = {
+    "minLength", "maxLength", "uniqueItems", "minProperties", "maxProperties",
+    "patternProperties", "unevaluatedProperties", "contains",
+}  # fmt: skip
 
 
 def complete(request: LLMRequest) -> LLMReply:
     options, state = sdk_options(request, SDK_KEYS[Provider.OPENAI])
     client = openai.OpenAI(**options)
-    messages = []
-    if request.system:
-        messages.append({"role": "system", "content": request.system})
-    messages.append({"role": "user", "content": request.prompt})
-    kwargs = {"model": request.model, "messages": messages, "max_tokens": request.max_tokens}
+    kwargs = {
+        "model": request.model,
+        "messages": wire_messages(request),
+        "max_tokens": request.max_tokens,
+    }
     if request.temperature is not None:
         kwargs["temperature"] = request.temperature
+    if request.tools:
+        kwargs["tools"] = wire_tools(request)
     completion = sdk_call(
         Provider.OPENAI, openai, state, lambda: client.chat.completions.create(**kwargs)
     )
     if not completion.choices:
         raise ProviderError("openai: the response had no choices")
+    choice = completion.choices[0]
     usage = completion.usage
+    tool_calls = [_tool_call(c) for c in choice.message.tool_calls or []]
+    reason = choice.finish_reason or ""
     return LLMReply(
-        text=completion.choices[0].message.content or "",
+        text=choice.message.content or "",
         prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
         completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
         attempts=state.attempts,
         provider=Provider.OPENAI,
         model=completion.model or request.model,
+        tool_calls=tool_calls,
+        # Some compatible servers answer `stop` with tool calls: the calls are what counts.
+        stop_reason=StopReason.TOOL_CALLS if tool_calls else STOP_REASONS.get(reason, reason),
     )
+
+
+def wire_messages(request: LLMRequest) -> list[dict]:
+    """The system prompt, then the conversation, as chat-completion messages."""
+    messages = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    for message in request.conversation():
+        if message.role == Role.TOOL:
+            messages.append(
+                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+            )
+        elif message.role == Role.ASSISTANT:
+            item = {"role": "assistant", "content": message.content or None}
+            if message.tool_calls:
+                item["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": _arguments_text(call)},
+                    }
+                    for call in message.tool_calls
+                ]
+            messages.append(item)
+        else:
+            messages.append({"role": "user", "content": message.content})
+    return messages
+
+
+def wire_tools(request: LLMRequest) -> list[dict]:
+    tools = []
+    for tool in request.tools:
+        function = {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": strict_schema(tool.input_schema)
+            if request.strict_tools
+            else tool.input_schema,
+        }
+        if request.strict_tools:
+            function["strict"] = True
+        tools.append({"type": "function", "function": function})
+    return tools
+
+
+def strict_schema(schema: dict) -> dict:
+    """`schema` in the subset strict mode accepts: every property required, the optional ones
+    nullable, every object closed, no keyword strict mode refuses."""
+    schema = copy.deepcopy(schema)
+
+    def visit(node):
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+            return
+        if not isinstance(node, dict):
+            return
+        for keyword in NOT_IN_STRICT_MODE & set(node):
+            del node[keyword]
+        properties = node.get("properties")
+        if isinstance(properties, dict):
+            required = set(node.get("required", []))
+            for name, sub in properties.items():
+                visit(sub)
+                if name not in required:
+                    properties[name] = _nullable(sub)
+            node["required"] = list(properties)
+            node["additionalProperties"] = False
+        for key in ("items", "anyOf", "oneOf", "allOf", "$defs", "definitions"):
+            if key in ("$defs", "definitions") and isinstance(node.get(key), dict):
+                visit(list(node[key].values()))
+            elif key in node:
+                visit(node[key])
+
+    visit(schema)
+    return schema
+
+
+def _nullable(schema: dict) -> dict:
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return schema
+    if isinstance(kind, str) and "enum" not in schema:
+        return {**schema, "type": [kind, "null"]}
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _arguments_text(call: ToolCall) -> str:
+    if call.invalid_arguments is not None:
+        return call.invalid_arguments
+    return json.dumps(call.arguments)
+
+
+def _tool_call(raw) -> ToolCall:
+    """The SDK's tool call as ours; arguments that are not a JSON object are kept as text."""
+    function = getattr(raw, "function", None)
+    if function is None:  # a custom (free-text) tool call: we never offer one
+        custom = getattr(raw, "custom", None)
+        return ToolCall(
+            id=raw.id,
+            name=getattr(custom, "name", "") or "",
+            invalid_arguments=str(getattr(custom, "input", "")),
+        )
+    text = function.arguments or ""
+    try:
+        arguments = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        return ToolCall(id=raw.id, name=function.name, invalid_arguments=text)
+    return ToolCall(id=raw.id, name=function.name, arguments=arguments)

@@ -20,6 +20,7 @@ Where each part is:
 - `pool.py`      the process-wide pool of agent threads and their database connections;
 - `batch.py`     a batch of agents under max_parallel and the agent timeout;
 - `agent.py`     running one agent: claim its contribution, ask its provider, settle it once;
+- `acting.py`    an agent given tools: its tool loop, as whom it acts, its turns recorded;
 - `modes/`       the modes (parallel, sequential, hierarchical), a registry keyed by `Mode`;
 - `plan.py`      the hierarchical coordinator's plan;
 - `finish.py`    synthesis through the strategy registry, and the session's outcome.

@@ -3,12 +3,14 @@
 `start` claims a contribution (pending → running) and starts its clock; `settle` finishes it
 only from running, so a late answer of an agent already timed out or cancelled changes nothing.
 The provider, model and prompt of an agent come from the session's config, then the agent's own
-settings, then the server's defaults; the session's mode says what else the agent is told.
+settings, then the server's defaults; the session's mode says what else the agent is told. An
+agent given tools answers through the tool loop (`acting.py`).
 """
 
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -23,6 +25,7 @@ from ..selectors import may_use_custom_prompt
 from ..synthesis import strategy_for
 from ..synthesis.parsing import parse_confidence, parse_verdict
 from ..synthesis.prompts import agent_prompt
+from .acting import AgentFailed, ask_with_tools, tools_of
 from .context import RunContext, Slot
 
 log = logging.getLogger(__name__)
@@ -59,11 +62,17 @@ def settle(
     *,
     error: str = "",
     reply: LLMReply | None = None,
+    turns: list[dict] | None = None,
     from_statuses=(ContributionStatus.RUNNING,),
     on_settled: Callable[[], None] | None = None,
 ) -> bool:
-    """Finish a contribution once: only from `from_statuses`, so a late answer changes nothing."""
+    """Finish a contribution once: only from `from_statuses`, so a late answer changes nothing.
+
+    `reply` is what it answered or spent (a failed tool loop's tokens count too), `turns` its
+    tool loop's turns."""
     fields = {"status": status, "error": error[:2000], "finished_at": timezone.now()}
+    if turns is not None:
+        fields["turns"] = turns
     if reply is not None:
         fields.update(
             response=reply.text,
@@ -266,8 +275,14 @@ def run_agent(ctx: RunContext, slot: Slot) -> None:
                 "role": contribution.role,
             },
         )
-        reply = call(ctx, provider, request)
-        settle(ctx, slot.contribution, ContributionStatus.COMPLETED, reply=reply)
+        turns = None
+        if tools_of(contribution):
+            reply, turns = ask_with_tools(
+                ctx, slot, provider, request, complete=partial(call, ctx, provider)
+            )
+        else:
+            reply = call(ctx, provider, request)
+        settle(ctx, slot.contribution, ContributionStatus.COMPLETED, reply=reply, turns=turns)
     except Exception as exc:
         settle_failure(ctx, slot, exc)
 
@@ -277,12 +292,14 @@ def internal_error(exc: BaseException) -> str:
 
 
 def settle_failure(ctx: RunContext, slot: Slot, exc: BaseException) -> None:
-    """An agent's call ended in `exc`: timed out, failed at the provider, or a bug (logged)."""
-    if isinstance(exc, ProviderTimeout):
+    """An agent's call ended in `exc`: timed out, failed at the provider or in its tool loop,
+    or a bug (logged). A failed tool loop keeps its turns and the tokens it spent."""
+    if isinstance(exc, ProviderTimeout) or getattr(exc, "timed_out", False):
         status, error = ContributionStatus.TIMED_OUT, str(exc)
-    elif isinstance(exc, ProviderError):
+    elif isinstance(exc, ProviderError | AgentFailed):
         status, error = ContributionStatus.FAILED, str(exc)
     else:
         log.exception("collaboration agent %s crashed", slot.contribution.agent_key)
         status, error = ContributionStatus.FAILED, internal_error(exc)
-    settle(ctx, slot.contribution, status, error=error)
+    reply, turns = getattr(exc, "reply", None), getattr(exc, "turns", None)
+    settle(ctx, slot.contribution, status, error=error, reply=reply, turns=turns)

@@ -160,3 +160,23 @@ def test_a_script_in_an_llm_reply_is_escaped_in_the_admin(acme, alice, fake_llm)
     assert SCRIPT not in html
     assert "a replies &lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
     assert "synthesis &lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
+
+
+def test_the_session_page_lists_an_agents_tool_calls_escaped(acme, alice):
+    session = a_session(acme, status="completed")
+    session.contributions.filter(agent_key="a").update(turns=[
+        {"kind": "model", "index": 0, "text": "", "tool_calls": []},
+        {"kind": "tool_call", "index": 1, "id": "1", "name": "get_organization_roster",
+         "arguments": {"expertise": SCRIPT}, "status": "ok", "result": {}},
+        {"kind": "tool_call", "index": 2, "id": "2", "name": "get_my_context", "arguments": {},
+         "status": "error", "error": {"success": False, "error": "no", "code": "agent_not_found"}},
+    ])  # fmt: skip
+    response = alice.get(
+        reverse("admin:collaboration_collaborationsession_change", args=[session.pk])
+    )
+    html = response.content.decode()
+    assert SCRIPT not in html
+    assert (
+        "get_organization_roster({&quot;expertise&quot;: &quot;&lt;script&gt;alert(&#x27;pwned&#x27;)"
+        "&lt;/script&gt;&quot;}) → ok\nget_my_context({}) → agent_not_found"
+    ) in html

@@ -1,0 +1,320 @@
+"""The tool loop: a model works with the registry's tools, as one caller, until it answers.
+
+`run_tool_loop` offers the model the registry's tools that `caller` may use, narrowed to an
+allow-list; runs every tool call the model asks for with `registry.call_tool(caller, …)` — as
+that caller, through the same services and rules as every other door —; feeds each result back,
+a refusal as the tool's error in our one error shape (`{"success": false, "error", "code"}`) so
+the model may choose again; and calls the model again, until it answers without tool calls
+(`answered`), has had `max_turns` model calls (`max_turns`: the calls of that last turn are not
+run), or the provider fails after the SDK's own retries (`provider_error`). Which of these is a
+failure is the caller's business: the loop returns a `ToolLoopResult` and never raises a
+provider's error.
+
+Every step is a turn, a JSON-able dict, in order (`ToolLoopResult.turns`):
+
+- a model turn: `{"kind": "model", "index", "text", "tool_calls": [{id, name, arguments}],
+  "stop_reason", "prompt_tokens", "completion_tokens", "attempts", "provider", "model"}`;
+- a tool call: `{"kind": "tool_call", "index", "id", "name", "arguments", "status"}` with
+  `status` `running` (it is being run), `ok` (and its `result`) or `error` (and `error`, the
+  error body the model was given).
+
+A durable caller records them with `on_turn(turn)`, called with a copy of each model turn once
+the reply is in, and of each tool call twice: before it runs (`running`) and after (`ok` /
+`error`); a turn's `index` is its place in the list, so recording is an upsert by index.
+Passing the recorded turns back (`turns=`) resumes the loop without doing again what was done:
+the conversation is rebuilt from them, calls recorded `ok` / `error` are not run again, and a
+call recorded `running` (the process died during it) is run again only if its tool is read-only
+or idempotent — otherwise the model is told its outcome is unknown (`tool_interrupted`).
+"""
+
+import copy
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+
+from organization import registry
+from organization.caller import Caller
+from organization.errors import DomainError, error_body
+
+from . import providers
+from .providers import LLMReply, LLMRequest, Message, ProviderError, ToolCall, ToolSpec
+
+log = logging.getLogger(__name__)
+
+# A tool's result longer than this is cut before it goes to the model (a big organization's
+# roster); the turn keeps the whole result.
+MAX_RESULT_CHARS = 20_000
+
+
+class LoopStop(StrEnum):
+    ANSWERED = "answered"
+    MAX_TURNS = "max_turns"
+    PROVIDER_ERROR = "provider_error"
+
+
+class TurnKind(StrEnum):
+    MODEL = "model"
+    TOOL_CALL = "tool_call"
+
+
+class CallStatus(StrEnum):
+    RUNNING = "running"
+    OK = "ok"
+    ERROR = "error"
+
+
+@dataclass
+class ToolLoopResult:
+    """What the loop did: the final text (the last model turn's), every turn in order, the
+    tokens and HTTP attempts of all its model calls, and why it stopped."""
+
+    text: str
+    turns: list[dict]
+    stop_reason: str
+    # The provider's error message when stop_reason is provider_error.
+    error: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    attempts: int = 0
+    provider: str = ""
+    model: str = ""
+    # The provider's exception (a ProviderTimeout tells the agent's time ran out); not JSON.
+    exception: ProviderError | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def tokens_used(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def tool_calls(self) -> list[dict]:
+        """The tool-call turns, in order."""
+        return [t for t in self.turns if t["kind"] == TurnKind.TOOL_CALL]
+
+    def reply(self) -> LLMReply:
+        """The loop as one reply: its text, summed usage and attempts."""
+        return LLMReply(
+            text=self.text,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            attempts=self.attempts,
+            provider=self.provider,
+            model=self.model,
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "stop_reason": self.stop_reason,
+            "error": self.error,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "tokens_used": self.tokens_used,
+            "attempts": self.attempts,
+            "provider": self.provider,
+            "model": self.model,
+            "turns": self.turns,
+        }
+
+
+def offered_tools(caller: Caller, tool_names: Iterable[str]) -> list[registry.Tool]:
+    """The tools of `tool_names` that `caller` may use, in the registry's order (by name).
+
+    A name the registry no longer knows, or that the caller may not use, is left out: the model
+    is offered what it can call, and refused (as a tool error) what it calls anyway.
+    """
+    allowed = set(tool_names)
+    return [tool for tool in registry.tools_for(caller) if tool.name in allowed]
+
+
+def tool_spec(tool: registry.Tool) -> ToolSpec:
+    return ToolSpec(name=tool.name, description=tool.description, input_schema=tool.input_schema)
+
+
+def run_tool_loop(
+    caller: Caller,
+    *,
+    provider: str,
+    request: LLMRequest,
+    tool_names: Iterable[str],
+    max_turns: int,
+    complete: Callable[[LLMRequest], LLMReply] | None = None,
+    on_turn: Callable[[dict], None] | None = None,
+    turns: list[dict] | None = None,
+) -> ToolLoopResult:
+    """Run the model of `request` (its system prompt, its prompt or messages, model,
+    temperature, max_tokens, deadline) with the tools `tool_names` as `caller`.
+
+    `complete(request) -> LLMReply` makes one model call (default: `providers.complete` on
+    `provider`); a caller with a budget passes its own. `on_turn` and `turns`: the module's
+    docstring. `on_turn` may raise to stop the loop (the exception propagates).
+    """
+    if max_turns < 1:
+        raise ValueError("max_turns must be at least 1")
+    complete = complete or (lambda r: providers.complete(provider, r))
+    tools = offered_tools(caller, tool_names)
+    offered = {tool.name: tool for tool in tools}
+    specs = [tool_spec(tool) for tool in tools]
+    loop = _Loop(caller, offered, on_turn, copy.deepcopy(list(turns or [])))
+    messages = loop.rebuild(request.conversation())
+
+    while True:
+        last = loop.last_model_turn()
+        if last is not None:
+            if not last["tool_calls"]:
+                return loop.result(LoopStop.ANSWERED)
+            if loop.model_turns() >= max_turns:
+                return loop.result(LoopStop.MAX_TURNS)
+            messages += loop.run_calls(last)
+        try:
+            reply = complete(replace(request, messages=list(messages), tools=specs))
+        except ProviderError as exc:
+            return loop.result(LoopStop.PROVIDER_ERROR, exc)
+        turn = loop.add(_model_turn(reply))
+        loop.notify(turn)
+        messages.append(Message.assistant(reply.text, reply.tool_calls))
+
+
+class _Loop:
+    """The turns of one loop, and what running a call means for them."""
+
+    def __init__(self, caller, offered, on_turn, turns: list[dict]):
+        self.caller, self.offered, self.on_turn, self.turns = caller, offered, on_turn, turns
+        for index, turn in enumerate(turns):
+            turn["index"] = index
+
+    def add(self, turn: dict) -> dict:
+        turn["index"] = len(self.turns)
+        self.turns.append(turn)
+        return turn
+
+    def notify(self, turn: dict) -> None:
+        if self.on_turn is not None:
+            self.on_turn(copy.deepcopy(turn))
+
+    def model_turns(self) -> int:
+        return sum(t["kind"] == TurnKind.MODEL for t in self.turns)
+
+    def last_model_turn(self) -> dict | None:
+        return next((t for t in reversed(self.turns) if t["kind"] == TurnKind.MODEL), None)
+
+    def rebuild(self, start: list[Message]) -> list[Message]:
+        """The conversation so far: the request's, then the recorded turns. A call still
+        `running` gets its result message when `run_calls` settles it."""
+        messages = list(start)
+        for turn in self.turns:
+            if turn["kind"] == TurnKind.MODEL:
+                calls = [ToolCall.from_dict(c) for c in turn["tool_calls"]]
+                messages.append(Message.assistant(turn["text"], calls))
+            elif turn["status"] != CallStatus.RUNNING:
+                messages.append(_result_message(turn))
+        return messages
+
+    def run_calls(self, model_turn: dict) -> list[Message]:
+        """Run the calls of `model_turn` not done yet; their results' messages, in call order.
+
+        The results of calls done in an earlier run are in the conversation already."""
+        after = self.turns[model_turn["index"] + 1 :]
+        recorded = {t["id"]: t for t in after if t["kind"] == TurnKind.TOOL_CALL}
+        messages = []
+        for data in model_turn["tool_calls"]:
+            call = ToolCall.from_dict(data)
+            turn = recorded.get(call.id)
+            if turn is not None and turn["status"] != CallStatus.RUNNING:
+                continue
+            if turn is None:
+                turn = self.add(
+                    {"kind": TurnKind.TOOL_CALL, "id": call.id, "name": call.name,
+                     "arguments": call.arguments, "status": CallStatus.RUNNING}
+                )  # fmt: skip
+                self.notify(turn)
+                outcome = self.execute(call)
+            elif self.may_run_again(call.name):
+                outcome = self.execute(call)
+            else:
+                outcome = _refusal(
+                    f"The call of {call.name} was interrupted and its outcome is unknown: "
+                    "check before calling it again.",
+                    "tool_interrupted",
+                )
+            turn.update(outcome)
+            self.notify(turn)
+            messages.append(_result_message(turn))
+        return messages
+
+    def may_run_again(self, name: str) -> bool:
+        tool = registry.REGISTRY.get(name)
+        return tool is not None and (tool.read_only or tool.idempotent)
+
+    def execute(self, call: ToolCall) -> dict:
+        """Run one call as the caller: `{"status": "ok", "result"}` or `{"status": "error",
+        "error"}` (the error body the model is given)."""
+        if call.invalid_arguments is not None:
+            return _refusal(
+                f"The arguments of {call.name} are not a JSON object: {call.invalid_arguments[:200]}",
+                "invalid_arguments",
+            )
+        if call.name not in self.offered:
+            return _refusal(f"No tool {call.name!r} is offered to you.", "unknown_tool")
+        try:
+            # As one request at the REST door: a refused call leaves nothing half-written.
+            with transaction.atomic():
+                result = registry.call_tool(self.caller, call.name, call.arguments)
+        except DomainError as exc:
+            return _refusal(exc.message, exc.code)
+        except Exception:
+            log.exception("tool %s failed for %s", call.name, self.caller.label)
+            return _refusal("The tool failed unexpectedly; the error was logged.", "server_error")
+        # JSON-able as the turns must be (datetimes, UUIDs and decimals as the API writes them).
+        return {"status": CallStatus.OK, "result": json.loads(_json(result))}
+
+    def result(self, stop: str, exc: ProviderError | None = None) -> ToolLoopResult:
+        models = [t for t in self.turns if t["kind"] == TurnKind.MODEL]
+        last = models[-1] if models else {}
+        return ToolLoopResult(
+            text=last.get("text", ""),
+            turns=self.turns,
+            stop_reason=stop,
+            error=str(exc) if exc is not None else "",
+            prompt_tokens=sum(t["prompt_tokens"] for t in models),
+            completion_tokens=sum(t["completion_tokens"] for t in models),
+            attempts=sum(t["attempts"] for t in models),
+            provider=last.get("provider", ""),
+            model=last.get("model", ""),
+            exception=exc,
+        )
+
+
+def _model_turn(reply: LLMReply) -> dict:
+    return {
+        "kind": TurnKind.MODEL,
+        "text": reply.text,
+        "tool_calls": [call.as_dict() for call in reply.tool_calls],
+        "stop_reason": str(reply.stop_reason),
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "attempts": reply.attempts,
+        "provider": reply.provider,
+        "model": reply.model,
+    }
+
+
+def _refusal(message: str, code: str) -> dict:
+    return {"status": CallStatus.ERROR, "error": error_body(message, code)}
+
+
+def _json(value) -> str:
+    return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
+
+
+def _result_message(turn: dict) -> Message:
+    """A recorded call's result as the model reads it: the result's JSON, or the error body."""
+    failed = turn["status"] == CallStatus.ERROR
+    text = _json(turn["error"] if failed else turn["result"])
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + f"… [cut: {len(text)} characters in all]"
+    return Message.tool_result(turn["id"], text, is_error=failed)
