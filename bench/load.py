@@ -182,10 +182,15 @@ class Load:
     def server_cpu_ms_per_request(self) -> float:
         return 1000 * self.server_cpu / self.requests if self.requests else 0.0
 
+    @property
+    def db_cpu_ms_per_request(self) -> float:
+        return 1000 * self.db_cpu / self.requests if self.requests else 0.0
+
     def line(self) -> str:
         return (
             f"  {self.label:<34} {self.rps:8.1f} req/s  p50 {self.p50_ms:6.1f} ms  "
             f"server {self.server_cpu_ms_per_request:5.2f} ms CPU/req  "
+            f"PostgreSQL {self.db_cpu_ms_per_request:5.2f} ms  "
             f"client {self.client_share:5.1%} of CPU  errors {self.socket_errors}"
             f"  non-2xx {self.non_2xx}"
         )
