@@ -5,7 +5,8 @@ comment reaches the others involved (holder, creator, delegator), never its auth
 import pytest
 from django.test import Client
 
-from tasks.models import COMMENT_MAX_LENGTH, InboxItem, TaskComment, TaskEvent
+from organization.models import Agent
+from tasks.models import COMMENT_MAX_LENGTH, InboxItem, TaskComment, TaskEvent, WebhookDelivery
 from tests.factories import give_tasks, make_admin_user
 from tests.tasks.conftest import assert_error, create, post
 from tests.tasks.test_query_counts import used_just_now
@@ -168,3 +169,20 @@ def test_the_comment_tools_keep_the_rules_of_rest(cast, task):
     assert call(cast.human, "list_task_comments", task_id=task["id"]).status_code == 200
     assert_error(call(cast.human, "comment_on_task", task_id=task["id"], body="hi"), 403,
                  "read_only_key")  # fmt: skip
+
+
+def test_a_comment_and_a_result_reach_webhooks_too(cast, task):
+    Agent.objects.filter(pk=cast.morgan.pk).update(webhook_url="https://hooks.example.com/m")
+    alex = cast.client(cast.alex)
+    comment(alex, task["id"], "Almost there.")
+    post(alex, f"/api/tasks/{task['id']}/status", {"status": "in_progress"})
+    post(alex, f"/api/tasks/{task['id']}/status",
+         {"status": "completed", "result": "Migrated.", "result_data": {"rows": 3}})  # fmt: skip
+    payloads = [d.payload for d in WebhookDelivery.objects.order_by("pk")]
+    assert [(p["event"], p["agent"]) for p in payloads] == [
+        ("task.comment", "agent-morgan"), ("task.status_changed", "agent-morgan"),
+    ]  # fmt: skip
+    assert payloads[0]["message"] == "agent-alex commented on the task: Almost there."
+    assert (payloads[1]["task"]["result"], payloads[1]["task"]["result_data"]) == (
+        "Migrated.", {"rows": 3},
+    )  # fmt: skip
