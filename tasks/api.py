@@ -200,7 +200,7 @@ class InboxView(CallerMixin, APIView):
     @extend_schema(
         parameters=[InboxQuerySerializer],
         responses={200: InboxPageSerializer, **ERRORS},
-        summary="What was assigned, delegated, escalated or queued to the calling agent",
+        summary="What reached the calling agent: tasks given to it, comments, finished work",
     )
     def get(self, request):
         agent = self.caller.require_agent()
