@@ -80,14 +80,15 @@ def _locked_with_parent(task: Task | VisibleTask, *, with_parent: bool = True):
         both = rows.values("pk").union(rows.values("parent_id"), all=True)
         rows = Task.objects.filter(pk__in=both).order_by("pk")
     rows = rows.select_for_update(of=("self",)).select_related(*LOCKED_WITH)
-    found = list(rows[:2])
-    wanted = found[-1] if found else None
+    found = {t.pk: t for t in rows[:2]}
+    # Of two rows, the task is the one whose parent is the other.
+    wanted = next((t for t in found.values() if t.parent_id in found), None)
+    wanted = wanted or next(iter(found.values()), None)
     if wanted is None:
         if isinstance(task, VisibleTask):
             raise task.missing()
         raise NotFound(f"Task not found: {task.pk}", "task_not_found")
-    parent = found[0] if len(found) == 2 else None
-    return wanted, parent
+    return wanted, found.get(wanted.parent_id)
 
 
 def _rule_of(task: Task) -> TeamRule:
