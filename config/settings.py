@@ -218,6 +218,16 @@ if DATABASE_POOL:
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("CONN_MAX_AGE", 60, minimum=0)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Parameters bound by the server, and a statement a connection has run 5 times prepared
+# (Django leaves psycopg's preparing off): PostgreSQL then skips parsing and planning, most of a
+# small query's cost (bench/api.py). DATABASE_PREPARED=false turns both off (e.g. behind a
+# transaction-mode PgBouncer without prepared-statement support).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
+    "DATABASE_PREPARED", True
+):
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        server_side_binding=True, prepare_threshold=5
+    )
 # Lets several test runs share one PostgreSQL server without dropping each other's database.
 if os.environ.get("TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}

@@ -10,6 +10,23 @@ from tests.factories import make_admin_user, make_key
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def fresh_counters():
+    """Counters outlive a test's database rollback (ids are reused by the next run within the
+    window): each test starts with none. Only the throttle's keys; the broker's stay."""
+    from django.core.cache import caches
+    from django.core.cache.backends.redis import RedisCache
+
+    cache = caches["default"]
+    if isinstance(cache, RedisCache):
+        client = cache._cache.get_client(None, write=True)
+        stale = list(client.scan_iter(match=cache.make_and_validate_key("throttle_*")))
+        if stale:
+            client.delete(*stale)
+    else:
+        cache.clear()
+
+
 def assert_rate_limited(response):
     assert response.status_code == 429, response.content
     assert response.json()["success"] is False
@@ -81,3 +98,28 @@ def test_a_mistyped_rate_stops_start_up_with_a_message(rate):
     )  # fmt: skip
     assert result.returncode != 0
     assert f"API_THROTTLE_RATE={rate!r}: use <n>/<second|minute|hour|day>" in result.stderr
+
+
+def test_on_redis_a_key_is_one_counter_with_its_window_as_ttl(demo, settings):
+    """The Redis path: SET NX EX + INCR + TTL in one round trip, not DRF's pickled list."""
+    from django.core.cache import caches
+    from django.core.cache.backends.redis import RedisCache
+
+    cache = caches["default"]
+    if not isinstance(cache, RedisCache):
+        pytest.skip("the Redis path needs REDIS_URL (CI sets it)")
+    settings.API_THROTTLE_RATE = "5/min"
+    key = make_key(demo, agent_of(demo, "agent-sarah"))
+    sarah = KeyClient(key)
+    for _ in range(3):
+        assert sarah.get("/api/roster").status_code == 200
+    prefix = key.split("_")[1]
+    stored = cache.make_and_validate_key(f"throttle_api_key:{prefix}")
+    client = cache._cache.get_client(stored)
+    assert client.get(stored) == b"3"
+    assert 0 < client.ttl(stored) <= 60
+    for _ in range(2):
+        assert sarah.get("/api/roster").status_code == 200
+    response = sarah.get("/api/roster")
+    assert_rate_limited(response)
+    assert int(response["Retry-After"]) <= 60
