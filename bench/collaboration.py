@@ -208,7 +208,11 @@ def overhead_and_queue(caller, fake) -> tuple[float, float]:
             "synthesis": "coordinator",
         })  # fmt: skip
         (done,) = wait_finished([session.pk], timeout=60)
-        assert done.status == "completed", (done.status, done.error)
+        assert done.status == "completed", (
+            done.status, done.error,
+            [(c.agent_key, c.status, c.error) for c in done.contributions.order_by("position")],
+            [(e.name, e.data) for e in done.events.order_by("id")],
+        )  # fmt: skip
         assert len(fake.calls) == calls, len(fake.calls)
         run = (done.finished_at - done.started_at).total_seconds()
         overheads.append((run - calls * LATENCY) / calls * 1000)

@@ -65,17 +65,26 @@ def tree_of(pid: int) -> list[int]:
 
 
 def postgres_pids() -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if (entry / "comm").read_text().strip() == "postgres":
-                    pids.append(int(entry.name))
-    return pids
+    """The PostgreSQL backends serving this bench's database (DATABASE_URL): not the server's
+    other databases, whose clients (a test run next door) would count against the bench."""
+    import psycopg
+
+    url = os.environ["DATABASE_URL"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [pid for (pid,) in rows]
 
 
-def cpu_of(pids: list[int]) -> float:
-    return sum(_cpu_of(p) for p in pids)
+def cpu_of(pids: list[int]) -> dict[int, float]:
+    return {p: _cpu_of(p) for p in pids}
+
+
+def cpu_since(before: dict[int, float], pids: list[int]) -> float:
+    """CPU seconds of `pids` since `before` (a backend that is new counts all its CPU)."""
+    return sum(cpu - before.get(p, 0.0) for p, cpu in cpu_of(pids).items())
 
 
 # --- servers ---------------------------------------------------------------------------
@@ -227,8 +236,8 @@ def wrk(
         script.close()
         command += ["-s", script.name]
     command.append(url)
-    server_pids, db_pids = server.pids(), postgres_pids()
-    server_before, db_before = cpu_of(server_pids), cpu_of(db_pids)
+    server_pids = server.pids()
+    server_before, db_before = cpu_of(server_pids), cpu_of(postgres_pids())
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # Read the pipes, then reap wrk with wait4 (communicate() would reap it without its rusage).
     out, err = process.stdout.read(), process.stderr.read()
@@ -236,8 +245,8 @@ def wrk(
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise RuntimeError(f"wrk failed ({process.returncode}): {err.strip()}")
-    server_cpu = cpu_of(server_pids) - server_before
-    db_cpu = cpu_of(db_pids) - db_before
+    server_cpu = cpu_since(server_before, server_pids)
+    db_cpu = cpu_since(db_before, postgres_pids())
     if script:
         os.unlink(script.name)
     requests, seconds_taken = re.search(r"(\d+) requests in ([\d.]+)(s|m)", out).group(1, 2)

@@ -321,6 +321,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # The MCP SDK logs every stateless request ("Terminating session: None") and the HTTP
+    # clients every call at INFO: warnings only, unless LOG_LEVEL asks for DEBUG.
+    "loggers": {
+        name: {"level": "DEBUG" if os.environ.get("LOG_LEVEL") == "DEBUG" else "WARNING"}
+        for name in ("mcp", "httpx", "httpcore")
+    },
 }
 
 # Hands `python manage.py test` over to pytest, so both run the same suite.

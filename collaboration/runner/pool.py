@@ -10,8 +10,9 @@ from django.db import connection
 
 from .context import RunContext, Slot
 
-# One pool of agent threads per worker process, shared by its sessions: a warm thread keeps its
-# database connection while the process has sessions to run (a fresh thread and connection per
+# One pool of agent threads per worker process, shared by its sessions. With psycopg's pool (the
+# default on PostgreSQL) a thread returns its connection after each agent; without it a warm
+# thread keeps its database connection while the process has sessions to run (a fresh thread and connection per
 # agent cost 50-250 ms on a busy machine); settings.COLLAB_IDLE_CLOSE_SECONDS after the last session
 # ends they are closed, so no connection idles forever (the test suite sets it to 0 so that its
 # database can be dropped).
@@ -55,10 +56,19 @@ def in_agent_thread(work, ctx: RunContext, slot: Slot, permits: threading.Bounde
         raise
     finally:
         _thread_state.last_used = time.monotonic()
-        if ctx.stop.is_set() and _idle():
+        if _pooled():
+            # A pooled connection goes back after each agent (cheap): kept per thread, the pool's
+            # few connections were soon all held by idle agent threads, and the next agent
+            # waited DATABASE_POOL_TIMEOUT and failed.
+            connection.close()
+        elif ctx.stop.is_set() and _idle():
             # An orphan (a cancelled agent whose call outlived its session, or a timed-out one)
             # that ends after the last session: the idle close already passed this thread by.
             connection.close()
+
+
+def _pooled() -> bool:
+    return bool(connection.settings_dict.get("OPTIONS", {}).get("pool"))
 
 
 def _idle() -> bool:
