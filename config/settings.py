@@ -389,6 +389,8 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
         "AgentStatusEnum": ["idle", "active", "busy", "offline"],
         "ExpertStatusEnum": ["idle", "busy"],
         "CollaborationStatusEnum": "collaboration.models.SessionStatus",
+        # A task's status appears on tasks and on their subtasks: one enum for both.
+        "TaskStatusEnum": "tasks.models.TaskStatus",
     }
 )  # fmt: skip
 

@@ -30,6 +30,7 @@ from .models import (
     URGENCY_RANK,
     DeliveryStatus,
     Task,
+    TaskComment,
     TaskEvent,
     TaskStatus,
     WebhookDelivery,
@@ -112,6 +113,32 @@ class TaskEventInline(ReadOnlyInline):
     readonly_fields = fields
 
 
+class SubtaskInline(ReadOnlyInline):
+    """The task's subtasks (issue 11 §1), each linking to its own page."""
+
+    model = Task
+    fk_name = "parent"
+    parent_org_path = "organization"
+    verbose_name = "subtask"
+    verbose_name_plural = "subtasks"
+    ordering = ["created_at", "pk"]
+    fields = ["title", "status", "assignee", "result", "finished_at"]
+    readonly_fields = fields
+    show_change_link = True
+
+
+class TaskCommentInline(ReadOnlyInline):
+    """The conversation on the task, oldest first. Django escapes every value it shows, so a
+    comment's HTML is shown as text."""
+
+    model = TaskComment
+    fk_name = "task"
+    parent_org_path = "organization"
+    ordering = ["created_at", "pk"]
+    fields = ["created_at", "author_label", "body"]
+    readonly_fields = fields
+
+
 class TaskAdminForm(forms.ModelForm):
     """Editing metadata is plain; who holds the task changes only through the services."""
 
@@ -173,9 +200,10 @@ class TaskAdmin(TasksAppAdmin):
     readonly_fields = [
         "status", "assignee", "queued_for", "created_by_agent", "created_by_user",
         "delegation_chain", "queued_at", "assigned_at", "finished_at", "created_at", "updated_at",
+        "parent", "result", "result_data",
     ]  # fmt: skip
-    inlines = [TaskEventInline]
-    actions = ["cancel_tasks", "escalate_tasks"]
+    inlines = [SubtaskInline, TaskCommentInline, TaskEventInline]
+    actions = ["cancel_tasks", "cancel_tasks_with_subtasks", "escalate_tasks"]
 
     def get_form(self, request, obj=None, **kwargs):
         form = super().get_form(request, obj, **kwargs)
@@ -253,6 +281,13 @@ class TaskAdmin(TasksAppAdmin):
         self._run(
             request, queryset, services.task_cancel, "Cancelled", reason="Cancelled in the admin."
         )
+
+    @admin.action(description="Cancel the selected tasks with their open subtasks")
+    def cancel_tasks_with_subtasks(self, request, queryset):
+        self._run(
+            request, queryset, services.task_cancel, "Cancelled",
+            reason="Cancelled in the admin.", cancel_subtasks=True,
+        )  # fmt: skip
 
     @admin.action(description="Escalate the selected tasks")
     def escalate_tasks(self, request, queryset):

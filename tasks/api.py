@@ -20,6 +20,7 @@ from .models import Task
 from .rules import Actor
 from .selectors import (
     VisibleTask,
+    comments_of,
     estimated_waits,
     events_of,
     inbox_item_for,
@@ -31,6 +32,7 @@ from .selectors import (
 from .serializers import (
     AssignSerializer,
     CancelSerializer,
+    CommentSerializer,
     DelegateSerializer,
     EscalateSerializer,
     InboxItemSerializer,
@@ -41,9 +43,12 @@ from .serializers import (
     RecommendationQuerySerializer,
     RecommendationSerializer,
     StatusSerializer,
+    TaskCommentSerializer,
     TaskCreateSerializer,
+    TaskDetailSerializer,
     TaskEventSerializer,
     TaskSerializer,
+    task_detail,
 )
 from .tools import recommend_for
 
@@ -101,18 +106,20 @@ class TaskViewSet(CallerMixin, GenericViewSet):
     @extend_schema(request=TaskCreateSerializer, responses={201: TaskSerializer, **MOVE_ERRORS})
     def create(self, request):
         data = self.body(TaskCreateSerializer)
-        handle = data.pop("agent_id")
+        handle, parent = data.pop("agent_id"), data.pop("parent")
         task = services.task_create(
             org=self.caller.organization,
             actor=Actor.of(self.caller),
             assignee=self.agent(handle) if handle else None,
+            # Read under its lock by the service: 404 there for a task the caller cannot see.
+            parent=visible_task(self.caller, parent) if parent else None,
             **data,
         )
         return self.answer(task, http.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: TaskSerializer, **ERRORS})
+    @extend_schema(responses={200: TaskDetailSerializer, **ERRORS})
     def retrieve(self, request, pk=None):
-        return Response(TaskSerializer(self.task()).data)
+        return Response(task_detail(self.task()))
 
     # The moves pass the task (and the agent they name) unread: the service reads both under
     # its locks, in the order a read here would have answered 404 (task, then agent).
@@ -152,19 +159,34 @@ class TaskViewSet(CallerMixin, GenericViewSet):
     def set_status(self, request, pk=None):
         task = self.task_ref()
         data = self.body(StatusSerializer)
-        return self.answer(
-            services.task_set_status(
-                task=task, actor=Actor.of(self.caller), status=data["status"], note=data["note"]
-            )
-        )
+        return self.answer(services.task_set_status(task=task, actor=Actor.of(self.caller), **data))
 
     @extend_schema(request=CancelSerializer, responses={200: TaskSerializer, **MOVE_ERRORS})
     def cancel(self, request, pk=None):
         task = self.task_ref()
         data = self.body(CancelSerializer)
-        return self.answer(
-            services.task_cancel(task=task, actor=Actor.of(self.caller), reason=data["reason"])
-        )
+        return self.answer(services.task_cancel(task=task, actor=Actor.of(self.caller), **data))
+
+    # The conversation: whoever may see the task reads and writes it (404 otherwise).
+    @extend_schema(
+        responses={200: TaskCommentSerializer(many=True), **ERRORS},
+        filters=False,
+        summary="The task's comments, oldest first",
+    )
+    def comments(self, request, pk=None):
+        page = self.paginate_queryset(comments_of(self.task()))
+        return self.get_paginated_response(TaskCommentSerializer(page, many=True).data)
+
+    @extend_schema(
+        request=CommentSerializer,
+        responses={201: TaskCommentSerializer, **ERRORS},
+        summary="Comment on the task: its holder, creator and delegator are told",
+    )
+    def add_comment(self, request, pk=None):
+        task = self.task()
+        data = self.body(CommentSerializer)
+        comment = services.task_comment(task=task, actor=Actor.of(self.caller), **data)
+        return Response(TaskCommentSerializer(comment).data, status=http.HTTP_201_CREATED)
 
     # Paginated like every list under /api/ (its schema promised so, and a long-lived task's
     # log has no bound); the task filters of /api/tasks do not apply to its events.
@@ -178,7 +200,7 @@ class InboxView(CallerMixin, APIView):
     @extend_schema(
         parameters=[InboxQuerySerializer],
         responses={200: InboxPageSerializer, **ERRORS},
-        summary="What was assigned, delegated, escalated or queued to the calling agent",
+        summary="What reached the calling agent: tasks given to it, comments, finished work",
     )
     def get(self, request):
         agent = self.caller.require_agent()

@@ -5,6 +5,12 @@ the move reaches an agent other than the one acting — that agent's inbox item 
 `webhook_url`, a `WebhookDelivery` queued through the outbox. The services call them after
 writing the task; `before` is the task's `snapshot()` taken before the move.
 
+Most events reach one agent, the event's `recipient` (the agent that receives the task). A task
+finishing, a comment and a parent's subtasks all done reach the people involved instead
+(`_record_for`): the event has no recipient, and each of them gets its own inbox item. An inbox
+item that asks its agent to act (`signals.WAKING_KINDS`) also sends `work_reached_agent` once the
+transaction commits: the hook a managed agent runtime wakes its agents with.
+
 The stale sweep escalates thousands of tasks at once: it builds the same escalation events
 (`escalation_event`) and writes them with `record_many`, a few statements per batch.
 """
@@ -12,23 +18,33 @@ The stale sweep escalates thousands of tasks at once: it builds the same escalat
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Iterable
 from datetime import datetime
+from functools import partial
 
-from django.db import connection
+from django.db import connection, transaction
 
 from organization.models import Agent
 
 from . import webhooks
 from .models import (
+    FINISHED_STATUSES,
     ActorKind,
     Decision,
     EventKind,
     InboxItem,
     Task,
+    TaskComment,
     TaskEvent,
+    TaskStatus,
     WebhookDelivery,
 )
-from .rules import SYSTEM, Actor, Verdict, coordination_note, is_cross_team
+from .rules import SYSTEM, Actor, Verdict, coordination_note, delegated_by, is_cross_team
+from .signals import WAKING_KINDS, work_reached_agent
+
+# How much of a result or a comment an inbox message quotes (the rest is on the task).
+EXCERPT_LENGTH = 200
 
 
 def snapshot(task: Task) -> dict:
@@ -200,21 +216,26 @@ def task_escalated_event(
 def task_status_changed_event(
     *, task: Task, actor: Actor, before: dict, note: str = ""
 ) -> TaskEvent:
-    return _record(
-        task,
-        _event(
-            task,
-            EventKind.STATUS_CHANGED,
-            actor,
-            before,
-            message=f"{actor.label}: {before['status']} → {task.status}."
-            + (f" {note}" if note else ""),
-            notes=note,
-        ),  # fmt: skip
-    )
+    """A status move. A task that ends completed or failed reaches its creator and whoever
+    delegated it to its holder (issue 11 §1), with its result quoted."""
+    message = f"{actor.label}: {before['status']} → {task.status}." + (f" {note}" if note else "")
+    event = _event(task, EventKind.STATUS_CHANGED, actor, before, notes=note)
+    if task.status not in (TaskStatus.COMPLETED, TaskStatus.FAILED):
+        event.message = message
+        return _record(task, event)
+    if task.result:
+        message += f" Result: {excerpt(task.result)}"
+    event.message = message
+    return _record_for(task, event, [task.created_by_agent, *_delegator(task)])
 
 
-def task_cancelled_event(*, task: Task, actor: Actor, before: dict, reason: str = "") -> TaskEvent:
+def task_cancelled_event(
+    *, task: Task, actor: Actor, before: dict, reason: str = "", with_parent: Task | None = None
+) -> TaskEvent:
+    """Cancelled; `with_parent` when it went with the parent task being cancelled."""
+    message = f"{actor.label} cancelled the task."
+    if with_parent is not None:
+        message = f"{actor.label} cancelled the task with its parent task #{with_parent.pk}."
     return _record(
         task,
         _event(
@@ -222,10 +243,58 @@ def task_cancelled_event(*, task: Task, actor: Actor, before: dict, reason: str 
             EventKind.CANCELLED,
             actor,
             before,
-            message=f"{actor.label} cancelled the task." + (f" {reason}" if reason else ""),
+            message=message + (f" {reason}" if reason else ""),
             reasoning=reason,
         ),  # fmt: skip
     )
+
+
+def task_commented_event(*, task: Task, actor: Actor, comment: TaskComment) -> TaskEvent:
+    """A comment reaches the others involved in the task: its holder (or the expert it waits
+    for), its creator and whoever delegated it to the holder — never its author."""
+    holder = task.assignee or task.queued_for
+    event = _event(
+        task,
+        EventKind.COMMENT,
+        actor,
+        snapshot(task),
+        message=f"{actor.label} commented on the task: {excerpt(comment.body)}",
+    )
+    return _record_for(task, event, [holder, task.created_by_agent, *_delegator(task)])
+
+
+def subtasks_done_event(*, parent: Task, actor: Actor, last: Task, counts: Counter) -> TaskEvent:
+    """The last open subtask of `parent` finished (`last`, moved by `actor`): the parent's holder
+    is told, with how its subtasks ended (`counts`: status → number)."""
+    total = sum(counts.values())
+    ended = ", ".join(f"{counts[s]} {s}" for s in FINISHED_STATUSES if counts[s])
+    message = (
+        f"All {total} subtask(s) of the task are finished ({ended}); the last, "
+        f'#{last.pk} "{last.title}", {last.status} by {actor.label}.'
+    )
+    event = _event(parent, EventKind.SUBTASKS_DONE, actor, snapshot(parent), message=message)
+    return _record_for(parent, event, [parent.assignee])
+
+
+def excerpt(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= EXCERPT_LENGTH else text[: EXCERPT_LENGTH - 1] + "…"
+
+
+def _delegator(task: Task) -> list[Agent]:
+    """Who passed the task to its holder (or queued it for the expert it waits for): the
+    delegation chain's entry before the holder; [] when nobody did (one query when somebody)."""
+    holder = task.assignee or task.queued_for
+    chain = list(task.delegation_chain)
+    if holder is None or not chain:
+        return []
+    handle = delegated_by(chain, holder.handle)
+    if handle is None or handle == holder.handle:
+        return []
+    creator = task.created_by_agent
+    if creator is not None and creator.handle == handle:
+        return [creator]
+    return list(Agent.objects.filter(organization_id=task.organization_id, handle=handle)[:1])
 
 
 # --- building and writing ------------------------------------------------------------------------
@@ -274,10 +343,11 @@ def _notifies(event: TaskEvent) -> bool:
     )
 
 
-def _inbox_item(event: TaskEvent) -> InboxItem:
+def _inbox_item(event: TaskEvent, agent: Agent | None = None) -> InboxItem:
+    """The inbox item of `event` for `agent` (its recipient by default)."""
     return InboxItem(
         organization_id=event.organization_id,
-        agent_id=event.recipient_id,
+        agent_id=agent.pk if agent is not None else event.recipient_id,
         task_id=event.task_id,
         event=event,
         kind=event.kind,
@@ -299,7 +369,62 @@ def _record(task: Task, event: TaskEvent) -> TaskEvent:
         delivery = webhooks.delivery_for(event, task, event.recipient)
         delivery.save()
         webhooks.enqueue_deliveries([delivery.pk])
+    announce([(event.recipient, event.kind, task)])
     return event
+
+
+def _record_for(task: Task, event: TaskEvent, recipients: Iterable[Agent | None]) -> TaskEvent:
+    """Write the audit row of `task` (no recipient: nobody receives the task through it); each
+    of `recipients` but the actor (and the absent ones, once each) gets an inbox item and a
+    webhook."""
+    told, seen = [], {event.actor_agent_id}
+    for agent in recipients:
+        if agent is not None and agent.pk not in seen:
+            seen.add(agent.pk)
+            told.append(agent)
+    if len(told) == 1:
+        event.recipient = told[0]
+        item = _inbox_item(event)
+        event.recipient = None
+        if _insert_together(event, item):
+            _deliver(task, event, told)
+            return event
+    event.save()
+    InboxItem.objects.bulk_create(_inbox_item(event, agent) for agent in told)
+    _deliver(task, event, told)
+    return event
+
+
+def _deliver(task: Task, event: TaskEvent, told: list[Agent]) -> None:
+    hooked = [agent for agent in told if agent.webhook_url]
+    if hooked:
+        deliveries = WebhookDelivery.objects.bulk_create(
+            webhooks.delivery_for(event, task, agent) for agent in hooked
+        )
+        webhooks.enqueue_deliveries([d.pk for d in deliveries])
+    announce([(agent, event.kind, task) for agent in told])
+
+
+def announce(reached: Iterable[tuple[Agent, str, Task]]) -> None:
+    """Send `work_reached_agent` for each (agent, inbox kind, task) that asks its agent to act,
+    once the transaction commits (nothing is queued while nobody listens)."""
+    if not work_reached_agent.has_listeners(Task):
+        return
+    for agent, kind, task in reached:
+        if kind in WAKING_KINDS:
+            transaction.on_commit(
+                partial(work_reached_agent.send_robust, Task, agent=agent, trigger=kind, task=task)
+            )
+
+
+def announce_batch(events: Iterable[TaskEvent]) -> None:
+    """`announce` for a batch of events that reached their recipients (the stale sweep): their
+    tasks are read (one query) only while somebody listens."""
+    if not work_reached_agent.has_listeners(Task):
+        return
+    events = [e for e in events if e.kind in WAKING_KINDS]
+    tasks = Task.objects.in_bulk([e.task_id for e in events])
+    announce((e.recipient, e.kind, tasks[e.task_id]) for e in events)
 
 
 def _insert_values(obj) -> dict[str, object] | None:
@@ -368,6 +493,7 @@ def record_many(events: list[TaskEvent], *, now: datetime) -> None:
     else:
         TaskEvent.objects.bulk_create(events)
         InboxItem.objects.bulk_create(_inbox_item(e) for e in notified)
+    announce_batch(notified)
     hooked = [e for e in notified if e.recipient.webhook_url]
     if not hooked:
         return

@@ -1,6 +1,15 @@
 import django_filters
+from django import forms
+
+from organization.inputs import BIGINT_MAX
 
 from .models import Task, TaskStatus, Urgency
+
+
+class IdFilter(django_filters.Filter):
+    """A database id: a whole number that fits a bigint (anything else is 400 invalid)."""
+
+    field_class = forms.IntegerField
 
 
 class TaskFilter(django_filters.FilterSet):
@@ -14,10 +23,14 @@ class TaskFilter(django_filters.FilterSet):
     created_by = django_filters.CharFilter(field_name="created_by_agent__handle")
     required_expertise = django_filters.CharFilter()
     expertise = django_filters.CharFilter(field_name="required_expertise")
+    parent = IdFilter(
+        field_name="parent_id", min_value=1, max_value=BIGINT_MAX,
+        help_text="Only the subtasks of this task (its id).",
+    )  # fmt: skip
 
     class Meta:
         model = Task
         fields = [
             "status", "urgency", "assignee", "queued_for", "created_by_agent", "created_by",
-            "required_expertise", "expertise",
+            "required_expertise", "expertise", "parent",
         ]  # fmt: skip

@@ -37,6 +37,14 @@ FINISHED_STATUSES = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELL
 DESCRIPTION_MAX_LENGTH = 10_000
 # Decision fields (primary reason, fallback, reasoning, notes), reasons and status notes.
 NOTE_MAX_LENGTH = 2_000
+# What a finished task carries (issue 11 §1): its result in words, and its data as JSON.
+RESULT_MAX_LENGTH = 20_000
+RESULT_DATA_MAX_BYTES = 100_000
+# A comment's body.
+COMMENT_MAX_LENGTH = 5_000
+# How many of a task's subtasks its detail lists (oldest first); `subtask_progress` counts them
+# all, and `GET /api/tasks?parent=<id>` pages through them all.
+SUBTASKS_LISTED = 100
 
 
 class Task(models.Model):
@@ -60,6 +68,11 @@ class Task(models.Model):
     created_by_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Set once, when the task is created (issue 11 §1): a task never changes parent, so the
+    # tree of subtasks cannot form a cycle.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="subtasks"
+    )
     # Handles of the agents the task passed through, oldest first (loop guard, seed 001).
     delegation_chain = models.JSONField(default=list, blank=True)
     queued_at = models.DateTimeField(null=True, blank=True)
@@ -70,11 +83,19 @@ class Task(models.Model):
     # Measured completion times (finished_at - assigned_at) drive the queue's wait estimate.
     assigned_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Given by whoever completes or fails the task (issue 11 §1).
+    result = models.TextField(blank=True, default="", db_default="")
+    result_data = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(parent=models.F("pk")), name="task_not_its_own_parent"
+            ),
+        ]
         indexes = [
             models.Index(fields=["assignee", "status"], name="task_assignee_status"),
             models.Index(
@@ -109,6 +130,9 @@ class EventKind(models.TextChoices):
     ESCALATED = "escalated"
     STATUS_CHANGED = "status_changed"
     CANCELLED = "cancelled"
+    # Issue 11 §1: a comment on the task, and the last of its open subtasks finished.
+    COMMENT = "comment"
+    SUBTASKS_DONE = "subtasks_done"
 
 
 class Decision(models.TextChoices):
@@ -179,7 +203,8 @@ class TaskEvent(models.Model):
 
 
 class InboxItem(models.Model):
-    """What reached an agent: assigned, delegated, escalated or queued to it (never its own act)."""
+    """What reached an agent (never its own act): a task assigned, delegated, escalated or
+    queued to it; a task it created or delegated finished; a comment; its subtasks done."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
     # Indexed by inbox_agent_read (agent, read_at).
@@ -237,3 +262,28 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.url} ({self.status})"
+
+
+class TaskComment(models.Model):
+    """The conversation on a task (issue 11 §1): whoever may see the task reads and writes it."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    # Indexed by taskcomment_task_time (task, created_at).
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="comments", db_index=False
+    )
+    # None for a human (an organization key or an admin member): `author_label` says who.
+    author = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Kept as text so the conversation still says who spoke after an agent is deleted.
+    author_label = models.CharField(max_length=200)
+    body = models.TextField(max_length=COMMENT_MAX_LENGTH)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["task", "created_at"], name="taskcomment_task_time")]
+
+    def __str__(self) -> str:
+        return f"{self.author_label} on {self.task}"

@@ -19,7 +19,7 @@ from organization.models import Agent, AgentRole, HierarchyRole, Organization, T
 from organization.selectors import team_rule_of
 from organization.workload import workloads_of
 
-from .models import ActorKind, Task
+from .models import FINISHED_STATUSES, ActorKind, Task
 
 
 @dataclass(frozen=True)
@@ -244,6 +244,25 @@ def check_assignment(
             "capacity_exceeded",
         )
     return verdict
+
+
+def check_parent(*, org: Organization, actor: Actor, parent: Task) -> None:
+    """Who may add a subtask to `parent` (issue 11 §1): a human to any task of its organization,
+    an agent to a task it holds (403 `parent_not_held`); never to a finished task (409
+    `parent_finished`). A task the caller cannot see is 404 before this is asked."""
+    if parent.organization_id != org.pk:
+        raise NotFound(f"Task not found: {parent.pk}", "task_not_found")
+    if actor.is_agent and parent.assignee_id != actor.agent.pk:
+        raise Forbidden(
+            f"You can add subtasks only to a task you hold; task #{parent.pk} is held by "
+            f"{parent.assignee.handle if parent.assignee_id else 'nobody'}.",
+            "parent_not_held",
+        )
+    if parent.status in FINISHED_STATUSES:
+        raise Conflict(
+            f"Task #{parent.pk} is {parent.status}: a finished task takes no subtasks.",
+            "parent_finished",
+        )
 
 
 # --- escalation: who escalates to whom (the move, the stale sweep and the recommendation) ---

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet, Window
 from django.utils import timezone
 
 from organization.caller import Caller
@@ -13,7 +13,16 @@ from organization.errors import NotFound
 from organization.inputs import parse_id
 from organization.models import Agent, Organization
 
-from .models import MAX_WAIT_SECONDS, InboxItem, Task, TaskEvent, TaskStatus
+from .models import (
+    FINISHED_STATUSES,
+    MAX_WAIT_SECONDS,
+    SUBTASKS_LISTED,
+    InboxItem,
+    Task,
+    TaskComment,
+    TaskEvent,
+    TaskStatus,
+)
 
 # How many of an expert's latest completions the wait estimate averages.
 COMPLETION_SAMPLE = 20
@@ -75,6 +84,44 @@ def task_for(caller: Caller, pk) -> Task:
 
 def events_of(task: Task) -> QuerySet[TaskEvent]:
     return task.events.select_related("actor_agent", "recipient").order_by("created_at", "pk")
+
+
+def comments_of(task: Task) -> QuerySet[TaskComment]:
+    """The task's conversation, oldest first (the caller may see the task: `task_for`)."""
+    return task.comments.select_related("author").order_by("created_at", "pk")
+
+
+@dataclass(frozen=True)
+class Subtasks:
+    """A task's subtasks as its detail shows them: the first `SUBTASKS_LISTED` (oldest first)
+    and the progress over all of them (`done` = finished: completed, failed or cancelled)."""
+
+    listed: list[dict]
+    done: int
+    total: int
+
+
+def subtasks_of(task: Task) -> Subtasks:
+    """One query whatever their number: the counts ride on each listed row as window sums."""
+    rows = list(
+        Task.objects.filter(parent_id=task.pk)
+        .order_by("created_at", "pk")
+        .annotate(
+            total=Window(Count("pk")),
+            done=Window(Count("pk", filter=Q(status__in=FINISHED_STATUSES))),
+        )
+        .values("id", "title", "status", "assignee__handle", "result", "total", "done")[
+            :SUBTASKS_LISTED
+        ]
+    )
+    listed = [
+        {"id": r["id"], "title": r["title"], "status": r["status"],
+         "assignee": r["assignee__handle"], "result": r["result"]}
+        for r in rows
+    ]  # fmt: skip
+    if not rows:
+        return Subtasks(listed=[], done=0, total=0)
+    return Subtasks(listed=listed, done=rows[0]["done"], total=rows[0]["total"])
 
 
 def inbox_of(agent: Agent) -> QuerySet[InboxItem]:

@@ -1,22 +1,28 @@
 """Shapes of the tasks API (no business logic here: the services decide)."""
 
+import json
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from organization.inputs import BIGINT_MAX
 
 from .models import (
+    COMMENT_MAX_LENGTH,
     DESCRIPTION_MAX_LENGTH,
     MAX_WAIT_SECONDS,
     NOTE_MAX_LENGTH,
+    RESULT_DATA_MAX_BYTES,
+    RESULT_MAX_LENGTH,
     Decision,
     InboxItem,
     Task,
+    TaskComment,
     TaskEvent,
     TaskStatus,
     Urgency,
 )
-from .services import TRANSITIONS
+from .services import RESULT_STATUSES, TRANSITIONS
 
 # The statuses a status move can reach (the targets of the lifecycle).
 SETTABLE_STATUSES = frozenset().union(*TRANSITIONS.values())
@@ -51,6 +57,19 @@ class TaskCreateSerializer(serializers.Serializer):
     agent_id = serializers.CharField(
         required=False, allow_null=True, default=None, help_text="Assignee's id; omit to queue."
     )
+    parent = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=BIGINT_MAX,
+        help_text="Make it a subtask of this task: the id of a task you hold (a human: any task).",
+    )  # fmt: skip
+
+
+class SubtaskCreateSerializer(TaskCreateSerializer):
+    """`create_subtask`: POST /api/tasks's body with its `parent` required."""
+
+    parent = serializers.IntegerField(
+        min_value=1, max_value=BIGINT_MAX,
+        help_text="The parent task: the id of a task you hold (a human: any task).",
+    )  # fmt: skip
 
 
 class AssignSerializer(serializers.Serializer):
@@ -87,7 +106,30 @@ class EscalateSerializer(DecisionSerializer):
     )
 
 
-class StatusSerializer(serializers.Serializer):
+class ResultSerializer(serializers.Serializer):
+    """What a task carries when it is completed or failed (issue 11 §1)."""
+
+    result = serializers.CharField(
+        max_length=RESULT_MAX_LENGTH, required=False, allow_blank=True, default="",
+        help_text="With completed or failed: the outcome in words, for whoever gave you the task.",
+    )  # fmt: skip
+    result_data = serializers.DictField(
+        required=False,
+        help_text=(
+            "With completed or failed: the outcome as a JSON object (e.g. links, figures), "
+            f"at most {RESULT_DATA_MAX_BYTES:,} bytes."
+        ),
+    )
+
+    def validate_result_data(self, value: dict) -> dict:
+        if len(json.dumps(value, ensure_ascii=False).encode()) > RESULT_DATA_MAX_BYTES:
+            raise serializers.ValidationError(
+                f"Ensure this object has no more than {RESULT_DATA_MAX_BYTES} bytes as JSON."
+            )
+        return value
+
+
+class StatusSerializer(ResultSerializer):
     status = serializers.ChoiceField(
         choices=TaskStatus.values, help_text="The new status (completed and failed are final)."
     )
@@ -96,6 +138,17 @@ class StatusSerializer(serializers.Serializer):
 
 class CancelSerializer(serializers.Serializer):
     reason = note_field("Why you cancel it.")
+    cancel_subtasks = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Cancel its open subtasks (at any depth) with it; without it, a task with "
+        "open subtasks is refused (409 open_subtasks).",
+    )  # fmt: skip
+
+
+class CommentSerializer(serializers.Serializer):
+    body = serializers.CharField(
+        max_length=COMMENT_MAX_LENGTH, help_text="What you say to the others on the task."
+    )
 
 
 class TaskIdSerializer(serializers.Serializer):
@@ -129,6 +182,29 @@ class StatusParamsSerializer(TaskIdSerializer, StatusSerializer):
     )
 
 
+class CompleteParamsSerializer(TaskIdSerializer, StatusSerializer):
+    """`complete_task`: the status move to completed (or failed), with the result."""
+
+    status = serializers.ChoiceField(
+        choices=list(RESULT_STATUSES), required=False, default=TaskStatus.COMPLETED,
+        help_text="completed (default) or failed.",
+    )  # fmt: skip
+
+
+class CommentParamsSerializer(TaskIdSerializer, CommentSerializer):
+    pass
+
+
+class CommentListParamsSerializer(TaskIdSerializer):
+    limit = serializers.IntegerField(
+        required=False, default=100, min_value=1, max_value=500, help_text="At most (default 100)."
+    )
+    offset = serializers.IntegerField(
+        required=False, default=0, min_value=0, max_value=BIGINT_MAX,
+        help_text="Skip this many, oldest first (default 0).",
+    )  # fmt: skip
+
+
 # --- the tools' own reads -------------------------------------------------------------------
 
 # get_my_tasks' `role`: the caller's relation to a task, by the Task field that holds it.
@@ -160,6 +236,8 @@ class InboxParamsSerializer(serializers.Serializer):
 
 
 class TaskSerializer(serializers.ModelSerializer):
+    """A task, as lists and moves answer it (its detail adds its subtasks)."""
+
     assignee = serializers.SlugRelatedField(slug_field="handle", read_only=True, allow_null=True)
     queued_for = serializers.SlugRelatedField(slug_field="handle", read_only=True, allow_null=True)
     created_by_agent = serializers.SlugRelatedField(
@@ -167,13 +245,23 @@ class TaskSerializer(serializers.ModelSerializer):
     )
     delegation_chain = serializers.ListField(child=serializers.CharField(), read_only=True)
     estimated_wait_seconds = serializers.SerializerMethodField()
+    parent = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True, help_text="The id of the task this is a subtask of."
+    )
+    result = serializers.CharField(
+        read_only=True, help_text="Given when it was completed or failed; empty until then."
+    )
+    result_data = serializers.DictField(
+        read_only=True, allow_null=True, help_text="Given with the result, or null."
+    )
 
     class Meta:
         model = Task
         fields = [
             "id", "title", "description", "required_expertise", "urgency", "deadline", "status",
             "assignee", "queued_for", "created_by_agent", "delegation_chain",
-            "estimated_wait_seconds", "created_at", "updated_at",
+            "estimated_wait_seconds", "parent", "result", "result_data", "created_at",
+            "updated_at",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -185,6 +273,61 @@ class TaskSerializer(serializers.ModelSerializer):
 
             waits = estimated_waits([task])
         return waits.get(task.pk)
+
+
+class SubtaskSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    status = serializers.ChoiceField(choices=TaskStatus.choices)
+    assignee = serializers.CharField(allow_null=True, help_text="The holder's id (handle).")
+    result = serializers.CharField(allow_blank=True)
+
+
+class SubtaskProgressSerializer(serializers.Serializer):
+    done = serializers.IntegerField(help_text="Finished: completed, failed or cancelled.")
+    total = serializers.IntegerField()
+
+
+class TaskDetailSerializer(TaskSerializer):
+    """`GET /api/tasks/<id>` and `get_task`: the task with its subtasks (the oldest
+    SUBTASKS_LISTED) and their progress over all of them. Pass `subtasks` (selectors.Subtasks)
+    in the context."""
+
+    subtasks = serializers.SerializerMethodField()
+    subtask_progress = serializers.SerializerMethodField()
+
+    class Meta(TaskSerializer.Meta):
+        fields = [*TaskSerializer.Meta.fields, "subtasks", "subtask_progress"]
+        read_only_fields = fields
+
+    @extend_schema_field(SubtaskSerializer(many=True))
+    def get_subtasks(self, task: Task) -> list[dict]:
+        return self.context["subtasks"].listed
+
+    @extend_schema_field(SubtaskProgressSerializer)
+    def get_subtask_progress(self, task: Task) -> dict:
+        subtasks = self.context["subtasks"]
+        return {"done": subtasks.done, "total": subtasks.total}
+
+
+def task_detail(task: Task) -> dict:
+    """The JSON of `TaskDetailSerializer` (REST and `get_task`): one query for the subtasks."""
+    from .selectors import subtasks_of
+
+    return TaskDetailSerializer(task, context={"subtasks": subtasks_of(task)}).data
+
+
+class TaskCommentSerializer(serializers.ModelSerializer):
+    author = serializers.SlugRelatedField(
+        slug_field="handle", read_only=True, allow_null=True,
+        help_text="The agent who wrote it; null for a human (see author_label).",
+    )  # fmt: skip
+    author_label = serializers.CharField(read_only=True, help_text="Who wrote it, in words.")
+
+    class Meta:
+        model = TaskComment
+        fields = ["id", "task", "author", "author_label", "body", "created_at"]
+        read_only_fields = fields
 
 
 class TaskEventSerializer(serializers.ModelSerializer):

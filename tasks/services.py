@@ -9,13 +9,15 @@ refills the queue of an expert who dropped below capacity — all or nothing. Th
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Unpack
 
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
-from organization.errors import Conflict, Forbidden, NotFound
+from organization.errors import Conflict, Forbidden, Invalid, NotFound
 from organization.models import Agent, Organization, TeamRule
 from organization.workload import workload_subquery_of
 
@@ -27,6 +29,7 @@ from .models import (
     ActorKind,
     InboxItem,
     Task,
+    TaskComment,
     TaskStatus,
     Urgency,
 )
@@ -59,14 +62,33 @@ def _locked(task: Task | VisibleTask) -> Task:
     A `VisibleTask` (REST) is read through the caller's view of the tasks, so this read is the
     visibility check too: 404 when the caller may not see it.
     """
+    return _locked_with_parent(task, with_parent=False)[0]
+
+
+def _locked_with_parent(task: Task | VisibleTask, *, with_parent: bool = True):
+    """(`_locked(task)`, its parent task locked by the same statement, or None).
+
+    A move that finishes a subtask locks its parent too: the last open subtask to finish tells
+    the parent's holder, exactly once even when two finish at the same time. Rows are locked in
+    pk order, and a parent is older than its subtasks, so the parent is locked first — the order
+    every move that locks a parent and its subtasks (cancelling with them, creating one) keeps.
+    """
     rows = task.rows if isinstance(task, VisibleTask) else Task.objects.filter(pk=task.pk)
-    rows = rows.select_for_update(of=("self",)).select_related(*LOCKED_WITH).order_by()
-    found = next(iter(rows[:1]), None)
-    if found is None:
+    rows = rows.order_by()
+    if with_parent:
+        # One IN over a UNION: an OR of two IN subqueries would scan the whole table.
+        both = rows.values("pk").union(rows.values("parent_id"), all=True)
+        rows = Task.objects.filter(pk__in=both).order_by("pk")
+    rows = rows.select_for_update(of=("self",)).select_related(*LOCKED_WITH)
+    found = {t.pk: t for t in rows[:2]}
+    # Of two rows, the task is the one whose parent is the other.
+    wanted = next((t for t in found.values() if t.parent_id in found), None)
+    wanted = wanted or next(iter(found.values()), None)
+    if wanted is None:
         if isinstance(task, VisibleTask):
             raise task.missing()
         raise NotFound(f"Task not found: {task.pk}", "task_not_found")
-    return found
+    return wanted, found.get(wanted.parent_id)
 
 
 def _rule_of(task: Task) -> TeamRule:
@@ -234,9 +256,16 @@ def task_create(
     urgency: str = Urgency.NORMAL,
     deadline: datetime | None = None,
     assignee: Agent | None = None,
+    parent: Task | VisibleTask | None = None,
 ) -> Task:
-    """Create a task, assigned to `assignee` (rules checked) or queued unassigned."""
+    """Create a task, assigned to `assignee` (rules checked) or queued unassigned; with `parent`,
+    a subtask of it (`rules.check_parent`: an agent adds subtasks to a task it holds)."""
     now = timezone.now()
+    if parent is not None:
+        # Locked before the assignee (a task's row before agents', as every move), and kept
+        # until commit: a parent being finished or cancelled meanwhile cannot miss this subtask.
+        parent = _locked(parent)
+        rules.check_parent(org=org, actor=actor, parent=parent)
     task = Task(
         organization=org,
         title=title,
@@ -244,6 +273,7 @@ def task_create(
         required_expertise=required_expertise,
         urgency=urgency,
         deadline=deadline,
+        parent=parent,
         created_by_agent=actor.agent,
         created_by_user=actor.user if actor.kind == ActorKind.USER else None,
         delegation_chain=[actor.agent.handle] if actor.is_agent else [],
@@ -396,10 +426,12 @@ def task_escalate(
     return task
 
 
-def _change_status(task: Task, status: str) -> tuple[dict, Agent | None]:
+def _change_status(
+    task: Task, status: str, *, holder_locked: bool = False
+) -> tuple[dict, Agent | None]:
     """Move the (locked, checked) task to `status`; (its snapshot before, the holder it freed)."""
     holder = task.assignee if task.status in HELD_STATUSES else None
-    if holder is not None:
+    if holder is not None and not holder_locked:
         rules.lock_agents([holder.pk])
     before = snapshot(task)
     task.status = status
@@ -410,37 +442,163 @@ def _change_status(task: Task, status: str) -> tuple[dict, Agent | None]:
     return before, holder if status in FINISHED_STATUSES else None
 
 
+def _tell_parent(task: Task, parent: Task | None, actor: Actor) -> None:
+    """`task` (a subtask of the locked `parent`) just finished: if it was the parent's last open
+    subtask, the parent's holder is told (`subtasks_done`). The parent's row lock makes this
+    exactly once: of two subtasks finishing together, the second to get the lock sees the first
+    finished. Nobody is told about a parent that is finished itself."""
+    if parent is None or parent.status in FINISHED_STATUSES:
+        return
+    counts = Counter(
+        dict(
+            Task.objects.filter(parent=parent)
+            .order_by()
+            .values_list("status")
+            .annotate(n=Count("pk"))
+        )
+    )
+    if any(status not in FINISHED_STATUSES for status in counts):
+        return
+    events.subtasks_done_event(parent=parent, actor=actor, last=task, counts=counts)
+
+
+# What a finished task may carry: a result in words, and its data (issue 11 §1).
+RESULT_STATUSES = (TaskStatus.COMPLETED, TaskStatus.FAILED)
+
+
 @transaction.atomic
-def task_set_status(*, task: Task | VisibleTask, actor: Actor, status: str, note: str = "") -> Task:
-    """The assignee moves its task: assigned → in_progress → blocked ⇄ in_progress → completed | failed."""
-    task = _locked(task)
+def task_set_status(
+    *,
+    task: Task | VisibleTask,
+    actor: Actor,
+    status: str,
+    note: str = "",
+    result: str = "",
+    result_data: dict | None = None,
+) -> Task:
+    """The assignee moves its task: assigned → in_progress → blocked ⇄ in_progress → completed | failed.
+
+    Completing or failing stores the `result` and `result_data` (any other move refuses them)
+    and tells the task's creator and whoever delegated it; a subtask's parent is told when its
+    last open subtask finishes.
+    """
+    finishing = status in FINISHED_STATUSES
+    task, parent = _locked_with_parent(task, with_parent=finishing)
     if actor.is_agent and task.assignee_id != actor.agent.pk:
         raise invalid_transition(
             task.status, status, "only the task's assignee may change its status."
         )
     if status not in TRANSITIONS.get(task.status, set()):
         raise invalid_transition(task.status, status)
+    if status in RESULT_STATUSES:
+        task.result, task.result_data = result, result_data
+    elif result or result_data is not None:
+        raise Invalid(
+            f"result and result_data come with completed or failed, not with {status}.", "invalid"
+        )
     before, freed = _change_status(task, status)
     events.task_status_changed_event(task=task, actor=actor, before=before, note=note)
+    if finishing:
+        _tell_parent(task, parent, actor)
     if freed is not None:
         fill_from_queue(freed, locked=True)
     return task
 
 
+def _open_subtasks(task: Task, *, known: set[int] = frozenset()) -> list[int]:
+    """The ids of the task's open subtasks at any depth (one query per level), but `known`.
+
+    Finished subtasks are walked through: a completed subtask may still have open ones.
+    """
+    found, seen, level = [], {task.pk}, [task.pk]
+    while level:
+        rows = Task.objects.filter(parent_id__in=level).order_by().values_list("pk", "status")
+        level = []
+        for pk, status in rows:
+            if pk in seen:  # a parent is set once at creation: only damaged data loops
+                continue
+            seen.add(pk)
+            level.append(pk)
+            if status not in FINISHED_STATUSES and pk not in known:
+                found.append(pk)
+    return found
+
+
+def _lock_open_subtasks(task: Task) -> list[Task]:
+    """Lock the task's open subtasks (at any depth, in pk order after the task's own lock).
+
+    Looked for again once locked: a subtask created meanwhile under one of them is locked too
+    (creating one locks its parent, which is then locked here, so the search ends).
+    """
+    locked: dict[int, Task] = {}
+    while ids := _open_subtasks(task, known=set(locked)):
+        rows = (
+            Task.objects.filter(pk__in=ids)
+            .select_for_update(of=("self",))
+            .select_related(*LOCKED_WITH)
+            .order_by("pk")
+        )
+        locked.update((t.pk, t) for t in rows)
+    return [t for _, t in sorted(locked.items()) if t.status not in FINISHED_STATUSES]
+
+
 @transaction.atomic
-def task_cancel(*, task: Task | VisibleTask, actor: Actor, reason: str = "") -> Task:
-    """Cancel: a human, or the agent that created the task."""
-    task = _locked(task)
+def task_cancel(
+    *, task: Task | VisibleTask, actor: Actor, reason: str = "", cancel_subtasks: bool = False
+) -> Task:
+    """Cancel: a human, or the agent that created the task.
+
+    A task with open subtasks (at any depth) is cancelled only with `cancel_subtasks`, and then
+    they are cancelled with it, each with its own event; without it → 409 `open_subtasks`.
+    """
+    task, parent = _locked_with_parent(task)
     _ensure_open(task, TaskStatus.CANCELLED)
     if actor.is_agent and task.created_by_agent_id != actor.agent.pk:
         raise invalid_transition(
             task.status, TaskStatus.CANCELLED, "only the task's creator or a human may cancel it."
         )
-    before, freed = _change_status(task, TaskStatus.CANCELLED)
-    events.task_cancelled_event(task=task, actor=actor, before=before, reason=reason)
-    if freed is not None:
-        fill_from_queue(freed, locked=True)
+    subtasks = []
+    if cancel_subtasks:
+        subtasks = _lock_open_subtasks(task)
+    elif count := len(_open_subtasks(task)):
+        raise Conflict(
+            f"The task has {count} open subtask(s): cancel them first, or cancel it with "
+            "cancel_subtasks: true to cancel them with it.",
+            "open_subtasks",
+        )
+    # Every holder freed, locked at once in pk order (as every move locks agents).
+    everything = [task, *subtasks]
+    rules.lock_agents(t.assignee_id for t in everything if t.status in HELD_STATUSES)
+    freed = []
+    for one in everything:
+        before, holder = _change_status(one, TaskStatus.CANCELLED, holder_locked=True)
+        events.task_cancelled_event(
+            task=one, actor=actor, before=before, reason=reason,
+            with_parent=None if one is task else task,
+        )  # fmt: skip
+        if holder is not None and holder not in freed:
+            freed.append(holder)
+    # The subtasks' parents are cancelled with them (or were finished): only the task's own
+    # parent may have seen its last open subtask finish.
+    _tell_parent(task, parent, actor)
+    for holder in freed:
+        fill_from_queue(holder, locked=True)
     return task
+
+
+@transaction.atomic
+def task_comment(*, task: Task, actor: Actor, body: str) -> TaskComment:
+    """Comment on a task the caller may see (`task` read through the caller's view): the others
+    involved — holder, creator, whoever delegated it — are told, never its author."""
+    comment = TaskComment.objects.create(
+        organization_id=task.organization_id,
+        task=task,
+        author=actor.agent,
+        author_label=actor.label,
+        body=body,
+    )
+    events.task_commented_event(task=task, actor=actor, comment=comment)
+    return comment
 
 
 def inbox_mark_read(*, agent: Agent, item_ids: list[int] | None = None) -> int:

@@ -13,11 +13,21 @@ from organization.selectors import agent_by_handle
 from . import services
 from .recommend import recommend
 from .rules import Actor
-from .selectors import estimated_waits, inbox_of, task_for, tasks_visible_to
+from .selectors import (
+    comments_of,
+    estimated_waits,
+    inbox_of,
+    task_for,
+    tasks_visible_to,
+    visible_task,
+)
 from .serializers import (
     ALL,
     TASK_RELATIONS,
     AssignParamsSerializer,
+    CommentListParamsSerializer,
+    CommentParamsSerializer,
+    CompleteParamsSerializer,
     DelegateParamsSerializer,
     EscalateParamsSerializer,
     InboxItemSerializer,
@@ -26,8 +36,12 @@ from .serializers import (
     QueueParamsSerializer,
     RecommendationParamsSerializer,
     StatusParamsSerializer,
+    SubtaskCreateSerializer,
+    TaskCommentSerializer,
     TaskCreateSerializer,
+    TaskIdSerializer,
     TaskSerializer,
+    task_detail,
 )
 
 
@@ -52,19 +66,44 @@ def _move(caller: Caller, params: dict, service, **kwargs) -> dict:
 
 @register_tool(
     "create_task",
-    "Create a task; with agent_id it is assigned to that agent (rules checked), else queued.",
+    "Create a task; with agent_id it is assigned to that agent (rules checked), else queued; "
+    "with parent, a subtask of a task you hold.",
     TaskCreateSerializer,
     read_only=False,
 )
 def create_task(caller: Caller, params: dict) -> dict:
-    handle = params.pop("agent_id")
+    handle, parent = params.pop("agent_id"), params.pop("parent")
     task = services.task_create(
         org=caller.organization,
         actor=Actor.of(caller),
         assignee=_agent(caller, handle) if handle else None,
+        parent=visible_task(caller, parent) if parent else None,
         **params,
     )
     return _task_json(task)
+
+
+@register_tool(
+    "create_subtask",
+    "Split a task you hold: create a subtask of it (parent), assigned to agent_id (rules checked) "
+    "or queued. When its last open subtask finishes you get a subtasks_done inbox item.",
+    SubtaskCreateSerializer,
+    read_only=False,
+)
+def create_subtask(caller: Caller, params: dict) -> dict:
+    return create_task(caller, params)
+
+
+@register_tool(
+    "get_task",
+    "One task you may see, in full: status, holder, result and result_data, parent, and its "
+    "subtasks with their progress.",
+    TaskIdSerializer,
+    needs_agent=False,
+    read_only=True,
+)
+def get_task(caller: Caller, params: dict) -> dict:
+    return task_detail(task_for(caller, params["task_id"]))
 
 
 @register_tool(
@@ -127,6 +166,52 @@ def update_task_status(caller: Caller, params: dict) -> dict:
 
 
 @register_tool(
+    "complete_task",
+    "Finish a task you hold (in progress) with its result: completed (default) or failed, the "
+    "outcome in words (result) and as a JSON object (result_data). Its creator and whoever "
+    "delegated it to you are told.",
+    CompleteParamsSerializer,
+    read_only=False,
+    # completed and failed cannot be undone.
+    destructive=True,
+)
+def complete_task(caller: Caller, params: dict) -> dict:
+    return _move(caller, params, services.task_set_status)
+
+
+@register_tool(
+    "comment_on_task",
+    "Comment on a task you may see: its holder, creator and whoever delegated it are told "
+    "(never you).",
+    CommentParamsSerializer,
+    needs_agent=False,
+    read_only=False,
+)
+def comment_on_task(caller: Caller, params: dict) -> dict:
+    task = task_for(caller, params["task_id"])
+    comment = services.task_comment(task=task, actor=Actor.of(caller), body=params["body"])
+    return TaskCommentSerializer(comment).data
+
+
+@register_tool(
+    "list_task_comments",
+    "The comments on a task you may see, oldest first.",
+    CommentListParamsSerializer,
+    needs_agent=False,
+    read_only=True,
+)
+def list_task_comments(caller: Caller, params: dict) -> dict:
+    comments = comments_of(task_for(caller, params["task_id"]))
+    start = params["offset"]
+    page = list(comments[start : start + _page_size(params)])
+    return {
+        "comments": TaskCommentSerializer(page, many=True).data,
+        "count": len(page),
+        "total": comments.count(),
+    }
+
+
+@register_tool(
     "get_my_tasks",
     "Your tasks: held, queued for you, created by you or passed through you.",
     MyTasksParamsSerializer,
@@ -146,7 +231,9 @@ def get_my_tasks(caller: Caller, params: dict) -> dict:
 
 @register_tool(
     "get_inbox",
-    "What was assigned, delegated, escalated or queued to you, newest first, with read/unread.",
+    "What reached you, newest first, with read/unread: tasks assigned, delegated, escalated or "
+    "queued to you; tasks you created or delegated finished (status_changed); comments; "
+    "subtasks_done.",
     InboxParamsSerializer,
     read_only=False,
     # It writes only read marks: calling it again changes nothing more.

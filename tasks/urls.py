@@ -19,6 +19,11 @@ urlpatterns = [
     path("tasks/<str:pk>/status", action("set_status"), name="task-status"),
     path("tasks/<str:pk>/cancel", action("cancel"), name="task-cancel"),
     path("tasks/<str:pk>/events", api.TaskViewSet.as_view({"get": "events"}), name="task-events"),
+    path(
+        "tasks/<str:pk>/comments",
+        api.TaskViewSet.as_view({"get": "comments", "post": "add_comment"}),
+        name="task-comments",
+    ),
     path("inbox", api.InboxView.as_view(), name="inbox"),
     path("inbox/read", api.InboxReadView.as_view(), name="inbox-read"),
     path("inbox/<str:item_id>/read", api.InboxItemReadView.as_view(), name="inbox-item-read"),

@@ -45,6 +45,9 @@ def task_payload(task: Task) -> dict:
         "assignee": task.assignee.handle if task.assignee else None,
         "queued_for": task.queued_for.handle if task.queued_for else None,
         "delegation_chain": list(task.delegation_chain),
+        "parent": task.parent_id,
+        "result": task.result,
+        "result_data": task.result_data,
     }
 
 

@@ -29,6 +29,7 @@ def test_the_tools_and_their_rest_twins_share_one_serializer():
     )
     from tasks.serializers import (
         AssignSerializer,
+        CommentSerializer,
         DelegateSerializer,
         EscalateSerializer,
         QueueSerializer,
@@ -45,10 +46,14 @@ def test_the_tools_and_their_rest_twins_share_one_serializer():
     for name, body in [
         ("assign_task", AssignSerializer), ("delegate_task", DelegateSerializer),
         ("queue_task", QueueSerializer), ("escalate_task", EscalateSerializer),
-        ("update_task_status", StatusSerializer),
+        ("update_task_status", StatusSerializer), ("complete_task", StatusSerializer),
+        ("comment_on_task", CommentSerializer),
     ]:  # fmt: skip
         assert issubclass(REGISTRY[name].validator, body), name
         assert set(REGISTRY[name].validator().fields) == {*body().fields, "task_id"}, name
+    # A subtask is a task with its parent required.
+    assert issubclass(REGISTRY["create_subtask"].validator, TaskCreateSerializer)
+    assert set(REGISTRY["create_subtask"].validator().fields) == set(TaskCreateSerializer().fields)
 
 
 class Config(serializers.Serializer):

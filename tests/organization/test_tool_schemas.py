@@ -151,7 +151,7 @@ def test_each_tool_called_with_every_optional_param_null_answers_as_without_them
     world = {
         "task_id": task["id"], "agent_id": "agent-alex", "session_id": session["id"],
         "title": "A task", "status": "in_progress", "expertise": "python", "task": "Plan it",
-        "agents": [{"name": "analyst"}],
+        "agents": [{"name": "analyst"}], "parent": task["id"], "body": "A comment",
     }  # fmt: skip
     for name, tool in sorted(REGISTRY.items()):
         schema = tool.input_schema

@@ -48,6 +48,11 @@ ENDPOINTS = [
     Endpoint("POST", "/api/tasks/{task_id}/status", a_task, body={"status": "in_progress"}),
     Endpoint("POST", "/api/tasks/{task_id}/cancel", a_task, body={"reason": "r"}),
     Endpoint("GET", "/api/tasks/{task_id}/events", a_task),
+    Endpoint("GET", "/api/tasks/{task_id}/comments", a_task),
+    Endpoint("POST", "/api/tasks/{task_id}/comments", a_task, body={"body": "hello"}),
+    # A parent of another organization is 404, as the task itself would be.
+    Endpoint("POST", "/api/tasks", a_task, body={"title": "x", "parent": "{task_id}"}),
+    Endpoint("GET", "/api/tasks?parent={task_id}", a_task, kind=COLLECTION),
     Endpoint("GET", "/api/inbox", an_inbox_item, kind=COLLECTION, callers=("agent",)),
     Endpoint(
         "POST", "/api/inbox/read", an_inbox_item, body={}, kind=COLLECTION, callers=("agent",)
@@ -74,4 +79,21 @@ ENDPOINTS = [
         body={"toolName": "assign_task", "params": {"task_id": "{task_id}"}},
         callers=("agent",),
     ),
+    # Issue 11 §1's tools: another organization's task (or parent) is 404 at the tool door too.
+    *[
+        Endpoint(
+            "POST",
+            "/api/agent-engine/call-tool",
+            a_task,
+            body={"toolName": name, "params": params},
+            callers=callers,
+        )
+        for name, params, callers in [
+            ("get_task", {"task_id": "{task_id}"}, ("agent", "org")),
+            ("list_task_comments", {"task_id": "{task_id}"}, ("agent", "org")),
+            ("comment_on_task", {"task_id": "{task_id}", "body": "hi"}, ("agent",)),
+            ("complete_task", {"task_id": "{task_id}", "result": "done"}, ("agent",)),
+            ("create_subtask", {"title": "x", "parent": "{task_id}"}, ("agent",)),
+        ]
+    ],
 ]

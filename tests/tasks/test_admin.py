@@ -11,6 +11,10 @@ from tests.factories import give_tasks, make_admin_user, make_agent, make_org
 
 pytestmark = pytest.mark.django_db
 
+# The management forms of the task page's read-only inlines, as a browser posts them.
+INLINE_FORMS = {f"{prefix}-{field}": 0 for prefix in ("subtasks", "comments", "events")
+                for field in ("TOTAL_FORMS", "INITIAL_FORMS")}  # fmt: skip
+
 
 @pytest.fixture
 def world():
@@ -55,7 +59,7 @@ def test_assigning_in_the_admin_goes_through_the_rules(world):
     client = world["client"]
     data = {"organization": world["ours"].pk, "title": "Admin-made", "description": "",
             "required_expertise": "", "urgency": "high", "deadline": "", "assign_to": world["full"].pk,
-            "events-TOTAL_FORMS": 0, "events-INITIAL_FORMS": 0}  # fmt: skip
+            **INLINE_FORMS}  # fmt: skip
     response = client.post("/admin/tasks/task/add/", data)
     assert response.status_code == 200
     assert b"capacity_exceeded" in response.content
@@ -86,8 +90,7 @@ def test_webhook_deliveries_and_failures_are_visible(world):
 
 def change_data(task, **extra):
     return {"title": task.title, "description": "", "required_expertise": "",
-            "urgency": task.urgency, "deadline": "", "events-TOTAL_FORMS": 0,
-            "events-INITIAL_FORMS": 0, **extra}  # fmt: skip
+            "urgency": task.urgency, "deadline": "", **INLINE_FORMS, **extra}  # fmt: skip
 
 
 def test_reassigning_on_the_change_form_goes_through_the_rules(world):

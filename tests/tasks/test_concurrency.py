@@ -114,3 +114,48 @@ def test_two_sweeps_at_once_never_escalate_a_task_twice():
     # The boss took five (its capacity); the rest wait in its queue.
     assert Task.objects.filter(assignee=boss).count() == 5
     assert Task.objects.filter(queued_for=boss, status="queued").count() == 55
+
+
+def subtasks_in_progress(org, parent, count):
+    """`count` subtasks of `parent`, each held in progress by its own agent; (task, key) pairs."""
+    held = []
+    for n in range(count):
+        agent = make_agent(org, f"agent-part-{n}")
+        child = Task.objects.create(organization=org, title=f"part {n}", parent=parent,
+                                    status="in_progress", assignee=agent)  # fmt: skip
+        held.append((child, make_key(org, agent)))
+    return held
+
+
+def test_subtasks_finishing_at_once_tell_the_parent_exactly_once():
+    """Issue 11 §1: the last open subtask tells the parent's holder — whichever it is, once."""
+    org = make_org("fanout")
+    lead = make_agent(org, "agent-lead")
+    parent = task_create(org=org, actor=SYSTEM, title="the whole", assignee=lead)
+    held = subtasks_in_progress(org, parent, 20)
+    results = run_at_once(
+        [post(key, f"/api/tasks/{t.pk}/status", {"status": "completed"}) for t, key in held]
+    )
+    assert Counter(results) == {(200, None): 20}
+    assert TaskEvent.objects.filter(task=parent, kind="subtasks_done").count() == 1
+    assert lead.inbox_items.filter(kind="subtasks_done").count() == 1
+
+
+def test_cancelling_a_parent_while_its_subtasks_finish_never_deadlocks():
+    """The cascade locks the parent, then its subtasks; a finishing subtask locks its parent
+    first too (pk order): every request answers, and every subtask ends finished."""
+    org = make_org("cascade")
+    parent = task_create(org=org, actor=SYSTEM, title="the whole")
+    held = subtasks_in_progress(org, parent, 10)
+    human = make_key(org)
+    jobs = [post(key, f"/api/tasks/{t.pk}/status", {"status": "completed"}) for t, key in held]
+    jobs.append(post(human, f"/api/tasks/{parent.pk}/cancel", {"cancel_subtasks": True}))
+    results = run_at_once(jobs)
+    assert results[-1] == (200, None)
+    assert set(results[:-1]) <= {(200, None), (409, "invalid_transition")}
+    statuses = Counter(Task.objects.filter(parent=parent).values_list("status", flat=True))
+    assert statuses["completed"] == Counter(results[:-1])[(200, None)]
+    assert sum(statuses.values()) == 10 and set(statuses) <= {"completed", "cancelled"}
+    # The parent hears its subtasks are done only if they all finished before it was cancelled.
+    told = TaskEvent.objects.filter(task=parent, kind="subtasks_done").count()
+    assert told == (1 if statuses["completed"] == 10 else 0)

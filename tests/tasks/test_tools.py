@@ -7,6 +7,8 @@ from tests.tasks.conftest import assert_error, post
 TOOLS = {
     "create_task", "assign_task", "delegate_task", "queue_task", "escalate_task",
     "update_task_status", "get_my_tasks", "get_inbox", "recommend_delegate",
+    # issue 11 §1
+    "get_task", "complete_task", "create_subtask", "comment_on_task", "list_task_comments",
 }  # fmt: skip
 
 
@@ -60,6 +62,13 @@ def test_tool_errors_have_the_same_codes_as_rest(cast):
     )
     assert_error(call(sarah, "assign_task", task_id=999999), 404, "task_not_found")
     assert_error(call(sarah, "create_task", title="x", urgency="soon"), 400, "invalid")
+
+
+def test_an_organization_key_reads_a_task_through_get_task(cast):
+    created = post(cast.human, "/api/tasks", {"title": "x", "agent_id": "agent-alex"}).json()
+    shown = call(cast.human, "get_task", task_id=created["id"]).json()
+    assert (shown["id"], shown["assignee"], shown["subtasks"]) == (created["id"], "agent-alex", [])
+    assert shown == cast.human.get(f"/api/tasks/{created['id']}").json()
 
 
 def test_an_organization_key_cannot_act_as_an_agent_through_tools(cast):
