@@ -7,6 +7,7 @@ registering them again with the inline appended (the apps below never import thi
 import json
 
 from django.contrib import admin
+from django.db.models import Count
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -114,9 +115,12 @@ class RunAdmin(OrgOwnedAdmin):
     def status_badge(self, run):
         return badge(run.status, "run")
 
-    @admin.display(description="turns")
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(turn_count=Count("turn_rows"))
+
+    @admin.display(description="turns", ordering="turn_count")
     def turn_count(self, run):
-        return sum(t.get("kind") == "model" for t in run.turns or [])
+        return run.turn_count
 
     @admin.display(description="tokens")
     def tokens(self, run):

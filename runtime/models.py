@@ -55,8 +55,6 @@ class Run(models.Model):
     provider = models.CharField(max_length=20, blank=True, default="")
     model = models.CharField(max_length=100, blank=True, default="")
     max_turns = models.PositiveSmallIntegerField(default=0)
-    # Each model turn and tool call, in order (collaboration/toolloop.py's turns), as it happens.
-    turns = models.JSONField(default=list, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     # What the runtime did once the model stopped: per task, completed with the final answer,
@@ -97,6 +95,30 @@ class Run(models.Model):
     @property
     def tokens_used(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def turns(self) -> list[dict]:
+        """Each model turn and tool call, in order (collaboration/toolloop.py's turns)."""
+        return [row.data for row in self.turn_rows.all()]
+
+
+class RunTurn(models.Model):
+    """One turn of a run — a model turn or a tool call — as it happens: a row each, written in
+    place by its index (a tool call twice: running, then its outcome), so recording a turn costs
+    the same in a run's first turn as in its two-hundredth."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="turn_rows")
+    index = models.PositiveIntegerField()
+    data = models.JSONField()
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="run_turn_index_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"turn {self.index} of run #{self.run_id}"
 
 
 class RunTrigger(models.Model):

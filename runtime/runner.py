@@ -131,7 +131,7 @@ def execute(run: Run, token: str) -> None:
             max_turns=run.max_turns or agent.max_turns,
             complete=recorder.complete,
             on_turn=recorder,
-            turns=run.turns or None,
+            turns=recorder.turns or None,
             atomic_record=True,
         )
         settle(run, token, result)
@@ -140,13 +140,12 @@ def execute(run: Run, token: str) -> None:
 
 
 class TurnRecorder:
-    """`on_turn` of a run: upserts each turn into the run's `turns` (a model turn with how long
-    its provider call took), with the tokens so far; raises LeaseLost when the run is no longer
-    this worker's."""
+    """`on_turn` of a run: writes each turn (a model turn with how long its provider call took)
+    and the tokens so far; raises LeaseLost when the run is no longer this worker's."""
 
     def __init__(self, run: Run, token: str):
         self.run, self.token = run, token
-        self.turns = list(run.turns or [])
+        self.turns = run.turns  # what an earlier attempt recorded
         self.last_ms = 0.0
 
     def complete(self, request: LLMRequest) -> LLMReply:
@@ -165,8 +164,8 @@ class TurnRecorder:
         else:
             self.turns.append(turn)
         models = [t for t in self.turns if t["kind"] == TurnKind.MODEL]
-        if not services.run_record_turns(
-            run=self.run, token=self.token, turns=self.turns,
+        if not services.run_record_turn(
+            run=self.run, token=self.token, turn=turn,
             prompt_tokens=sum(t["prompt_tokens"] for t in models),
             completion_tokens=sum(t["completion_tokens"] for t in models),
         ):  # fmt: skip

@@ -7,7 +7,7 @@ from organization.caller import Caller
 from organization.errors import NotFound
 from organization.inputs import parse_id
 
-from .models import Run, RunTrigger
+from .models import Run, RunTrigger, RunTurn
 
 
 def runs_of(*, caller: Caller) -> QuerySet[Run]:
@@ -15,10 +15,8 @@ def runs_of(*, caller: Caller) -> QuerySet[Run]:
     if caller.agent is not None:
         runs = runs.filter(agent=caller.agent)
     return runs.select_related("agent", "task").prefetch_related(
-        Prefetch(
-            "triggers",
-            queryset=RunTrigger.objects.select_related("woken_by__agent").order_by("pk"),
-        )
+        Prefetch("triggers", queryset=RunTrigger.objects.order_by("pk")),
+        Prefetch("turn_rows", queryset=RunTurn.objects.order_by("index")),
     )
 
 

@@ -11,11 +11,13 @@ when the broker is away); the runner (runner.py) claims them with a lease.
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection, transaction
 from django.utils import timezone
 
 from organization import outbox
@@ -29,6 +31,7 @@ from .models import (
     Run,
     RunStatus,
     RunTrigger,
+    RunTurn,
 )
 
 log = logging.getLogger(__name__)
@@ -160,18 +163,46 @@ def run_finish(
     return locked
 
 
-def run_record_turns(
-    *, run: Run, token: str, turns: list[dict], prompt_tokens: int, completion_tokens: int
+def run_record_turn(
+    *, run: Run, token: str, turn: dict, prompt_tokens: int, completion_tokens: int
 ) -> bool:
-    """Write the run's turns so far (and renew its lease); False when the lease was lost."""
-    return bool(
-        Run.objects.filter(pk=run.pk, lease_token=token).update(
-            turns=turns,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            heartbeat_at=timezone.now(),
+    """Write one turn (by its index) with the run's tokens so far, and renew the lease; False,
+    writing nothing, when the lease was lost. The run's row is updated first: its lock orders
+    this write before or after another worker's claim, never across it. On PostgreSQL one
+    statement (the turn is inserted only if the lease's update matched); elsewhere two, in a
+    transaction."""
+    now = timezone.now()
+    if connection.vendor == "postgresql":
+        qn = connection.ops.quote_name
+        run_table, turn_table = qn(Run._meta.db_table), qn(RunTurn._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                WITH lease AS (
+                    UPDATE {run_table} SET prompt_tokens = %s, completion_tokens = %s,
+                        heartbeat_at = %s
+                    WHERE id = %s AND lease_token = %s RETURNING id)
+                INSERT INTO {turn_table} (run_id, index, data)
+                SELECT id, %s, %s::jsonb FROM lease
+                ON CONFLICT (run_id, index) DO UPDATE SET data = EXCLUDED.data
+                RETURNING 1
+                """,  # noqa: S608  (the table names are ours, every value is a parameter)
+                [prompt_tokens, completion_tokens, now, run.pk, token, turn["index"],
+                 json.dumps(turn, cls=DjangoJSONEncoder)],
+            )  # fmt: skip
+            return cursor.fetchone() is not None
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run.pk, lease_token=token).update(
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, heartbeat_at=now
+        ):
+            return False
+        RunTurn.objects.bulk_create(
+            [RunTurn(run_id=run.pk, index=turn["index"], data=turn)],
+            update_conflicts=True,
+            unique_fields=["run", "index"],
+            update_fields=["data"],
         )
-    )
+    return True
 
 
 def sweep_runs() -> dict:

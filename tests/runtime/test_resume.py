@@ -98,16 +98,16 @@ def test_a_run_killed_after_a_call_took_effect_resumes_without_repeating_it(
 def test_a_run_killed_inside_a_call_runs_it_again_once_on_resume(cast, alex_on_openai, monkeypatch):
     task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
     comment_then_answer(alex_on_openai, task)
-    real = runtime_services.run_record_turns
+    real = runtime_services.run_record_turn
     died = []
 
-    def dies_recording_the_outcome(*, turns, **kwargs):
-        if not died and turns[-1].get("status") == "ok":
+    def dies_recording_the_outcome(*, turn, **kwargs):
+        if not died and turn.get("status") == "ok":
             died.append(1)
             raise WorkerDied  # the comment was written, its record not yet committed
-        return real(turns=turns, **kwargs)
+        return real(turn=turn, **kwargs)
 
-    monkeypatch.setattr(runtime_services, "run_record_turns", dies_recording_the_outcome)
+    monkeypatch.setattr(runtime_services, "run_record_turn", dies_recording_the_outcome)
     run = Run.objects.get(agent=cast.alex)
     with pytest.raises(WorkerDied):
         run_agent(run.pk)
@@ -126,17 +126,17 @@ def test_a_run_killed_inside_a_call_runs_it_again_once_on_resume(cast, alex_on_o
 def test_a_worker_that_lost_its_lease_commits_nothing(cast, alex_on_openai, monkeypatch):
     task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
     comment_then_answer(alex_on_openai, task)
-    real = runtime_services.run_record_turns
+    real = runtime_services.run_record_turn
 
-    def taken_over(*, run, turns, **kwargs):
-        if turns[-1].get("status") == "ok":
+    def taken_over(*, run, turn, **kwargs):
+        if turn.get("status") == "ok":
             # Another worker takes the run over meanwhile (its own connection, committed).
             thread = threading.Thread(target=take_over, args=(run.pk,))
             thread.start()
             thread.join()
-        return real(run=run, turns=turns, **kwargs)
+        return real(run=run, turn=turn, **kwargs)
 
-    monkeypatch.setattr(runtime_services, "run_record_turns", taken_over)
+    monkeypatch.setattr(runtime_services, "run_record_turn", taken_over)
     run = Run.objects.get(agent=cast.alex)
     run_agent(run.pk)
     run.refresh_from_db()
