@@ -36,12 +36,13 @@ there (a run that lost its lease) undoes the call's writes too.
 import copy
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import transaction
+from django.db import OperationalError, transaction
 
 from organization import registry
 from organization.caller import Caller
@@ -55,6 +56,10 @@ log = logging.getLogger(__name__)
 # A tool's result longer than this is cut before it goes to the model (a big organization's
 # roster); the turn keeps the whole result.
 MAX_RESULT_CHARS = 20_000
+# A call undone by a transient database error (a deadlock) is tried again this many times in
+# all, waiting TRANSIENT_BACKOFF x 2^n seconds in between.
+TRANSIENT_ATTEMPTS = 3
+TRANSIENT_BACKOFF = 0.05
 
 
 class LoopStop(StrEnum):
@@ -256,14 +261,27 @@ class _Loop:
         return messages
 
     def settle(self, turn: dict, call: ToolCall) -> None:
-        """Run the call and record its outcome; with `atomic_record`, in one transaction."""
-        if not self.atomic_record:
-            turn.update(self.execute(call))
-            self.notify(turn)
-            return
-        with transaction.atomic():
-            turn.update(self.execute(call))
-            self.notify(turn)
+        """Run the call and record its outcome; with `atomic_record`, in one transaction.
+
+        A transient database error (a deadlock, a serialization failure: OperationalError) undid
+        the call whole, so it is tried again, a few times, before the model is told it failed."""
+        for attempt in range(TRANSIENT_ATTEMPTS):
+            try:
+                if not self.atomic_record:
+                    turn.update(self.execute(call))
+                else:
+                    with transaction.atomic():
+                        turn.update(self.execute(call))
+                        self.notify(turn)
+                    return
+                break
+            except OperationalError:
+                log.warning("tool %s for %s: transient database error (attempt %d)",
+                            call.name, self.caller.label, attempt + 1, exc_info=True)  # fmt: skip
+                time.sleep(TRANSIENT_BACKOFF * 2**attempt)
+        else:
+            turn.update(_refusal("The tool failed on a database error; try again.", "server_error"))
+        self.notify(turn)
 
     def may_run_again(self, name: str) -> bool:
         tool = registry.REGISTRY.get(name)
@@ -285,6 +303,8 @@ class _Loop:
                 result = registry.call_tool(self.caller, call.name, call.arguments)
         except DomainError as exc:
             return _refusal(exc.message, exc.code)
+        except OperationalError:
+            raise  # transient: `settle` tries the call again
         except Exception:
             log.exception("tool %s failed for %s", call.name, self.caller.label)
             return _refusal("The tool failed unexpectedly; the error was logged.", "server_error")

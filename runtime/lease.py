@@ -15,6 +15,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from tasks.rules import NO_KEY
+
 from .models import Run, RunStatus
 
 log = logging.getLogger(__name__)
@@ -30,7 +32,7 @@ def claim(run_id: int, token: str) -> tuple[str, Run | None]:
     with it). A run of a paused agent is HELD: it stays queued until the agent is resumed."""
     with transaction.atomic():
         run = (
-            Run.objects.select_for_update(of=("self",))
+            Run.objects.select_for_update(of=("self",), **NO_KEY)
             .select_related("agent", "agent__organization", "organization")
             .filter(pk=run_id)
             .first()

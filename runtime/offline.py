@@ -15,7 +15,8 @@ conversation so far, and plays, for each task the agent holds:
 - **route** — anything else: follow `recommend_delegate` (delegate, queue or escalate; a refused
   move is escalated, a refused escalation blocks the task with the reason).
 
-A held task is first moved to in_progress. Every call id says which task and step it serves
+A task it does or finishes is moved to in_progress first (the engine completes only a task in
+progress); one it routes or splits is passed on as it is. Every call id says which task and step it serves
 (`rt-<task>-<step>`), which is how the next turn knows what was done. Once a turn has nothing left
 to call it answers with what it did. The benchmark's scripted model runs the same `decide` on the
 OpenAI wire format (bench/runtime.py).
@@ -160,7 +161,7 @@ def _route(task: dict, seen: Conversation) -> tuple[list[ToolCall], str]:
     rec, move, again, block = (f"rt-{tid}-{s}" for s in ("rec", "move", "again", "block"))
     if not seen.made(rec):
         exclude = list(task.get("delegation_chain") or [])
-        return _start(task) + [
+        return [
             _call(
                 tid,
                 "rec",
@@ -172,8 +173,10 @@ def _route(task: dict, seen: Conversation) -> tuple[list[ToolCall], str]:
         ], ""
     if not seen.ok(rec):
         refusal = seen.value(rec)
-        return [_call(tid, "block", "update_task_status", task_id=tid, status="blocked",
-                      note=f"No recommendation: {json.dumps(refusal)[:MAX_NOTE]}")], ""  # fmt: skip
+        note = f"No recommendation: {json.dumps(refusal)}"[:MAX_NOTE]
+        return _start(task) + [
+            _call(tid, "block", "update_task_status", task_id=tid, status="blocked", note=note)
+        ], ""
     if not seen.made(move):
         return [_move(tid, "move", seen.value(rec))], ""
     if seen.ok(move):
@@ -193,8 +196,10 @@ def _blocked(task, seen, failed, again, block) -> tuple[list[ToolCall], str]:
     tid = task["id"]
     if not seen.made(block):
         refusal = (seen.value(failed) or {}).get("error", "refused")
-        return [_call(tid, "block", "update_task_status", task_id=tid, status="blocked",
-                      note=f"Could not route it: {refusal}"[:MAX_NOTE])], ""  # fmt: skip
+        note = f"Could not route it: {refusal}"[:MAX_NOTE]
+        return _start(task) + [
+            _call(tid, "block", "update_task_status", task_id=tid, status="blocked", note=note)
+        ], ""
     return [], f"#{tid}: could not route it; blocked."
 
 
@@ -209,7 +214,7 @@ def _split(task: dict, seen: Conversation) -> tuple[list[ToolCall], str]:
     tid = task["id"]
     parts = parts_of(task["description"])
     if not seen.made(f"rt-{tid}-sub1"):
-        calls = _start(task)
+        calls = []
         for k, (title, expertise) in enumerate(parts, start=1):
             calls.append(_call(tid, f"rec{k}", "recommend_delegate", expertise=expertise,
                                urgency=task["urgency"]))  # fmt: skip
@@ -259,11 +264,13 @@ def _finish(task: dict, seen: Conversation) -> tuple[list[ToolCall], str]:
     return [], f"#{tid} {task['title']}: {verb} with the results of its subtasks."
 
 
-def decide(request: LLMRequest) -> tuple[str, list[ToolCall]]:
-    """This turn's text and tool calls for the run of `request` (its conversation so far)."""
+def decide(request: LLMRequest, context: dict | None = None) -> tuple[str, list[ToolCall]]:
+    """This turn's text and tool calls for the run of `request` (its conversation so far);
+    `context` overrides the run's context read from the input (the benchmark's directors)."""
     messages = request.conversation()
-    first = next((m for m in messages if m.role == Role.USER), None)
-    context = context_of(first.content if first else "")
+    if context is None:
+        first = next((m for m in messages if m.role == Role.USER), None)
+        context = context_of(first.content if first else "")
     if context is None:
         return "No run context in the input: nothing to do.", []
     agent, seen = context["agent"], Conversation(messages)

@@ -147,6 +147,7 @@ class TurnRecorder:
         self.run, self.token = run, token
         self.turns = run.turns  # what an earlier attempt recorded
         self.last_ms = 0.0
+        self.calling: dict[int, float] = {}
 
     def complete(self, request: LLMRequest) -> LLMReply:
         started = time.perf_counter()
@@ -156,8 +157,12 @@ class TurnRecorder:
             self.last_ms = (time.perf_counter() - started) * 1000
 
     def __call__(self, turn: dict) -> None:
+        now = time.perf_counter()
         if turn["kind"] == TurnKind.MODEL and "provider_ms" not in turn:
             turn["provider_ms"] = round(self.last_ms, 1)
+        elif turn["kind"] == TurnKind.TOOL_CALL and turn["index"] in self.calling:
+            # How long the call itself ran: from its `running` record written to its outcome.
+            turn["ms"] = round((now - self.calling.pop(turn["index"])) * 1000, 1)
         index = turn["index"]
         if index < len(self.turns):
             self.turns[index] = turn
@@ -170,6 +175,8 @@ class TurnRecorder:
             completion_tokens=sum(t["completion_tokens"] for t in models),
         ):  # fmt: skip
             raise LeaseLost
+        if turn["kind"] == TurnKind.TOOL_CALL and turn["status"] == CallStatus.RUNNING:
+            self.calling[index] = time.perf_counter()
 
 
 def _acted_on(turns: list[dict]) -> set[int]:

@@ -23,6 +23,7 @@ from django.utils import timezone
 from organization import outbox
 from organization.models import Agent
 from tasks.models import Task, TaskStatus
+from tasks.rules import NO_KEY
 
 from .models import (
     ACTIVE_STATUSES,
@@ -44,13 +45,13 @@ current_run: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 
 
 def _locked_agent(agent_id: int) -> Agent | None:
-    return Agent.objects.select_for_update().filter(pk=agent_id).first()
+    return Agent.objects.select_for_update(**NO_KEY).filter(pk=agent_id).first()
 
 
 def _active_run(agent: Agent) -> Run | None:
     """The agent's queued or running run, its row locked (the agent's row is locked already)."""
     return (
-        Run.objects.select_for_update(of=("self",))
+        Run.objects.select_for_update(of=("self",), **NO_KEY)
         .filter(agent=agent, status__in=ACTIVE_STATUSES)
         .first()
     )
@@ -147,7 +148,7 @@ def run_finish(
     """End the run (if `token` still holds its lease) and start its follow-up when triggers
     waited meanwhile. Returns the run as ended, None if the lease was lost."""
     agent = _locked_agent(run.agent_id)
-    locked = Run.objects.select_for_update().filter(pk=run.pk, lease_token=token).first()
+    locked = Run.objects.select_for_update(**NO_KEY).filter(pk=run.pk, lease_token=token).first()
     if locked is None or locked.is_finished:
         return None
     locked.status = status

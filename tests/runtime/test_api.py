@@ -40,10 +40,11 @@ def test_a_run_reads_as_its_record(cast, worked):
     assert (body["provider"], body["model"], body["max_turns"]) == ("offline", "offline", 8)
     calls = [t for t in body["turns"] if t["kind"] == "tool_call"]
     assert [(c["name"], c["status"]) for c in calls] == [
-        ("update_task_status", "ok"), ("recommend_delegate", "ok"), ("delegate_task", "ok"),
+        ("recommend_delegate", "ok"), ("delegate_task", "ok"),
     ]  # fmt: skip
-    assert calls[1]["arguments"]["expertise"] == "React"
-    assert calls[2]["result"]["assignee"] == "agent-sarah"
+    assert calls[0]["arguments"]["expertise"] == "React"
+    assert calls[1]["result"]["assignee"] == "agent-sarah"
+    assert all(c["ms"] >= 0 for c in calls)  # how long each call ran
     assert "YOUR ORGANIZATIONAL CONTEXT" in body["system_prompt"]
     assert "Build the page" in body["input"]
 
