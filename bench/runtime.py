@@ -16,9 +16,11 @@ fixed 200 ms per call. Its replies are scripted by the offline routine's own dec
 Figures:
 
 - **overhead_ms_per_turn** — the runtime's own time per model turn: Σ over runs of (wall time
-  started → finished − the time its provider calls took, as the run measured them) ÷ model turns.
-  It holds the claim, building the input, every tool call (each a move of the engine with its
-  audit rows) with its two records, the settle and the finish.
+  started → finished − the time its provider calls took − the time its tool calls ran, as the
+  run measured them) ÷ model turns. It holds the claim, building the input, the two records of
+  each call and the record of each model turn, the wake-ups the moves cause (each a run queued
+  or joined, sent through the outbox), the settle and the finish — not the tools' own work (the
+  engine's moves, which bench/assign.py measures), printed next to it: wall − provider per turn.
 - **efficiency** — ideal ÷ measured wall time (the tasks' creation → the last run finished). The
   ideal is the larger of: the longest causal chain of model calls × 200 ms (a run's cost is its
   model turns; a run depends on the runs whose moves woke it), and all model calls × 200 ms ÷
@@ -243,16 +245,19 @@ def warm_up() -> None:
 # --- the figures --------------------------------------------------------------------------------
 
 
-def overhead_ms_per_turn(runs) -> tuple[float, int, float]:
-    """(overhead per model turn in ms, model turns, provider seconds in all)."""
-    spent, turns, provider_ms = 0.0, 0, 0.0
+def overhead_ms_per_turn(runs) -> tuple[float, float, int, float, float]:
+    """(the runtime's own ms per model turn, the same with the tools' execution included, model
+    turns, provider seconds, tool seconds) over the runs."""
+    wall_ms, turns, provider_ms, tool_ms = 0.0, 0, 0.0, 0.0
     for run in runs:
         models = [t for t in run.turns if t["kind"] == "model"]
-        in_provider = sum(t.get("provider_ms", 0) for t in models)
-        spent += (run.finished_at - run.started_at).total_seconds() * 1000 - in_provider
+        wall_ms += (run.finished_at - run.started_at).total_seconds() * 1000
+        provider_ms += sum(t.get("provider_ms", 0) for t in models)
+        tool_ms += sum(t.get("ms", 0) for t in run.turns if t["kind"] == "tool_call")
         turns += len(models)
-        provider_ms += in_provider
-    return spent / max(turns, 1), turns, provider_ms / 1000
+    per_turn = max(turns, 1)
+    return ((wall_ms - provider_ms - tool_ms) / per_turn, (wall_ms - provider_ms) / per_turn,
+            turns, provider_ms / 1000, tool_ms / 1000)  # fmt: skip
 
 
 def ideal_seconds(runs) -> tuple[float, float]:
@@ -349,7 +354,7 @@ def run(workers: list) -> tuple[float, float, int]:
     last = Run.objects.filter(organization=org).aggregate(Max("finished_at"))["finished_at__max"]
     wall = (last.timestamp() - started) if last else float("inf")
     finished = [r for r in runs if r.started_at and r.finished_at]
-    overhead, turns, provider_s = overhead_ms_per_turn(finished)
+    overhead, with_tools, turns, provider_s, tool_s = overhead_ms_per_turn(finished)
     longest, throughput = ideal_seconds(finished)
     ideal = max(longest, throughput)
     efficiency = ideal / wall
@@ -357,8 +362,9 @@ def run(workers: list) -> tuple[float, float, int]:
     tool_calls = sum(t["kind"] == "tool_call" for r in runs for t in r.turns)
     print(f"{len(runs)} runs, {turns} model turns ({calls} provider calls, peak {peak} in "
           f"flight), {tool_calls} tool calls; wall {wall:.2f} s")  # fmt: skip
-    print(f"provider time {provider_s:.1f} s in all; runtime overhead per model turn "
-          f"{overhead:.1f} ms")  # fmt: skip
+    print(f"provider time {provider_s:.1f} s, tool execution (the engine's moves) {tool_s:.1f} s "
+          f"in all; per model turn: wall - provider = {with_tools:.1f} ms, of which the runtime's "
+          f"own (not the tools' execution) {overhead:.1f} ms")  # fmt: skip
     print(f"ideal {ideal:.2f} s = max(longest causal chain {longest:.2f} s, {turns} calls x "
           f"{LATENCY:g} s / {WORKERS * CONCURRENCY} slots = {throughput:.2f} s); "
           f"efficiency {efficiency:.3f}")  # fmt: skip

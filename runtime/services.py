@@ -63,18 +63,23 @@ def _dispatch(run: Run) -> None:
     outbox.enqueue(RUN_AGENT_TASK, run.pk)
 
 
+def _new_run(
+    agent: Agent, *, task_id: int | None, trigger: str, previous: Run | None = None
+) -> Run:
+    """A queued run, sent to the workers through the outbox when the transaction commits."""
+    run = Run.objects.create(
+        organization_id=agent.organization_id, agent=agent, task_id=task_id, trigger=trigger,
+        previous=previous, dispatched_at=timezone.now(),
+    )  # fmt: skip
+    outbox.enqueue(RUN_AGENT_TASK, run.pk)
+    return run
+
+
 def _start_run(agent: Agent, waiting: list[RunTrigger], previous: Run | None = None) -> Run:
     """A queued run for the waiting triggers (the first names its task and trigger), dispatched."""
     first = waiting[0]
-    run = Run.objects.create(
-        organization_id=agent.organization_id,
-        agent=agent,
-        task_id=first.task_id,
-        trigger=first.trigger,
-        previous=previous,
-    )
+    run = _new_run(agent, task_id=first.task_id, trigger=first.trigger, previous=previous)
     RunTrigger.objects.filter(pk__in=[t.pk for t in waiting]).update(run=run)
-    _dispatch(run)
     return run
 
 
@@ -86,28 +91,29 @@ def _waiting(agent: Agent) -> list[RunTrigger]:
 def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     """Work reached a managed agent: start a run, join its queued one, or (while it runs, or is
     paused) wait for the next. Returns the run it started or joined, None when it waits or the
-    agent is not managed."""
+    agent is not managed.
+
+    The hot path of every move that reaches a managed agent: a handful of statements. Nothing
+    waits while the agent has no run and is not paused (what waited while it was paused joined
+    the run its resume started), so the trigger goes straight into the run it starts."""
     agent = _locked_agent(agent.pk)
     if agent is None or not agent.is_managed:
         return None
-    woke = RunTrigger.objects.create(
-        organization_id=agent.organization_id,
-        agent=agent,
-        task=task,
-        trigger=trigger,
-        woken_by_id=current_run.get(),
-    )
     if agent.is_paused:
-        return None  # resuming it wakes it (run_resume)
-    active = _active_run(agent)
-    if active is None:
-        return _start_run(agent, [woke])
-    if active.status == RunStatus.QUEUED:
-        # Not started yet: it will read this task too when it starts (its row lock orders it
+        run = None  # it waits: resuming the agent wakes it (run_resume)
+    elif (active := _active_run(agent)) is None:
+        run = _new_run(agent, task_id=task.pk if task else None, trigger=trigger)
+    elif active.status == RunStatus.QUEUED:
+        # Not started yet: it reads this task too when it starts (its row lock orders this
         # before or after the claim, never in between).
-        RunTrigger.objects.filter(pk=woke.pk).update(run=active)
-        return active
-    return None  # coalesced: the run's end starts one follow-up with every waiting trigger
+        run = active
+    else:
+        run = None  # coalesced: the run's end starts one follow-up with every waiting trigger
+    RunTrigger.objects.create(
+        organization_id=agent.organization_id, agent=agent, run=run, task=task, trigger=trigger,
+        woken_by_id=current_run.get(),
+    )  # fmt: skip
+    return run
 
 
 @transaction.atomic
