@@ -162,59 +162,60 @@ class RunAdmin(OrgOwnedAdmin):
         )  # fmt: skip
 
 
-class TaskRunInline(ReadOnlyInline):
-    """The runs a task woke (on the task's page)."""
-
-    model = RunTrigger
-    fk_name = "task"
-    parent_org_path = "organization"
-    fields = ["created_at", "trigger", "agent", "run_link", "run_status"]
-    readonly_fields = fields
-    verbose_name = "managed run"
-    verbose_name_plural = "managed runs it woke"
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("agent", "run")
-
-    @admin.display(description="run")
-    def run_link(self, trigger):
-        return _run_link(trigger.run) if trigger.run_id else "waiting"
-
-    @admin.display(description="run status")
-    def run_status(self, trigger):
-        return badge(trigger.run.status, "run") if trigger.run_id else "—"
+# The runs on the task and agent pages are read-only fields, not inlines: an inline adds a
+# formset whose management form every POST of those pages would then have to carry.
+RUNS_SHOWN = 20
 
 
-class AgentRunInline(ReadOnlyInline):
-    """A managed agent's latest runs (on the agent's page)."""
-
-    model = Run
-    fk_name = "agent"
-    parent_org_path = "organization"
-    fields = ["run_link", "task", "trigger", "status_badge", "created_at", "finished_at", "error"]
-    readonly_fields = fields
-    verbose_name = "run"
-    verbose_name_plural = "runs (managed runtime)"
-    ordering = ["-created_at", "-pk"]
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("task")
-
-    @admin.display(description="run")
-    def run_link(self, run):
-        return _run_link(run)
-
-    @admin.display(description="status")
-    def status_badge(self, run):
-        return badge(run.status, "run")
+def _runs_table(rows):
+    """(run, trigger, agent, task, status) rows as a small HTML table (escaped)."""
+    if not rows:
+        return "—"
+    body = format_html_join(
+        "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        ((_run_link(run), trigger, run.agent.handle, f"#{run.task_id}" if run.task_id else "—",
+          badge(run.status, "run"), run.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+         for run, trigger in rows),
+    )  # fmt: skip
+    return format_html(
+        "<table><thead><tr><th>run</th><th>trigger</th><th>agent</th><th>first task</th>"
+        "<th>status</th><th>created</th></tr></thead><tbody>{}</tbody></table>",
+        body,
+    )
 
 
 class TaskAdminWithRuns(TaskAdmin):
-    inlines = [*TaskAdmin.inlines, TaskRunInline]
+    readonly_fields = [*TaskAdmin.readonly_fields, "managed_runs"]
+
+    def get_fieldsets(self, request, obj=None):
+        sets = [
+            (name, {**options, "fields": [f for f in options["fields"] if f != "managed_runs"]})
+            for name, options in super().get_fieldsets(request, obj)
+        ]
+        return [*sets, ("Managed runs it woke", {"fields": ["managed_runs"]})]
+
+    @admin.display(description="runs")
+    def managed_runs(self, task):
+        if task.pk is None:
+            return "—"
+        triggers = (
+            RunTrigger.objects.filter(task=task, run__isnull=False)
+            .select_related("run__agent")
+            .order_by("-pk")[:RUNS_SHOWN]
+        )
+        return _runs_table([(t.run, t.trigger) for t in triggers])
 
 
 class AgentAdminWithRuns(AgentAdmin):
-    inlines = [*AgentAdmin.inlines, AgentRunInline]
+    readonly_fields = [*AgentAdmin.readonly_fields, "latest_runs"]
+    fieldsets = [*AgentAdmin.fieldsets, ("Runs (managed runtime)", {"fields": ["latest_runs"]})]
+
+    @admin.display(description="latest runs")
+    def latest_runs(self, agent):
+        if agent.pk is None:
+            return "—"
+        runs = Run.objects.filter(agent=agent).select_related("agent").order_by("-pk")
+        return _runs_table([(run, run.trigger) for run in runs[:RUNS_SHOWN]])
 
 
 for model, model_admin in ((Task, TaskAdminWithRuns), (Agent, AgentAdminWithRuns)):

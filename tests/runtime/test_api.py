@@ -111,6 +111,7 @@ def test_the_admin_shows_runs_on_the_run_task_and_agent_pages(cast, worked, clie
     assert "delegate_task [ok]" in page and "recommend_delegate" in page
     page = client.get(f"/admin/tasks/task/{task.pk}/change/").content.decode()
     assert f"run #{lena_run.pk}" in page and "Managed runs it woke" in page
+    assert client.get("/admin/tasks/task/add/").status_code == 200
     page = client.get(f"/admin/organization/agent/{cast.lena.pk}/change/").content.decode()
     assert f"run #{lena_run.pk}" in page
     assert client.get("/admin/runtime/run/").status_code == 200
