@@ -169,3 +169,46 @@ def test_the_hot_path_of_a_run_stays_within_its_query_budget(
         run_agent(run.pk)
     run.refresh_from_db()
     assert run.status == "completed"
+
+
+def test_the_sweeps_beat_schedule_is_seeded_once(db):
+    from django.conf import settings
+    from django_celery_beat.models import PeriodicTask
+
+    from runtime.apps import RUN_SWEEP_NAME, ensure_run_sweep_schedule
+
+    ensure_run_sweep_schedule()
+    ensure_run_sweep_schedule()
+    task = PeriodicTask.objects.get(name=RUN_SWEEP_NAME)
+    assert task.task == "runtime.sweep_runs"
+    assert task.interval.every == int(settings.RUNTIME_SWEEP_INTERVAL.total_seconds())
+
+
+def test_a_run_of_an_agent_no_longer_managed_fails_without_a_model_call(cast, alex_on_openai):
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    cast.alex.runtime = "external"
+    cast.alex.save()
+    run = Run.objects.get(agent=cast.alex)
+    run_agent(run.pk)
+    run.refresh_from_db()
+    assert run.status == "failed" and "no longer managed" in run.error
+    assert alex_on_openai.calls == []
+    task.refresh_from_db()
+    assert task.status == "assigned"
+
+
+def test_a_paused_agents_queued_run_is_held_until_it_is_resumed(cast, offline):
+    from organization.models import Agent
+    from organization.services import agent_set_paused
+    from runtime.lease import HELD
+
+    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    run = Run.objects.get(agent=cast.alex)
+    agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=True)
+    assert run_agent(run.pk) == HELD
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == ("queued", 0)
+    agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=False)
+    assert run_agent(run.pk) == CLAIMED
+    run.refresh_from_db()
+    assert run.status == "completed"
