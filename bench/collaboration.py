@@ -37,12 +37,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 # bench.common also takes bench/ off sys.path: this file is named collaboration.py, and with
 # bench/ on sys.path `import collaboration` (the app) could import this script instead.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import ROOT, bench_database  # noqa: E402
+from bench.common import ROOT, bench_database, claim_redis_db, release_redis_db  # noqa: E402
 
 LATENCY = 0.1  # the overhead and queue figures
 EFFICIENCY_LATENCY = 1.0  # the efficiency scenarios (issue 4 §5)
@@ -59,38 +58,6 @@ QUEUE = f"bench-collab-{os.getpid()}"
 # must not meet the per-organization start limit.
 LIMITS = {"COLLAB_MAX_AGENTS": "6", "COLLAB_MAX_PARALLEL": "5", "COLLAB_AGENT_TIMEOUT": "30",
           "COLLAB_MAX_STARTS_PER_HOUR": "100000"}  # fmt: skip
-OWNER_KEY = "bench-collaboration-owner"
-
-
-# --- a Redis database of our own --------------------------------------------------------------
-
-
-def claim_redis_db(url: str):
-    """The highest-numbered empty database of the server of `url`, marked as ours (SET NX on an
-    empty database, so two benches never share one). Returns (its URL, a client on it)."""
-    import redis
-
-    parts = urlsplit(url)
-    probe = redis.Redis.from_url(urlunsplit(parts._replace(path="/0")))
-    databases = int(probe.config_get("databases").get("databases", 16))
-    probe.close()
-    for db in range(databases - 1, 0, -1):
-        client = redis.Redis.from_url(urlunsplit(parts._replace(path=f"/{db}")))
-        if client.dbsize() == 0 and client.set(OWNER_KEY, os.getpid(), nx=True):
-            if client.dbsize() == 1:
-                return urlunsplit(parts._replace(path=f"/{db}")), client
-            client.delete(OWNER_KEY)  # someone else started on it at the same moment
-        client.close()
-    sys.exit("bench/collaboration.py: no empty Redis database to use on the server of REDIS_URL")
-
-
-def release_redis_db(client) -> int:
-    """Empty our database (the queue, kombu's bindings and unacked sets, the cache, our mark);
-    returns how many keys are left (0)."""
-    client.flushdb()
-    left = client.dbsize()
-    client.close()
-    return left
 
 
 # --- workers --------------------------------------------------------------------------------
@@ -268,7 +235,7 @@ def _environ(values: dict):
 def main() -> int:
     if not os.environ.get("REDIS_URL"):
         sys.exit("bench/collaboration.py needs Redis: set REDIS_URL=redis://…")
-    redis_url, redis_client = claim_redis_db(os.environ["REDIS_URL"])
+    redis_url, redis_client = claim_redis_db(os.environ["REDIS_URL"], owner="bench-collaboration")
     os.environ.update(
         DJANGO_SETTINGS_MODULE="config.settings", REDIS_URL=redis_url, CELERY_BROKER_URL=redis_url,
         **LIMITS,

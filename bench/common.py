@@ -175,5 +175,35 @@ def redis_cleanup() -> Iterator[None]:
         client.close()
 
 
+def claim_redis_db(url: str, *, owner: str):
+    """The highest-numbered empty database of the server of `url`, marked as ours (SET NX of
+    `<owner>-owner` on an empty database, so two benches never share one). Returns (its URL, a
+    client on it). Its workers, broker and cache point at it; `release_redis_db` empties it."""
+    import redis
+
+    mark = f"{owner}-owner"
+    parts = urlsplit(url)
+    probe = redis.Redis.from_url(urlunsplit(parts._replace(path="/0")))
+    databases = int(probe.config_get("databases").get("databases", 16))
+    probe.close()
+    for db in range(databases - 1, 0, -1):
+        client = redis.Redis.from_url(urlunsplit(parts._replace(path=f"/{db}")))
+        if client.dbsize() == 0 and client.set(mark, os.getpid(), nx=True):
+            if client.dbsize() == 1:
+                return urlunsplit(parts._replace(path=f"/{db}")), client
+            client.delete(mark)  # someone else started on it at the same moment
+        client.close()
+    sys.exit(f"{_script()}: no empty Redis database to use on the server of REDIS_URL")
+
+
+def release_redis_db(client) -> int:
+    """Empty our database (the queue, kombu's bindings and unacked sets, the cache, our mark);
+    returns how many keys are left (0)."""
+    client.flushdb()
+    left = client.dbsize()
+    client.close()
+    return left
+
+
 if __name__ == "__main__":
     print("bench/common.py: shared helpers of the bench scripts; nothing to measure")

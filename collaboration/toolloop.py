@@ -25,17 +25,24 @@ Passing the recorded turns back (`turns=`) resumes the loop without doing again 
 the conversation is rebuilt from them, calls recorded `ok` / `error` are not run again, and a
 call recorded `running` (the process died during it) is run again only if its tool is read-only
 or idempotent — otherwise the model is told its outcome is unknown (`tool_interrupted`).
+
+`atomic_record=True` closes that gap for a caller whose `on_turn` writes to the same database: the
+record of a finished call (`ok` / `error`) is then made inside the call's own transaction, so the
+call's writes and its record commit together or not at all. A call still recorded `running` then
+never took effect, and is run again on resume whatever its tool; and an `on_turn` that raises
+there (a run that lost its lease) undoes the call's writes too.
 """
 
 import copy
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import transaction
+from django.db import OperationalError, transaction
 
 from organization import registry
 from organization.caller import Caller
@@ -49,6 +56,10 @@ log = logging.getLogger(__name__)
 # A tool's result longer than this is cut before it goes to the model (a big organization's
 # roster); the turn keeps the whole result.
 MAX_RESULT_CHARS = 20_000
+# A call undone by a transient database error (a deadlock) is tried again this many times in
+# all, waiting TRANSIENT_BACKOFF x 2^n seconds in between.
+TRANSIENT_ATTEMPTS = 3
+TRANSIENT_BACKOFF = 0.05
 
 
 class LoopStop(StrEnum):
@@ -145,13 +156,14 @@ def run_tool_loop(
     complete: Callable[[LLMRequest], LLMReply] | None = None,
     on_turn: Callable[[dict], None] | None = None,
     turns: list[dict] | None = None,
+    atomic_record: bool = False,
 ) -> ToolLoopResult:
     """Run the model of `request` (its system prompt, its prompt or messages, model,
     temperature, max_tokens, deadline) with the tools `tool_names` as `caller`.
 
     `complete(request) -> LLMReply` makes one model call (default: `providers.complete` on
-    `provider`); a caller with a budget passes its own. `on_turn` and `turns`: the module's
-    docstring. `on_turn` may raise to stop the loop (the exception propagates).
+    `provider`); a caller with a budget passes its own. `on_turn`, `turns` and `atomic_record`:
+    the module's docstring. `on_turn` may raise to stop the loop (the exception propagates).
     """
     if max_turns < 1:
         raise ValueError("max_turns must be at least 1")
@@ -159,7 +171,7 @@ def run_tool_loop(
     tools = offered_tools(caller, tool_names)
     offered = {tool.name: tool for tool in tools}
     specs = [tool_spec(tool) for tool in tools]
-    loop = _Loop(caller, offered, on_turn, copy.deepcopy(list(turns or [])))
+    loop = _Loop(caller, offered, on_turn, copy.deepcopy(list(turns or [])), atomic_record)
     messages = loop.rebuild(request.conversation())
 
     while True:
@@ -182,8 +194,9 @@ def run_tool_loop(
 class _Loop:
     """The turns of one loop, and what running a call means for them."""
 
-    def __init__(self, caller, offered, on_turn, turns: list[dict]):
+    def __init__(self, caller, offered, on_turn, turns: list[dict], atomic_record: bool = False):
         self.caller, self.offered, self.on_turn, self.turns = caller, offered, on_turn, turns
+        self.atomic_record = atomic_record
         for index, turn in enumerate(turns):
             turn["index"] = index
 
@@ -232,19 +245,43 @@ class _Loop:
                      "arguments": call.arguments, "status": CallStatus.RUNNING}
                 )  # fmt: skip
                 self.notify(turn)
-                outcome = self.execute(call)
-            elif self.may_run_again(call.name):
-                outcome = self.execute(call)
+                self.settle(turn, call)
+            elif self.atomic_record or self.may_run_again(call.name):
+                self.settle(turn, call)
             else:
-                outcome = _refusal(
-                    f"The call of {call.name} was interrupted and its outcome is unknown: "
-                    "check before calling it again.",
-                    "tool_interrupted",
+                turn.update(
+                    _refusal(
+                        f"The call of {call.name} was interrupted and its outcome is unknown: "
+                        "check before calling it again.",
+                        "tool_interrupted",
+                    )
                 )
-            turn.update(outcome)
-            self.notify(turn)
+                self.notify(turn)
             messages.append(_result_message(turn))
         return messages
+
+    def settle(self, turn: dict, call: ToolCall) -> None:
+        """Run the call and record its outcome; with `atomic_record`, in one transaction.
+
+        A transient database error (a deadlock, a serialization failure: OperationalError) undid
+        the call whole, so it is tried again, a few times, before the model is told it failed."""
+        for attempt in range(TRANSIENT_ATTEMPTS):
+            try:
+                if not self.atomic_record:
+                    turn.update(self.execute(call))
+                else:
+                    with transaction.atomic():
+                        turn.update(self.execute(call))
+                        self.notify(turn)
+                    return
+                break
+            except OperationalError:
+                log.warning("tool %s for %s: transient database error (attempt %d)",
+                            call.name, self.caller.label, attempt + 1, exc_info=True)  # fmt: skip
+                time.sleep(TRANSIENT_BACKOFF * 2**attempt)
+        else:
+            turn.update(_refusal("The tool failed on a database error; try again.", "server_error"))
+        self.notify(turn)
 
     def may_run_again(self, name: str) -> bool:
         tool = registry.REGISTRY.get(name)
@@ -266,6 +303,8 @@ class _Loop:
                 result = registry.call_tool(self.caller, call.name, call.arguments)
         except DomainError as exc:
             return _refusal(exc.message, exc.code)
+        except OperationalError:
+            raise  # transient: `settle` tries the call again
         except Exception:
             log.exception("tool %s failed for %s", call.name, self.caller.label)
             return _refusal("The tool failed unexpectedly; the error was logged.", "server_error")

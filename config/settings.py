@@ -152,6 +152,7 @@ INSTALLED_APPS = [
     "organization",
     "tasks",
     "collaboration",
+    "runtime",
 ]
 
 MIDDLEWARE = [
@@ -397,6 +398,15 @@ COLLAB_LEASE_SECONDS = env_float("COLLAB_LEASE_SECONDS", 30.0)
 # ends (0: at once; the test suite uses 0 so that its database can be dropped).
 COLLAB_IDLE_CLOSE_SECONDS = env_float("COLLAB_IDLE_CLOSE_SECONDS", 30.0)
 
+# --- runtime (managed agents, issue 11 §2) ---
+# A run whose worker has not renewed its lease for this long is resumed by another worker (the
+# sweep sends it again); a second delivery of a live run backs off this long.
+RUNTIME_LEASE_SECONDS = env_float("RUNTIME_LEASE_SECONDS", 30.0, minimum=1)
+# How often the beat's sweep looks for runs a worker lost (editable in the admin once seeded).
+RUNTIME_SWEEP_INTERVAL = timedelta(seconds=env_int("RUNTIME_SWEEP_SECONDS", 30, minimum=1))
+# The run task's hard time limit (Celery's prefork pool enforces it; a killed run is resumed).
+RUNTIME_RUN_TIME_LIMIT = env_int("RUNTIME_RUN_TIME_LIMIT", 1800, minimum=30)
+
 # --- api ---
 # One name per "status" choice set (roster, discovery, collaboration); fields of the same name
 # with different choices otherwise collide and `spectacular --fail-on-warn` fails.
@@ -407,6 +417,7 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
         "CollaborationStatusEnum": "collaboration.models.SessionStatus",
         # A task's status appears on tasks and on their subtasks: one enum for both.
         "TaskStatusEnum": "tasks.models.TaskStatus",
+        "RunStatusEnum": "runtime.models.RunStatus",
     }
 )  # fmt: skip
 

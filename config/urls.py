@@ -18,6 +18,7 @@ urlpatterns = [
     path("api/", include("organization.urls")),
     path("api/", include("tasks.urls")),
     path("api/", include("collaboration.urls")),
+    path("api/", include("runtime.urls")),
 ]
 
 # One JSON error shape under /api/ (Django's HTML pages elsewhere); see organization/errors.py.

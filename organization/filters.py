@@ -2,7 +2,7 @@
 
 import django_filters
 
-from .models import Agent, AgentStatus, HierarchyRole
+from .models import Agent, AgentRuntime, AgentStatus, HierarchyRole
 from .selectors import with_expertise
 from .workload import AVAILABLE, with_status
 
@@ -24,10 +24,13 @@ class AgentFilter(django_filters.FilterSet):
         choices=[*HierarchyRole.choices, (NO_ROLE, "No role assigned")],
         method="filter_hierarchy_role",
     )
+    runtime = django_filters.ChoiceFilter(
+        choices=AgentRuntime.choices, help_text="external (it calls us) or managed (we run it)."
+    )
 
     class Meta:
         model = Agent
-        fields = ["team", "status", "expertise", "hierarchy_role"]
+        fields = ["team", "status", "expertise", "hierarchy_role", "runtime"]
 
     def filter_status(self, qs, name, value):
         return with_status(qs, value)

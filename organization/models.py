@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from .webhooks import validate_webhook_url
@@ -95,6 +95,31 @@ def validate_expertise(value) -> None:
         )
 
 
+class AgentRuntime(models.TextChoices):
+    """Who runs the agent (issue 11 §2): `external` calls us over REST, call-tool or MCP;
+    `managed` is woken by the runtime app when work reaches it, and driven with its LLM settings."""
+
+    EXTERNAL = "external"
+    MANAGED = "managed"
+
+
+# A managed agent's model calls per run (issue 11 §2: 8 by default).
+DEFAULT_MAX_TURNS = 8
+MAX_TURNS_LIMIT = 50
+ALLOWED_TOOLS_MAX_ITEMS = 100
+
+
+def validate_allowed_tools(value) -> None:
+    """The allow-list's shape: null (every tool of the registry) or a list of distinct names.
+    Whether each name is a tool is the registry's to say (the admin form and the runtime)."""
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ValidationError("Allowed tools must be a list of tool names (or empty for all).")
+    if len(value) > ALLOWED_TOOLS_MAX_ITEMS or len(set(value)) != len(value):
+        raise ValidationError(f"At most {ALLOWED_TOOLS_MAX_ITEMS} tool names, each listed once.")
+
+
 class Agent(models.Model):
     """An LLM agent of the organization. `handle` is the public id (`agent-sarah`)."""
 
@@ -136,6 +161,26 @@ class Agent(models.Model):
     llm_model = models.CharField(max_length=100, blank=True)
     llm_temperature = models.FloatField(null=True, blank=True)
     llm_max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Issue 11 §2: a managed agent is run by us (the runtime app) with the LLM settings above.
+    runtime = models.CharField(
+        max_length=10,
+        choices=AgentRuntime.choices,
+        default=AgentRuntime.EXTERNAL,
+        help_text="external: the agent calls us. managed: we run it with its LLM settings, "
+        "woken when work reaches it.",
+    )
+    max_turns = models.PositiveSmallIntegerField(
+        default=DEFAULT_MAX_TURNS,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_TURNS_LIMIT)],
+        help_text="A managed agent's model calls per run; past them its task is blocked.",
+    )
+    allowed_tools = models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        validators=[validate_allowed_tools],
+        help_text="The tools a managed agent is offered; empty: every tool of the registry.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -165,6 +210,10 @@ class Agent(models.Model):
             errors["webhook_url"] = exc.messages
         if errors:
             raise ValidationError(errors)
+
+    @property
+    def is_managed(self) -> bool:
+        return self.runtime == AgentRuntime.MANAGED
 
     def senior_chain_has_cycle(self) -> bool:
         """True if following seniors from this agent's senior leads back to this agent."""

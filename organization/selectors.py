@@ -34,7 +34,7 @@ AGENT_API_FIELDS = (
     "organization_id", "handle", "name", "role", "team_id", "team__name", "senior_id",
     "senior__handle", "expertise", "is_paused", "workload_capacity", "availability_until",
     "hierarchy_role__role", "hierarchy_role__can_assign_to_peers",
-    "hierarchy_role__can_escalate_to_supervisor",
+    "hierarchy_role__can_escalate_to_supervisor", "runtime",
 )  # fmt: skip
 
 
@@ -58,7 +58,7 @@ AGENT_API_COLUMNS = (
     "handle", "name", "role", "team__name", "team_id", "senior__handle", "expertise_json",
     "is_paused", "current_workload", "workload_capacity", "availability_until",
     "hierarchy_role__id", "hierarchy_role__role", "hierarchy_role__can_assign_to_peers",
-    "hierarchy_role__can_escalate_to_supervisor",
+    "hierarchy_role__can_escalate_to_supervisor", "runtime",
 )  # fmt: skip
 _AGENT_API_ROW = PreparedQuery(
     Agent, _agent_api_columns, organization_id=prepared.INT, handle=prepared.TEXT
@@ -72,7 +72,7 @@ def agent_for_api(*, org: Organization, handle: str) -> dict:
     if not rows:
         raise NotFound(f"Agent not found: {handle}", "agent_not_found")
     (handle, name, role, team, team_id, senior, expertise, is_paused, workload, capacity,
-     until, role_id, hierarchy_role, can_assign, can_escalate) = rows[0]  # fmt: skip
+     until, role_id, hierarchy_role, can_assign, can_escalate, runtime) = rows[0]  # fmt: skip
     return {
         "id": handle,
         "name": name,
@@ -93,6 +93,7 @@ def agent_for_api(*, org: Organization, handle: str) -> dict:
             "can_assign_to_peers": can_assign,
             "can_escalate_to_supervisor": can_escalate,
         },
+        "runtime": runtime,
     }
 
 

@@ -2,7 +2,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .errors import Invalid
-from .models import AgentRole, AgentStatus, HierarchyRole
+from .models import AgentRole, AgentRuntime, AgentStatus, HierarchyRole
 from .roster import EXACT, EXPERTISE_MATCHES, ROSTER_FILTERS
 from .workload import status_for
 
@@ -124,6 +124,10 @@ class AgentSerializer(serializers.Serializer):
     availability_until = serializers.DateTimeField(allow_null=True)
     paused = serializers.BooleanField(source="is_paused")
     hierarchy_role = serializers.SerializerMethodField()
+    runtime = serializers.ChoiceField(
+        choices=AgentRuntime.values,
+        help_text="external: the agent calls us; managed: the service runs it (issue 11 §2).",
+    )
 
     def get_team(self, agent) -> str | None:
         return agent.team.name if agent.team_id else None

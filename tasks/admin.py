@@ -86,16 +86,21 @@ class AuditAdmin(TasksAppAdmin):
         return False
 
 
+# What a human must look at: tasks escalated to humans, and blocked ones (a managed agent's run
+# that failed blocks its task with the reason, issue 11 §2).
+NEEDS_ATTENTION = (TaskStatus.ESCALATED, TaskStatus.BLOCKED)
+
+
 class NeedsAttentionFilter(admin.SimpleListFilter):
     title = "attention"
     parameter_name = "attention"
 
     def lookups(self, request, model_admin):
-        return [("needs", "Needs attention (escalated to humans)")]
+        return [("needs", "Needs attention (escalated to humans, or blocked)")]
 
     def queryset(self, request, queryset):
         if self.value() == "needs":
-            return queryset.filter(status=TaskStatus.ESCALATED)
+            return queryset.filter(status__in=NEEDS_ATTENTION)
         return queryset
 
 

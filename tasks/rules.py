@@ -132,17 +132,29 @@ def role_violation(*, rule: TeamRule, source: Agent, target: Agent) -> str | Non
     return NO_PEER_PERMISSION
 
 
+# The engine's row locks are mutexes (capacity, one move of a task at a time), never a change of
+# a row's key: FOR NO KEY UPDATE serializes them just as well, and unlike FOR UPDATE it lets other
+# transactions' foreign-key checks (FOR KEY SHARE at their commit: an audit row naming the agent,
+# a subtask naming its parent) through, which FOR UPDATE would turn into deadlocks under load.
+NO_KEY = {"no_key": True}
+
+
 def lock_agents(agent_ids) -> None:
     """Lock the agents' rows in pk order, so two transactions never deadlock."""
     if ids := sorted(set(agent_ids)):
-        list(Agent.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
+        list(
+            Agent.objects.select_for_update(**NO_KEY)
+            .filter(pk__in=ids)
+            .order_by("pk")
+            .values_list("pk")
+        )
 
 
 def lock_agent_named(*, org: Organization, handle: str, with_ids=()) -> Agent | None:
     """Lock the agent `handle` of `org` and the agents `with_ids`, in pk order, in one statement,
     and return the named one read in full with its team and role (None if there is none)."""
     rows = (
-        Agent.objects.select_for_update(of=("self",))
+        Agent.objects.select_for_update(of=("self",), **NO_KEY)
         .select_related("team", "hierarchy_role")
         .filter(Q(organization=org, handle=handle) | Q(pk__in=sorted(set(with_ids))))
         .order_by("pk")

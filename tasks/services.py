@@ -33,7 +33,7 @@ from .models import (
     TaskStatus,
     Urgency,
 )
-from .rules import SYSTEM, Actor, DelegationDecision, Move
+from .rules import NO_KEY, SYSTEM, Actor, DelegationDecision, Move
 from .selectors import VisibleTask, estimated_wait_for_new
 
 # The status an assignee may move its task to (issue 3 §1).
@@ -79,7 +79,7 @@ def _locked_with_parent(task: Task | VisibleTask, *, with_parent: bool = True):
         # One IN over a UNION: an OR of two IN subqueries would scan the whole table.
         both = rows.values("pk").union(rows.values("parent_id"), all=True)
         rows = Task.objects.filter(pk__in=both).order_by("pk")
-    rows = rows.select_for_update(of=("self",)).select_related(*LOCKED_WITH)
+    rows = rows.select_for_update(of=("self",), **NO_KEY).select_related(*LOCKED_WITH)
     found = {t.pk: t for t in rows[:2]}
     # Of two rows, the task is the one whose parent is the other.
     wanted = next((t for t in found.values() if t.parent_id in found), None)
@@ -194,7 +194,7 @@ def _next_queued(agent: Agent, workload: int | None) -> Task | None:
     room. Without a known `workload` the room is counted by the same statement (the agent's row
     is locked, so the count is current), and returned on the task as `workload_before`."""
     rows = (
-        Task.objects.select_for_update(skip_locked=True, of=("self",))
+        Task.objects.select_for_update(skip_locked=True, of=("self",), **NO_KEY)
         .select_related("organization__team_rule", "queued_for")
         .filter(queued_for=agent, status=TaskStatus.QUEUED)
         .order_by("-urgency_rank", "created_at", "pk")
@@ -534,7 +534,7 @@ def _lock_open_subtasks(task: Task) -> list[Task]:
     while ids := _open_subtasks(task, known=set(locked)):
         rows = (
             Task.objects.filter(pk__in=ids)
-            .select_for_update(of=("self",))
+            .select_for_update(of=("self",), **NO_KEY)
             .select_related(*LOCKED_WITH)
             .order_by("pk")
         )

@@ -44,7 +44,7 @@ from organization.models import Agent, Organization, TeamRule
 from . import events, rules, webhooks
 from .events import snapshot
 from .models import InboxItem, Task, TaskEvent, TaskStatus, Urgency, WebhookDelivery
-from .rules import ESCALATION_SOURCE_FIELDS, SYSTEM, Move
+from .rules import ESCALATION_SOURCE_FIELDS, NO_KEY, SYSTEM, Move
 from .services import apply_escalation
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ def _sweep_batch(now: datetime, batch_size: int, after: int) -> tuple[int, int, 
     rows = list(
         stale_queued(now)
         .filter(pk__gt=after)
-        .select_for_update(skip_locked=True, of=("self",))
+        .select_for_update(skip_locked=True, of=("self",), **NO_KEY)
         .order_by("pk")
         # The chain as its text: a key as it is, decoded only for the rows the rules run on.
         .values(*_SWEEP_FIELDS, chain=Cast("delegation_chain", TextField()))[:batch_size]

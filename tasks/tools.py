@@ -59,8 +59,11 @@ def _agent(caller: Caller, handle: str):
 
 
 def _move(caller: Caller, params: dict, service, **kwargs) -> dict:
-    """Run a move service on the caller's task (404 for a task it cannot see) as the caller."""
-    task = task_for(caller, params.pop("task_id"))
+    """Run a move service on the caller's task (404 for a task it cannot see) as the caller.
+
+    The task goes in unread (`visible_task`), as at the REST door: the move reads it once, under
+    its row lock, through the caller's view (404 if the caller may not see it)."""
+    task = visible_task(caller, params.pop("task_id"))
     return _task_json(service(task=task, actor=Actor.of(caller), **params, **kwargs))
 
 

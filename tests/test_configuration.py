@@ -1,8 +1,8 @@
 """docs/configuration.md lists every environment variable the service reads; settings are strict.
 
 The scope (stated in docs/configuration.md): the variables read by the service's own code —
-every module of config/, manage.py and the apps organization/, tasks/, collaboration/ (migrations
-aside) — found by reading their source, plus the variables the LLM SDKs read for us. A read is
+every module of config/, manage.py and the apps organization/, tasks/, collaboration/, runtime/
+(migrations aside) — found by reading their source, plus the variables the LLM SDKs read for us. A read is
 `os.environ.get("X")`, `os.environ["X"]`, `"X" in os.environ`, `os.getenv("X")`,
 `os.environ.setdefault("X", …)` or one of the settings' helpers `env_bool/env_int/env_float/
 env_list("X", …)`. A name computed at run time (`os.environ.get(variable)`) is not a read of a
@@ -24,7 +24,7 @@ from config.settings import env_bool, env_float, env_int
 
 BASE_DIR = Path(__file__).resolve().parents[1]
 DOC = BASE_DIR / "docs" / "configuration.md"
-SERVICE_CODE = ["config", "organization", "tasks", "collaboration", "manage.py"]
+SERVICE_CODE = ["config", "organization", "tasks", "collaboration", "runtime", "manage.py"]
 HELPERS = {"env_bool", "env_int", "env_float", "env_list"}
 # Read by a library on our behalf, not by our code; documented all the same.
 # The SDKs read these themselves; the service only looks them up by name (providers.base.SDK_KEYS).

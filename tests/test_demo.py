@@ -78,7 +78,8 @@ def test_seed_demo_skips_a_story_that_no_longer_fits_and_leaves_the_users_tasks(
 def test_every_demo_task_has_its_whole_history_from_its_created_event():
     seed()
     tasks = Task.objects.filter(organization__slug="demo")
-    assert tasks.count() == 23
+    # 18 held, 3 delegated, 1 queued, 1 escalated; the managed story: a parent and 3 subtasks.
+    assert tasks.count() == 27
     for task in tasks:
         events = list(TaskEvent.objects.filter(task=task).order_by("created_at", "pk"))
         assert events[0].kind == "created", task.title
@@ -92,9 +93,12 @@ def test_the_demo_shows_the_organization_at_work():
     org = Agent.objects.get(handle="agent-sarah").organization
     client = human_client(org)
 
+    # The three demo delegations (Alice's three of the managed story are subtasks).
     delegated = TaskEvent.objects.filter(organization_id=org.pk, kind="delegated")
-    assert delegated.count() == 3
-    assert all(e.decision == "DELEGATE" and e.primary_reason and e.fallback for e in delegated)
+    assert delegated.count() == 6
+    assert all(e.decision == "DELEGATE" and e.primary_reason for e in delegated)
+    seeded = delegated.filter(task__parent__isnull=True)
+    assert seeded.count() == 3 and all(e.fallback for e in seeded)
 
     queued = client.get("/api/tasks", {"status": "queued"}).json()["results"]
     assert [(t["title"], t["queued_for"]) for t in queued] == [
@@ -134,3 +138,34 @@ def test_the_admin_lists_the_escalated_demo_task_under_needs_attention(client):
     page = client.get("/admin/tasks/task/", {"attention": "needs"})
     assert page.status_code == 200
     assert "Raise the AWS account limits" in page.content.decode()
+
+
+def test_the_demos_managed_agents_worked_a_task_for_alice_offline():
+    """Issue 11 §2: `make run` with no key shows managed agents at work — a task created for
+    Alice (a manager) ends with delegations, subtasks, results and a completed parent."""
+    seed()
+    org = Agent.objects.get(handle="agent-alice").organization
+    managed = set(org.agents.filter(runtime="managed").values_list("handle", flat=True))
+    assert managed == {"agent-alice", "agent-sarah", "agent-alex", "agent-taylor"}
+    client = human_client(org)
+    story = Task.objects.get(organization=org, title="Launch the customer portal")
+    body = client.get(f"/api/tasks/{story.pk}").json()
+    assert (body["status"], body["assignee"]) == ("completed", "agent-alice")
+    assert body["result"].startswith("[offline provider")
+    assert body["subtask_progress"] == {"done": 3, "total": 3}
+    assert [(s["assignee"], s["status"]) for s in body["subtasks"]] == [
+        ("agent-sarah", "completed"), ("agent-taylor", "completed"), ("agent-alex", "completed"),
+    ]  # fmt: skip
+    for sub in body["subtasks"]:
+        assert "placeholder result" in sub["result"]
+        delegated = TaskEvent.objects.get(task_id=sub["id"], kind="delegated")
+        assert (delegated.actor_label, delegated.decision) == ("agent-alice", "DELEGATE")
+    runs = client.get("/api/runs", {"status": "completed"}).json()["results"]
+    assert [(r["agent"], r["trigger"]) for r in reversed(runs)] == [
+        ("agent-alice", "created"), ("agent-sarah", "delegated"), ("agent-taylor", "delegated"),
+        ("agent-alex", "delegated"), ("agent-alice", "subtasks_done"),
+    ]  # fmt: skip
+    assert client.get("/api/runs", {"status": "queued"}).json()["results"] == []
+    # The demo's own held work is as it was: Alice holds her 4 demo tasks again.
+    alice = client.get("/api/agents/agent-alice").json()
+    assert (alice["current_workload"], alice["runtime"]) == (4, "managed")

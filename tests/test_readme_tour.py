@@ -3,8 +3,9 @@ server (issue 8 §5).
 
 The shell blocks are taken as they are from README.md (the tour) and the reference it leads to
 (docs/api.md: roster, agents, hierarchy; docs/tasks.md; docs/collaboration.md), the address
-swapped for the live server's, and run by bash on a freshly seeded demo. `curl` is wrapped only
-to note each answer's status: every call must succeed.
+swapped for the live server's, and run by bash on a freshly seeded demo, with a Celery worker (in
+this process, on the broker of REDIS_URL) as `make run` has one: the tour watches a managed agent
+at work. `curl` is wrapped only to note each answer's status: every call must succeed.
 """
 
 import io
@@ -12,17 +13,22 @@ import re
 import subprocess
 
 import pytest
+from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 from django.core.management import call_command
 
+from config.celery import app
+from tasks.models import Task
 from tests.mcp.conftest import database_url
 from tests.mcp.live import LiveServer
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# It runs a Celery worker (the tour's managed agents work on it): with the real-worker tests.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 # (file, section heading, which of its sh blocks), in the order a reader follows them.
 TOUR = [
     ("README.md", "## A 5-minute tour", 0),
+    ("README.md", "## A 5-minute tour", 1),
     ("docs/api.md", "## Roster and tools", 0),
     ("docs/api.md", "## Agents and teams", 0),
     ("docs/api.md", "## Team hierarchy (seed 003)", 0),
@@ -59,12 +65,21 @@ def tour_script(base_url: str) -> str:
     return WRAPPER + "\n".join(blocks).replace("http://127.0.0.1:8000", base_url)
 
 
-def test_the_readme_tour_works_when_followed_literally_in_order(tmp_path):
+def test_the_readme_tour_works_when_followed_literally_in_order(tmp_path, settings):
     url = database_url()
     if url is None:
         pytest.skip("the test database is in-memory SQLite: a subprocess cannot share it")
+    if not settings.REDIS_URL:
+        pytest.skip("the tour's managed agents run on a worker: needs Redis (REDIS_URL)")
+    # The managed agents' runs use the offline provider, whatever keys the machine has.
+    settings.LLM_PROVIDER = "offline"
     call_command("seed_demo", stdout=io.StringIO())
-    with LiveServer() as server:
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    worker = start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
+                          loglevel="WARNING")  # fmt: skip
+    with worker, LiveServer() as server:
         # What a reader's shell has, plus the database and the key file `make run` would use.
         key_file = tmp_path / "secret_key"
         key_file.write_text("readme-tour-" + "x" * 50)
@@ -87,3 +102,8 @@ def test_the_readme_tour_works_when_followed_literally_in_order(tmp_path):
     # The task examples really moved tasks (no 403 from enforcement left on, no id 42).
     assert '"assignee":"agent-alex"' in done.stdout.replace(" ", "")
     assert '"status":"in_progress"' in done.stdout.replace(" ", "")
+    # The managed agents worked the tour's task: Alice delegated it to Alex, who completed it.
+    tour = Task.objects.get(title="Speed up the search query")
+    assert (tour.status, tour.assignee.handle) == ("completed", "agent-alex")
+    assert "offline provider" in tour.result
+    assert '"agent":"agent-alice","task":' in done.stdout.replace(" ", "")

@@ -34,6 +34,9 @@ class Purpose(StrEnum):
     PLAN = "plan"
     SYNTHESIS = "synthesis"
     JUDGE = "judge"
+    # A managed agent's run (issue 11 §2): the offline provider answers it with the routine the
+    # runtime registers (offline.register_routine).
+    RUN = "run"
 
 
 class Role(StrEnum):

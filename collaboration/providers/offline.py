@@ -6,12 +6,17 @@ the named specialists, and a synthesis lists what it was given.
 
 Offered tools, it works them deterministically too: its first turn calls every offered tool that
 needs no argument (ids `offline-call-1`, …, in the order offered), and once their results are in
-it answers as above, listing each tool it consulted and how the call went. `_tool_calls_for` is
-where a scripted routine plugs in (the managed runtime's routing).
+it answers as above, listing each tool it consulted and how the call went.
+
+A scripted routine may take over the calls of one purpose (`register_routine`): the managed
+runtime registers its deterministic routing for `Purpose.RUN`, so a managed agent works the
+organization offline (runtime/offline.py). A routine sees the request (its conversation so far)
+and returns the turn's text and tool calls; the banner is added to its text here.
 """
 
 import hashlib
 import json
+from collections.abc import Callable
 
 from .base import LLMReply, LLMRequest, Provider, Purpose, Role, StopReason, ToolCall
 
@@ -67,6 +72,16 @@ def _consulted(request: LLMRequest) -> list[str]:
     ]
 
 
+# Purpose → routine(request) -> (text, tool calls): the registry of scripted routines.
+Routine = Callable[[LLMRequest], tuple[str, list[ToolCall]]]
+ROUTINES: dict[str, Routine] = {}
+
+
+def register_routine(purpose: str, routine: Routine) -> None:
+    """Let `routine` answer the offline calls of `purpose` (a higher app's scripted behaviour)."""
+    ROUTINES[purpose] = routine
+
+
 def _tool_calls_for(request: LLMRequest) -> list[ToolCall]:
     """The calls of the first turn: each offered tool that needs no argument, called without."""
     if not request.tools or any(m.role == Role.TOOL for m in request.conversation()):
@@ -110,7 +125,21 @@ def _judge(request: LLMRequest) -> str:
     return f"{BANNER}\nBEST: {candidates[0]}"
 
 
+def _routine_reply(routine: Routine, request: LLMRequest) -> LLMReply:
+    text, tool_calls = routine(request)
+    return LLMReply(
+        text=f"{BANNER}\n{text}" if text else BANNER,
+        provider=Provider.OFFLINE,
+        model=Provider.OFFLINE,
+        tool_calls=list(tool_calls),
+        stop_reason=StopReason.TOOL_CALLS if tool_calls else StopReason.STOP,
+    )
+
+
 def complete(request: LLMRequest) -> LLMReply:
+    routine = ROUTINES.get(request.purpose)
+    if routine is not None:
+        return _routine_reply(routine, request)
     tool_calls = _tool_calls_for(request)
     if tool_calls:
         names = ", ".join(call.name for call in tool_calls)

@@ -13,6 +13,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from .. import registry
 from ..inputs import parse_id
 from ..models import (
     Agent,
@@ -304,6 +305,31 @@ class AgentRoleInline(OrgScoped, admin.StackedInline):
     verbose_name_plural = "hierarchy role (none = worker without peer assignment)"
 
 
+class AllowedToolsField(forms.MultipleChoiceField):
+    """A managed agent's allow-list, ticked from the registry's tools; none ticked = all (null).
+
+    The choices are read when the form is built, so every app's tools are there and a name the
+    registry does not know cannot be saved."""
+
+    widget = forms.CheckboxSelectMultiple
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault(
+            "help_text", "The tools a managed agent is offered. None ticked: every tool."
+        )
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value):
+        return value or []
+
+    def clean(self, value):
+        return super().clean(value) or None
+
+    def has_changed(self, initial, data):
+        return sorted(initial or []) != sorted(data or [])
+
+
 class AgentForm(OrgUniqueNameForm):
     unique_in_org = "handle"
     expertise = ExpertiseField()
@@ -312,6 +338,7 @@ class AgentForm(OrgUniqueNameForm):
         assume_scheme="https",
         help_text="Optional: notified of new work (signed with the organization's secret).",
     )
+    allowed_tools = AllowedToolsField()
 
     class Meta:
         model = Agent
@@ -319,8 +346,22 @@ class AgentForm(OrgUniqueNameForm):
             "organization", "handle", "name", "role", "team", "senior", "expertise",
             "is_paused", "workload_capacity", "availability_until", "system_prompt",
             "worktree_path", "webhook_url", "llm_provider", "llm_model", "llm_temperature",
-            "llm_max_tokens",
+            "llm_max_tokens", "runtime", "max_turns", "allowed_tools",
         ]  # fmt: skip
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        names = sorted(registry.REGISTRY)
+        # A name saved earlier whose tool has since gone stays visible (and can be unticked).
+        names += [n for n in (self.initial.get("allowed_tools") or []) if n not in names]
+        self.fields["allowed_tools"].choices = [(n, n) for n in names]
+
+    def clean_allowed_tools(self):
+        names = self.cleaned_data.get("allowed_tools")
+        unknown = [n for n in names or [] if n not in registry.REGISTRY]
+        if unknown:
+            raise forms.ValidationError(f"Unknown tool(s): {', '.join(unknown)}.")
+        return names
 
 
 @admin.register(Agent)
@@ -332,6 +373,7 @@ class AgentAdmin(OrgOwnedAdmin):
         "name",
         "status_badge",
         "workload",
+        "runtime",
         "role",
         "team",
         "senior",
@@ -340,7 +382,7 @@ class AgentAdmin(OrgOwnedAdmin):
     ]
     list_display_links = ["handle", "name"]
     list_select_related = ["organization", "team", "senior", "hierarchy_role"]
-    list_filter = [("team", ScopedRelatedFilter), StatusFilter, HierarchyRoleFilter]
+    list_filter = [("team", ScopedRelatedFilter), StatusFilter, HierarchyRoleFilter, "runtime"]
     search_fields = ["name", "handle", "expertise"]
     autocomplete_fields = ["team", "senior"]
     actions = ["pause_agents", "resume_agents"]
@@ -355,10 +397,19 @@ class AgentAdmin(OrgOwnedAdmin):
         ("Availability", {"fields": ["is_paused", "workload_capacity", "availability_until"]}),
         ("Prompt and integrations", {"fields": ["system_prompt", "worktree_path", "webhook_url"]}),
         (
-            "LLM for collaboration sessions",
+            "LLM and runtime",
             {
-                "classes": ["collapse"],
-                "fields": ["llm_provider", "llm_model", "llm_temperature", "llm_max_tokens"],
+                "description": "The LLM settings serve collaboration sessions and, for a "
+                "managed agent, its runs (woken when work reaches it; see its runs below).",
+                "fields": [
+                    "runtime",
+                    "llm_provider",
+                    "llm_model",
+                    "llm_temperature",
+                    "llm_max_tokens",
+                    "max_turns",
+                    "allowed_tools",
+                ],
             },
         ),
     ]

@@ -38,6 +38,7 @@ def test_it_lists_the_organizations_agents_with_roster_fields_team_and_role(demo
             "can_assign_to_peers": False,
             "can_escalate_to_supervisor": True,
         },
+        "runtime": "external",
     }
 
 
@@ -63,6 +64,8 @@ def test_it_is_paginated_by_limit_and_offset(demo, org_client):
         ({"hierarchy_role": "specialist"}, ["agent-database-lead"]),
         ({"hierarchy_role": "none"}, []),
         ({"team": "Infrastructure", "status": "busy"}, ["agent-database-lead", "agent-jordan"]),
+        ({"runtime": "managed"}, []),
+        ({"runtime": "external", "team": "Design"}, ["agent-taylor"]),
     ],
 )
 def test_filters(demo, org_client, params, expected):

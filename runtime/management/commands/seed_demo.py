@@ -4,12 +4,16 @@ from collaboration.demo import seed_demo_collaboration
 from organization.demo import DEMO_AGENTS, seed_demo_organization
 from tasks.demo import seed_demo_work
 
+from ...demo import seed_demo_runtime
 
-# Here, in the top app, because the demo spans all three: organization ← tasks ← collaboration.
+
+# Here, in the top app, because the demo spans all four: organization ← tasks ← collaboration
+# ← runtime.
 class Command(BaseCommand):
     help = (
         "Add whatever is missing of the demo organization of the seeds: its agents, their tasks "
-        "(through the task services) and a finished collaboration. Never changes what exists."
+        "(through the task services), a finished collaboration and managed agents at work "
+        "(offline). Never changes what exists."
     )
 
     def add_arguments(self, parser):
@@ -19,9 +23,10 @@ class Command(BaseCommand):
         org = seed_demo_organization(slug=options["org"])
         work = seed_demo_work(org)
         session = seed_demo_collaboration(org)
+        story = seed_demo_runtime(org)
         for title, why in work.skipped:
             self.stdout.write(f"Skipped the demo task {title!r}: {why}")
-        added = len(work.added) + (session is not None)
+        added = len(work.added) + (session is not None) + (story is not None)
         self.stdout.write(
             f"Organization '{org.slug}' ready with {len(DEMO_AGENTS)} agents"
             + (f"; added {added} demo item(s)." if added else "; nothing to add.")

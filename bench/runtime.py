@@ -1,0 +1,439 @@
+"""Benchmark: managed agents (issue 11 §4) — 50 of them, on two real Celery workers.
+
+An organization of 50 managed agents in three levels — 2 directors, 8 leads (a domain each, half
+reporting to each director), 40 experts (a skill each, 5 per lead) — on PostgreSQL; two
+`celery -A config worker -P threads` processes on Redis; the fake provider of tests/fake_llm.py (a
+real HTTP server on 127.0.0.1, OpenAI wire format, reached through the real `openai` SDK) at a
+fixed 200 ms per call. Its replies are scripted by the offline routine's own decisions
+(`runtime.offline.decide`, over the wire): delegation to the right expert by
+`recommend_delegate`, subtasks, completion. 200 tasks enter at the top, half for each director:
+
+- 150 need an expert's skill: the director delegates to that expert, who completes it;
+- 50 need a lead's domain and list two parts: the director delegates to the lead, who splits
+  it into two subtasks for two of its experts, who complete them; the last one wakes the lead,
+  who completes the task from their results.
+
+Figures:
+
+- **overhead_ms_per_turn** — the runtime's own time per model turn: Σ over runs of (wall time
+  started → finished − the time its provider calls took − the time its tool calls ran, as the
+  run measured them) ÷ model turns. It holds the claim, building the input, the two records of
+  each call and the record of each model turn, the wake-ups the moves cause (each a run queued
+  or joined, sent through the outbox), the settle and the finish — not the tools' own work (the
+  engine's moves, which bench/assign.py measures), printed next to it: wall − provider per turn.
+- **efficiency** — ideal ÷ measured wall time (the tasks' creation → the last run finished). The
+  ideal is the larger of: the longest causal chain of model calls × 200 ms (a run's cost is its
+  model turns; a run depends on the runs whose moves woke it), and all model calls × 200 ms ÷
+  the workers' slots (2 processes × CONCURRENCY threads).
+- **lost_or_duplicated** — tasks not completed, events written twice (same task, kind, actor,
+  before and after), runs started twice (claimed more than once, or two runs of one agent
+  overlapping), runs left unfinished or triggers left waiting, and an audit replay: each task's
+  events must chain (each `before` the previous `after`, from `created` to the task as it is).
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379/0 \\
+        python bench/runtime.py
+    make bench
+
+It creates and drops a database of its own on the server of DATABASE_URL, and uses an empty Redis
+database of its own, emptied at the end.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import ROOT, bench_database, claim_redis_db, release_redis_db  # noqa: E402
+
+LATENCY = 0.2
+TASKS = 200
+COMPOSITE_EVERY = 4  # one task in four needs a lead's domain and two experts
+WORKERS = 2
+CONCURRENCY = 4
+TARGET_OVERHEAD_MS = 30.0
+TARGET_EFFICIENCY = 0.8
+DIRECTORS = [f"agent-dir-{d}" for d in range(2)]
+LEADS = 8
+EXPERTS_PER_LEAD = 5
+TIMEOUT = 300
+
+
+# --- the organization -------------------------------------------------------------------------
+
+
+def build_org():
+    """50 managed agents in three levels, all on the openai provider (the fake server)."""
+    from organization.models import Agent, AgentRuntime, Organization, Team, TeamRule
+
+    org = Organization.objects.create(slug="bench-runtime", name="Bench runtime")
+    TeamRule.objects.create(organization=org)
+    board = Team.objects.create(organization=org, name="Board")
+    teams = [Team.objects.create(organization=org, name=f"Team {j}") for j in range(LEADS)]
+    common = {"organization": org, "runtime": AgentRuntime.MANAGED, "llm_provider": "openai",
+              "llm_model": "fake"}  # fmt: skip
+    directors = [
+        Agent.objects.create(handle=h, name=f"Director {d}", role="Director", team=board,
+                             expertise=["Direction"], workload_capacity=TASKS, **common)
+        for d, h in enumerate(DIRECTORS)
+    ]  # fmt: skip
+    for j in range(LEADS):
+        lead = Agent.objects.create(
+            handle=f"agent-lead-{j}", name=f"Lead {j}", role="Lead", team=teams[j],
+            senior=directors[j % 2], expertise=[f"domain-{j}"], workload_capacity=50, **common,
+        )  # fmt: skip
+        for i in range(EXPERTS_PER_LEAD):
+            Agent.objects.create(
+                handle=f"agent-expert-{j}{i}", name=f"Expert {j}{i}", role="Engineer",
+                team=teams[j], senior=lead, expertise=[f"skill-{j}{i}"], workload_capacity=20,
+                **common,
+            )  # fmt: skip
+    assert Agent.objects.filter(organization=org).count() == 50
+    return org
+
+
+def create_tasks(org) -> list[int]:
+    """The 200 tasks, created by a human for the directors, in one transaction."""
+    from django.db import transaction
+
+    from tasks.models import ActorKind
+    from tasks.rules import Actor
+    from tasks.services import task_create
+
+    human = Actor(ActorKind.USER, "bench")
+    directors = list(org.agents.filter(handle__in=DIRECTORS).order_by("handle"))
+    ids = []
+    with transaction.atomic():
+        for n in range(TASKS):
+            j, i = n % LEADS, n % EXPERTS_PER_LEAD
+            if n % COMPOSITE_EVERY == COMPOSITE_EVERY - 1:
+                k = (i + 1) % EXPERTS_PER_LEAD
+                fields = {
+                    "title": f"Bench composite {n}", "required_expertise": f"domain-{j}",
+                    "description": f"Two parts:\n- Part A of {n} (skill-{j}{i})\n"
+                                   f"- Part B of {n} (skill-{j}{k})",
+                }  # fmt: skip
+            else:
+                fields = {"title": f"Bench task {n}", "required_expertise": f"skill-{j}{i}"}
+            task = task_create(org=org, actor=human, assignee=directors[n % 2], **fields)
+            ids.append(task.pk)
+    return ids
+
+
+# --- the scripted model -------------------------------------------------------------------------
+
+
+class Script:
+    """The fake provider's replies: the offline routine's decisions, over the OpenAI wire. The
+    directors route everything (they do not split: that is the leads' job)."""
+
+    def __init__(self):
+        from collaboration.providers import LLMRequest, Message, ToolCall
+        from runtime.context import context_of
+        from runtime.offline import decide
+
+        self.LLMRequest, self.Message, self.ToolCall = LLMRequest, Message, ToolCall
+        self.context_of, self.decide = context_of, decide
+
+    def _decided(self, call):
+        if "_decided" not in call.__dict__:
+            messages = []
+            for m in call.messages:
+                if m["role"] == "user":
+                    messages.append(self.Message.user(m["content"]))
+                elif m["role"] == "assistant":
+                    calls = [self.ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+                             for c in m["tool_calls"]]  # fmt: skip
+                    messages.append(self.Message.assistant(m["content"], calls))
+                else:
+                    messages.append(self.Message.tool_result(m["tool_call_id"], m["content"]))
+            context = self.context_of(next(m.content for m in messages if m.role == "user"))
+            if context["agent"]["id"] in DIRECTORS:
+                context["agent"]["reports"] = []
+            request = self.LLMRequest(system=call.system, prompt="", model=call.model,
+                                      messages=messages)  # fmt: skip
+            call.__dict__["_decided"] = self.decide(request, context=context)
+        return call.__dict__["_decided"]
+
+    def text(self, call) -> str:
+        return self._decided(call)[0]
+
+    def tool_calls(self, call):
+        from tests.fake_llm import ToolUse
+
+        return [ToolUse(c.name, c.arguments, id=c.id) for c in self._decided(call)[1]]
+
+
+# --- workers ------------------------------------------------------------------------------------
+
+
+def start_workers(env: dict, logdir: Path) -> list[subprocess.Popen]:
+    workers = []
+    for n in range(WORKERS):
+        log = open(logdir / f"bench-runtime-worker-{n}.log", "w")  # noqa: SIM115
+        workers.append(subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-P", "threads",
+             "-c", str(CONCURRENCY), "-n", f"bench-rt{n}-{os.getpid()}@%h", "-l", "WARNING",
+             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        ))  # fmt: skip
+    return workers
+
+
+def stop(workers: list[subprocess.Popen]) -> None:
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def quiet(org) -> bool:
+    """Every task finished and every run over (nothing queued, running or waiting)."""
+    from runtime.models import ACTIVE_STATUSES, Run, RunTrigger
+    from tasks.models import FINISHED_STATUSES, Task
+
+    return not (
+        Task.objects.filter(organization=org).exclude(status__in=FINISHED_STATUSES).exists()
+        or Run.objects.filter(organization=org, status__in=ACTIVE_STATUSES).exists()
+        or RunTrigger.objects.filter(organization=org, run__isnull=True).exists()
+    )
+
+
+def warm_up() -> None:
+    """A small organization's task, so that both workers have imported the SDK and opened their
+    connections before the measured run (not measured)."""
+    from organization.models import Agent, AgentRuntime, Organization
+    from tasks.models import ActorKind, Task
+    from tasks.rules import Actor
+    from tasks.services import task_create
+
+    org = Organization.objects.create(slug="bench-warm", name="Warm-up")
+    agents = [
+        Agent.objects.create(
+            organization=org,
+            handle=f"agent-warm-{n}",
+            name=f"Warm {n}",
+            runtime=AgentRuntime.MANAGED,
+            llm_provider="openai",
+            llm_model="fake",
+        )  # fmt: skip
+        for n in range(WORKERS * CONCURRENCY)
+    ]
+    for agent in agents:
+        task_create(org=org, actor=Actor(ActorKind.USER, "bench"), title="warm", assignee=agent)
+    if not wait_until(lambda: quiet(org), timeout=120):
+        sys.exit("bench/runtime.py: the warm-up did not finish; see var/bench-runtime-worker-*.log")
+    assert not Task.objects.filter(organization=org).exclude(status="completed").exists()
+
+
+# --- the figures --------------------------------------------------------------------------------
+
+
+def overhead_ms_per_turn(runs) -> tuple[float, float, int, float, float]:
+    """(the runtime's own ms per model turn, the same with the tools' execution included, model
+    turns, provider seconds, tool seconds) over the runs."""
+    wall_ms, turns, provider_ms, tool_ms = 0.0, 0, 0.0, 0.0
+    for run in runs:
+        models = [t for t in run.turns if t["kind"] == "model"]
+        wall_ms += (run.finished_at - run.started_at).total_seconds() * 1000
+        provider_ms += sum(t.get("provider_ms", 0) for t in models)
+        tool_ms += sum(t.get("ms", 0) for t in run.turns if t["kind"] == "tool_call")
+        turns += len(models)
+    per_turn = max(turns, 1)
+    return ((wall_ms - provider_ms - tool_ms) / per_turn, (wall_ms - provider_ms) / per_turn,
+            turns, provider_ms / 1000, tool_ms / 1000)  # fmt: skip
+
+
+def ideal_seconds(runs) -> tuple[float, float]:
+    """(the longest causal chain of model calls, all model calls over the slots), in seconds."""
+    by_id = {run.pk: run for run in runs}
+    cost = {run.pk: sum(t["kind"] == "model" for t in run.turns) * LATENCY for run in runs}
+    memo: dict[int, float] = {}
+
+    def chain(pk: int) -> float:
+        if pk not in memo:
+            causes = {t.woken_by_id for t in by_id[pk].triggers.all() if t.woken_by_id in by_id}
+            memo[pk] = cost[pk] + max((chain(c) for c in causes), default=0.0)
+        return memo[pk]
+
+    longest = max((chain(pk) for pk in by_id), default=0.0)
+    throughput = sum(cost.values()) / (WORKERS * CONCURRENCY)
+    return longest, throughput
+
+
+def lost_or_duplicated(org, runs, task_ids) -> tuple[int, dict]:
+    from runtime.models import RunTrigger
+    from tasks.events import snapshot
+    from tasks.models import Task, TaskEvent
+
+    tasks = Task.objects.filter(organization=org)
+    found = {
+        "top_tasks_not_completed": tasks.filter(pk__in=task_ids).exclude(status="completed")
+        .count(),
+        "subtasks_not_completed": tasks.filter(parent__isnull=False).exclude(status="completed")
+        .count(),
+        "runs_unfinished": sum(not run.is_finished or run.status != "completed" for run in runs),
+        "triggers_waiting": RunTrigger.objects.filter(organization=org, run__isnull=True).count(),
+        "runs_started_twice": sum(run.attempts != 1 for run in runs),
+    }  # fmt: skip
+    events = defaultdict(list)
+    for e in TaskEvent.objects.filter(organization=org).order_by("created_at", "pk"):
+        events[e.task_id].append(e)
+    keys = Counter(
+        (e.task_id, e.kind, e.actor_label, json.dumps(e.before, sort_keys=True),
+         json.dumps(e.after, sort_keys=True))
+        for chain in events.values() for e in chain
+    )  # fmt: skip
+    found["events_written_twice"] = sum(n - 1 for n in keys.values() if n > 1)
+    broken = 0
+    for task in tasks.select_related("assignee", "queued_for"):
+        chain = events.get(task.pk, [])
+        ok = bool(chain) and chain[0].kind == "created" and chain[-1].after == snapshot(task)
+        ok = ok and all(b.before == a.after for a, b in zip(chain, chain[1:], strict=False))
+        broken += not ok
+    found["audit_replay_broken"] = broken
+    by_agent = defaultdict(list)
+    for run in runs:
+        by_agent[run.agent_id].append((run.started_at, run.finished_at))
+    overlapping = 0
+    for spans in by_agent.values():
+        spans.sort()
+        overlapping += sum(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False))
+    found["runs_overlapping"] = overlapping
+    return sum(found.values()), found
+
+
+# --- main ---------------------------------------------------------------------------------------
+
+
+def run(workers: list) -> tuple[float, float, int]:
+    from django.db.models import Max, Prefetch
+
+    from runtime.models import Run, RunTurn
+    from tests.fake_llm import FakeLLM, Reply
+
+    script = Script()
+    with FakeLLM(latency=LATENCY, default=Reply(text=script.text, tool_calls=script.tool_calls)) \
+            as fake:  # fmt: skip
+        env = {**os.environ, **fake.env(), "LLM_PROVIDER": "openai", "LLM_MODEL": "fake"}
+        logdir = ROOT / "var"
+        logdir.mkdir(exist_ok=True)
+        workers += start_workers(env, logdir)
+        warm_up()
+        org = build_org()
+        fake.reset()
+        print(f"{WORKERS} worker processes x {CONCURRENCY} threads; fake LLM {LATENCY * 1000:.0f} "
+              f"ms per call; 50 managed agents (2 directors, {LEADS} leads, "
+              f"{LEADS * EXPERTS_PER_LEAD} experts); {TASKS} tasks at the top")  # fmt: skip
+        started = time.time()
+        task_ids = create_tasks(org)
+        if not wait_until(lambda: quiet(org), timeout=TIMEOUT, interval=0.2):
+            print(f"not quiet after {TIMEOUT} s: see var/bench-runtime-worker-*.log")
+        calls, peak = len(fake.calls), fake.peak_concurrency
+    runs = list(
+        Run.objects.filter(organization=org)
+        .prefetch_related("triggers", Prefetch("turn_rows", RunTurn.objects.order_by("index")))
+        .order_by("pk")
+    )
+    last = Run.objects.filter(organization=org).aggregate(Max("finished_at"))["finished_at__max"]
+    wall = (last.timestamp() - started) if last else float("inf")
+    finished = [r for r in runs if r.started_at and r.finished_at]
+    overhead, with_tools, turns, provider_s, tool_s = overhead_ms_per_turn(finished)
+    longest, throughput = ideal_seconds(finished)
+    ideal = max(longest, throughput)
+    efficiency = ideal / wall
+    damage, detail = lost_or_duplicated(org, runs, task_ids)
+    tool_calls = sum(t["kind"] == "tool_call" for r in runs for t in r.turns)
+    print(f"{len(runs)} runs, {turns} model turns ({calls} provider calls, peak {peak} in "
+          f"flight), {tool_calls} tool calls; wall {wall:.2f} s")  # fmt: skip
+    print(f"provider time {provider_s:.1f} s, tool execution (the engine's moves) {tool_s:.1f} s "
+          f"in all; per model turn: wall - provider = {with_tools:.1f} ms, of which the runtime's "
+          f"own (not the tools' execution) {overhead:.1f} ms")  # fmt: skip
+    print(f"ideal {ideal:.2f} s = max(longest causal chain {longest:.2f} s, {turns} calls x "
+          f"{LATENCY:g} s / {WORKERS * CONCURRENCY} slots = {throughput:.2f} s); "
+          f"efficiency {efficiency:.3f}")  # fmt: skip
+    print("audit: " + ", ".join(f"{k}={v}" for k, v in detail.items()))
+    if "--detail" in sys.argv:
+        details(org, runs, task_ids)
+    return overhead, efficiency, damage
+
+
+def details(org, runs, task_ids) -> None:
+    """--detail: the slowest runs and the tasks not completed."""
+    from tasks.models import Task, TaskEvent
+
+    def spent(run):
+        models = [t for t in run.turns if t["kind"] == "model"]
+        wall = (run.finished_at - run.started_at).total_seconds() * 1000
+        return wall - sum(t.get("provider_ms", 0) for t in models), wall, len(models)
+
+    for run in sorted(runs, key=lambda r: -spent(r)[0])[:15]:
+        over, wall, models = spent(run)
+        calls = sum(t["kind"] == "tool_call" for t in run.turns)
+        queued = (run.started_at - run.created_at).total_seconds() * 1000
+        print(f"  run {run.pk} {run.agent.handle} {run.trigger} tasks={run.triggers.count()} "
+              f"turns={models} calls={calls} wall={wall:.0f}ms overhead={over:.0f}ms "
+              f"queued={queued:.0f}ms {run.status} {run.error[:80]}")  # fmt: skip
+    by_tool = defaultdict(list)
+    for run in runs:
+        for t in run.turns:
+            if t["kind"] == "tool_call" and "ms" in t:
+                by_tool[t["name"]].append(t["ms"])
+    for name, samples in sorted(by_tool.items()):
+        samples.sort()
+        print(f"  {name}: {len(samples)} calls, p50 {samples[len(samples) // 2]:.1f} ms, "
+              f"max {samples[-1]:.1f} ms")  # fmt: skip
+    for task in Task.objects.filter(pk__in=task_ids).exclude(status="completed"):
+        print(f"  task {task.pk} {task.title} {task.status} {task.assignee} {task.queued_for}")
+        for e in TaskEvent.objects.filter(task=task).order_by("pk"):
+            print(f"    {e.kind} {e.actor_label} {e.message[:120]}")
+
+
+def main() -> int:
+    if not os.environ.get("REDIS_URL"):
+        sys.exit("bench/runtime.py needs Redis: set REDIS_URL=redis://…")
+    redis_url, redis_client = claim_redis_db(os.environ["REDIS_URL"], owner="bench-runtime")
+    os.environ.update(DJANGO_SETTINGS_MODULE="config.settings", REDIS_URL=redis_url,
+                      CELERY_BROKER_URL=redis_url)  # fmt: skip
+    os.environ.pop("TEST_DATABASE_NAME", None)
+    workers: list[subprocess.Popen] = []
+    try:
+        with bench_database("bench_runtime", needs_redis=True):
+            try:
+                results = run(workers)
+            finally:
+                stop(workers)  # before the database is dropped
+    finally:
+        left = release_redis_db(redis_client)
+    print(f"redis {redis_url}: emptied, {left} keys left")
+    overhead, efficiency, damage = results
+    print(f"RESULT runtime overhead_ms_per_turn={overhead:.1f} (target <= {TARGET_OVERHEAD_MS:g})")
+    print(f"RESULT runtime efficiency={efficiency:.3f} (target >= {TARGET_EFFICIENCY})")
+    print(f"RESULT runtime lost_or_duplicated={damage} (target == 0)")
+    ok = (
+        overhead <= TARGET_OVERHEAD_MS
+        and efficiency >= TARGET_EFFICIENCY
+        and damage == 0
+        and left == 0
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

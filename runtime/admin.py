@@ -1,0 +1,223 @@
+"""Runs in the admin: a record a human can read, and the runs on the task and agent pages.
+
+The runtime sits above `tasks` and `organization`, so it adds its inlines to their admins by
+registering them again with the inline appended (the apps below never import this one).
+"""
+
+import json
+
+from django.contrib import admin
+from django.db.models import Count
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+
+from organization.admin.registrations import AgentAdmin
+from organization.admin.scoping import STATUS_COLOURS, OrgOwnedAdmin, ReadOnlyInline, badge
+from organization.models import Agent
+from tasks.admin import TaskAdmin
+from tasks.models import Task
+
+from .models import Run, RunStatus, RunTrigger
+
+STATUS_COLOURS["run"] = {
+    RunStatus.QUEUED: "#6c757d",
+    RunStatus.RUNNING: "#0dcaf0",
+    RunStatus.COMPLETED: "#198754",
+    RunStatus.FAILED: "#dc3545",
+}
+# How much of a tool result or a model text the run's page shows (the API has it all).
+SHOWN_CHARS = 1_500
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+def _run_link(run: Run):
+    url = reverse("admin:runtime_run_change", args=[run.pk])
+    return format_html('<a href="{}">run #{}</a>', url, run.pk)
+
+
+class RunTriggerInline(ReadOnlyInline):
+    model = RunTrigger
+    fk_name = "run"
+    parent_org_path = "organization"
+    fields = ["created_at", "trigger", "task", "woken_by"]
+    readonly_fields = fields
+    verbose_name = "trigger"
+    verbose_name_plural = "what woke the agent"
+
+
+@admin.register(Run)
+class RunAdmin(OrgOwnedAdmin):
+    list_display = [
+        "id", "agent", "task", "trigger", "status_badge", "turn_count", "tokens", "attempts",
+        "started_at", "finished_at",
+    ]  # fmt: skip
+    list_filter = ["status", "trigger"]
+    list_select_related = ["agent", "task", "organization"]
+    search_fields = ["agent__handle", "task__title", "error"]
+    inlines = [RunTriggerInline]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "organization",
+                    "agent",
+                    "task",
+                    "trigger",
+                    "status_badge",
+                    "previous",
+                    "error",
+                    "outcome_display",
+                ]
+            },
+        ),  # fmt: skip
+        ("The conversation", {"fields": ["story"]}),
+        (
+            "Usage and timing",
+            {
+                "fields": [
+                    "provider",
+                    "model",
+                    "max_turns",
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "attempts",
+                    "created_at",
+                    "started_at",
+                    "finished_at",
+                ]
+            },
+        ),  # fmt: skip
+        (
+            "What the model was given",
+            {"classes": ["collapse"], "fields": ["system_prompt", "input"]},
+        ),  # fmt: skip
+    ]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in Run._meta.fields] + [
+            "status_badge", "story", "outcome_display"
+        ]  # fmt: skip
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, run):
+        return badge(run.status, "run")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(turn_count=Count("turn_rows"))
+
+    @admin.display(description="turns", ordering="turn_count")
+    def turn_count(self, run):
+        return run.turn_count
+
+    @admin.display(description="tokens")
+    def tokens(self, run):
+        return run.tokens_used
+
+    @admin.display(description="outcome")
+    def outcome_display(self, run):
+        if not run.outcome:
+            return "—"
+        return format_html_join(
+            "", "<div>task #{}: {} {}</div>",
+            ((o.get("task"), o.get("action"), o.get("why", "")) for o in run.outcome),
+        )  # fmt: skip
+
+    @admin.display(description="turns, in order")
+    def story(self, run):
+        """Each model turn and tool call as a line a human reads (escaped)."""
+        rows = []
+        for turn in run.turns or []:
+            if turn.get("kind") == "model":
+                calls = ", ".join(c["name"] for c in turn.get("tool_calls") or [])
+                rows.append((
+                    f"model ({turn.get('prompt_tokens', 0)}+{turn.get('completion_tokens', 0)} "
+                    f"tokens, {turn.get('provider_ms', '?')} ms)",
+                    _cut(turn.get("text") or "") + (f"\n→ calls {calls}" if calls else ""),
+                ))  # fmt: skip
+            else:
+                body = turn.get("result") if turn.get("status") == "ok" else turn.get("error")
+                rows.append((
+                    f"{turn.get('name')} [{turn.get('status')}]",
+                    f"{json.dumps(turn.get('arguments'), ensure_ascii=False)}\n→ "
+                    + _cut(json.dumps(body, ensure_ascii=False, default=str)),
+                ))  # fmt: skip
+        if not rows:
+            return "—"
+        return format_html_join(
+            "", '<div style="margin-bottom:6px"><b>{}</b><pre style="white-space:pre-wrap;'
+            'margin:2px 0">{}</pre></div>', rows,
+        )  # fmt: skip
+
+
+# The runs on the task and agent pages are read-only fields, not inlines: an inline adds a
+# formset whose management form every POST of those pages would then have to carry.
+RUNS_SHOWN = 20
+
+
+def _runs_table(rows):
+    """(run, trigger, agent, task, status) rows as a small HTML table (escaped)."""
+    if not rows:
+        return "—"
+    body = format_html_join(
+        "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        ((_run_link(run), trigger, run.agent.handle, f"#{run.task_id}" if run.task_id else "—",
+          badge(run.status, "run"), run.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+         for run, trigger in rows),
+    )  # fmt: skip
+    return format_html(
+        "<table><thead><tr><th>run</th><th>trigger</th><th>agent</th><th>first task</th>"
+        "<th>status</th><th>created</th></tr></thead><tbody>{}</tbody></table>",
+        body,
+    )
+
+
+class TaskAdminWithRuns(TaskAdmin):
+    readonly_fields = [*TaskAdmin.readonly_fields, "managed_runs"]
+
+    def get_fieldsets(self, request, obj=None):
+        sets = [
+            (name, {**options, "fields": [f for f in options["fields"] if f != "managed_runs"]})
+            for name, options in super().get_fieldsets(request, obj)
+        ]
+        return [*sets, ("Managed runs it woke", {"fields": ["managed_runs"]})]
+
+    @admin.display(description="runs")
+    def managed_runs(self, task):
+        if task.pk is None:
+            return "—"
+        triggers = (
+            RunTrigger.objects.filter(task=task, run__isnull=False)
+            .select_related("run__agent")
+            .order_by("-pk")[:RUNS_SHOWN]
+        )
+        return _runs_table([(t.run, t.trigger) for t in triggers])
+
+
+class AgentAdminWithRuns(AgentAdmin):
+    readonly_fields = [*AgentAdmin.readonly_fields, "latest_runs"]
+    fieldsets = [*AgentAdmin.fieldsets, ("Runs (managed runtime)", {"fields": ["latest_runs"]})]
+
+    @admin.display(description="latest runs")
+    def latest_runs(self, agent):
+        if agent.pk is None:
+            return "—"
+        runs = Run.objects.filter(agent=agent).select_related("agent").order_by("-pk")
+        return _runs_table([(run, run.trigger) for run in runs[:RUNS_SHOWN]])
+
+
+for model, model_admin in ((Task, TaskAdminWithRuns), (Agent, AgentAdminWithRuns)):
+    admin.site.unregister(model)
+    admin.site.register(model, model_admin)

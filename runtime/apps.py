@@ -1,0 +1,47 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+RUN_SWEEP_NAME = "Resume lost managed-agent runs"
+
+
+def ensure_run_sweep_schedule(**kwargs) -> None:
+    """Seed the run sweep's beat schedule once (organization.schedules)."""
+    from django.conf import settings
+
+    from organization.schedules import ensure_periodic_task
+
+    from .models import SWEEP_RUNS_TASK
+
+    ensure_periodic_task(
+        name=RUN_SWEEP_NAME,
+        task=SWEEP_RUNS_TASK,
+        every=settings.RUNTIME_SWEEP_INTERVAL,
+        using=kwargs.get("using", "default"),
+    )
+
+
+class RuntimeConfig(AppConfig):
+    """Managed agents (issue 11 §2): woken by the apps below, run on the Celery workers."""
+
+    name = "runtime"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from collaboration.providers import Purpose
+        from collaboration.providers.offline import register_routine
+        from organization.models import Agent
+        from organization.services import agent_gained_room
+        from tasks.models import Task
+        from tasks.signals import work_reached_agent
+
+        from . import offline, receivers
+
+        work_reached_agent.connect(
+            receivers.on_work_reached_agent, sender=Task, dispatch_uid="runtime-wake"
+        )
+        agent_gained_room.connect(
+            receivers.on_agent_gained_room, sender=Agent, dispatch_uid="runtime-resume"
+        )
+        # The offline provider plays the runtime's deterministic routine for a run's calls.
+        register_routine(Purpose.RUN, offline.routine)
+        post_migrate.connect(ensure_run_sweep_schedule, sender=self)

@@ -1,0 +1,73 @@
+"""The demo organization's managed agents at work (issue 11 §2), offline and in-process.
+
+Alice (a manager) and her reports Sarah, Alex and Taylor become managed agents, and a task made
+for Alice — a launch in three parts — is worked by their runs, each run made here by the same
+runner a worker uses, on the offline provider (no key, nothing leaves the machine): Alice splits
+the task into subtasks and delegates each to its expert, the experts complete them, and the last
+one wakes Alice, who completes the parent with their results. Keyed by the story's task: played
+once; the runs' messages that reach a worker later find them finished.
+"""
+
+import logging
+
+from django.db import connection, transaction
+
+from organization.errors import DomainError
+from organization.models import AgentRuntime, Organization
+from tasks import services as task_services
+from tasks.demo import DEMO_HUMAN
+from tasks.models import Task
+
+from .models import Run, RunStatus
+from .runner import run_agent
+
+log = logging.getLogger(__name__)
+
+DEMO_MANAGED = ("agent-alice", "agent-sarah", "agent-alex", "agent-taylor")
+STORY_TITLE = "Launch the customer portal"
+STORY_DESCRIPTION = """\
+Demo task for Alice's managed run (offline provider). Its parts:
+- Build the portal's pages (React)
+- Design the portal's screens (Figma)
+- Add the portal's tables (PostgreSQL)"""
+# Runs the story may take in all (it takes five); a guard, not a limit it meets.
+MAX_RUNS = 20
+
+
+def seed_demo_runtime(org: Organization) -> Task | None:
+    """Make the demo's managed agents and play the story unless its task exists; None if not
+    played (or it could not be: an agent is missing, paused or full)."""
+    if connection.in_atomic_block:
+        # Each step wakes the next agent once it commits: inside a caller's transaction nothing
+        # would (a test's, or `seed_demo` wrapped in one), and the story would stop half-way.
+        log.warning("the demo's managed story needs its steps committed: not played")
+        return None
+    if Task.objects.filter(organization=org, title=STORY_TITLE).exists():
+        return None
+    alice = org.agents.filter(handle="agent-alice").first()
+    if alice is None:
+        return None
+    org.agents.filter(handle__in=DEMO_MANAGED).update(runtime=AgentRuntime.MANAGED)
+    alice.refresh_from_db()
+    try:
+        with transaction.atomic():
+            story = task_services.task_create(
+                org=org, actor=DEMO_HUMAN, title=STORY_TITLE, description=STORY_DESCRIPTION,
+                assignee=alice,
+            )  # fmt: skip
+    except DomainError as exc:
+        log.warning("the demo's managed story was not played: %s", exc.message)
+        return None
+    # Outside the transaction: each run commits its own steps, as on a worker.
+    for _ in range(MAX_RUNS):
+        queued = Run.objects.filter(organization=org, status=RunStatus.QUEUED).order_by("pk")
+        run = queued.first()
+        if run is None:
+            break
+        try:
+            run_agent(run.pk)
+        except Exception:
+            log.exception("the demo's run %s could not run here; a worker will", run.pk)
+            break
+    story.refresh_from_db()
+    return story

@@ -1,0 +1,101 @@
+"""Claim and lease: one worker runs a run at a time, and a run whose worker died is resumed.
+
+`claim` takes the run's row lock and, unless another worker's heartbeat is fresh (`BUSY`), takes
+the lease (a new token) and marks the run running. While it runs, this process's one heartbeat
+thread renews the leases it holds; a worker that dies stops renewing, and the sweep
+(`services.sweep_runs`) or the broker's re-delivery hands the run to another worker, which
+resumes it from its recorded turns. Every write of the run is conditioned on the token, so a
+worker that lost its lease can neither record nor finish (runner.LeaseLost).
+"""
+
+import logging
+import threading
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from tasks.rules import NO_KEY
+
+from .models import Run, RunStatus
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 1.0
+
+# What a delivery of the run task found.
+CLAIMED, MISSING, FINISHED, BUSY, HELD = "claimed", "missing", "finished", "busy", "held"
+
+
+def claim(run_id: int, token: str) -> tuple[str, Run | None]:
+    """Take the run's lease; returns the outcome and, when CLAIMED, the run (its agent read
+    with it). A run of a paused agent is HELD: it stays queued until the agent is resumed."""
+    with transaction.atomic():
+        run = (
+            Run.objects.select_for_update(of=("self",), **NO_KEY)
+            .select_related("agent", "agent__organization", "organization")
+            .filter(pk=run_id)
+            .first()
+        )
+        if run is None:
+            return MISSING, None
+        if run.is_finished:
+            return FINISHED, None
+        now = timezone.now()
+        if (
+            run.lease_token
+            and run.heartbeat_at
+            and (now - run.heartbeat_at).total_seconds() < settings.RUNTIME_LEASE_SECONDS
+        ):
+            return BUSY, None
+        if run.status == RunStatus.QUEUED and run.agent.is_paused:
+            return HELD, None
+        run.attempts += 1
+        run.lease_token = token
+        run.heartbeat_at = now
+        run.started_at = run.started_at or now
+        run.status = RunStatus.RUNNING
+        run.save(update_fields=["attempts", "lease_token", "heartbeat_at", "started_at", "status"])
+    return CLAIMED, run
+
+
+class Heartbeats:
+    """The leases this process holds, renewed by one thread (one UPDATE a second for all)."""
+
+    def __init__(self):
+        self._tokens: set[str] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, token: str) -> None:
+        with self._lock:
+            self._tokens.add(token)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._beat, daemon=True, name="runtime-heartbeat"
+                )
+                self._thread.start()
+
+    def release(self, token: str) -> None:
+        with self._lock:
+            self._tokens.discard(token)
+
+    def _beat(self) -> None:
+        while True:
+            threading.Event().wait(HEARTBEAT_SECONDS)
+            with self._lock:
+                tokens = list(self._tokens)
+                if not tokens:
+                    self._thread = None
+                    return
+            try:
+                Run.objects.filter(lease_token__in=tokens).update(heartbeat_at=timezone.now())
+            except Exception:  # a database hiccup must not stop the renewals
+                log.exception("runtime heartbeat failed")
+            finally:
+                # Not kept between beats: the pool (or a new connection) serves the next one,
+                # and a test database can be dropped once the runs are over.
+                connection.close()
+
+
+heartbeats = Heartbeats()

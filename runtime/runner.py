@@ -1,0 +1,270 @@
+"""One run of a managed agent, on a worker: claim it, drive the model with the tools, settle it.
+
+`run_agent(run_id)` claims the run's lease (lease.py), builds its input the first time
+(context.py), and runs `collaboration.toolloop.run_tool_loop` as the agent — the registry's tools
+(narrowed to its allow-list), the same services and rules as every door — with its LLM settings.
+Each turn is recorded on the run as it happens; a tool call's record of its outcome commits in the
+call's own transaction (`atomic_record`), so a call either took effect and is recorded, or did
+neither and runs again on resume: no task event is ever written twice, and a worker that lost its
+lease cannot commit a call at all. Then the run is settled:
+
+- the model answered: each task of the run the agent still holds, assigned or in progress, with no
+  open subtasks and on which the run did nothing (no successful writing call naming it), is
+  completed with the final answer as its result;
+- `max_turns` or a provider error (after the SDK's retries): each task the agent still holds,
+  assigned or in progress, is blocked with the reason in its note ("Needs attention"), and the
+  run fails with the error;
+
+and ended (`services.run_finish`), which starts the follow-up if triggers arrived meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+from django.db import transaction
+
+from collaboration import providers
+from collaboration.providers import LLMReply, LLMRequest, Purpose
+from collaboration.toolloop import CallStatus, LoopStop, TurnKind, run_tool_loop
+from organization import registry
+from organization.caller import caller_for_agent
+from organization.errors import DomainError
+from tasks import services as task_services
+from tasks.models import FINISHED_STATUSES, Task, TaskStatus
+from tasks.rules import Actor
+
+from . import context, services
+from .lease import CLAIMED, claim, heartbeats
+from .models import Run, RunStatus
+
+log = logging.getLogger(__name__)
+
+# A managed agent's completion budget per model call when its max tokens are not set.
+DEFAULT_MAX_TOKENS = 1024
+# The tasks a run may settle (complete or block): the agent still holds them, not blocked.
+SETTLEABLE = (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS)
+
+
+class LeaseLost(Exception):
+    """Another worker took the run over (this one was too slow to renew): stop at once."""
+
+
+def run_agent(run_id: int) -> str:
+    """Run (or resume) the run; returns what the delivery found (lease.CLAIMED, BUSY, …)."""
+    token = uuid.uuid4().hex
+    outcome, run = claim(run_id, token)
+    if outcome != CLAIMED:
+        return outcome
+    heartbeats.hold(token)
+    try:
+        execute(run, token)
+    except LeaseLost:
+        log.warning("run %s: the lease was lost to another worker; stopping here", run_id)
+    except Exception as exc:
+        log.exception("run %s crashed", run_id)
+        # acks_late would otherwise ack a crashed run and leave it "running" until the sweep.
+        _settle_failed(run, token, f"internal error: {type(exc).__name__}: {exc}"[:2000])
+    finally:
+        heartbeats.release(token)
+    return CLAIMED
+
+
+def llm_settings(agent) -> tuple[str, str, float | None, int]:
+    """The agent's provider, model, temperature and max tokens (defaults where unset)."""
+    provider = agent.llm_provider or providers.default_provider_name()
+    model = agent.llm_model or providers.default_model_for(provider)
+    return provider, model, agent.llm_temperature, agent.llm_max_tokens or DEFAULT_MAX_TOKENS
+
+
+def tool_names_of(agent) -> list[str]:
+    """The tools the agent is offered: its allow-list, or every tool of the registry."""
+    return list(agent.allowed_tools) if agent.allowed_tools else sorted(registry.REGISTRY)
+
+
+def prepare(run: Run, token: str) -> None:
+    """Fix what the model is given, the first time the run starts."""
+    if run.input:
+        return
+    provider, model, _, _ = llm_settings(run.agent)
+    run.system_prompt, run.input, run.context = context.build(run)
+    run.provider, run.model, run.max_turns = provider, model, run.agent.max_turns
+    fields = ["system_prompt", "input", "context", "provider", "model", "max_turns"]
+    if not Run.objects.filter(pk=run.pk, lease_token=token).update(
+        **{f: getattr(run, f) for f in fields}
+    ):
+        raise LeaseLost
+
+
+def execute(run: Run, token: str) -> None:
+    agent = run.agent
+    if not agent.is_managed:
+        services.run_finish(
+            run=run, token=token, status=RunStatus.FAILED,
+            error="The agent is no longer managed (its runtime is external): nothing was run.",
+        )  # fmt: skip
+        return
+    prepare(run, token)
+    if not any(t.get("status") not in FINISHED_STATUSES for t in run.context.get("tasks", [])):
+        # Every task it was woken for is finished (or gone): no model call is worth making.
+        services.run_finish(run=run, token=token, status=RunStatus.COMPLETED, outcome=[
+            {"task": t["id"], "action": "none", "why": f"the task is {t['status']}"}
+            for t in run.context.get("tasks", [])
+        ])  # fmt: skip
+        return
+    _, _, temperature, max_tokens = llm_settings(agent)
+    request = LLMRequest(
+        system=run.system_prompt, prompt=run.input, model=run.model, temperature=temperature,
+        max_tokens=max_tokens, purpose=Purpose.RUN, label=agent.handle,
+    )  # fmt: skip
+    recorder = TurnRecorder(run, token)
+    # Whom the run's moves wake (another managed agent) is told it was this run.
+    reset = services.current_run.set(run.pk)
+    try:
+        result = run_tool_loop(
+            caller_for_agent(agent),
+            provider=run.provider,
+            request=request,
+            tool_names=tool_names_of(agent),
+            max_turns=run.max_turns or agent.max_turns,
+            complete=recorder.complete,
+            on_turn=recorder,
+            turns=recorder.turns or None,
+            atomic_record=True,
+        )
+        settle(run, token, result)
+    finally:
+        services.current_run.reset(reset)
+
+
+class TurnRecorder:
+    """`on_turn` of a run: writes each turn (a model turn with how long its provider call took)
+    and the tokens so far; raises LeaseLost when the run is no longer this worker's."""
+
+    def __init__(self, run: Run, token: str):
+        self.run, self.token = run, token
+        self.turns = run.turns  # what an earlier attempt recorded
+        self.last_ms = 0.0
+        self.calling: dict[int, float] = {}
+
+    def complete(self, request: LLMRequest) -> LLMReply:
+        started = time.perf_counter()
+        try:
+            return providers.complete(self.run.provider, request)
+        finally:
+            self.last_ms = (time.perf_counter() - started) * 1000
+
+    def __call__(self, turn: dict) -> None:
+        now = time.perf_counter()
+        if turn["kind"] == TurnKind.MODEL and "provider_ms" not in turn:
+            turn["provider_ms"] = round(self.last_ms, 1)
+        elif turn["kind"] == TurnKind.TOOL_CALL and turn["index"] in self.calling:
+            # How long the call itself ran: from its `running` record written to its outcome.
+            turn["ms"] = round((now - self.calling.pop(turn["index"])) * 1000, 1)
+        index = turn["index"]
+        if index < len(self.turns):
+            self.turns[index] = turn
+        else:
+            self.turns.append(turn)
+        models = [t for t in self.turns if t["kind"] == TurnKind.MODEL]
+        if not services.run_record_turn(
+            run=self.run, token=self.token, turn=turn,
+            prompt_tokens=sum(t["prompt_tokens"] for t in models),
+            completion_tokens=sum(t["completion_tokens"] for t in models),
+        ):  # fmt: skip
+            raise LeaseLost
+        if turn["kind"] == TurnKind.TOOL_CALL and turn["status"] == CallStatus.RUNNING:
+            self.calling[index] = time.perf_counter()
+
+
+def _acted_on(turns: list[dict]) -> set[int]:
+    """The tasks a successful writing tool call of the run named (as task_id or parent)."""
+    named = set()
+    for turn in turns:
+        if turn["kind"] != TurnKind.TOOL_CALL or turn.get("status") != CallStatus.OK:
+            continue
+        tool = registry.REGISTRY.get(turn["name"])
+        if tool is None or tool.read_only:
+            continue
+        for key in ("task_id", "parent"):
+            value = turn["arguments"].get(key)
+            if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+                named.add(int(value))
+    return named
+
+
+def _held_tasks(run: Run) -> list[Task]:
+    ids = [t["id"] for t in run.context.get("tasks", [])]
+    return list(
+        Task.objects.filter(pk__in=ids, assignee=run.agent, status__in=SETTLEABLE).order_by("pk")
+    )
+
+
+def _open_subtasks(task: Task) -> int:
+    return task.subtasks.exclude(status__in=FINISHED_STATUSES).count()
+
+
+def _move(task: Task, actor: Actor, status: str, **kwargs) -> Task:
+    """assigned → in_progress first when needed, then `status` (each a move of the agent)."""
+    if task.status == TaskStatus.ASSIGNED:
+        task = task_services.task_set_status(task=task, actor=actor, status=TaskStatus.IN_PROGRESS)
+    return task_services.task_set_status(task=task, actor=actor, status=status, **kwargs)
+
+
+def settle(run: Run, token: str, result) -> None:
+    actor = Actor.of(caller_for_agent(run.agent))
+    outcome = []
+    if result.stop_reason == LoopStop.ANSWERED:
+        acted = _acted_on(result.turns)
+        answer = (result.text or "").strip() or "(the model gave no final answer)"
+        for task in _held_tasks(run):
+            if task.pk in acted:
+                outcome.append({"task": task.pk, "action": "none", "why": "the run acted on it"})
+            elif _open_subtasks(task):
+                outcome.append({"task": task.pk, "action": "none", "why": "open subtasks"})
+            else:
+                _safely(outcome, task, lambda t=task: _move(
+                    t, actor, TaskStatus.COMPLETED, result=answer[:20_000],
+                    note=f"Managed run #{run.pk}: its final answer is the result.",
+                ), "completed")  # fmt: skip
+        services.run_finish(run=run, token=token, status=RunStatus.COMPLETED, outcome=outcome)
+        return
+    if result.stop_reason == LoopStop.MAX_TURNS:
+        error = (
+            f"No final answer after {run.max_turns} model turns (max_turns): the tool calls of "
+            "its last turn were not run."
+        )
+    else:
+        error = f"The provider failed: {result.error}"
+    _settle_failed(run, token, error, actor=actor)
+
+
+def _settle_failed(run: Run, token: str, error: str, actor: Actor | None = None) -> None:
+    """Block the tasks the agent still holds (assigned or in progress) with the reason, and fail
+    the run: "Needs attention" lists them, and nothing is lost."""
+    actor = actor or Actor.of(caller_for_agent(run.agent))
+    outcome = []
+    note = f"Managed run #{run.pk} stopped: {error}"[:2000]
+    try:
+        tasks = _held_tasks(run) if run.context else []
+    except Exception:
+        log.exception("run %s: could not read its tasks", run.pk)
+        tasks = []
+    for task in tasks:
+        _safely(outcome, task, lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note),
+                "blocked")  # fmt: skip
+    services.run_finish(run=run, token=token, status=RunStatus.FAILED, error=error, outcome=outcome)
+
+
+def _safely(outcome: list, task: Task, move, action: str) -> None:
+    """Make the move in its own transaction; a refusal (someone moved the task meanwhile) is
+    noted, not raised."""
+    try:
+        with transaction.atomic():
+            move()
+    except DomainError as exc:
+        outcome.append({"task": task.pk, "action": "none", "why": f"{exc.code}: {exc.message}"})
+    else:
+        outcome.append({"task": task.pk, "action": action})

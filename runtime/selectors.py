@@ -1,0 +1,29 @@
+"""Reads of the runtime, scoped to the caller: an agent sees its own runs, a human all of its
+organization's; anything else answers 404 as if it did not exist."""
+
+from django.db.models import Prefetch, QuerySet
+
+from organization.caller import Caller
+from organization.errors import NotFound
+from organization.inputs import parse_id
+
+from .models import Run, RunTrigger, RunTurn
+
+
+def runs_of(*, caller: Caller) -> QuerySet[Run]:
+    runs = Run.objects.filter(organization=caller.organization)
+    if caller.agent is not None:
+        runs = runs.filter(agent=caller.agent)
+    return runs.select_related("agent", "task").prefetch_related(
+        Prefetch("triggers", queryset=RunTrigger.objects.order_by("pk")),
+        Prefetch("turn_rows", queryset=RunTurn.objects.order_by("index")),
+    )
+
+
+def run_for(*, caller: Caller, run_id) -> Run:
+    """The run, or 404 `run_not_found` (another agent's, another organization's, or no id)."""
+    pk = parse_id(run_id)
+    run = runs_of(caller=caller).filter(pk=pk).first() if pk else None
+    if run is None:
+        raise NotFound(f"Run not found: {run_id}", "run_not_found")
+    return run

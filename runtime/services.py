@@ -1,0 +1,235 @@
+"""Writes of the runtime: wake a managed agent, resume it, finish a run, sweep stale runs.
+
+The agent's row is the lock of its runs: every change of which run an agent has — a wake-up
+starting or joining one, a run ending and starting its follow-up — takes it first (then the run's
+row), so two triggers racing for one agent, or a trigger racing the run's end, are serialized.
+The database holds the rule too: at most one queued or running run per agent
+(`one_active_run_per_agent`). Runs are queued on Celery by name through the outbox (never lost
+when the broker is away); the runner (runner.py) claims them with a lease.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection, transaction
+from django.utils import timezone
+
+from organization import outbox
+from organization.models import Agent
+from tasks.models import Task, TaskStatus
+from tasks.rules import NO_KEY
+
+from .models import (
+    ACTIVE_STATUSES,
+    RESUMED,
+    RUN_AGENT_TASK,
+    Run,
+    RunStatus,
+    RunTrigger,
+    RunTurn,
+)
+
+log = logging.getLogger(__name__)
+
+# The run whose tool call is being executed in this thread (set by the runner): a wake-up it
+# causes records it as `woken_by`.
+current_run: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "current_run", default=None
+)
+
+
+def _locked_agent(agent_id: int) -> Agent | None:
+    return Agent.objects.select_for_update(**NO_KEY).filter(pk=agent_id).first()
+
+
+def _active_run(agent: Agent) -> Run | None:
+    """The agent's queued or running run, its row locked (the agent's row is locked already)."""
+    return (
+        Run.objects.select_for_update(of=("self",), **NO_KEY)
+        .filter(agent=agent, status__in=ACTIVE_STATUSES)
+        .first()
+    )
+
+
+def _dispatch(run: Run) -> None:
+    """Queue the run's Celery task through the outbox (sent when the transaction commits)."""
+    Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
+    outbox.enqueue(RUN_AGENT_TASK, run.pk)
+
+
+def _new_run(
+    agent: Agent, *, task_id: int | None, trigger: str, previous: Run | None = None
+) -> Run:
+    """A queued run, sent to the workers through the outbox when the transaction commits."""
+    run = Run.objects.create(
+        organization_id=agent.organization_id, agent=agent, task_id=task_id, trigger=trigger,
+        previous=previous, dispatched_at=timezone.now(),
+    )  # fmt: skip
+    outbox.enqueue(RUN_AGENT_TASK, run.pk)
+    return run
+
+
+def _start_run(agent: Agent, waiting: list[RunTrigger], previous: Run | None = None) -> Run:
+    """A queued run for the waiting triggers (the first names its task and trigger), dispatched."""
+    first = waiting[0]
+    run = _new_run(agent, task_id=first.task_id, trigger=first.trigger, previous=previous)
+    RunTrigger.objects.filter(pk__in=[t.pk for t in waiting]).update(run=run)
+    return run
+
+
+def _waiting(agent: Agent) -> list[RunTrigger]:
+    return list(RunTrigger.objects.filter(agent=agent, run__isnull=True).order_by("pk"))
+
+
+@transaction.atomic
+def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
+    """Work reached a managed agent: start a run, join its queued one, or (while it runs, or is
+    paused) wait for the next. Returns the run it started or joined, None when it waits or the
+    agent is not managed.
+
+    The hot path of every move that reaches a managed agent: a handful of statements. Nothing
+    waits while the agent has no run and is not paused (what waited while it was paused joined
+    the run its resume started), so the trigger goes straight into the run it starts."""
+    agent = _locked_agent(agent.pk)
+    if agent is None or not agent.is_managed:
+        return None
+    if agent.is_paused:
+        run = None  # it waits: resuming the agent wakes it (run_resume)
+    elif (active := _active_run(agent)) is None:
+        run = _new_run(agent, task_id=task.pk if task else None, trigger=trigger)
+    elif active.status == RunStatus.QUEUED:
+        # Not started yet: it reads this task too when it starts (its row lock orders this
+        # before or after the claim, never in between).
+        run = active
+    else:
+        run = None  # coalesced: the run's end starts one follow-up with every waiting trigger
+    RunTrigger.objects.create(
+        organization_id=agent.organization_id, agent=agent, run=run, task=task, trigger=trigger,
+        woken_by_id=current_run.get(),
+    )  # fmt: skip
+    return run
+
+
+@transaction.atomic
+def run_resume(*, agent_id: int) -> Run | None:
+    """A managed agent was resumed (or given room): wake it if work is waiting — triggers that
+    arrived while it was paused, or tasks it holds and never started (`assigned`)."""
+    agent = _locked_agent(agent_id)
+    if agent is None or not agent.is_managed or agent.is_paused:
+        return None
+    active = _active_run(agent)
+    if active is not None:
+        if active.status == RunStatus.QUEUED:
+            # Held while the agent was paused: it takes what arrived meanwhile, and goes now.
+            RunTrigger.objects.filter(agent=agent, run__isnull=True).update(run=active)
+            _dispatch(active)
+        return active
+    waiting = _waiting(agent)
+    known = {t.task_id for t in waiting}
+    fresh = (
+        Task.objects.filter(assignee=agent, status=TaskStatus.ASSIGNED)
+        .exclude(pk__in=[pk for pk in known if pk is not None])
+        .order_by("created_at", "pk")
+        .values_list("pk", flat=True)
+    )
+    waiting += RunTrigger.objects.bulk_create(
+        RunTrigger(organization_id=agent.organization_id, agent=agent, task_id=pk, trigger=RESUMED)
+        for pk in fresh
+    )
+    if not waiting:
+        return None
+    return _start_run(agent, waiting)
+
+
+@transaction.atomic
+def run_finish(
+    *, run: Run, token: str, status: str, error: str = "", outcome: list | None = None
+) -> Run | None:
+    """End the run (if `token` still holds its lease) and start its follow-up when triggers
+    waited meanwhile. Returns the run as ended, None if the lease was lost."""
+    agent = _locked_agent(run.agent_id)
+    locked = Run.objects.select_for_update(**NO_KEY).filter(pk=run.pk, lease_token=token).first()
+    if locked is None or locked.is_finished:
+        return None
+    locked.status = status
+    locked.error = error
+    locked.outcome = outcome if outcome is not None else locked.outcome
+    locked.finished_at = timezone.now()
+    locked.lease_token = ""
+    locked.save(update_fields=["status", "error", "outcome", "finished_at", "lease_token"])
+    if agent is not None and agent.is_managed and not agent.is_paused:
+        waiting = _waiting(agent)
+        if waiting:
+            _start_run(agent, waiting, previous=locked)
+    return locked
+
+
+def run_record_turn(
+    *, run: Run, token: str, turn: dict, prompt_tokens: int, completion_tokens: int
+) -> bool:
+    """Write one turn (by its index) with the run's tokens so far, and renew the lease; False,
+    writing nothing, when the lease was lost. The run's row is updated first: its lock orders
+    this write before or after another worker's claim, never across it. On PostgreSQL one
+    statement (the turn is inserted only if the lease's update matched); elsewhere two, in a
+    transaction."""
+    now = timezone.now()
+    if connection.vendor == "postgresql":
+        qn = connection.ops.quote_name
+        run_table, turn_table = qn(Run._meta.db_table), qn(RunTurn._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                WITH lease AS (
+                    UPDATE {run_table} SET prompt_tokens = %s, completion_tokens = %s,
+                        heartbeat_at = %s
+                    WHERE id = %s AND lease_token = %s RETURNING id)
+                INSERT INTO {turn_table} (run_id, index, data)
+                SELECT id, %s, %s::jsonb FROM lease
+                ON CONFLICT (run_id, index) DO UPDATE SET data = EXCLUDED.data
+                RETURNING 1
+                """,  # noqa: S608  (the table names are ours, every value is a parameter)
+                [prompt_tokens, completion_tokens, now, run.pk, token, turn["index"],
+                 json.dumps(turn, cls=DjangoJSONEncoder)],
+            )  # fmt: skip
+            return cursor.fetchone() is not None
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run.pk, lease_token=token).update(
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, heartbeat_at=now
+        ):
+            return False
+        RunTurn.objects.bulk_create(
+            [RunTurn(run_id=run.pk, index=turn["index"], data=turn)],
+            update_conflicts=True,
+            unique_fields=["run", "index"],
+            update_fields=["data"],
+        )
+    return True
+
+
+def sweep_runs() -> dict:
+    """Send again the runs a worker lost: running with a heartbeat older than the lease (the
+    worker died), or queued and not sent for as long (a message that never arrived). A second
+    delivery of a live run backs off at its lease, so sending again is always safe."""
+    stale = timezone.now() - timedelta(seconds=settings.RUNTIME_LEASE_SECONDS)
+    lost = list(
+        Run.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=stale).values_list(
+            "pk", flat=True
+        )
+    )
+    unsent = list(
+        Run.objects.filter(
+            status=RunStatus.QUEUED, dispatched_at__lt=stale, agent__is_paused=False
+        ).values_list("pk", flat=True)
+    )
+    for pk in lost + unsent:
+        with transaction.atomic():
+            _dispatch(Run(pk=pk))
+    if lost or unsent:
+        log.info("runtime sweep sent again: %s running (stale), %s queued", lost, unsent)
+    return {"resent": lost + unsent}

@@ -1,0 +1,39 @@
+"""Celery tasks of the runtime: thin, they take an id and call the runner or the sweep.
+
+Services queue `runtime.run_agent` by name through the outbox (models.RUN_AGENT_TASK), so
+nothing imports this module but Celery; the runner is imported inside the task body.
+"""
+
+from celery import shared_task
+from django.conf import settings
+
+from .models import RUN_AGENT_TASK, SWEEP_RUNS_TASK
+
+
+@shared_task(
+    bind=True,
+    name=RUN_AGENT_TASK,
+    # At-least-once: acked when the run is over, re-queued if the worker process dies; the
+    # lease makes a second delivery resume the run (or back off while another worker runs it).
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,
+    time_limit=settings.RUNTIME_RUN_TIME_LIMIT,
+    soft_time_limit=max(1, settings.RUNTIME_RUN_TIME_LIMIT - 10),
+)
+def run_agent(self, run_id: int) -> str:
+    from .lease import BUSY
+    from .runner import run_agent as run
+
+    outcome = run(run_id)
+    if outcome == BUSY:
+        # Another worker holds a live lease on this run: look again once it could have expired.
+        raise self.retry(countdown=settings.RUNTIME_LEASE_SECONDS)
+    return outcome
+
+
+@shared_task(name=SWEEP_RUNS_TASK)
+def sweep_runs() -> dict:
+    from .services import sweep_runs as sweep
+
+    return sweep()

@@ -1,0 +1,214 @@
+"""Durable runs, in process (the real-worker SIGKILL is in test_worker.py): a run that died is
+resumed from its recorded turns; a tool call that took effect is not repeated, one that did not
+is run again; a worker that lost its lease commits nothing; no task event is written twice."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from runtime import runner
+from runtime import services as runtime_services
+from runtime.lease import BUSY, CLAIMED, FINISHED, claim
+from runtime.models import Run
+from runtime.runner import run_agent
+from tasks import services
+from tasks.models import TaskComment, TaskEvent
+from tests.fake_llm import Reply, ToolUse
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class WorkerDied(BaseException):
+    """Stands for the process being killed: nothing of the run's own handling runs after it."""
+
+
+def comment_then_answer(fake_llm, task):
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply(tool_calls=[ToolUse("comment_on_task", {"task_id": task.pk, "body": "On it."},
+                                  id="c1")]),
+        Reply("Done: the index is there."),
+    ])  # fmt: skip
+
+
+def expire_lease(run_id):
+    Run.objects.filter(pk=run_id).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+
+
+def take_over(run_id):
+    try:
+        Run.objects.filter(pk=run_id).update(lease_token="someone-else")
+    finally:
+        connection.close()
+
+
+def no_event_twice(task):
+    rows = list(TaskEvent.objects.filter(task=task).values_list("kind", "actor_label", "before",
+                                                                "after", "message"))  # fmt: skip
+    assert len(rows) == len({repr(r) for r in rows}), rows
+
+
+@pytest.fixture
+def alex_on_openai(cast, fake_llm):
+    cast.alex.llm_provider, cast.alex.llm_model = "openai", "m"
+    cast.alex.save()
+    return fake_llm
+
+
+def test_a_run_killed_after_a_call_took_effect_resumes_without_repeating_it(
+    cast, alex_on_openai, monkeypatch
+):
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    comment_then_answer(alex_on_openai, task)
+    real = runner.TurnRecorder.complete
+    calls = []
+
+    def dies_on_the_second_model_call(self, request):
+        calls.append(1)
+        if len(calls) == 2:
+            raise WorkerDied
+        return real(self, request)
+
+    monkeypatch.setattr(runner.TurnRecorder, "complete", dies_on_the_second_model_call)
+    run = Run.objects.get(agent=cast.alex)
+    with pytest.raises(WorkerDied):
+        run_agent(run.pk)
+    run.refresh_from_db()
+    assert run.status == "running"
+    assert [(t["kind"], t.get("status")) for t in run.turns] == [("model", None),
+                                                                 ("tool_call", "ok")]  # fmt: skip
+    assert TaskComment.objects.count() == 1
+
+    assert claim(run.pk, "other")[0] == BUSY  # its lease is still fresh
+    monkeypatch.setattr(runner.TurnRecorder, "complete", real)
+    expire_lease(run.pk)
+    assert run_agent(run.pk) == CLAIMED
+    run.refresh_from_db()
+    task.refresh_from_db()
+    assert (run.status, run.attempts) == ("completed", 2)
+    assert TaskComment.objects.count() == 1  # the call that had taken effect was not repeated
+    assert task.status == "assigned"  # it commented: the run acted on it
+    no_event_twice(task)
+    assert len(alex_on_openai.calls_for(agent="agent-alex")) == 2
+    assert claim(run.pk, "again")[0] == FINISHED
+
+
+def test_a_run_killed_inside_a_call_runs_it_again_once_on_resume(cast, alex_on_openai, monkeypatch):
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    comment_then_answer(alex_on_openai, task)
+    real = runtime_services.run_record_turn
+    died = []
+
+    def dies_recording_the_outcome(*, turn, **kwargs):
+        if not died and turn.get("status") == "ok":
+            died.append(1)
+            raise WorkerDied  # the comment was written, its record not yet committed
+        return real(turn=turn, **kwargs)
+
+    monkeypatch.setattr(runtime_services, "run_record_turn", dies_recording_the_outcome)
+    run = Run.objects.get(agent=cast.alex)
+    with pytest.raises(WorkerDied):
+        run_agent(run.pk)
+    run.refresh_from_db()
+    assert run.turns[-1]["status"] == "running"
+    assert TaskComment.objects.count() == 0  # rolled back with its record
+    expire_lease(run.pk)
+    run_agent(run.pk)
+    run.refresh_from_db()
+    assert run.status == "completed" and run.attempts == 2
+    assert list(TaskComment.objects.values_list("body", flat=True)) == ["On it."]
+    assert TaskEvent.objects.filter(task=task, kind="comment").count() == 1
+    no_event_twice(task)
+
+
+def test_a_worker_that_lost_its_lease_commits_nothing(cast, alex_on_openai, monkeypatch):
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    comment_then_answer(alex_on_openai, task)
+    real = runtime_services.run_record_turn
+
+    def taken_over(*, run, turn, **kwargs):
+        if turn.get("status") == "ok":
+            # Another worker takes the run over meanwhile (its own connection, committed).
+            thread = threading.Thread(target=take_over, args=(run.pk,))
+            thread.start()
+            thread.join()
+        return real(run=run, turn=turn, **kwargs)
+
+    monkeypatch.setattr(runtime_services, "run_record_turn", taken_over)
+    run = Run.objects.get(agent=cast.alex)
+    run_agent(run.pk)
+    run.refresh_from_db()
+    assert run.status == "running" and run.lease_token == "someone-else"
+    assert TaskComment.objects.count() == 0
+
+
+def test_the_sweep_sends_again_a_run_whose_heartbeat_stopped(cast, alex_on_openai):
+    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    run = Run.objects.get(agent=cast.alex)
+    Run.objects.filter(pk=run.pk).update(status="running", lease_token="dead",
+                                         heartbeat_at=timezone.now())  # fmt: skip
+    assert runtime_services.sweep_runs() == {"resent": []}
+    expire_lease(run.pk)
+    Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now() - timedelta(hours=1))
+    assert runtime_services.sweep_runs() == {"resent": [run.pk]}
+    run.refresh_from_db()
+    assert run.dispatched_at > timezone.now() - timedelta(minutes=1)
+
+
+def test_the_hot_path_of_a_run_stays_within_its_query_budget(
+    cast, offline, django_assert_max_num_queries
+):
+    services.task_create(org=cast.org, actor=cast.by_human, title="Index it",
+                         required_expertise="PostgreSQL", assignee=cast.alex)  # fmt: skip
+    run = Run.objects.get(agent=cast.alex)
+    # 48 today: the claim (4), the context (7), 2 model turns and 2 tool calls (each recorded
+    # before and after, each a move with its audit row: ~10), the settle and the finish (6).
+    with django_assert_max_num_queries(50):
+        run_agent(run.pk)
+    run.refresh_from_db()
+    assert run.status == "completed"
+
+
+def test_the_sweeps_beat_schedule_is_seeded_once(db):
+    from django.conf import settings
+    from django_celery_beat.models import PeriodicTask
+
+    from runtime.apps import RUN_SWEEP_NAME, ensure_run_sweep_schedule
+
+    ensure_run_sweep_schedule()
+    ensure_run_sweep_schedule()
+    task = PeriodicTask.objects.get(name=RUN_SWEEP_NAME)
+    assert task.task == "runtime.sweep_runs"
+    assert task.interval.every == int(settings.RUNTIME_SWEEP_INTERVAL.total_seconds())
+
+
+def test_a_run_of_an_agent_no_longer_managed_fails_without_a_model_call(cast, alex_on_openai):
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    cast.alex.runtime = "external"
+    cast.alex.save()
+    run = Run.objects.get(agent=cast.alex)
+    run_agent(run.pk)
+    run.refresh_from_db()
+    assert run.status == "failed" and "no longer managed" in run.error
+    assert alex_on_openai.calls == []
+    task.refresh_from_db()
+    assert task.status == "assigned"
+
+
+def test_a_paused_agents_queued_run_is_held_until_it_is_resumed(cast, offline):
+    from organization.models import Agent
+    from organization.services import agent_set_paused
+    from runtime.lease import HELD
+
+    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    run = Run.objects.get(agent=cast.alex)
+    agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=True)
+    assert run_agent(run.pk) == HELD
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == ("queued", 0)
+    agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=False)
+    assert run_agent(run.pk) == CLAIMED
+    run.refresh_from_db()
+    assert run.status == "completed"

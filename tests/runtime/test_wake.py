@@ -1,0 +1,177 @@
+"""Wake on events only (issue 11 §2): work reaching a managed agent starts, joins or waits for a
+run; its own act, a paused agent and an external agent start nothing; resuming wakes."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from organization.models import Agent
+from organization.services import agent_set_paused
+from runtime.models import Run, RunStatus, RunTrigger
+from tasks import services
+from tasks.models import Task
+from tasks.sweep import sweep_stale_queued
+from tests.factories import give_tasks
+from tests.runtime.conftest import SYSTEM, drain
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def runs_of(agent) -> list[tuple[str, str, int | None]]:
+    return [
+        (r.status, r.trigger, r.task_id) for r in Run.objects.filter(agent=agent).order_by("pk")
+    ]
+
+
+def triggers_of(run) -> list[tuple[str, int | None]]:
+    return list(run.triggers.order_by("pk").values_list("trigger", "task_id"))
+
+
+def test_a_task_created_for_a_managed_agent_queues_a_run(cast):
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    (run,) = Run.objects.filter(agent=cast.alex)
+    assert (run.status, run.trigger, run.task_id, run.organization_id) == (
+        "queued", "created", task.pk, cast.org.pk,
+    )  # fmt: skip
+    assert triggers_of(run) == [("created", task.pk)]
+    assert run.dispatched_at is not None
+
+
+@pytest.mark.parametrize("kind", ["assigned", "delegated", "escalated"])
+def test_assigned_delegated_and_escalated_work_wakes_its_agent(cast, kind):
+    task = services.task_create(org=cast.org, actor=cast.actor(cast.alex), title="t",
+                                assignee=cast.alex)  # fmt: skip
+    assert not Run.objects.exists()  # its own act: Alex took it himself
+    if kind == "assigned":
+        services.task_assign(task=task, actor=cast.by_human, to=cast.sarah)
+        woken = cast.sarah
+    elif kind == "delegated":
+        services.task_delegate(task=task, actor=cast.actor(cast.alex), to=cast.sarah)
+        woken = cast.sarah
+    else:
+        services.task_escalate(task=task, actor=cast.actor(cast.alex), reason="stuck")
+        woken = cast.lena
+    assert runs_of(woken) == [("queued", kind, task.pk)]
+    assert Run.objects.count() == 1
+
+
+def test_the_queue_refill_wakes_the_expert_it_gives_a_task(cast):
+    held = give_tasks(cast.alex, 5)
+    waiting = services.task_create(org=cast.org, actor=cast.actor(cast.sarah), title="wait")
+    services.task_queue(task=waiting, actor=cast.actor(cast.sarah), to=cast.alex)
+    assert not Run.objects.filter(agent=cast.alex).exists()  # queued: no room, no wake
+    services.task_set_status(task=held[0], actor=cast.by_human, status="in_progress")
+    services.task_cancel(task=held[0], actor=cast.by_human)
+    assert runs_of(cast.alex) == [("queued", "auto_assigned", waiting.pk)]
+
+
+def test_the_stale_sweep_escalation_wakes_the_senior(cast):
+    give_tasks(cast.alex, 5)
+    task = services.task_create(org=cast.org, actor=cast.actor(cast.sarah), title="old")
+    services.task_queue(task=task, actor=cast.actor(cast.sarah), to=cast.alex)
+    Task.objects.filter(pk=task.pk).update(queued_at=timezone.now() - timedelta(days=2))
+    sweep_stale_queued()
+    assert runs_of(cast.lena) == [("queued", "escalated", task.pk)]
+
+
+def test_a_comment_by_someone_else_wakes_the_holder_and_the_delegator(cast):
+    task = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="t",
+                                assignee=cast.alex)  # fmt: skip
+    Run.objects.all().delete()
+    services.task_comment(task=task, actor=cast.by_human, body="How is it going?")
+    assert runs_of(cast.alex) == [("queued", "comment", task.pk)]
+    assert runs_of(cast.lena) == [("queued", "comment", task.pk)]
+
+
+def test_an_agents_own_comment_wakes_not_itself(cast):
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    Run.objects.all().delete()
+    services.task_comment(task=task, actor=cast.actor(cast.alex), body="On it.")
+    assert not Run.objects.exists()
+
+
+def test_all_subtasks_finished_wakes_the_parents_holder(cast):
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="p", assignee=cast.lena)
+    sub = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="s",
+                               assignee=cast.alex, parent=parent)  # fmt: skip
+    Run.objects.all().delete()
+    services.task_set_status(task=sub, actor=cast.actor(cast.alex), status="in_progress")
+    services.task_set_status(task=sub, actor=cast.actor(cast.alex), status="completed", result="r")
+    assert runs_of(cast.lena) == [("queued", "subtasks_done", parent.pk)]
+    assert not Run.objects.filter(agent=cast.alex).exists()  # its own act
+
+
+def test_an_external_agent_is_never_woken(cast):
+    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.morgan)
+    assert not Run.objects.exists() and not RunTrigger.objects.exists()
+
+
+def test_a_paused_agent_is_not_woken_and_resuming_it_wakes_it_with_what_waited(cast, offline):
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    drain()  # Alex completes it; then he is paused and a comment arrives
+    Run.objects.all().delete()
+    fresh = services.task_create(org=cast.org, actor=cast.by_human, title="u", assignee=cast.alex)
+    Run.objects.all().delete()
+    RunTrigger.objects.all().delete()
+    agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=True)
+    services.task_comment(task=task, actor=cast.by_human, body="Thanks!")
+    assert not Run.objects.exists()
+    assert list(RunTrigger.objects.values_list("trigger", "task_id", "run")) == [
+        ("comment", task.pk, None)
+    ]
+    agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=False)
+    (run,) = Run.objects.all()
+    # What waited, then the task it holds and never started.
+    assert (run.agent_id, run.trigger, run.task_id) == (cast.alex.pk, "comment", task.pk)
+    assert triggers_of(run) == [("comment", task.pk), ("resumed", fresh.pk)]
+
+
+def test_resuming_an_agent_with_nothing_waiting_starts_no_run(cast):
+    agent_set_paused(agents=Agent.objects.filter(pk=cast.sam.pk), paused=False)
+    assert not Run.objects.exists()
+
+
+def test_a_trigger_joins_a_run_still_queued(cast):
+    one = services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
+    two = services.task_create(org=cast.org, actor=cast.by_human, title="2", assignee=cast.alex)
+    (run,) = Run.objects.all()
+    assert triggers_of(run) == [("created", one.pk), ("created", two.pk)]
+
+
+def test_triggers_during_a_run_make_exactly_one_follow_up(cast):
+    first = services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
+    (run,) = Run.objects.all()
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, lease_token="tok",
+                                         heartbeat_at=timezone.now())  # fmt: skip
+    second = services.task_create(org=cast.org, actor=cast.by_human, title="2", assignee=cast.alex)
+    services.task_comment(task=first, actor=cast.by_human, body="and this")
+    third = services.task_create(org=cast.org, actor=cast.by_human, title="3", assignee=cast.alex)
+    assert Run.objects.count() == 1
+    assert RunTrigger.objects.filter(run__isnull=True).count() == 3
+
+    from runtime.services import run_finish
+
+    run_finish(run=run, token="tok", status=RunStatus.COMPLETED)
+    follow_up = Run.objects.exclude(pk=run.pk).get()
+    assert (follow_up.status, follow_up.previous_id, follow_up.trigger, follow_up.task_id) == (
+        "queued", run.pk, "created", second.pk,
+    )  # fmt: skip
+    assert triggers_of(follow_up) == [
+        ("created", second.pk), ("comment", first.pk), ("created", third.pk)
+    ]  # fmt: skip
+    assert not RunTrigger.objects.filter(run__isnull=True).exists()
+    assert Run.objects.get(pk=run.pk).status == "completed"
+
+
+def test_a_run_of_a_managed_agent_woken_by_another_run_says_which(cast, offline):
+    services.task_create(org=cast.org, actor=cast.by_human, title="Index it",
+                         required_expertise="PostgreSQL", assignee=cast.lena)  # fmt: skip
+    first, second = drain()
+    assert Run.objects.get(pk=second).agent == cast.alex
+    assert RunTrigger.objects.get(run_id=second).woken_by_id == first
+
+
+def test_a_system_created_task_wakes_like_any_other(cast):
+    task = services.task_create(org=cast.org, actor=SYSTEM, title="t", assignee=cast.sarah)
+    assert runs_of(cast.sarah) == [("queued", "created", task.pk)]
