@@ -2,36 +2,20 @@
 trigger racing the run's end, never start two runs and never lose a trigger. PostgreSQL: each
 thread has its own connection."""
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from runtime.models import Run, RunStatus, RunTrigger
 from runtime.services import run_finish, run_wake
 from tasks.rules import SYSTEM
 from tasks.services import task_create
+from tests.concurrency import run_at_once
 from tests.conftest import requires_postgres
 
 pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 THREADS = 20
-
-
-def run_at_once(jobs):
-    barrier = threading.Barrier(len(jobs))
-
-    def run(job):
-        try:
-            barrier.wait(timeout=30)
-            return job()
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        return list(pool.map(run, jobs))
 
 
 def external_tasks(cast, n):

@@ -1,38 +1,21 @@
 """Rules under concurrency, on PostgreSQL: 50 threads, each with its own connection."""
 
-import threading
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.db import connection
 
 from organization.models import TeamRule
 from tasks.models import HELD_STATUSES, Task, TaskEvent
 from tasks.rules import SYSTEM
 from tasks.services import task_create
 from tasks.sweep import sweep_stale_queued
+from tests.concurrency import run_at_once
 from tests.conftest import KeyClient, requires_postgres
 from tests.factories import give_tasks, make_agent, make_key, make_org
 
 pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 THREADS = 50
-
-
-def run_at_once(jobs):
-    """Run the callables together (a barrier releases them at once); each closes its connection."""
-    barrier = threading.Barrier(len(jobs))
-
-    def run(job):
-        try:
-            barrier.wait(timeout=30)
-            return job()
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        return list(pool.map(run, jobs))
 
 
 def post(key, path, body):
