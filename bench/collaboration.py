@@ -41,7 +41,14 @@ from pathlib import Path
 # bench.common also takes bench/ off sys.path: this file is named collaboration.py, and with
 # bench/ on sys.path `import collaboration` (the app) could import this script instead.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import ROOT, bench_database, claim_redis_db, release_redis_db  # noqa: E402
+from bench.common import (  # noqa: E402
+    ROOT,
+    bench_database,
+    claim_redis_db,
+    release_redis_db,
+    start_celery_workers,
+    stop_workers,
+)
 
 LATENCY = 0.1  # the overhead and queue figures
 EFFICIENCY_LATENCY = 1.0  # the efficiency scenarios (issue 4 §5)
@@ -63,51 +70,9 @@ LIMITS = {"COLLAB_MAX_AGENTS": "6", "COLLAB_MAX_PARALLEL": "5", "COLLAB_AGENT_TI
 # --- workers --------------------------------------------------------------------------------
 
 
-def start_workers(env: dict, logdir: Path) -> list[subprocess.Popen]:
-    workers = []
-    for n in range(WORKERS):
-        log = open(logdir / f"bench-collab-worker-{n}.log", "w")  # noqa: SIM115
-        workers.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "config",
-                    "worker",
-                    "-P",
-                    "threads",
-                    "-c",
-                    "12",
-                    "-Q",
-                    QUEUE,
-                    "-n",
-                    f"bench{n}-{os.getpid()}@%h",
-                    "-l",
-                    "WARNING",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        )
-    return workers
-
-
-def stop(workers: list[subprocess.Popen]) -> None:
-    for worker in workers:
-        worker.terminate()
-    for worker in workers:
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+def start_workers(env: dict, logdir: Path) -> list:
+    return start_celery_workers(env, logdir, name="collab", count=WORKERS, concurrency=12,
+                                queue=QUEUE)  # fmt: skip
 
 
 # --- sessions -------------------------------------------------------------------------------
@@ -244,7 +209,7 @@ def main() -> int:
     workers: list[subprocess.Popen] = []
     try:
         with bench_database("bench_collab", needs_redis=True), contextlib.ExitStack() as cleanup:
-            cleanup.callback(stop, workers)  # before the database is dropped
+            cleanup.callback(stop_workers, workers)  # before the database is dropped
             results = run(workers)
     finally:
         left = release_redis_db(redis_client)

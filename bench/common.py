@@ -205,5 +205,39 @@ def release_redis_db(client) -> int:
     return left
 
 
+def start_celery_workers(
+    env: dict, logdir: Path, *, name: str, count: int, concurrency: int, queue: str | None = None
+) -> list:
+    """`count` real Celery worker processes (threads pool), each logging to var/<name>-<n>.log."""
+    import subprocess
+
+    workers = []
+    for n in range(count):
+        log = open(logdir / f"bench-{name}-worker-{n}.log", "w")  # noqa: SIM115
+        command = [sys.executable, "-m", "celery", "-A", "config", "worker", "-P", "threads",
+                   "-c", str(concurrency), "-n", f"bench-{name}{n}-{os.getpid()}@%h",
+                   "-l", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
+        if queue:
+            command += ["-Q", queue]
+        workers.append(
+            subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        )
+    return workers
+
+
+def stop_workers(workers: list) -> None:
+    """SIGTERM each worker, then SIGKILL one that has not stopped within 20 s."""
+    import subprocess
+
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
 if __name__ == "__main__":
     print("bench/common.py: shared helpers of the bench scripts; nothing to measure")

@@ -47,7 +47,14 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import ROOT, bench_database, claim_redis_db, release_redis_db  # noqa: E402
+from bench.common import (  # noqa: E402
+    ROOT,
+    bench_database,
+    claim_redis_db,
+    release_redis_db,
+    start_celery_workers,
+    stop_workers,
+)
 
 LATENCY = 0.2
 TASKS = 200
@@ -170,28 +177,9 @@ class Script:
 # --- workers ------------------------------------------------------------------------------------
 
 
-def start_workers(env: dict, logdir: Path) -> list[subprocess.Popen]:
-    workers = []
-    for n in range(WORKERS):
-        log = open(logdir / f"bench-runtime-worker-{n}.log", "w")  # noqa: SIM115
-        workers.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "-P", "threads",
-             "-c", str(CONCURRENCY), "-n", f"bench-rt{n}-{os.getpid()}@%h", "-l", "WARNING",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        ))  # fmt: skip
-    return workers
-
-
-def stop(workers: list[subprocess.Popen]) -> None:
-    for worker in workers:
-        worker.terminate()
-    for worker in workers:
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+def start_workers(env: dict, logdir: Path) -> list:
+    return start_celery_workers(env, logdir, name="runtime", count=WORKERS,
+                                concurrency=CONCURRENCY)  # fmt: skip
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
@@ -418,7 +406,7 @@ def main() -> int:
             try:
                 results = run(workers)
             finally:
-                stop(workers)  # before the database is dropped
+                stop_workers(workers)  # before the database is dropped
     finally:
         left = release_redis_db(redis_client)
     print(f"redis {redis_url}: emptied, {left} keys left")
