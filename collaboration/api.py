@@ -13,9 +13,17 @@ from organization.schema import conflict, errors
 from . import selectors, services
 from .filters import SessionFilter
 from .models import CollaborationSession
-from .serializers import SessionListSerializer, SessionSerializer, StartCollaborationSerializer
+from .serializers import (
+    EstimateSerializer,
+    SessionListSerializer,
+    SessionSerializer,
+    StartCollaborationSerializer,
+)
 
-ERRORS = {**BASE_ERRORS, 409: conflict("Agent offline / session finished")}
+ERRORS = {
+    **BASE_ERRORS,
+    409: conflict("Agent offline / session finished / budget_exhausted: its estimate does not fit"),
+}
 
 
 class CollaborationViewSet(CallerMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
@@ -62,6 +70,19 @@ class CollaborationViewSet(CallerMixin, mixins.ListModelMixin, viewsets.GenericV
         session = selectors.session_for(caller=caller, session_id=session.pk)
         body = SessionSerializer(session, context={"request": request}).data
         return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+    @extend_schema(
+        request=StartCollaborationSerializer,
+        responses={200: EstimateSerializer, **ERRORS},
+        summary="What a collaboration could cost, against each budget; nothing starts",
+    )
+    def estimate(self, request):
+        payload = request.data
+        if isinstance(payload, dict):
+            registry.check_identity(self.caller, payload)
+            payload = {k: v for k, v in payload.items() if k not in registry.IDENTITY_FIELDS}
+        answer = services.session_estimate(caller=self.caller, payload=payload)
+        return Response(EstimateSerializer(answer).data)
 
     @extend_schema(responses={200: SessionSerializer, **ERRORS}, summary="A session and its result")
     def retrieve(self, request, pk=None):

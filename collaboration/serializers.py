@@ -5,6 +5,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from costs.selectors import cost_of_session
 from organization.caller import resolve_caller
 from organization.links import absolute_url
 
@@ -90,6 +91,11 @@ class StartCollaborationSerializer(serializers.Serializer):
     max_total_tokens = serializers.IntegerField(
         required=False, min_value=1, help_text="Token budget of the session."
     )
+    max_cost_usd = serializers.DecimalField(
+        required=False, max_digits=19, decimal_places=9, min_value=0, coerce_to_string=True,
+        help_text="A budget of the session's own, in USD: it is refused up front (409 "
+        "budget_exhausted) if its estimate does not fit, and no call may cross it.",
+    )  # fmt: skip
 
 
 class SessionIdSerializer(serializers.Serializer):
@@ -215,6 +221,8 @@ class SessionSerializer(SessionListSerializer):
             base["total_tokens"] = sum(c.tokens_used for c in obj.contributions.all()) + int(
                 obj.metadata.get("synthesis_tokens", 0)
             )
+        # What its model calls cost so far, from the ledger (costs), and its own limit if any.
+        base["cost_usd"] = str(cost_of_session(obj.pk))
         return {**base, **obj.metadata}
 
     @extend_schema_field(OpenApiTypes.OBJECT)
@@ -224,3 +232,23 @@ class SessionSerializer(SessionListSerializer):
             "agent_timeout": obj.agent_timeout,
             "max_total_tokens": obj.max_total_tokens,
         }
+
+
+class EstimateBudgetSerializer(serializers.Serializer):
+    id = serializers.IntegerField(allow_null=True, help_text="Null: the request's max_cost_usd.")
+    scope = serializers.CharField()
+    subject = serializers.CharField()
+    estimated_cost_usd = serializers.DecimalField(max_digits=19, decimal_places=9)
+    remaining_usd = serializers.DecimalField(max_digits=19, decimal_places=9)
+    fits = serializers.BooleanField()
+
+
+class EstimateSerializer(serializers.Serializer):
+    """`POST /api/collaborations/estimate`: the worst case of the calls it plans."""
+
+    estimated_cost_usd = serializers.DecimalField(max_digits=19, decimal_places=9)
+    estimated_tokens = serializers.IntegerField()
+    unpriced_models = serializers.ListField(
+        child=serializers.CharField(), help_text="Models with no known price (counted as 0)."
+    )
+    budgets = EstimateBudgetSerializer(many=True)

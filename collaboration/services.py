@@ -9,11 +9,14 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from costs.budgets import check_fits
+from costs.models import LIFETIME, Budget, BudgetScope
 from organization import outbox, registry
 from organization.caller import Caller
 from organization.errors import Conflict, DomainError, Forbidden, Invalid, RateLimited
@@ -21,6 +24,7 @@ from organization.models import Organization
 from organization.selectors import agent_by_handle
 
 from . import events
+from .estimate import estimate
 from .models import (
     COORDINATOR_ROLE,
     CollaborationSession,
@@ -44,6 +48,7 @@ TOP_LEVEL_FIELDS = {
     "max_parallel",
     "agent_timeout",
     "max_total_tokens",
+    "max_cost_usd",
 }
 CONFIG_FIELDS = {"provider", "model", "temperature", "max_tokens", "system_prompt", "providers"}
 # An agent's config may give it tools too (issue 11 §3); the coordinator's may not.
@@ -81,6 +86,8 @@ class StartSpec:
     max_parallel: int
     agent_timeout: float
     max_total_tokens: int
+    # A lifetime budget of the session's own (issue 12 §2), in USD; None: only the others apply.
+    max_cost_usd: Decimal | None = None
     extra: dict = field(default_factory=dict)
 
 
@@ -314,7 +321,29 @@ def validate_start(payload, *, org: Organization) -> StartSpec:
         max_total_tokens=_limit(
             payload, "max_total_tokens", settings.COLLAB_MAX_TOTAL_TOKENS, integer=True
         ),
+        max_cost_usd=_max_cost(payload.get("max_cost_usd")),
     )
+
+
+def _max_cost(value) -> Decimal | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        raise Invalid("max_cost_usd: must be a decimal amount of USD, e.g. \"0.50\".")
+    try:
+        amount = Decimal(str(value))
+    except ArithmeticError:
+        amount = None
+    if amount is None or not amount.is_finite() or amount < 0 or amount >= 10**10:
+        raise Invalid("max_cost_usd: must be a decimal amount of USD from 0, e.g. \"0.50\".")
+    return amount.quantize(Decimal("0.000000001"))
+
+
+def session_estimate(*, caller: Caller, payload) -> dict:
+    """`POST /api/collaborations/estimate`: the same body, validated the same way; nothing starts."""
+    spec = validate_start(payload, org=caller.organization)
+    check_tool_grants(caller, spec)
+    return estimate(spec, caller.organization, spec.max_cost_usd)
 
 
 def check_start_rate(org: Organization) -> None:
@@ -364,6 +393,7 @@ def session_create(*, caller: Caller, payload) -> CollaborationSession:
     check_tool_grants(caller, spec)
     Organization.objects.select_for_update().filter(pk=caller.organization.pk).first()
     check_start_rate(caller.organization)
+    check_fits(estimate(spec, caller.organization, spec.max_cost_usd))
     session = CollaborationSession.objects.create(
         organization=caller.organization,
         created_by_agent=caller.agent,
@@ -391,6 +421,11 @@ def session_create(*, caller: Caller, payload) -> CollaborationSession:
         )
         for i, a in enumerate(spec.agents)
     )
+    if spec.max_cost_usd is not None:
+        Budget.objects.create(
+            organization=caller.organization, scope=BudgetScope.COLLABORATION, session=session,
+            limit_usd=spec.max_cost_usd, period=LIFETIME, created_by=caller.label,
+        )  # fmt: skip
     events.session_queued_event(
         session.id, agents=[a.key for a in spec.agents], mode=spec.mode, synthesis=spec.synthesis
     )

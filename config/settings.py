@@ -4,9 +4,11 @@ Every default is the embedded one that `make run` uses on a fresh machine:
 SQLite under var/, a filesystem broker, the offline LLM provider.
 """
 
+import json
 import os
 import re
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -151,6 +153,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "organization",
     "tasks",
+    "costs",
     "collaboration",
     "runtime",
 ]
@@ -350,6 +353,42 @@ LLM_DEFAULT_MODELS = {
     "anthropic": "claude-sonnet-4-5",
     "offline": "offline",
 }
+
+
+def env_prices(name: str) -> dict[str, dict[str, Decimal]]:
+    """LLM_PRICES: `{"<provider>/<model>": {"input": <USD per 1M tokens>, "output": <…>}}` for
+    models genai-prices does not know (a local Ollama or vLLM model); it wins over the table."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return {}
+    example = '{"openai/llama3:8b": {"input": 0.1, "output": 0.2}}'
+    try:
+        data = json.loads(raw, parse_float=Decimal, parse_int=Decimal)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: not JSON ({exc}); e.g. {example}") from exc
+    if not isinstance(data, dict):
+        raise ImproperlyConfigured(f"{name}: must be a JSON object, e.g. {example}")
+    prices = {}
+    for key, price in data.items():
+        if "/" not in key:
+            raise ImproperlyConfigured(f"{name}: {key!r} must read <provider>/<model>.")
+        if not isinstance(price, dict) or set(price) != {"input", "output"} or not all(
+            isinstance(v, Decimal) and v >= 0 for v in price.values()
+        ):
+            raise ImproperlyConfigured(
+                f"{name}: {key!r} must be {{\"input\": <USD per 1M tokens>, \"output\": <…>}} "
+                "with numbers of at least 0."
+            )
+        prices[key] = price
+    return prices
+
+
+LLM_PRICES = env_prices("LLM_PRICES")
+# How long a model call's reservation is held past its deadline before the sweep counts it
+# spent at its worst case (its worker died before settling it).
+COSTS_RESERVATION_GRACE = env_int("COSTS_RESERVATION_GRACE", 600, minimum=60)
+COSTS_SWEEP_INTERVAL = timedelta(seconds=env_int("COSTS_SWEEP_INTERVAL", 300, minimum=1))
+
 # Seed 004's limits; a session may only lower them (max_parallel, agent_timeout, max_total_tokens).
 COLLAB_MAX_AGENTS = env_int("COLLAB_MAX_AGENTS", 5, minimum=1)
 COLLAB_MAX_PARALLEL = env_int("COLLAB_MAX_PARALLEL", 3, minimum=1)

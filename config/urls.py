@@ -19,6 +19,7 @@ urlpatterns = [
     path("api/", include("tasks.urls")),
     path("api/", include("collaboration.urls")),
     path("api/", include("runtime.urls")),
+    path("api/", include("costs.urls")),
 ]
 
 # One JSON error shape under /api/ (Django's HTML pages elsewhere); see organization/errors.py.

@@ -29,6 +29,8 @@ class RuntimeConfig(AppConfig):
     def ready(self) -> None:
         from collaboration.providers import Purpose
         from collaboration.providers.offline import register_routine
+        from costs.budgets import budget_made_room
+        from costs.models import Budget
         from organization.models import Agent
         from organization.services import agent_gained_room
         from tasks.models import Task
@@ -41,6 +43,9 @@ class RuntimeConfig(AppConfig):
         )
         agent_gained_room.connect(
             receivers.on_agent_gained_room, sender=Agent, dispatch_uid="runtime-resume"
+        )
+        budget_made_room.connect(
+            receivers.on_budget_made_room, sender=Budget, dispatch_uid="runtime-budget-room"
         )
         # The offline provider plays the runtime's deterministic routine for a run's calls.
         register_routine(Purpose.RUN, offline.routine)

@@ -29,6 +29,9 @@ from django.db import transaction
 from collaboration import providers
 from collaboration.providers import LLMReply, LLMRequest, Purpose
 from collaboration.toolloop import CallStatus, LoopStop, TurnKind, run_tool_loop
+from costs.budgets import task_ancestry
+from costs.metering import Meter
+from costs.models import UsagePurpose
 from organization import registry
 from organization.caller import caller_for_agent
 from organization.errors import DomainError
@@ -145,6 +148,11 @@ class TurnRecorder:
 
     def __init__(self, run: Run, token: str):
         self.run, self.token = run, token
+        # Each model call of the run goes through the ledger as the agent, for the run's task.
+        self.meter = Meter.for_agent(
+            run.agent, UsagePurpose.RUN, run_id=run.pk, task_id=run.task_id,
+            task_tree=task_ancestry(run.task_id),
+        )  # fmt: skip
         self.turns = run.turns  # what an earlier attempt recorded
         self.last_ms = 0.0
         self.calling: dict[int, float] = {}
@@ -152,7 +160,7 @@ class TurnRecorder:
     def complete(self, request: LLMRequest) -> LLMReply:
         started = time.perf_counter()
         try:
-            return providers.complete(self.run.provider, request)
+            return providers.complete(self.run.provider, request, meter=self.meter)
         finally:
             self.last_ms = (time.perf_counter() - started) * 1000
 

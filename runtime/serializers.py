@@ -42,13 +42,17 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="What the runtime did with each task once the model stopped.",
     )  # fmt: skip
     tokens_used = serializers.IntegerField(read_only=True)
+    cost_usd = serializers.DecimalField(
+        max_digits=19, decimal_places=9, read_only=True, default=None,
+        help_text="What its model calls cost (the cost ledger), in USD.",
+    )  # fmt: skip
 
     class Meta:
         model = Run
         fields = [
             "id", "agent", "task", "trigger", "status", "triggers", "previous", "provider",
             "model", "max_turns", "turns", "prompt_tokens", "completion_tokens", "tokens_used",
-            "outcome", "error", "attempts", "created_at", "started_at", "finished_at",
+            "cost_usd", "outcome", "error", "attempts", "created_at", "started_at", "finished_at",
         ]  # fmt: skip
         read_only_fields = fields
 

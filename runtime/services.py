@@ -20,8 +20,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
+from costs.budgets import blocking_budget
 from organization import outbox
-from organization.models import Agent
+from organization.models import Agent, AgentRuntime
 from tasks.models import Task, TaskStatus
 from tasks.rules import NO_KEY
 
@@ -99,8 +100,9 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     agent = _locked_agent(agent.pk)
     if agent is None or not agent.is_managed:
         return None
-    if agent.is_paused:
-        run = None  # it waits: resuming the agent wakes it (run_resume)
+    if agent.is_paused or blocking_budget(agent) is not None:
+        # It waits: resuming the agent, or room in its budget, wakes it (run_resume).
+        run = None
     elif (active := _active_run(agent)) is None:
         run = _new_run(agent, task_id=task.pk if task else None, trigger=trigger)
     elif active.status == RunStatus.QUEUED:
@@ -123,6 +125,8 @@ def run_resume(*, agent_id: int) -> Run | None:
     agent = _locked_agent(agent_id)
     if agent is None or not agent.is_managed or agent.is_paused:
         return None
+    if blocking_budget(agent) is not None:
+        return None  # still no room: budget_made_room wakes it when there is
     active = _active_run(agent)
     if active is not None:
         if active.status == RunStatus.QUEUED:
@@ -233,3 +237,21 @@ def sweep_runs() -> dict:
     if lost or unsent:
         log.info("runtime sweep sent again: %s running (stale), %s queued", lost, unsent)
     return {"resent": lost + unsent}
+
+
+def wake_after_budget(*, organization_id: int) -> int:
+    """A budget of the organization made room (raised, removed, a new month): wake its managed
+    agents that wait for work (run_resume checks their budgets again). Returns how many woke."""
+    waiting = (
+        RunTrigger.objects.filter(organization_id=organization_id, run__isnull=True)
+        .values_list("agent_id", flat=True)
+        .distinct()
+    )
+    holding = Task.objects.filter(
+        organization_id=organization_id, status=TaskStatus.ASSIGNED,
+        assignee__runtime=AgentRuntime.MANAGED, assignee__is_paused=False,
+    ).values_list("assignee_id", flat=True).distinct()  # fmt: skip
+    woke = 0
+    for agent_id in sorted(set(waiting) | set(holding)):
+        woke += run_resume(agent_id=agent_id) is not None
+    return woke

@@ -288,6 +288,15 @@ class SubtaskProgressSerializer(serializers.Serializer):
     total = serializers.IntegerField()
 
 
+# What a task tree cost: the one function the costs app (above this one) registers from its
+# AppConfig.ready, so this app shows the figure without importing the ledger.
+TASK_COST: list = []
+
+
+def register_task_cost(function) -> None:
+    TASK_COST[:] = [function]
+
+
 class TaskDetailSerializer(TaskSerializer):
     """`GET /api/tasks/<id>` and `get_task`: the task with its subtasks (the oldest
     SUBTASKS_LISTED) and their progress over all of them. Pass `subtasks` (selectors.Subtasks)
@@ -295,10 +304,18 @@ class TaskDetailSerializer(TaskSerializer):
 
     subtasks = serializers.SerializerMethodField()
     subtask_progress = serializers.SerializerMethodField()
+    cost_usd = serializers.SerializerMethodField(
+        help_text="What the model calls made for this task and its subtasks cost, in USD "
+        "(the cost ledger); null where the service runs without one."
+    )
 
     class Meta(TaskSerializer.Meta):
-        fields = [*TaskSerializer.Meta.fields, "subtasks", "subtask_progress"]
+        fields = [*TaskSerializer.Meta.fields, "subtasks", "subtask_progress", "cost_usd"]
         read_only_fields = fields
+
+    def get_cost_usd(self, task: Task) -> str | None:
+        cost = TASK_COST[0](task) if TASK_COST else None
+        return None if cost is None else str(cost)
 
     @extend_schema_field(SubtaskSerializer(many=True))
     def get_subtasks(self, task: Task) -> list[dict]:

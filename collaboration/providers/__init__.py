@@ -11,13 +11,18 @@ database, the admin or a reply.
 first use (an SDK import takes seconds). Adding a provider is a module and a line here.
 """
 
+import json
 import os
 from importlib import import_module
 
 from django.conf import settings
 
+from costs import metering
+from costs.pricing import worst_case_prompt_tokens
+
 from .base import (
     SDK_KEYS,
+    BudgetRefused,
     LLMReply,
     LLMRequest,
     Message,
@@ -33,6 +38,7 @@ from .base import (
 
 __all__ = [
     "PROVIDERS",
+    "BudgetRefused",
     "LLMReply",
     "LLMRequest",
     "Message",
@@ -74,14 +80,53 @@ def default_model_for(provider: str) -> str:
     return settings.LLM_DEFAULT_MODELS.get(provider, "")
 
 
-def complete(provider: str, request: LLMRequest) -> LLMReply:
-    """Run `request` on `provider` (one of PROVIDERS)."""
+def complete(provider: str, request: LLMRequest, meter=None) -> LLMReply:
+    """Run `request` on `provider` (one of PROVIDERS). With a `costs.metering.Meter`, the call
+    goes through the ledger: its worst case is held against the budgets covering it first (a
+    call that does not fit raises `BudgetRefused`, nothing spent), its real cost booked after."""
     if provider not in PROVIDERS:
         raise ProviderError(f"Unknown LLM provider: {provider}")
+    if meter is None:
+        return _complete(provider, request)
+    try:
+        ticket = metering.reserve(
+            meter, provider, request.model, prompt_bound=prompt_bound(request),
+            max_tokens=request.max_tokens, deadline=request.deadline,
+        )  # fmt: skip
+    except metering.BudgetExhausted as exc:
+        raise BudgetRefused(exc.message) from exc
+    try:
+        reply = _complete(provider, request)
+    except BaseException as exc:
+        spent = getattr(exc, "reply", None)  # a failed tool loop keeps what it spent
+        metering.settle(
+            ticket, prompt_tokens=getattr(spent, "prompt_tokens", 0),
+            completion_tokens=getattr(spent, "completion_tokens", 0),
+            error=f"{type(exc).__name__}: {exc}",
+        )  # fmt: skip
+        raise
+    metering.settle(
+        ticket, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens
+    )
+    return reply
+
+
+def _complete(provider: str, request: LLMRequest) -> LLMReply:
     reply = import_module(PROVIDERS[provider]).complete(request)
     reply.provider = reply.provider or provider
     reply.model = reply.model or request.model
     return reply
+
+
+def prompt_bound(request: LLMRequest) -> int:
+    """An upper bound of the request's prompt tokens (costs.pricing.worst_case_prompt_tokens)."""
+    conversation = request.conversation()
+    texts = [request.system]
+    for message in conversation:
+        texts.append(message.content)
+        texts += [json.dumps(call.as_dict()) for call in message.tool_calls]
+    texts += [json.dumps([spec.__dict__ for spec in request.tools])] if request.tools else []
+    return worst_case_prompt_tokens(*texts, messages=len(conversation) + 1)
 
 
 def warm_up() -> None:

@@ -168,3 +168,10 @@ class ProviderError(Exception):
 
 class ProviderTimeout(ProviderError):
     """The agent's time ran out."""
+
+
+class BudgetRefused(ProviderError):
+    """A budget covering the call has no room for its worst case: it was not made (409
+    `budget_exhausted` where a door answers it)."""
+
+    code = "budget_exhausted"

@@ -16,6 +16,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from costs.metering import Meter
+from costs.models import UsagePurpose
 from organization.prompt import system_prompt_for
 
 from .. import events, providers
@@ -230,15 +232,31 @@ def system_prompt(session: CollaborationSession, contribution: Contribution) -> 
     )
 
 
-def call(ctx: RunContext, provider: str, request: LLMRequest) -> LLMReply:
+# What a call of each purpose is for, in the ledger (costs.models.UsagePurpose).
+LEDGER_PURPOSES = {
+    Purpose.AGENT: UsagePurpose.COLLABORATION,
+    Purpose.PLAN: UsagePurpose.PLAN,
+    Purpose.SYNTHESIS: UsagePurpose.SYNTHESIS,
+    Purpose.JUDGE: UsagePurpose.JUDGE,
+}
+
+
+def call(ctx: RunContext, provider: str, request: LLMRequest, agent=None) -> LLMReply:
+    """One model call of the session, as `agent` (None: the session's coordinator), through the
+    ledger: the session's token limit first, then its budgets (max_cost_usd and the monthly ones
+    covering the agent)."""
     budget = ctx.budget_left()
     if budget <= 0:
         raise ProviderError(
             f"token budget exhausted ({ctx.session.max_total_tokens} tokens for this session)"
         )
     request.max_tokens = max(1, min(request.max_tokens, budget))
+    meter = Meter.for_agent(
+        agent, LEDGER_PURPOSES.get(request.purpose, UsagePurpose.COLLABORATION),
+        organization_id=ctx.session.organization_id, session_id=ctx.session_id,
+    )  # fmt: skip
     with ctx.track():
-        reply = providers.complete(provider, request)
+        reply = providers.complete(provider, request, meter=meter)
     ctx.spend(reply.tokens_used)
     return reply
 
@@ -278,10 +296,11 @@ def run_agent(ctx: RunContext, slot: Slot) -> None:
         turns = None
         if tools_of(contribution):
             reply, turns = ask_with_tools(
-                ctx, slot, provider, request, complete=partial(call, ctx, provider)
+                ctx, slot, provider, request,
+                complete=partial(call, ctx, provider, agent=contribution.agent),
             )
         else:
-            reply = call(ctx, provider, request)
+            reply = call(ctx, provider, request, agent=contribution.agent)
         settle(ctx, slot.contribution, ContributionStatus.COMPLETED, reply=reply, turns=turns)
     except Exception as exc:
         settle_failure(ctx, slot, exc)

@@ -79,7 +79,7 @@ def run_plan(ctx: RunContext, slot: Slot) -> None:
                 hints={"task": session.task, "specialists": roster},
             )
             try:
-                replies.append(call(ctx, provider, request))
+                replies.append(call(ctx, provider, request, agent=coordinator.agent))
             except ProviderError as exc:
                 failure = exc
                 break

@@ -1,0 +1,74 @@
+"""What a collaboration could cost before it starts (issue 12 §2): each model call it plans,
+at its worst case, summed against every budget that would cover it.
+
+The calls: one per specialist (times COLLAB_AGENT_MAX_TURNS for one with tools), the
+hierarchical coordinator's plan (two attempts), and the coordinator's synthesis or judgement.
+A prompt's bound is its text's UTF-8 length (costs.pricing) plus, where it quotes earlier
+answers (sequential mode, the synthesis), their max_tokens. The run itself still reserves each
+call as it is made; this is the up-front refusal and `POST /api/collaborations/estimate`.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+from django.conf import settings
+
+from costs.budgets import Planned, fit
+from costs.metering import Meter
+from costs.models import UsagePurpose
+from organization.models import Organization
+from organization.prompt import system_prompt_for
+
+from .models import Contribution, Mode
+from .providers import default_provider_name
+from .runner.agent import SYNTHESIS_MAX_TOKENS, coordinator_model_for, llm_settings
+
+# The fixed text of our prompt templates around the task, focus and context.
+TEMPLATE_ALLOWANCE = 4_000
+
+
+def planned_calls(spec, org: Organization, session_id=None) -> list[Planned]:
+    """The calls of a validated start (services.StartSpec), each with its worst case's inputs."""
+    def meter(agent, purpose):
+        return Meter.for_agent(agent, purpose, organization_id=org.pk, session_id=session_id)
+
+    base = len(spec.task.encode()) + len(json.dumps(spec.context, default=str).encode())
+    calls, answers = [], 0
+    for i, agent_spec in enumerate(spec.agents):
+        contribution = Contribution(agent=agent_spec.agent, config=agent_spec.config)
+        provider, model, _, max_tokens = llm_settings(contribution)
+        system = system_prompt_for(agent_spec.agent) if agent_spec.agent else ""
+        prompt = base + len(system.encode()) + len(agent_spec.focus.encode()) + TEMPLATE_ALLOWANCE
+        if spec.mode == Mode.HIERARCHICAL and i == 0:
+            plan_tokens = max(max_tokens, SYNTHESIS_MAX_TOKENS)
+            calls += 2 * [
+                Planned(meter(agent_spec.agent, UsagePurpose.PLAN), provider, model, prompt,
+                        plan_tokens)
+            ]  # fmt: skip
+            continue
+        if spec.mode == Mode.SEQUENTIAL:
+            prompt += answers
+        turns = settings.COLLAB_AGENT_MAX_TURNS if agent_spec.config.get("tools") else 1
+        calls += turns * [
+            Planned(meter(agent_spec.agent, UsagePurpose.COLLABORATION), provider, model, prompt,
+                    max_tokens)
+        ]  # fmt: skip
+        answers += max_tokens
+    config = spec.coordinator_config or {}
+    provider = config.get("provider") or default_provider_name()
+    model = config.get("model") or coordinator_model_for(provider)
+    calls.append(
+        Planned(
+            meter(None, UsagePurpose.SYNTHESIS), provider, model,
+            base + answers + TEMPLATE_ALLOWANCE, config.get("max_tokens") or SYNTHESIS_MAX_TOKENS,
+        )
+    )  # fmt: skip
+    return calls
+
+
+def estimate(spec, org: Organization, max_cost_usd: Decimal | None = None) -> dict:
+    """`{estimated_cost_usd, estimated_tokens, budgets: [...]}`; each budget with what it has
+    left and whether the estimate fits (max_cost_usd counts as the session's own budget)."""
+    return fit(org.pk, planned_calls(spec, org), extra_limit=max_cost_usd)

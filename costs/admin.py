@@ -1,0 +1,236 @@
+"""The ledger and the budgets in the admin: costs by agent, team, model and day as bars a manager
+reads at a glance, budgets with a bar of spent / held / remaining, unpriced calls flagged.
+
+Budgets are written through `budgets.budget_set`, as at the API door."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.db.models import Q
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_date
+from django.utils.html import format_html
+
+from organization.admin.scoping import STATUS_COLOURS, OrgOwnedAdmin, admin_org_ids, badge
+from organization.caller import caller_for_admin
+from organization.errors import DomainError
+from organization.models import Organization
+
+from .budgets import budget_set, current_view, state_of
+from .metering import remaining
+from .models import MONTHLY_SCOPES, ZERO, Budget, BudgetAlert, BudgetScope, PriceSource, UsageRecord
+from .selectors import GROUPS, cost_rows
+
+REPORT_DAYS = 30
+STATUS_COLOURS["budget"] = {
+    "ok": "#198754", "warning": "#fd7e14", "exhausted": "#dc3545", "alert": "#dc3545",
+}  # fmt: skip
+
+
+def money(amount) -> str:
+    if amount is None:
+        return "—"
+    return f"${amount:,.2f}" if abs(amount) >= 1 else f"${amount:.6f}".rstrip("0").rstrip(".")
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(OrgOwnedAdmin):
+    list_display = [
+        "created_at", "agent", "purpose", "model_name", "prompt_tokens", "completion_tokens",
+        "cost", "state", "self_reported",
+    ]  # fmt: skip
+    list_filter = ["purpose", "state", "self_reported", "price_source", "provider"]
+    list_select_related = ["agent", "organization"]
+    search_fields = ["agent__handle", "model", "provider"]
+    date_hierarchy = "created_at"
+    change_list_template = "admin/costs/usagerecord/change_list.html"
+
+    def has_add_permission(self, request, *args):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="model", ordering="model")
+    def model_name(self, record):
+        return f"{record.provider}/{record.model}"
+
+    @admin.display(description="cost", ordering="cost_usd")
+    def cost(self, record):
+        if record.price_source == PriceSource.UNKNOWN:
+            return badge("no price: set LLM_PRICES", "alert")
+        return money(record.cost_usd)
+
+    def get_urls(self):
+        report = self.admin_site.admin_view(self.report_view)
+        return [path("report/", report, name="costs_usagerecord_report"), *super().get_urls()]
+
+    def changelist_view(self, request, extra_context=None):
+        unpriced = self.get_queryset(request).filter(price_source=PriceSource.UNKNOWN).count()
+        extra = {"unpriced": unpriced, "report_url": reverse("admin:costs_usagerecord_report")}
+        return super().changelist_view(request, {**(extra_context or {}), **extra})
+
+    def report_view(self, request):
+        """Costs for a period, grouped by agent, team, model or day, as bars."""
+        org = _report_org(request)
+        group_by = request.GET.get("group_by", "agent")
+        group_by = group_by if group_by in GROUPS else "agent"
+        today = timezone.now().date()
+        since = parse_date(request.GET.get("since") or "") or today - timedelta(days=REPORT_DAYS)
+        until = parse_date(request.GET.get("until") or "") or today
+        rows = []
+        if org is not None:
+            caller = caller_for_admin(request, org)
+            start = timezone.make_aware(
+                timezone.datetime.combine(since, timezone.datetime.min.time())
+            )
+            end = timezone.make_aware(
+                timezone.datetime.combine(until + timedelta(days=1), timezone.datetime.min.time())
+            )
+            rows = cost_rows(caller=caller, group_by=group_by, since=start, until=end)
+        top = max([r["cost_usd"] for r in rows] + [Decimal(0)])
+        for row in rows:
+            row["share"] = float(row["cost_usd"] / top * 100) if top else 0.0
+            row["money"] = money(row["cost_usd"])
+            row["key"] = row["key"] if row["key"] is not None else "(none)"
+        total = sum((r["cost_usd"] for r in rows), ZERO)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Costs",
+            "opts": self.model._meta,
+            "organization": org,
+            "organizations": _orgs(request),
+            "rows": rows,
+            "group_by": group_by,
+            "groups": list(GROUPS),
+            "since": since,
+            "until": until,
+            "total": money(total),
+            "calls": sum(r["calls"] for r in rows),
+        }
+        return TemplateResponse(request, "admin/costs/usagerecord/report.html", context)
+
+
+def _orgs(request):
+    ids = admin_org_ids(request)
+    orgs = Organization.objects.order_by("name")
+    return orgs if ids is None else orgs.filter(pk__in=ids)
+
+
+def _report_org(request) -> Organization | None:
+    orgs = _orgs(request)
+    chosen = request.GET.get("organization")
+    if chosen and chosen.isdigit():
+        return orgs.filter(pk=int(chosen)).first()
+    return orgs.first()
+
+
+class BudgetForm(forms.ModelForm):
+    class Meta:
+        model = Budget
+        fields = ["organization", "scope", "team", "agent", "task", "limit_usd"]
+
+    def clean(self):
+        data = super().clean()
+        scope = data.get("scope") or (self.instance.scope if self.instance.pk else None)
+        if self.instance.pk is None and scope in (
+            BudgetScope.TEAM,
+            BudgetScope.AGENT,
+            BudgetScope.TASK,
+        ):
+            if not data.get(scope):
+                raise ValidationError({scope: f"A {scope} budget needs its {scope}."})
+        if self.instance.pk is None and scope == BudgetScope.COLLABORATION:
+            raise ValidationError({"scope": "A collaboration's budget is its max_cost_usd."})
+        return data
+
+
+@admin.register(Budget)
+class BudgetAdmin(OrgOwnedAdmin):
+    form = BudgetForm
+    list_display = ["__str__", "scope", "limit", "bar", "state_badge", "period"]
+    list_filter = ["scope"]
+    list_select_related = ["organization", "team", "agent"]
+    autocomplete_fields = ["team", "agent"]
+    raw_id_fields = ["task"]
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = tuple(super().get_readonly_fields(request, obj)) + (
+            "period", "spent_usd", "reserved_usd", "bar", "created_by",
+        )  # fmt: skip
+        return readonly + ("scope", "team", "agent", "task") if obj is not None else readonly
+
+    def get_fields(self, request, obj=None):
+        fields = ["organization", "scope", "team", "agent", "task", "limit_usd"]
+        return fields + (
+            ["bar", "period", "spent_usd", "reserved_usd", "created_by"] if obj else []
+        )
+
+    @admin.display(description="limit", ordering="limit_usd")
+    def limit(self, budget):
+        return f"{money(budget.limit_usd)}{' / month' if budget.scope in MONTHLY_SCOPES else ''}"
+
+    @admin.display(description="spent · held · left")
+    def bar(self, budget):
+        budget = current_view(budget)
+        limit = budget.limit_usd or Decimal(1)
+        spent = min(float(budget.spent_usd / limit * 100), 100.0)
+        held = min(float(budget.reserved_usd / limit * 100), 100.0 - spent)
+        return format_html(
+            '<div class="budget-bar" title="{} spent, {} held, {} left">'
+            '<span style="width:{}%;background:#dc3545"></span>'
+            '<span style="width:{}%;background:#ffc107"></span></div>'
+            '<small>{} spent · {} held · {} left</small>',
+            money(budget.spent_usd), money(budget.reserved_usd), money(max(remaining(budget), ZERO)),
+            f"{spent:.1f}", f"{held:.1f}",
+            money(budget.spent_usd), money(budget.reserved_usd), money(max(remaining(budget), ZERO)),
+        )  # fmt: skip
+
+    @admin.display(description="state")
+    def state_badge(self, budget):
+        return badge(state_of(budget), "budget")
+
+    def save_model(self, request, obj, form, change):
+        """Through the service (as the API): it checks the scope and wakes waiting agents."""
+        caller = caller_for_admin(request, obj.organization)
+        try:
+            saved, _ = budget_set(
+                caller=caller, scope=obj.scope, limit_usd=obj.limit_usd,
+                team=obj.team.name if obj.team_id else None,
+                agent=obj.agent.handle if obj.agent_id else None, task=obj.task_id,
+                session=obj.session if obj.session_id else None,
+            )  # fmt: skip
+        except DomainError as exc:
+            raise ValidationError(exc.message) from exc
+        obj.pk, obj._state.adding = saved.pk, False
+        obj.refresh_from_db()
+
+
+@admin.register(BudgetAlert)
+class BudgetAlertAdmin(OrgOwnedAdmin):
+    list_display = ["created_at", "kind_badge", "message", "read_at"]
+    list_filter = ["kind", "period", ("read_at", admin.EmptyFieldListFilter)]
+    list_select_related = ["organization", "budget"]
+    actions = ["mark_read"]
+
+    def has_add_permission(self, request, *args):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="kind")
+    def kind_badge(self, alert):
+        return badge(alert.kind, "budget")
+
+    @admin.action(description="Mark as read")
+    def mark_read(self, request, queryset):
+        queryset.filter(Q(read_at__isnull=True)).update(read_at=timezone.now())

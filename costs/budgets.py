@@ -1,0 +1,262 @@
+"""Budgets: set one (the admin and `POST /api/budgets`), read its state, find what blocks an agent.
+
+Setting a limit (or a new month) can make room: `budget_made_room` is sent after the commit, and
+the runtime wakes the managed agents that waited for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import partial
+
+from django.db import transaction
+from django.db.models import Q, Sum
+from django.dispatch import Signal
+from django.utils import timezone
+
+from organization.caller import Caller
+from organization.errors import Invalid, NotFound
+from organization.models import Agent, Organization, Team
+from tasks.models import Task
+
+from .metering import (
+    BudgetExhausted,
+    Meter,
+    current_period,
+    period_of,
+    remaining,
+    roll,
+    worst_case_usd,
+)
+from .models import (
+    MONTHLY_SCOPES,
+    WARNING_SHARE,
+    ZERO,
+    Budget,
+    BudgetScope,
+    BudgetState,
+    UsageRecord,
+    UsageState,
+)
+from .pricing import price_of
+
+# Sent after the commit of a change that may let refused calls through: kwargs organization_id.
+budget_made_room = Signal()
+
+
+def state_of(budget: Budget, now=None) -> str:
+    period = period_of(budget, now)
+    spent = budget.spent_usd if budget.period == period else ZERO
+    held = spent + budget.reserved_usd
+    if held >= budget.limit_usd or budget.refused_period == period:
+        return BudgetState.EXHAUSTED
+    if held >= budget.limit_usd * WARNING_SHARE:
+        return BudgetState.WARNING
+    return BudgetState.OK
+
+
+def current_view(budget: Budget, now=None) -> Budget:
+    """The budget as of now: a monthly one seen in a new month has spent nothing yet."""
+    roll(budget, now)
+    return budget
+
+
+def spent_so_far(budget: Budget, now=None) -> Decimal:
+    """What the ledger already holds for a new budget's scope and period (it starts from it)."""
+    rows = UsageRecord.objects.filter(organization_id=budget.organization_id).exclude(
+        state=UsageState.RESERVED
+    )
+    if budget.is_monthly:
+        start = (now or timezone.now()).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        rows = rows.filter(created_at__gte=start)
+    if budget.scope == BudgetScope.TEAM:
+        rows = rows.filter(team_id=budget.team_id)
+    elif budget.scope == BudgetScope.AGENT:
+        rows = rows.filter(agent_id=budget.agent_id)
+    elif budget.scope == BudgetScope.TASK:
+        rows = rows.filter(task_id__in=task_tree_ids(budget.task_id))
+    elif budget.scope == BudgetScope.COLLABORATION:
+        rows = rows.filter(session_id=budget.session_id)
+    return rows.aggregate(total=Sum("cost_usd"))["total"] or ZERO
+
+
+def task_tree_ids(task_id: int) -> list[int]:
+    """The task and all its subtasks, level by level."""
+    ids, level = [task_id], [task_id]
+    while level:
+        level = list(Task.objects.filter(parent_id__in=level).values_list("pk", flat=True))
+        ids += level
+    return ids
+
+
+def task_ancestry(task_id: int | None) -> tuple[int, ...]:
+    """The task and its parents up to the root (a task budget covers its whole tree)."""
+    chain: list[int] = []
+    while task_id is not None and task_id not in chain and len(chain) < 100:
+        chain.append(task_id)
+        task_id = Task.objects.filter(pk=task_id).values_list("parent_id", flat=True).first()
+    return tuple(chain)
+
+
+def _parse_limit(value, name: str) -> Decimal:
+    try:
+        limit = Decimal(str(value))
+    except ArithmeticError:
+        limit = None
+    if limit is None or not limit.is_finite() or limit < 0 or limit >= Decimal(10) ** 10:
+        raise Invalid(f'{name}: must be a decimal amount of USD from 0, e.g. "50.00".')
+    return limit.quantize(Decimal("0.000000001"))
+
+
+@transaction.atomic
+def budget_set(
+    *, caller: Caller, scope: str, limit_usd, team: str | None = None, agent: str | None = None,
+    task: int | None = None, session=None,
+) -> tuple[Budget, bool]:  # fmt: skip
+    """Create the scope's budget or change its limit; returns (budget, created). Humans only."""
+    caller.require_human()
+    org = caller.organization
+    if scope not in BudgetScope.values:
+        raise Invalid(f"scope: must be one of {', '.join(BudgetScope.values)}.")
+    limit = _parse_limit(limit_usd, "monthly_limit_usd" if scope in MONTHLY_SCOPES else "limit_usd")
+    subject = {"scope": scope}
+    if scope == BudgetScope.TEAM:
+        if not team:
+            raise Invalid("team: required for a team budget (the team's name).")
+        found = Team.objects.filter(organization=org, name=team).first()
+        if found is None:
+            raise NotFound(f"Team not found: {team}", "team_not_found")
+        subject["team"] = found
+    elif scope == BudgetScope.AGENT:
+        if not agent:
+            raise Invalid("agent: required for an agent budget (the agent's handle).")
+        found = Agent.objects.filter(organization=org, handle=agent).first()
+        if found is None:
+            raise NotFound(f"Agent not found: {agent}", "agent_not_found")
+        subject["agent"] = found
+    elif scope == BudgetScope.TASK:
+        found = Task.objects.filter(organization=org, pk=task).first() if task else None
+        if found is None:
+            raise NotFound(f"Task not found: {task}", "task_not_found")
+        subject["task"] = found
+    elif scope == BudgetScope.COLLABORATION:
+        if session is None:
+            raise Invalid("A collaboration's budget is its max_cost_usd, set when it starts.")
+        subject["session"] = session
+    Organization.objects.select_for_update().filter(pk=org.pk).first()  # one create at a time
+    budget = Budget.objects.select_for_update().filter(organization=org, **subject).first()
+    created = budget is None
+    if created:
+        budget = Budget(organization=org, limit_usd=limit, created_by=caller.label, **subject)
+        budget.period = period_of(budget)
+        budget.spent_usd = spent_so_far(budget)
+        budget.save()
+    else:
+        roll(budget)
+        budget.limit_usd, budget.refused_period = limit, ""
+        budget.save(update_fields=["limit_usd", "refused_period", "period", "spent_usd",
+                                   "updated_at"])  # fmt: skip
+    transaction.on_commit(
+        partial(budget_made_room.send_robust, sender=Budget, organization_id=org.pk), robust=True
+    )
+    return budget, created
+
+
+@transaction.atomic
+def budget_delete(*, caller: Caller, budget: Budget) -> None:
+    caller.require_human()
+    organization_id = budget.organization_id
+    budget.delete()
+    transaction.on_commit(
+        partial(budget_made_room.send_robust, sender=Budget, organization_id=organization_id),
+        robust=True,
+    )
+
+
+def blocking_budget(agent: Agent, now=None) -> Budget | None:
+    """The first monthly budget covering the agent (its organization, team, own) that is
+    exhausted: a managed run for it would be refused at its first call, so none starts."""
+    meter = Meter.for_agent(agent, purpose="run")
+    for budget in Budget.objects.filter(meter.covering()).order_by("pk"):
+        if state_of(budget, now) == BudgetState.EXHAUSTED:
+            return budget
+    return None
+
+
+def new_month_wake() -> int:
+    """On the 1st (beat): monthly budgets have room again; wake who waited. Returns the number
+    of organizations told."""
+    period = current_period()
+    organization_ids = set(
+        Budget.objects.filter(scope__in=MONTHLY_SCOPES)
+        .filter(Q(refused_period__lt=period) & ~Q(refused_period=""))
+        .values_list("organization_id", flat=True)
+    )
+    for organization_id in organization_ids:
+        budget_made_room.send_robust(sender=Budget, organization_id=organization_id)
+    return len(organization_ids)
+
+
+__all__ = ["budget_made_room", "budget_set", "blocking_budget", "remaining", "state_of"]
+
+
+@dataclass
+class Planned:
+    """A model call a caller plans to make, for an estimate."""
+
+    meter: Meter
+    provider: str
+    model: str
+    prompt_bound: int
+    max_tokens: int
+
+
+def fit(organization_id: int, calls: list[Planned], extra_limit: Decimal | None = None) -> dict:
+    """What `calls` could cost at worst, against each budget that would cover one of them (and
+    `extra_limit`, a new collaboration's own max_cost_usd). Unpriced calls count 0 and are named."""
+    total, tokens, unpriced = ZERO, 0, set()
+    per_budget: dict[int, Decimal] = {}
+    budgets: dict[int, Budget] = {}
+    for call in calls:
+        worst = worst_case_usd(price_of(call.provider, call.model), call.prompt_bound,
+                               call.max_tokens)  # fmt: skip
+        tokens += call.prompt_bound + call.max_tokens
+        if worst is None:
+            unpriced.add(f"{call.provider}/{call.model}")
+            continue
+        total += worst
+        for budget in Budget.objects.filter(call.meter.covering()).select_related("team", "agent"):
+            budgets.setdefault(budget.pk, current_view(budget))
+            per_budget[budget.pk] = per_budget.get(budget.pk, ZERO) + worst
+    rows = [
+        {
+            "id": pk, "scope": budgets[pk].scope, "subject": budgets[pk].subject,
+            "estimated_cost_usd": amount, "remaining_usd": max(remaining(budgets[pk]), ZERO),
+            "fits": amount <= remaining(budgets[pk]),
+        }
+        for pk, amount in sorted(per_budget.items())
+    ]  # fmt: skip
+    if extra_limit is not None:
+        rows.append({
+            "id": None, "scope": BudgetScope.COLLABORATION, "subject": "max_cost_usd",
+            "estimated_cost_usd": total, "remaining_usd": extra_limit,
+            "fits": total <= extra_limit,
+        })  # fmt: skip
+    return {
+        "estimated_cost_usd": total,
+        "estimated_tokens": tokens,
+        "unpriced_models": sorted(unpriced),
+        "budgets": rows,
+    }
+
+
+def check_fits(estimate: dict) -> None:
+    """409 `budget_exhausted` naming the first budget the estimate does not fit."""
+    for row in estimate["budgets"]:
+        if not row["fits"]:
+            raise BudgetExhausted(
+                f"This collaboration could cost up to ${row['estimated_cost_usd']:.6f}; the "
+                f"{row['scope']} budget of {row['subject']} has ${row['remaining_usd']:.6f} "
+                "left. POST /api/collaborations/estimate shows every budget."
+            )

@@ -1,0 +1,317 @@
+"""Every model call through the ledger: reserve its worst case, make it, settle what it cost.
+
+    meter = Meter(organization_id=…, purpose=UsagePurpose.RUN, agent=agent, run_id=run.pk, …)
+    reply = metered_call(meter, provider, model, prompt_bound, max_tokens, deadline, call)
+
+`reserve` locks every budget covering the call (its organization, the agent's team, the agent,
+the task tree, the collaboration), in primary-key order so concurrent calls never deadlock,
+and either holds the call's worst case (prompt bound + max_tokens, priced) against all of them
+or refuses it with `BudgetExhausted` before any money is spent. `settle` releases the hold and
+books the real cost, in the same transaction as the ledger row's update; a hold its worker never
+settled is booked at its worst case by `sweep_expired`. So the money spent never exceeds a budget:
+the check counts what is spent and what is held.
+
+A call no budget covers is written once, after it returns (no reservation to hold).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from organization.errors import Conflict
+
+from . import alerts
+from .models import (
+    LIFETIME,
+    ZERO,
+    Budget,
+    BudgetScope,
+    PriceSource,
+    UsageRecord,
+    UsageState,
+)
+from .pricing import Price, price_of, round_up
+
+log = logging.getLogger(__name__)
+
+
+class BudgetExhausted(Conflict):
+    """409 `budget_exhausted`: the call (or the collaboration) does not fit a budget."""
+
+    def __init__(self, message: str, budget: Budget | None = None):
+        super().__init__(message, "budget_exhausted")
+        self.budget = budget
+
+
+def current_period(now=None) -> str:
+    return (now or timezone.now()).strftime("%Y-%m")
+
+
+def period_of(budget: Budget, now=None) -> str:
+    return current_period(now) if budget.is_monthly else LIFETIME
+
+
+@dataclass
+class Meter:
+    """Who makes a call and what it belongs to: the budgets that cover it follow from this."""
+
+    organization_id: int
+    purpose: str
+    agent_id: int | None = None
+    team_id: int | None = None
+    session_id: object = None
+    run_id: int | None = None
+    task_id: int | None = None
+    # The call's task and its ancestors: a task budget covers its whole tree.
+    task_tree: tuple[int, ...] = ()
+
+    @classmethod
+    def for_agent(cls, agent, purpose: str, **kwargs) -> Meter:
+        if agent is None:
+            return cls(purpose=purpose, **kwargs)
+        kwargs.setdefault("organization_id", agent.organization_id)
+        return cls(purpose=purpose, agent_id=agent.pk, team_id=agent.team_id, **kwargs)
+
+    def covering(self) -> Q:
+        """The budgets that cover this call."""
+        q = Q(scope=BudgetScope.ORGANIZATION)
+        if self.team_id:
+            q |= Q(scope=BudgetScope.TEAM, team_id=self.team_id)
+        if self.agent_id:
+            q |= Q(scope=BudgetScope.AGENT, agent_id=self.agent_id)
+        if self.task_tree:
+            q |= Q(scope=BudgetScope.TASK, task_id__in=self.task_tree)
+        if self.session_id:
+            q |= Q(scope=BudgetScope.COLLABORATION, session_id=self.session_id)
+        return Q(organization_id=self.organization_id) & q
+
+
+@dataclass
+class Ticket:
+    """A call between `reserve` and `settle`."""
+
+    meter: Meter
+    provider: str
+    model: str
+    price: Price
+    worst_usd: Decimal | None
+    record_id: int | None = None  # the reservation's ledger row, if budgets cover the call
+    budget_ids: list[int] = field(default_factory=list)
+
+
+def roll(budget: Budget, now=None) -> bool:
+    """A monthly budget's counters move to the current month (what is held stays held)."""
+    period = period_of(budget, now)
+    if budget.period == period:
+        return False
+    budget.period, budget.spent_usd = period, ZERO
+    return True
+
+
+def remaining(budget: Budget) -> Decimal:
+    return budget.limit_usd - budget.spent_usd - budget.reserved_usd
+
+
+def worst_case_usd(price: Price, prompt_bound: int, max_tokens: int) -> Decimal | None:
+    cost = price.cost(prompt_bound, max_tokens)
+    return None if cost is None else round_up(cost)
+
+
+def reserve(
+    meter: Meter, provider: str, model: str, *, prompt_bound: int, max_tokens: int,
+    deadline: float | None = None,
+) -> Ticket:  # fmt: skip
+    """Hold the call's worst case against every budget covering it, or raise BudgetExhausted."""
+    price = price_of(provider, model)
+    worst = worst_case_usd(price, prompt_bound, max_tokens)
+    ticket = Ticket(meter, provider, model, price, worst)
+    if price.source == PriceSource.FREE:
+        return ticket
+    refused: list[Budget] = []
+    with transaction.atomic():
+        budgets = list(Budget.objects.select_for_update().filter(meter.covering()).order_by("pk"))
+        if not budgets:
+            return ticket
+        now = timezone.now()
+        if worst is None:
+            # No price: nothing can be held. The call goes ahead, recorded with a null cost and
+            # flagged in the admin; an operator prices the model with LLM_PRICES.
+            log.warning("no price for %s/%s: budgets cannot hold its cost", provider, model)
+            return ticket
+        for budget in budgets:
+            if roll(budget, now):
+                budget.save(update_fields=["period", "spent_usd", "updated_at"])
+        refused = [b for b in budgets if remaining(b) < worst]
+        if not refused:
+            Budget.objects.filter(pk__in=[b.pk for b in budgets]).update(
+                reserved_usd=F("reserved_usd") + worst
+            )
+            seconds_left = (deadline - time.monotonic()) if deadline else 0
+            ticket.record_id = UsageRecord.objects.create(
+                **_row(meter, provider, model, price),
+                state=UsageState.RESERVED,
+                reserved_usd=worst,
+                budget_ids=[b.pk for b in budgets],
+                expires_at=now
+                + timedelta(seconds=max(seconds_left, 0) + settings.COSTS_RESERVATION_GRACE),
+            ).pk
+            ticket.budget_ids = [b.pk for b in budgets]
+            return ticket
+        for budget in refused:
+            period = period_of(budget, now)
+            if budget.refused_period != period:
+                Budget.objects.filter(pk=budget.pk).update(refused_period=period)
+            alerts.raise_exhausted(budget, period)
+    budget = refused[0]
+    raise BudgetExhausted(
+        f"The {budget.scope} budget of {budget.subject} (${budget.limit_usd:.2f}"
+        f"{' a month' if budget.is_monthly else ''}) has ${max(remaining(budget), ZERO):.6f} "
+        f"left; this call could cost up to ${worst:.6f} ({provider}/{model}).",
+        budget,
+    )
+
+
+def _row(meter: Meter, provider: str, model: str, price: Price) -> dict:
+    return {
+        "organization_id": meter.organization_id,
+        "agent_id": meter.agent_id,
+        "team_id": meter.team_id,
+        "purpose": meter.purpose,
+        "session_id": meter.session_id,
+        "run_id": meter.run_id,
+        "task_id": meter.task_id,
+        "provider": provider,
+        "model": model,
+        "price_source": price.source,
+    }
+
+
+def settle(
+    ticket: Ticket, *, prompt_tokens: int = 0, completion_tokens: int = 0, error: str = ""
+) -> UsageRecord | None:
+    """Book what the call cost and release its hold (a failed call books what it reported)."""
+    price = ticket.price
+    cost = price.cost(prompt_tokens, completion_tokens)
+    input_rate, output_rate = (
+        price.rates_for(prompt_tokens, completion_tokens) if price.known else (None, None)
+    )
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "cost_usd": cost,
+        "input_usd_per_mtok": input_rate,
+        "output_usd_per_mtok": output_rate,
+        "error": error[:2000],
+    }
+    if ticket.record_id is None:
+        return UsageRecord.objects.create(
+            **_row(ticket.meter, ticket.provider, ticket.model, price), **usage,
+            state=UsageState.RECORDED, settled_at=timezone.now(),
+        )  # fmt: skip
+    if cost is not None and ticket.worst_usd is not None and cost > ticket.worst_usd:
+        log.error(
+            "%s/%s cost $%s, above its reserved worst case $%s",
+            ticket.provider, ticket.model, cost, ticket.worst_usd,
+        )  # fmt: skip
+    with transaction.atomic():
+        _book(ticket.record_id, ticket.budget_ids, ticket.worst_usd, cost or ZERO, usage,
+              UsageState.RECORDED)  # fmt: skip
+    return None
+
+
+def _book(
+    record_id: int, budget_ids: list[int], held: Decimal, cost: Decimal, usage: dict, state: str
+) -> bool:
+    """Settle one reservation (in the caller's transaction): False when it was settled before."""
+    budgets = list(Budget.objects.select_for_update().filter(pk__in=budget_ids).order_by("pk"))
+    settled = UsageRecord.objects.filter(pk=record_id, state=UsageState.RESERVED).update(
+        state=state, settled_at=timezone.now(), **usage
+    )
+    if not settled:
+        return False  # the sweep booked it at its worst case already
+    now = timezone.now()
+    for budget in budgets:
+        spent_before = budget.spent_usd if not roll(budget, now) else ZERO
+        budget.reserved_usd = max(budget.reserved_usd - held, ZERO)
+        budget.spent_usd = spent_before + cost
+        budget.save(update_fields=["period", "spent_usd", "reserved_usd", "updated_at"])
+        alerts.after_spending(budget, spent_before, now)
+    return True
+
+
+def sweep_expired(now=None) -> int:
+    """Book each reservation past its expiry at its worst case; returns how many."""
+    now = now or timezone.now()
+    expired = list(
+        UsageRecord.objects.filter(state=UsageState.RESERVED, expires_at__lt=now).values_list(
+            "pk", "budget_ids", "reserved_usd"
+        )[:500]
+    )
+    booked = 0
+    for pk, budget_ids, held in expired:
+        with transaction.atomic():
+            booked += _book(
+                pk, budget_ids, held, held,
+                {"cost_usd": held, "error": "its worker never settled it: booked at its worst case"},
+                UsageState.EXPIRED,
+            )  # fmt: skip
+    return booked
+
+
+def metered_call(ticket_args: dict, meter: Meter, call):
+    """Reserve, run `call()` → reply (with prompt_tokens / completion_tokens), settle."""
+    ticket = reserve(meter, **ticket_args)
+    try:
+        reply = call()
+    except BaseException as exc:
+        # The provider failed after its retries: what it spent, if it said, is on the exception.
+        reply = getattr(exc, "reply", None)
+        settle(
+            ticket,
+            prompt_tokens=getattr(reply, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(reply, "completion_tokens", 0) or 0,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+        raise
+    settle(ticket, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
+    return reply
+
+
+def book_reported(
+    meter: Meter, provider: str, model: str, *, prompt_tokens: int, completion_tokens: int,
+    cost_usd: Decimal | None = None,
+) -> UsageRecord:  # fmt: skip
+    """An outside agent's own report of a call it made: priced like ours (its own `cost_usd` only
+    when we know no price), marked self-reported, and booked on the budgets covering it. It was
+    spent already: nothing could have refused it, but the budgets and their alerts see it."""
+    price = price_of(provider, model)
+    cost = price.cost(prompt_tokens, completion_tokens)
+    source = price.source
+    if cost is None and cost_usd is not None:
+        cost, source = cost_usd, PriceSource.REPORTED
+    rates = price.rates_for(prompt_tokens, completion_tokens) if price.known else (None, None)
+    with transaction.atomic():
+        budgets = list(Budget.objects.select_for_update().filter(meter.covering()).order_by("pk"))
+        record = UsageRecord.objects.create(
+            **{**_row(meter, provider, model, price), "price_source": source},
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost,
+            input_usd_per_mtok=rates[0], output_usd_per_mtok=rates[1], self_reported=True,
+            state=UsageState.RECORDED, budget_ids=[b.pk for b in budgets],
+            settled_at=timezone.now(),
+        )  # fmt: skip
+        now = timezone.now()
+        for budget in budgets:
+            spent_before = budget.spent_usd if not roll(budget, now) else ZERO
+            budget.spent_usd = spent_before + (cost or ZERO)
+            budget.save(update_fields=["period", "spent_usd", "updated_at"])
+            alerts.after_spending(budget, spent_before, now)
+    return record

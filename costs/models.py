@@ -1,0 +1,235 @@
+"""What the organization spends (issue 12): one ledger row per model call, and budgets.
+
+A `UsageRecord` is written *before* the call as a reservation of its worst case (state
+`reserved`, `reserved_usd`, the budgets it holds) and settled when the call returns (state
+`recorded`, its real tokens and `cost_usd`). A reservation whose worker died is settled at its
+worst case by the sweep (state `expired`): money that may have been spent is never forgotten.
+
+A `Budget` keeps its own counters (`spent_usd`, `reserved_usd` for its current `period`) so a
+call checks it with one locked row read, not a sum over the month's ledger; every change to the
+counters happens in the transaction that changes the ledger row, under the budget's row lock.
+"""
+
+from decimal import Decimal
+
+from django.db import models
+
+from organization.models import Agent, Organization, Team
+from tasks.models import Task
+
+# Prices are per token fractions of a cent: 9 decimal places hold $0.000000001.
+MONEY = {"max_digits": 19, "decimal_places": 9}
+ZERO = Decimal(0)
+LIFETIME = "lifetime"
+WARNING_SHARE = Decimal("0.8")
+
+
+class UsagePurpose(models.TextChoices):
+    """What a model call was for (the pinned names), and a report from an outside agent."""
+
+    COLLABORATION = "collaboration"
+    PLAN = "plan"
+    SYNTHESIS = "synthesis"
+    JUDGE = "judge"
+    RUN = "run"
+    REPORTED = "reported"
+
+
+class UsageState(models.TextChoices):
+    RESERVED = "reserved"  # the call is under way: its worst case is held against its budgets
+    RECORDED = "recorded"  # the call returned (or failed): its real usage
+    EXPIRED = "expired"  # its worker never settled it: counted at its worst case
+
+
+class PriceSource(models.TextChoices):
+    GENAI_PRICES = "genai-prices"
+    SETTING = "LLM_PRICES"
+    FREE = "free"  # the offline provider: no model was called
+    UNKNOWN = "unknown"  # no price known: cost_usd is null (flagged in the admin)
+    REPORTED = "reported"  # an outside agent's own report carried its cost
+
+
+class UsageRecord(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
+    )
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The agent's team at the time of the call.",
+    )  # fmt: skip
+    purpose = models.CharField(max_length=20, choices=UsagePurpose.choices)
+    # What it belongs to. The session and the run are the apps above's models, named lazily:
+    # this app sits below them (docs/design.md "Layers").
+    session = models.ForeignKey(
+        "collaboration.CollaborationSession", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="usage_records",
+    )  # fmt: skip
+    run = models.ForeignKey(
+        "runtime.Run", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="usage_records",
+    )  # fmt: skip
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
+    )
+    provider = models.CharField(max_length=40)
+    model = models.CharField(max_length=100)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(null=True, blank=True, **MONEY)
+    # The price used, kept with the row (USD per million tokens) and where it came from.
+    input_usd_per_mtok = models.DecimalField(null=True, blank=True, **MONEY)
+    output_usd_per_mtok = models.DecimalField(null=True, blank=True, **MONEY)
+    price_source = models.CharField(max_length=20, choices=PriceSource.choices)
+    self_reported = models.BooleanField(default=False)
+    state = models.CharField(max_length=10, choices=UsageState.choices, default=UsageState.RECORDED)
+    reserved_usd = models.DecimalField(default=ZERO, **MONEY)
+    budget_ids = models.JSONField(default=list, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=False)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [
+            models.Index(fields=["organization", "created_at"], name="usage_org_created"),
+            models.Index(fields=["agent", "created_at"], name="usage_agent_created"),
+            models.Index(
+                fields=["expires_at"],
+                name="usage_reserved_expiry",
+                condition=models.Q(state="reserved"),
+            ),  # fmt: skip
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model} {self.purpose} ${self.cost_usd}"
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class BudgetScope(models.TextChoices):
+    ORGANIZATION = "organization"
+    TEAM = "team"
+    AGENT = "agent"
+    TASK = "task"  # one task tree (the task and its subtasks), lifetime
+    COLLABORATION = "collaboration"  # one collaboration (`max_cost_usd`), lifetime
+
+
+MONTHLY_SCOPES = (BudgetScope.ORGANIZATION, BudgetScope.TEAM, BudgetScope.AGENT)
+
+
+class BudgetState(models.TextChoices):
+    OK = "ok"
+    WARNING = "warning"  # 80 % spent or held
+    EXHAUSTED = "exhausted"  # nothing left, or a call did not fit this period
+
+
+class Budget(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    scope = models.CharField(max_length=20, choices=BudgetScope.choices)
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    session = models.ForeignKey(
+        "collaboration.CollaborationSession", null=True, blank=True, on_delete=models.CASCADE,
+        related_name="+",
+    )  # fmt: skip
+    limit_usd = models.DecimalField(
+        **MONEY, help_text="Monthly (UTC calendar month) for an organization, team or agent; "
+        "for the whole life of a task tree or a collaboration.",
+    )  # fmt: skip
+    # "YYYY-MM" the counters are for (monthly), or "lifetime".
+    period = models.CharField(max_length=8)
+    spent_usd = models.DecimalField(default=ZERO, **MONEY)
+    reserved_usd = models.DecimalField(default=ZERO, **MONEY)
+    # The period in which each alert was raised (one alert per crossing), and in which a call
+    # was refused for not fitting (cleared when the limit changes).
+    warned_period = models.CharField(max_length=8, blank=True, default="")
+    exhausted_period = models.CharField(max_length=8, blank=True, default="")
+    refused_period = models.CharField(max_length=8, blank=True, default="")
+    created_by = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["scope", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization"], condition=models.Q(scope="organization"),
+                name="budget_one_per_organization",
+            ),
+            models.UniqueConstraint(
+                fields=["team"], condition=models.Q(scope="team"), name="budget_one_per_team"
+            ),
+            models.UniqueConstraint(
+                fields=["agent"], condition=models.Q(scope="agent"), name="budget_one_per_agent"
+            ),
+            models.UniqueConstraint(
+                fields=["task"], condition=models.Q(scope="task"), name="budget_one_per_task"
+            ),
+            models.UniqueConstraint(
+                fields=["session"], condition=models.Q(scope="collaboration"),
+                name="budget_one_per_session",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(limit_usd__gte=0), name="budget_limit_not_negative"
+            ),
+        ]  # fmt: skip
+
+    def __str__(self) -> str:
+        return f"{self.scope} budget {self.subject}"
+
+    @property
+    def is_monthly(self) -> bool:
+        return self.scope in MONTHLY_SCOPES
+
+    @property
+    def subject(self) -> str:
+        """What it covers, in words."""
+        if self.scope == BudgetScope.TEAM:
+            return self.team.name if self.team_id else "?"
+        if self.scope == BudgetScope.AGENT:
+            return self.agent.handle if self.agent_id else "?"
+        if self.scope == BudgetScope.TASK:
+            return f"task {self.task_id}"
+        if self.scope == BudgetScope.COLLABORATION:
+            return f"collaboration {self.session_id}"
+        return self.organization.name if self.organization_id else "?"
+
+
+class AlertKind(models.TextChoices):
+    WARNING = "warning"  # 80 % of the limit spent
+    EXHAUSTED = "exhausted"
+
+
+class BudgetAlert(models.Model):
+    """An inbox item for the organization's humans: a budget crossed 80 % or ran out. One per
+    budget, kind and period (the unique constraint makes "not one per call" hold under races)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="alerts")
+    kind = models.CharField(max_length=10, choices=AlertKind.choices)
+    period = models.CharField(max_length=8)
+    message = models.TextField()
+    read_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["budget", "kind", "period"], name="budget_alert_once_per_period"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,114 @@
+"""Reads of the ledger and the budgets, scoped to the caller: an agent key sees its own usage and
+costs, organization keys and admin members the whole organization's."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db.models import Count, DecimalField, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce, TruncDate
+
+from organization.caller import Caller
+
+from .metering import Meter
+from .models import ZERO, Budget, BudgetAlert, UsageRecord
+
+MONEY_ZERO = Value(ZERO, output_field=DecimalField(max_digits=19, decimal_places=9))
+
+# group_by → the ledger column a row's `key` is, and how it reads.
+GROUPS = {
+    "agent": "agent__handle",
+    "team": "team__name",
+    "model": None,  # "<provider>/<model>"
+    "day": "day",
+    "purpose": "purpose",
+}
+
+
+def usage_of(*, caller: Caller) -> QuerySet[UsageRecord]:
+    rows = UsageRecord.objects.filter(organization=caller.organization)
+    if caller.agent is not None:
+        rows = rows.filter(agent=caller.agent)
+    return rows.select_related("agent", "team")
+
+
+def cost_rows(*, caller: Caller, group_by: str, since=None, until=None) -> list[dict]:
+    """`{key, prompt_tokens, completion_tokens, cost_usd, calls}` per group, costliest first."""
+    rows = usage_of(caller=caller)
+    if since is not None:
+        rows = rows.filter(created_at__gte=since)
+    if until is not None:
+        rows = rows.filter(created_at__lt=until)
+    if group_by == "day":
+        rows = rows.annotate(day=TruncDate("created_at"))
+    keys = ["provider", "model"] if group_by == "model" else [GROUPS[group_by]]
+    grouped = (
+        rows.values(*keys)
+        .annotate(
+            prompt=Coalesce(Sum("prompt_tokens"), 0),
+            completion=Coalesce(Sum("completion_tokens"), 0),
+            cost=Coalesce(Sum("cost_usd"), MONEY_ZERO),
+            calls=Count("pk"),
+        )
+        .order_by(*keys)
+    )
+    result = []
+    for row in grouped:
+        if group_by == "model":
+            key = f"{row['provider']}/{row['model']}"
+        else:
+            key = row[keys[0]]
+            key = key.isoformat() if hasattr(key, "isoformat") else key
+        result.append({
+            "key": key,
+            "prompt_tokens": row["prompt"],
+            "completion_tokens": row["completion"],
+            "cost_usd": row["cost"],
+            "calls": row["calls"],
+        })  # fmt: skip
+    if group_by != "day":
+        result.sort(key=lambda r: (-r["cost_usd"], str(r["key"])))
+    return result
+
+
+def total_cost(**filters) -> Decimal:
+    """The ledger's cost of the rows matching `filters` (held calls count at what they hold)."""
+    totals = UsageRecord.objects.filter(**filters).aggregate(
+        spent=Coalesce(Sum("cost_usd"), MONEY_ZERO)
+    )
+    return totals["spent"]
+
+
+def cost_of_session(session_id) -> Decimal:
+    return total_cost(session_id=session_id)
+
+
+def cost_of_run(run_id) -> Decimal:
+    return total_cost(run_id=run_id)
+
+
+def cost_of_tasks(task_ids) -> Decimal:
+    return total_cost(task_id__in=list(task_ids))
+
+
+def budgets_of(*, caller: Caller) -> QuerySet[Budget]:
+    """A human: the organization's budgets; an agent: those that cover its own calls."""
+    budgets = Budget.objects.filter(organization=caller.organization)
+    if caller.agent is not None:
+        budgets = budgets.filter(Meter.for_agent(caller.agent, "run").covering())
+    return budgets.select_related("team", "agent", "organization").order_by("scope", "pk")
+
+
+def alerts_of(*, caller: Caller | None) -> QuerySet[BudgetAlert]:
+    if caller is None:
+        return BudgetAlert.objects.none()
+    return BudgetAlert.objects.filter(organization=caller.organization).order_by(
+        "-created_at", "-pk"
+    )
+
+
+def cost_of_task_tree(task) -> Decimal:
+    """The task's and all its subtasks' model calls."""
+    from .budgets import task_tree_ids
+
+    return cost_of_tasks(task_tree_ids(task.pk))

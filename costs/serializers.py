@@ -1,0 +1,145 @@
+"""The ledger, the totals and the budgets as the API shows them, and the bodies it takes."""
+
+from decimal import Decimal
+
+from rest_framework import serializers
+
+from organization.inputs import BIGINT_MAX
+
+from .budgets import remaining, state_of
+from .models import MONTHLY_SCOPES, ZERO, Budget, BudgetAlert, BudgetScope, UsageRecord
+
+MAX_TOKENS = 100_000_000
+MONEY = {"max_digits": 19, "decimal_places": 9, "coerce_to_string": True}
+
+
+class UsageRecordSerializer(serializers.ModelSerializer):
+    agent = serializers.SlugRelatedField(slug_field="handle", read_only=True, allow_null=True)
+    team = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    session = serializers.UUIDField(source="session_id", read_only=True, allow_null=True)
+    run = serializers.IntegerField(source="run_id", read_only=True, allow_null=True)
+    task = serializers.IntegerField(source="task_id", read_only=True, allow_null=True)
+    cost_usd = serializers.DecimalField(read_only=True, allow_null=True, **MONEY)
+    reserved_usd = serializers.DecimalField(read_only=True, **MONEY)
+    input_usd_per_mtok = serializers.DecimalField(read_only=True, allow_null=True, **MONEY)
+    output_usd_per_mtok = serializers.DecimalField(read_only=True, allow_null=True, **MONEY)
+
+    class Meta:
+        model = UsageRecord
+        fields = [
+            "id", "agent", "team", "purpose", "session", "run", "task", "provider", "model",
+            "prompt_tokens", "completion_tokens", "cost_usd", "input_usd_per_mtok",
+            "output_usd_per_mtok", "price_source", "self_reported", "state", "reserved_usd",
+            "error", "created_at", "settled_at",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class UsageReportSerializer(serializers.Serializer):
+    """`POST /api/usage` and the `report_usage` tool: a call an outside agent made itself."""
+
+    provider = serializers.CharField(max_length=40, help_text="e.g. openai, anthropic, ollama.")
+    model = serializers.CharField(max_length=100)
+    prompt_tokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS)
+    completion_tokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS)
+    task = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=BIGINT_MAX,
+        help_text="The task the call was for (one you can see).",
+    )  # fmt: skip
+    cost_usd = serializers.DecimalField(
+        required=False, allow_null=True, max_digits=19, decimal_places=9, min_value=Decimal(0),
+        help_text="What it cost, used only when the service knows no price for the model.",
+    )  # fmt: skip
+
+
+GROUP_BY = ["agent", "team", "model", "day", "purpose"]
+
+
+class CostQuerySerializer(serializers.Serializer):
+    group_by = serializers.ChoiceField(choices=GROUP_BY, help_text="What each row totals.")
+    since = serializers.DateTimeField(required=False, help_text="From this time (inclusive).")
+    until = serializers.DateTimeField(required=False, help_text="Up to this time (exclusive).")
+
+
+class CostRowSerializer(serializers.Serializer):
+    key = serializers.CharField(allow_null=True)
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    cost_usd = serializers.DecimalField(**MONEY)
+    calls = serializers.IntegerField()
+
+
+class BudgetSetSerializer(serializers.Serializer):
+    """`POST /api/budgets`: a monthly limit for the organization, a team or an agent, or a
+    lifetime limit for a task tree. Setting it again changes the limit."""
+
+    scope = serializers.ChoiceField(choices=[s for s in BudgetScope.values if s != "collaboration"])
+    team = serializers.CharField(required=False, allow_null=True, help_text="The team's name.")
+    agent = serializers.CharField(required=False, allow_null=True, help_text="The agent's id.")
+    task = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=BIGINT_MAX,
+        help_text="The root of the task tree (scope task).",
+    )  # fmt: skip
+    monthly_limit_usd = serializers.DecimalField(
+        required=False, max_digits=19, decimal_places=9, min_value=Decimal(0),
+        help_text="USD per calendar month (UTC): organization, team, agent.",
+    )  # fmt: skip
+    limit_usd = serializers.DecimalField(
+        required=False, max_digits=19, decimal_places=9, min_value=Decimal(0),
+        help_text="USD for the whole life of a task tree (scope task).",
+    )  # fmt: skip
+
+    def validate(self, data):
+        monthly = data["scope"] in MONTHLY_SCOPES
+        name = "monthly_limit_usd" if monthly else "limit_usd"
+        other = "limit_usd" if monthly else "monthly_limit_usd"
+        if data.get(other) is not None:
+            raise serializers.ValidationError({other: f"A {data['scope']} budget takes {name}."})
+        if data.get(name) is None:
+            raise serializers.ValidationError({name: "This field is required."})
+        return data
+
+
+class BudgetSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    agent = serializers.SlugRelatedField(slug_field="handle", read_only=True, allow_null=True)
+    task = serializers.IntegerField(source="task_id", read_only=True, allow_null=True)
+    collaboration = serializers.UUIDField(source="session_id", read_only=True, allow_null=True)
+    monthly_limit_usd = serializers.SerializerMethodField()
+    limit_usd = serializers.DecimalField(read_only=True, **MONEY)
+    spent_usd = serializers.DecimalField(read_only=True, **MONEY)
+    reserved_usd = serializers.DecimalField(read_only=True, **MONEY)
+    remaining_usd = serializers.SerializerMethodField()
+    state = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Budget
+        fields = [
+            "id", "scope", "team", "agent", "task", "collaboration", "monthly_limit_usd",
+            "limit_usd", "period", "spent_usd", "reserved_usd", "remaining_usd", "state",
+            "created_by", "created_at", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def to_representation(self, budget):
+        from .budgets import current_view
+
+        return super().to_representation(current_view(budget))
+
+    def get_monthly_limit_usd(self, budget) -> str | None:
+        return f"{budget.limit_usd:.9f}" if budget.is_monthly else None
+
+    def get_remaining_usd(self, budget) -> str:
+        return f"{max(remaining(budget), ZERO):.9f}"
+
+    def get_state(self, budget) -> str:
+        return state_of(budget)
+
+
+class BudgetAlertSerializer(serializers.ModelSerializer):
+    budget = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = BudgetAlert
+        fields = ["id", "budget", "kind", "period", "message", "read_at", "created_at"]
+        read_only_fields = fields
