@@ -32,7 +32,7 @@ def used_just_now():
 
 
 # What only GET /api/tasks/<id> shows (issue 11 §1): the subtasks cost a query a move spares.
-DETAIL_ONLY = {"subtasks", "subtask_progress"}
+DETAIL_ONLY = {"subtasks", "subtask_progress", "cost_usd"}
 
 
 def assert_answer_is_fresh(client, response):

@@ -1,0 +1,186 @@
+"""The REST door of the ledger and the budgets: who may read and write what, exact codes."""
+
+from decimal import Decimal
+
+import pytest
+
+from costs.budgets import budget_set
+from costs.metering import Meter, reserve, settle
+from costs.models import Budget, UsageRecord
+from organization.caller import caller_for_member
+from tasks.models import Task
+from tests.factories import make_admin_user
+
+from .conftest import auth
+
+pytestmark = pytest.mark.django_db
+
+
+def spend(agent, prompt=1000, completion=1000, model="fake-model", **kw):
+    ticket = reserve(Meter.for_agent(agent, "run", **kw), "openai", model, prompt_bound=prompt,
+                     max_tokens=completion)  # fmt: skip
+    settle(ticket, prompt_tokens=prompt, completion_tokens=completion)
+
+
+def test_an_agent_reports_its_own_usage(client, cast):
+    task = Task.objects.create(organization=cast.org, title="t", assignee=cast.alex,
+                               status="assigned")  # fmt: skip
+    body = {"provider": "openai", "model": "fake-model", "prompt_tokens": 1000,
+            "completion_tokens": 500, "task": task.pk}  # fmt: skip
+    response = client.post("/api/usage", body, content_type="application/json",
+                           **auth(cast.alex_key))  # fmt: skip
+    assert response.status_code == 201, response.content
+    data = response.json()
+    assert data["agent"] == "agent-alex" and data["self_reported"] is True
+    assert data["purpose"] == "reported" and data["task"] == task.pk
+    assert Decimal(data["cost_usd"]) == Decimal("0.002")
+
+
+def test_usage_reports_need_an_agent_key_and_a_visible_task(client, cast):
+    body = {"provider": "openai", "model": "fake-model", "prompt_tokens": 1, "completion_tokens": 1}
+    org_key = client.post("/api/usage", body, content_type="application/json",
+                          **auth(cast.org_key))  # fmt: skip
+    assert org_key.status_code == 403 and org_key.json()["code"] == "agent_required"
+    theirs = Task.objects.create(organization=cast.other, title="theirs")
+    response = client.post("/api/usage", {**body, "task": theirs.pk},
+                           content_type="application/json", **auth(cast.alex_key))  # fmt: skip
+    assert response.status_code == 404
+    assert response.json()["success"] is False
+    naming = client.post("/api/usage", {**body, "agentId": "agent-sarah"},
+                         content_type="application/json", **auth(cast.alex_key))  # fmt: skip
+    assert naming.status_code == 403 and naming.json()["code"] == "identity_mismatch"
+    bad = client.post("/api/usage", {**body, "prompt_tokens": -1},
+                      content_type="application/json", **auth(cast.alex_key))  # fmt: skip
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid"
+    assert UsageRecord.objects.count() == 0
+
+
+def test_a_report_without_a_known_price_keeps_its_own_cost(client, cast):
+    body = {"provider": "ollama", "model": "llama3", "prompt_tokens": 10,
+            "completion_tokens": 10, "cost_usd": "0.5"}  # fmt: skip
+    response = client.post("/api/usage", body, content_type="application/json",
+                           **auth(cast.alex_key))  # fmt: skip
+    assert response.status_code == 201
+    assert response.json()["price_source"] == "reported"
+    assert Decimal(response.json()["cost_usd"]) == Decimal("0.5")
+
+
+def test_the_ledger_is_scoped_to_the_caller(client, cast):
+    spend(cast.alex)
+    spend(cast.sarah)
+    spend(cast.bob)
+    mine = client.get("/api/usage", **auth(cast.alex_key)).json()["results"]
+    assert [row["agent"] for row in mine] == ["agent-alex"]
+    everyone = client.get("/api/usage", **auth(cast.org_key)).json()["results"]
+    assert sorted(row["agent"] for row in everyone) == ["agent-alex", "agent-sarah"]
+    filtered = client.get("/api/usage?agent=agent-sarah", **auth(cast.org_key)).json()
+    assert [row["agent"] for row in filtered["results"]] == ["agent-sarah"]
+    assert client.get("/api/usage?purpose=nope", **auth(cast.org_key)).status_code == 400
+
+
+def test_costs_grouped_by_agent_team_model_and_day(client, cast):
+    spend(cast.alex)  # $0.003
+    spend(cast.alex, prompt=1000, completion=0)  # $0.001
+    spend(cast.morgan, prompt=0, completion=1000)  # $0.002
+    spend(cast.bob)  # another organization
+    rows = client.get("/api/costs?group_by=agent", **auth(cast.org_key)).json()
+    assert rows == [
+        {"key": "agent-alex", "prompt_tokens": 2000, "completion_tokens": 1000,
+         "cost_usd": "0.004000000", "calls": 2},
+        {"key": "agent-morgan", "prompt_tokens": 0, "completion_tokens": 1000,
+         "cost_usd": "0.002000000", "calls": 1},
+    ]  # fmt: skip
+    teams = client.get("/api/costs?group_by=team", **auth(cast.org_key)).json()
+    assert [(r["key"], r["calls"]) for r in teams] == [("Development", 2), (None, 1)]
+    models = client.get("/api/costs?group_by=model", **auth(cast.org_key)).json()
+    assert [(r["key"], r["calls"]) for r in models] == [("openai/fake-model", 3)]
+    days = client.get("/api/costs?group_by=day", **auth(cast.org_key)).json()
+    assert len(days) == 1 and days[0]["calls"] == 3
+    own = client.get("/api/costs?group_by=agent", **auth(cast.alex_key)).json()
+    assert [r["key"] for r in own] == ["agent-alex"]
+    future = client.get("/api/costs?group_by=agent&since=2999-01-01T00:00:00Z",
+                        **auth(cast.org_key)).json()  # fmt: skip
+    assert future == []
+    past = client.get("/api/costs?group_by=agent&until=2000-01-01T00:00:00Z",
+                      **auth(cast.org_key)).json()  # fmt: skip
+    assert past == []
+    bad = client.get("/api/costs?group_by=planet", **auth(cast.org_key))
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid"
+    assert client.get("/api/costs?group_by=agent&since=yesterday",
+                      **auth(cast.org_key)).status_code == 400  # fmt: skip
+
+
+def test_budgets_are_set_by_humans(client, cast):
+    body = {"scope": "team", "team": "Development", "monthly_limit_usd": "50.00"}
+    agent = client.post("/api/budgets", body, content_type="application/json",
+                        **auth(cast.alex_key))  # fmt: skip
+    assert agent.status_code == 403 and agent.json()["code"] == "human_required"
+    created = client.post("/api/budgets", body, content_type="application/json",
+                          **auth(cast.org_key))  # fmt: skip
+    assert created.status_code == 201, created.content
+    data = created.json()
+    assert (data["scope"], data["team"], data["monthly_limit_usd"], data["state"]) == (
+        "team", "Development", "50.000000000", "ok",
+    )  # fmt: skip
+    changed = client.post("/api/budgets", {**body, "monthly_limit_usd": "60"},
+                          content_type="application/json", **auth(cast.org_key))  # fmt: skip
+    assert changed.status_code == 200 and changed.json()["id"] == data["id"]
+    assert Budget.objects.get().limit_usd == 60
+    member = make_admin_user(cast.org)
+    client.force_login(member)
+    by_member = client.post("/api/budgets", {"scope": "organization", "monthly_limit_usd": "100"},
+                            content_type="application/json")  # fmt: skip
+    assert by_member.status_code == 201
+
+
+def test_budget_input_errors(client, cast):
+    def post(body):
+        return client.post("/api/budgets", body, content_type="application/json",
+                           **auth(cast.org_key))  # fmt: skip
+
+    assert post({"scope": "galaxy", "monthly_limit_usd": "1"}).status_code == 400
+    assert post({"scope": "team", "monthly_limit_usd": "1"}).json()["code"] == "invalid"
+    missing = post({"scope": "agent", "agent": "agent-bob", "monthly_limit_usd": "1"})
+    assert missing.status_code == 404 and missing.json()["code"] == "agent_not_found"
+    other_task = Task.objects.create(organization=cast.other, title="theirs")
+    task = post({"scope": "task", "task": other_task.pk, "limit_usd": "1"})
+    assert task.status_code == 404 and task.json()["code"] == "task_not_found"
+    assert post({"scope": "organization", "monthly_limit_usd": "-1"}).status_code == 400
+    assert post({"scope": "organization"}).status_code == 400
+    assert post({"scope": "organization", "limit_usd": "1"}).status_code == 400
+    assert Budget.objects.count() == 0
+
+
+def test_budgets_show_spent_reserved_remaining_and_state(client, cast):
+    caller = caller_for_member(make_admin_user(cast.org), cast.org)
+    budget_set(caller=caller, scope="organization", limit_usd="0.01")
+    budget_set(caller=caller, scope="agent", agent="agent-sarah", limit_usd="1")
+    budget_set(caller=caller_for_member(make_admin_user(cast.other), cast.other),
+               scope="organization", limit_usd="7")  # fmt: skip
+    for _ in range(3):
+        spend(cast.alex)  # $0.009 of $0.01
+    reserve(Meter.for_agent(cast.alex, "run"), "openai", "fake-model", prompt_bound=100,
+            max_tokens=100)  # $0.0003 held  # fmt: skip
+    rows = client.get("/api/budgets", **auth(cast.org_key)).json()
+    org_row = next(r for r in rows if r["scope"] == "organization")
+    assert org_row["spent_usd"] == "0.009000000"
+    assert org_row["reserved_usd"] == "0.000300000"
+    assert org_row["remaining_usd"] == "0.000700000"
+    assert org_row["state"] == "warning"
+    assert {r["scope"] for r in rows} == {"organization", "agent"}
+    alex_sees = client.get("/api/budgets", **auth(cast.alex_key)).json()
+    assert [r["scope"] for r in alex_sees] == ["organization"]  # not Sarah's
+    alerts = client.get("/api/budgets/alerts", **auth(cast.org_key))
+    assert [a["kind"] for a in alerts.json()["results"]] == ["warning"]
+    assert client.get("/api/budgets/alerts", **auth(cast.alex_key)).status_code == 403
+
+
+def test_report_usage_tool(client, cast):
+    from organization.caller import caller_for_agent
+    from organization.registry import call_tool
+
+    row = call_tool(caller_for_agent(cast.alex), "report_usage", {
+        "provider": "openai", "model": "fake-model", "prompt_tokens": 1000,
+        "completion_tokens": 0,
+    })  # fmt: skip
+    assert row["self_reported"] is True and Decimal(row["cost_usd"]) == Decimal("0.001")

@@ -1,0 +1,131 @@
+"""Collaborations through the ledger: a row per call with its purpose, the session's cost in its
+metadata, max_cost_usd refused up front (409 budget_exhausted), the estimate endpoint, and
+concurrent sessions on a small budget that never overspend (PostgreSQL row locks)."""
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from collaboration import runner
+from collaboration.models import CollaborationSession
+from collaboration.services import session_create
+from costs.budgets import budget_set
+from costs.models import Budget, UsageRecord
+from organization.caller import caller_for_member
+from tests.concurrency import run_at_once
+from tests.factories import make_admin_user
+
+from .conftest import auth
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def specialists(*names):
+    return [{"name": n, "role": n, "focus": f"the {n} view"} for n in names]
+
+
+def start(client, key, **body):
+    body = {"task": "Design the cache", "agents": specialists("a", "b"), **body}
+    return client.post("/api/collaborations", json.dumps(body), content_type="application/json",
+                       **auth(key))  # fmt: skip
+
+
+def test_each_call_is_in_the_ledger_with_its_purpose_and_the_session_shows_its_cost(
+    client, cast, fake_llm
+):
+    response = start(client, cast.org_key, mode="hierarchical", agents=[
+        {"agent_id": "agent-alex", "focus": "lead"}, *specialists("a", "b"),
+    ])  # fmt: skip
+    assert response.status_code == 202, response.content
+    session_id = response.json()["id"]
+    runner.run_session(session_id)
+    rows = UsageRecord.objects.filter(session_id=session_id)
+    purposes = sorted(rows.values_list("purpose", flat=True))
+    assert purposes.count("plan") >= 1
+    assert purposes.count("collaboration") == 2
+    assert purposes.count("synthesis") == 1
+    plan = rows.filter(purpose="plan").first()
+    assert plan.agent == cast.alex
+    total = sum(r.cost_usd for r in rows)
+    assert total > 0
+    detail = client.get(f"/api/collaborations/{session_id}", **auth(cast.org_key)).json()
+    assert Decimal(detail["metadata"]["cost_usd"]) == total
+    specialists_tokens = sum(
+        c["prompt_tokens"] for c in detail["contributions"] if c["agent"] != "agent-alex"
+    )
+    assert specialists_tokens == sum(
+        r.prompt_tokens for r in rows.filter(purpose="collaboration")
+    )
+
+
+def test_the_offline_provider_records_calls_at_zero(client, cast, offline):
+    session_id = start(client, cast.org_key).json()["id"]
+    runner.run_session(session_id)
+    rows = UsageRecord.objects.filter(session_id=session_id)
+    assert rows.count() == 3  # two specialists and the synthesis
+    assert {(r.cost_usd, r.prompt_tokens, r.completion_tokens) for r in rows} == {(0, 0, 0)}
+
+
+def test_max_cost_usd_that_cannot_fit_is_refused_up_front(client, cast, fake_llm):
+    response = start(client, cast.org_key, max_cost_usd="0.000001")
+    assert response.status_code == 409
+    body = response.json()
+    assert body["code"] == "budget_exhausted"
+    assert "max_cost_usd" in body["error"] and "$" in body["error"]
+    assert CollaborationSession.objects.count() == 0
+    ok = start(client, cast.org_key, max_cost_usd="5")
+    assert ok.status_code == 202
+    budget = Budget.objects.get(scope="collaboration")
+    assert str(budget.session_id) == ok.json()["id"] and budget.limit_usd == 5
+
+
+def test_a_monthly_budget_that_cannot_fit_refuses_the_start(client, cast, fake_llm):
+    caller = caller_for_member(make_admin_user(cast.org), cast.org)
+    budget_set(caller=caller, scope="organization", limit_usd="0.0001")
+    response = start(client, cast.org_key)
+    assert response.status_code == 409 and response.json()["code"] == "budget_exhausted"
+    assert "organization budget" in response.json()["error"]
+
+
+def test_estimate_answers_without_starting(client, cast, fake_llm):
+    caller = caller_for_member(make_admin_user(cast.org), cast.org)
+    budget_set(caller=caller, scope="organization", limit_usd="100")
+    body = {"task": "Design the cache", "agents": specialists("a", "b"), "max_cost_usd": "1"}
+    response = client.post("/api/collaborations/estimate", json.dumps(body),
+                           content_type="application/json", **auth(cast.alex_key))  # fmt: skip
+    assert response.status_code == 200, response.content
+    data = response.json()
+    assert Decimal(data["estimated_cost_usd"]) > 0 and data["estimated_tokens"] > 0
+    scopes = [(b["scope"], b["fits"]) for b in data["budgets"]]
+    assert scopes == [("organization", True), ("collaboration", True)]
+    assert CollaborationSession.objects.count() == 0
+    invalid = client.post("/api/collaborations/estimate", json.dumps({"task": ""}),
+                          content_type="application/json", **auth(cast.alex_key))  # fmt: skip
+    assert invalid.status_code == 400
+
+
+@pytest.mark.postgres
+def test_concurrent_sessions_never_overspend_a_small_budget(cast, fake_llm, settings):
+    """Six sessions of three specialists at once against a budget that fits a few calls: some
+    calls are refused, and what was spent never exceeds the limit."""
+    settings.LLM_PRICES = {"openai/fake-model": {"input": Decimal(100), "output": Decimal(200)}}
+    caller = caller_for_member(make_admin_user(cast.org), cast.org)
+    limit = Decimal("1.5")
+    budget_set(caller=caller, scope="organization", limit_usd=limit)
+    payload = {"task": "Design the cache", "agents": specialists("a", "b", "c"),
+               "max_total_tokens": 100_000}  # fmt: skip
+    # The estimate would refuse them up front: create them as the budget allows, then shrink it.
+    budget_set(caller=caller, scope="organization", limit_usd="1000")
+    sessions = [session_create(caller=caller, payload=payload) for _ in range(6)]
+    budget_set(caller=caller, scope="organization", limit_usd=limit)
+    run_at_once([lambda s=s: runner.run_session(s.pk) for s in sessions])
+    budget = Budget.objects.get(scope="organization")
+    spent = sum(r.cost_usd or 0 for r in UsageRecord.objects.all())
+    assert budget.reserved_usd == 0
+    assert budget.spent_usd == spent
+    assert 0 < spent <= limit
+    refused = UsageRecord.objects.count() < 6 * 4
+    assert refused, "the budget should have refused some calls"
+    failed = [c for s in sessions for c in s.contributions.all() if c.status == "failed"]
+    assert any("budget" in c.error for c in failed)

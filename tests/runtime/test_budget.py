@@ -1,0 +1,57 @@
+"""A managed agent with no budget left is not run (issue 12 §2): the task stays with it, its
+trigger waits; raising the budget wakes it. A run's calls are in the ledger with its cost."""
+
+from decimal import Decimal
+
+import pytest
+
+from costs.budgets import blocking_budget, budget_set
+from costs.models import UsageRecord
+from runtime.models import Run, RunTrigger
+from tasks import services
+from tests.runtime.conftest import drain
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_an_agent_out_of_budget_is_not_run_until_the_budget_is_raised(cast, settings):
+    budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="0")
+    assert blocking_budget(cast.alex) is not None
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    assert not Run.objects.filter(agent=cast.alex).exists()
+    task.refresh_from_db()
+    assert (task.status, task.assignee_id) == ("assigned", cast.alex.pk)
+    assert RunTrigger.objects.filter(agent=cast.alex, run__isnull=True).count() == 1
+    # Sarah (same organization, no budget of her own) still runs.
+    services.task_create(org=cast.org, actor=cast.by_human, title="u", assignee=cast.sarah)
+    assert Run.objects.filter(agent=cast.sarah).count() == 1
+    budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="5")
+    (run,) = Run.objects.filter(agent=cast.alex)
+    assert run.status == "queued" and run.task_id == task.pk
+    assert not RunTrigger.objects.filter(agent=cast.alex, run__isnull=True).exists()
+
+
+def test_a_runs_calls_are_in_the_ledger_with_its_cost(cast, fake_llm, settings, client):
+    settings.LLM_PRICES = {"openai/fake-model": {"input": Decimal(1), "output": Decimal(2)}}
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="parent",
+                                  assignee=cast.lena)  # fmt: skip
+    Run.objects.all().delete()
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t",
+                                assignee=cast.alex, parent=parent)  # fmt: skip
+    drain()
+    run = Run.objects.get(agent=cast.alex)
+    rows = UsageRecord.objects.filter(run=run)
+    assert rows.exists() and set(rows.values_list("purpose", flat=True)) == {"run"}
+    assert set(rows.values_list("task_id", flat=True)) == {task.pk}
+    cost = sum(r.cost_usd for r in rows)
+    assert cost > 0
+    caller = cast.human
+    from runtime.selectors import run_for
+
+    assert run_for(caller=caller, run_id=run.pk).cost_usd == cost
+    from tasks.serializers import task_detail
+
+    tree = UsageRecord.objects.filter(task_id__in=[parent.pk, task.pk])
+    # The parent's figure is its own calls and its subtask's.
+    assert Decimal(task_detail(parent)["cost_usd"]) == sum(r.cost_usd for r in tree)
+    assert Decimal(task_detail(task)["cost_usd"]) == cost
