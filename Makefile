@@ -47,7 +47,7 @@ test-fast: $(STAMP)
 	env $$(cat var/test-env | xargs) PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) \
 	  -m "not worker and not e2e" --durations=10 $(PYTEST_ARGS)
 
-BENCHES := api serving roster assign sweep collaboration mcp runtime
+BENCHES := api serving roster assign sweep collaboration mcp runtime costs
 
 # wrk, the HTTP load generator of the benchmarks (bench/load.py), from Debian's packages.
 wrk:

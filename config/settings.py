@@ -457,6 +457,9 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
         # A task's status appears on tasks and on their subtasks: one enum for both.
         "TaskStatusEnum": "tasks.models.TaskStatus",
         "RunStatusEnum": "runtime.models.RunStatus",
+        "BudgetAlertKindEnum": "costs.models.AlertKind",
+        # Task events and inbox items share their kinds.
+        "TaskEventKindEnum": "tasks.models.EventKind",
     }
 )  # fmt: skip
 

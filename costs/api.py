@@ -107,7 +107,7 @@ class BudgetAlertsView(CallerMixin, generics.ListAPIView):
         return selectors.alerts_of(caller=self.caller)
 
     @extend_schema(
-        responses={200: BudgetAlertSerializer(many=True), **errors(401, 403)},
+        responses={200: BudgetAlertSerializer(many=True), **errors(400, 401, 403)},
         summary="Budget alerts for the organization's humans (80 % and exhausted), newest first",
         filters=False,
     )

@@ -38,10 +38,16 @@ class UsageRecordSerializer(serializers.ModelSerializer):
 class UsageReportSerializer(serializers.Serializer):
     """`POST /api/usage` and the `report_usage` tool: a call an outside agent made itself."""
 
-    provider = serializers.CharField(max_length=40, help_text="e.g. openai, anthropic, ollama.")
-    model = serializers.CharField(max_length=100)
-    prompt_tokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS)
-    completion_tokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS)
+    provider = serializers.CharField(
+        max_length=40, help_text="Who served the call: openai, anthropic, ollama …"
+    )
+    model = serializers.CharField(max_length=100, help_text="The model, as the provider names it.")
+    prompt_tokens = serializers.IntegerField(
+        min_value=0, max_value=MAX_TOKENS, help_text="Input tokens the provider reported."
+    )
+    completion_tokens = serializers.IntegerField(
+        min_value=0, max_value=MAX_TOKENS, help_text="Output tokens the provider reported."
+    )
     task = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=BIGINT_MAX,
         help_text="The task the call was for (one you can see).",

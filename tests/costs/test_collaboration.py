@@ -54,9 +54,7 @@ def test_each_call_is_in_the_ledger_with_its_purpose_and_the_session_shows_its_c
     specialists_tokens = sum(
         c["prompt_tokens"] for c in detail["contributions"] if c["agent"] != "agent-alex"
     )
-    assert specialists_tokens == sum(
-        r.prompt_tokens for r in rows.filter(purpose="collaboration")
-    )
+    assert specialists_tokens == sum(r.prompt_tokens for r in rows.filter(purpose="collaboration"))
 
 
 def test_the_offline_provider_records_calls_at_zero(client, cast, offline):

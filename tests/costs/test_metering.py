@@ -52,7 +52,9 @@ def test_reserve_holds_the_worst_case_and_settle_books_the_real_cost(cast):
     assert budget.spent_usd == Decimal("0.0002")
     row = UsageRecord.objects.get()
     assert (row.state, row.cost_usd, row.budget_ids) == (
-        UsageState.RECORDED, Decimal("0.0002"), [budget.pk]
+        UsageState.RECORDED,
+        Decimal("0.0002"),
+        [budget.pk],
     )
 
 
