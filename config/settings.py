@@ -138,7 +138,8 @@ MCP_STATELESS = env_bool("MCP_STATELESS", True)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS") + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin, with the console's site (its index is the dashboard) as admin.site.
+    "console.apps.ConsoleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -153,6 +154,7 @@ INSTALLED_APPS = [
     "tasks",
     "collaboration",
     "runtime",
+    "console",
 ]
 
 MIDDLEWARE = [
