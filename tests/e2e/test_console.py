@@ -1,0 +1,91 @@
+"""The manager's console in a real browser (issue 13 §4): the dashboard's numbers against the
+database, no horizontal scrolling at 1440 and 1280 px, and a full-page screenshot of each page
+at 1440×900 under var/screenshots/ (left on disk for a person to look at)."""
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
+
+from console import metrics
+from tests.console.data import build
+from tests.factories import make_admin_user, make_org
+
+pytestmark = pytest.mark.e2e
+
+SCREENSHOTS = settings.BASE_DIR / "var" / "screenshots"
+WIDTHS = (1440, 1280)
+
+
+def log_in(page, base: str, username: str) -> None:
+    page.goto(f"{base}/admin/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", "pw-for-tests-only")
+    page.click("input[type=submit]")
+    expect(page.locator("#site-name")).to_contain_text("Agent Org")
+
+
+def no_horizontal_overflow(page) -> None:
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        scroll, client = page.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert scroll <= client, f"{page.url} scrolls sideways at {width} px ({scroll} > {client})"
+
+
+def screenshot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture
+def console_org(transactional_db):
+    """Built before the browser starts (see test_admin_org_chart.py)."""
+    org = make_org("acme", "Acme Robotics")
+    build(org)
+    rival = make_org("rival", "Rival")
+    build(rival, prefix="r")
+    make_admin_user(org, username="bob")
+    get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
+    # What the database says, metric by metric, computed before the browser runs.
+    expected = {m.name: m.text(m.value(org)) for m in metrics.METRICS}
+    attention = [m.name for m in metrics.METRICS if m.group == metrics.ATTENTION]
+    expected["needs_attention"] = str(sum(int(expected[n]) for n in attention))
+    return org, rival, expected
+
+
+def test_the_dashboard_shows_the_databases_numbers_and_each_leads_to_its_list(
+    live_server, console_org, page
+):
+    org, rival, expected = console_org
+    log_in(page, live_server.url, "bob")
+    for name, text in expected.items():
+        expect(page.locator(f'[data-metric="{name}"]')).to_have_text(text)
+    assert len(set(expected.values())) == len(expected), "each metric non-zero and distinct"
+    assert "0" not in expected.values()
+    no_horizontal_overflow(page)
+    screenshot(page, "dashboard")
+
+    page.locator('[data-metric="escalated"]').click()
+    expect(page.locator("#result_list tbody tr")).to_have_count(int(expected["escalated"]))
+    page.go_back()
+    page.locator('[data-metric="at_capacity"]').click()
+    expect(page.locator("#result_list tbody tr")).to_have_count(int(expected["at_capacity"]))
+
+
+def test_a_superuser_switches_organization_and_finds_django_models_under_system(
+    live_server, console_org, page
+):
+    org, rival, expected = console_org
+    log_in(page, live_server.url, "root")
+    page.select_option("#id_organization", label="Rival")
+    expect(page.locator("h1")).to_contain_text("Rival")
+    page.reload()
+    expect(page.locator("h1")).to_contain_text("Rival")  # remembered
+    expect(page.locator("details.system")).not_to_have_attribute("open", "")
+    page.locator("details.system summary").click()
+    expect(page.locator("details.system .app-auth")).to_be_visible()
+    no_horizontal_overflow(page)
+    screenshot(page, "dashboard-superuser")
