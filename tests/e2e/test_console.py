@@ -89,3 +89,60 @@ def test_a_superuser_switches_organization_and_finds_django_models_under_system(
     expect(page.locator("details.system .app-auth")).to_be_visible()
     no_horizontal_overflow(page)
     screenshot(page, "dashboard-superuser")
+
+
+@pytest.fixture
+def demo_with_vote(transactional_db):
+    from tasks.demo import seed_demo
+    from tests.console.test_pages import a_vote
+
+    org = seed_demo(slug="demo")
+    make_admin_user(org, username="bob")
+    session = a_vote(org, started_at=None)
+    escalated = org.tasks.get(status="escalated")
+    story = org.tasks.get(title="Set up a staging cluster")
+    taker = org.agents.filter(is_paused=False).order_by("handle").first()
+    return {"session": session, "escalated": escalated, "story": story, "taker": taker}
+
+
+def test_an_escalated_task_is_assigned_from_its_banner(live_server, demo_with_vote, page):
+    data = demo_with_vote
+    log_in(page, live_server.url, "bob")
+    page.goto(f"{live_server.url}/admin/tasks/task/{data['escalated'].pk}/change/")
+    banner = page.locator("#attention-banner")
+    expect(banner).to_contain_text("Escalated by agent-jordan")
+    expect(banner.locator(".banner-why")).to_contain_text("Needs the AWS account owner")
+    no_horizontal_overflow(page)
+    screenshot(page, "task-escalated")
+
+    page.fill("#banner-comment textarea", "Sam is back on Monday: <b>wait</b> for him.")
+    page.click("#banner-comment button")
+    expect(page.locator(".messagelist")).to_contain_text("Comment added")
+    expect(page.locator("#comments")).to_contain_text("<b>wait</b>")
+    row = page.locator(f'tr.suggestion[data-agent="{data["taker"].handle}"]')
+    if row.count():
+        row.get_by_role("button", name="Assign").click()
+        expect(page.locator(".messagelist")).to_contain_text("Assigned to")
+        expect(page.locator("#attention-banner")).to_have_count(0)
+
+
+def test_a_task_page_tells_its_story(live_server, demo_with_vote, page):
+    log_in(page, live_server.url, "bob")
+    page.goto(f"{live_server.url}/admin/tasks/task/{demo_with_vote['story'].pk}/change/")
+    timeline = page.locator("#timeline")
+    expect(timeline).to_contain_text("delegated the task to agent-jordan")
+    expect(timeline).to_contain_text("Fallback: Sam (Infrastructure Lead) when back.")
+    no_horizontal_overflow(page)
+    screenshot(page, "task-story")
+
+
+def test_a_collaboration_opens_on_its_outcome(live_server, demo_with_vote, page):
+    log_in(page, live_server.url, "bob")
+    session = demo_with_vote["session"]
+    page.goto(f"{live_server.url}/admin/collaboration/collaborationsession/{session.pk}/change/")
+    expect(page.locator("#verdict-summary")).to_have_text("2 yes, 1 no — 67 % agreement")
+    expect(page.locator("#dissent")).to_contain_text("agent-c (no)")
+    expect(page.locator("article.agent-card")).to_have_count(3)
+    expect(page.locator("input[name=_save]")).to_have_count(0)
+    no_horizontal_overflow(page)
+    screenshot(page, "collaboration")
