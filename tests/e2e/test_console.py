@@ -26,12 +26,18 @@ def log_in(page, base: str, username: str) -> None:
 
 
 def no_horizontal_overflow(page) -> None:
+    """Neither the page nor a list's table (Django scrolls `.results` inside itself) scrolls."""
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
         scroll, client = page.evaluate(
             "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
         )
         assert scroll <= client, f"{page.url} scrolls sideways at {width} px ({scroll} > {client})"
+        table = page.evaluate(
+            "(() => { const r = document.querySelector('#changelist .results');"
+            " return r ? [r.scrollWidth, r.clientWidth] : [0, 0]; })()"
+        )
+        assert table[0] <= table[1], f"{page.url}: the list scrolls at {width} px {table}"
 
 
 def screenshot(page, name: str) -> None:
@@ -98,6 +104,7 @@ def demo_with_vote(transactional_db):
 
     org = seed_demo(slug="demo")
     make_admin_user(org, username="bob")
+    get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
     session = a_vote(org, started_at=None)
     escalated = org.tasks.get(status="escalated")
     story = org.tasks.get(title="Set up a staging cluster")
@@ -146,3 +153,26 @@ def test_a_collaboration_opens_on_its_outcome(live_server, demo_with_vote, page)
     expect(page.locator("input[name=_save]")).to_have_count(0)
     no_horizontal_overflow(page)
     screenshot(page, "collaboration")
+
+
+# Not done yet (issue 13 §2 "Lists"): these still scroll their table sideways at 1280 px (the
+# agents at 1440) for a superuser, who has the organization column; strict, so a fix shows.
+TOO_WIDE = pytest.mark.xfail(strict=True, reason="its columns do not fit yet at 1280 px")
+LISTS = [
+    pytest.param("tasks/task", marks=TOO_WIDE),
+    pytest.param("organization/agent", marks=TOO_WIDE),
+    "runtime/run",
+    pytest.param("collaboration/collaborationsession", marks=TOO_WIDE),
+    pytest.param("tasks/taskevent", marks=TOO_WIDE),
+    "tasks/webhookdelivery", "organization/team", "organization/apikey",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("changelist", LISTS)
+def test_the_lists_fit_the_window(live_server, demo_with_vote, page, changelist):
+    make_org("second", "Second")  # a superuser sees several: the organization column too
+    log_in(page, live_server.url, "root")
+    page.goto(f"{live_server.url}/admin/{changelist}/")
+    expect(page.locator("#changelist")).to_be_visible()
+    no_horizontal_overflow(page)
+    screenshot(page, "list-" + changelist.replace("/", "-"))
