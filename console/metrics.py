@@ -216,3 +216,17 @@ def _waiting_on_you(org: Organization) -> dict:
 register_panel(
     Panel("waiting_on_you", "Waiting on you", "admin/console/panel_waiting.html", _waiting_on_you)
 )
+
+
+# --- the costs app's numbers (pinned names: budget_alerts, cost_today_usd, cost_month_usd) ----
+# `costs` sits below `console`, so they are registered here, calling its selectors, e.g.:
+#
+#   from costs import selectors as cost_selectors
+#   register(Metric("budget_alerts", "Budget alerts", cost_selectors.open_alert_count,
+#                   lambda org: changelist(BudgetAlert, org, resolved__exact=0), ATTENTION))
+#   register(Metric("cost_today_usd", "Cost today (USD)", cost_selectors.cost_today,
+#                   lambda org: changelist(UsageEntry, org, ...), COST, text="{:.2f}".format))
+#   register(Metric("cost_month_usd", "Cost this month (USD)", cost_selectors.cost_month,
+#                   lambda org: changelist(UsageEntry, org, ...), COST, text="{:.2f}".format))
+#
+# An ATTENTION metric is added to needs_attention by itself; top spenders are a register_panel.
