@@ -140,7 +140,8 @@ MCP_STATELESS = env_bool("MCP_STATELESS", True)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS") + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin, with the console's site (its index is the dashboard) as admin.site.
+    "console.apps.ConsoleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -156,6 +157,7 @@ INSTALLED_APPS = [
     "costs",
     "collaboration",
     "runtime",
+    "console",
 ]
 
 MIDDLEWARE = [

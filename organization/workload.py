@@ -16,6 +16,7 @@ from django.db.models import (
     Case,
     CharField,
     Count,
+    Exists,
     F,
     IntegerField,
     OuterRef,
@@ -193,3 +194,21 @@ def with_status(qs: QuerySet[Agent], status: str) -> QuerySet[Agent]:
     if status != AVAILABLE and status not in AgentStatus.values:
         return qs.none()
     return qs.annotate(computed_status=status_expression()).filter(status_condition(status))
+
+
+# --- who needs a manager (the console's dashboard, agent list filters) --------------------
+
+
+def at_capacity(qs: QuerySet[Agent], workload: str = "current_workload") -> QuerySet[Agent]:
+    """Agents holding as many tasks as they may (workload ≥ capacity); `qs` is annotated with
+    `workload` (`workload_count()` or `workload_subquery()`)."""
+    return qs.filter(**{f"{workload}__gte": F("workload_capacity")})
+
+
+def offline_with_work(qs: QuerySet[Agent]) -> QuerySet[Agent]:
+    """Offline (paused) agents who still have reports or tasks queued for them: work that waits
+    on someone who receives nothing."""
+    tasks, column = _tasks_along(QUEUED_RELATION)
+    queued = tasks.filter(status=queued_status(), **{column: OuterRef("pk")})
+    reports = Agent.objects.filter(senior=OuterRef("pk"))
+    return qs.filter(is_paused=True).filter(Exists(queued) | Exists(reports))

@@ -36,6 +36,7 @@ from .models import (
     WebhookDelivery,
 )
 from .rules import Actor
+from .sweep import stale_queued
 
 STATUS_COLOURS["task"] = {
     TaskStatus.QUEUED: "#6c757d",
@@ -96,11 +97,16 @@ class NeedsAttentionFilter(admin.SimpleListFilter):
     parameter_name = "attention"
 
     def lookups(self, request, model_admin):
-        return [("needs", "Needs attention (escalated to humans, or blocked)")]
+        return [
+            ("needs", "Needs attention (escalated to humans, or blocked)"),
+            ("stale", "Queued past its threshold or deadline"),
+        ]
 
     def queryset(self, request, queryset):
         if self.value() == "needs":
             return queryset.filter(status__in=NEEDS_ATTENTION)
+        if self.value() == "stale":
+            return queryset.filter(pk__in=stale_queued(timezone.now()).values("pk"))
         return queryset
 
 

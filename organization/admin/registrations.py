@@ -28,7 +28,14 @@ from ..models import (
     TeamRule,
 )
 from ..services import agent_room_changed, agent_set_paused, api_key_issue, api_key_revoke
-from ..workload import count_of, status_for, with_status, workload_count
+from ..workload import (
+    at_capacity,
+    count_of,
+    offline_with_work,
+    status_for,
+    with_status,
+    workload_count,
+)
 from .chart import org_chart_view
 from .scoping import (
     OrgOwnedAdmin,
@@ -39,9 +46,6 @@ from .scoping import (
     colour_of,
     sees_several_organizations,
 )
-
-# The admin's "View site" link: the service has no public site, its API docs are the closest.
-admin.site.site_url = "/api/docs/"
 
 
 class OrgUniqueNameForm(forms.ModelForm):
@@ -274,6 +278,29 @@ class StatusFilter(admin.SimpleListFilter):
         return with_status(queryset, value) if value in AgentStatus.values else queryset
 
 
+class LoadFilter(admin.SimpleListFilter):
+    """Who needs a manager: agents at capacity, offline agents with reports or queued work
+    (the dashboard's `at_capacity` and `offline_with_work` link here)."""
+
+    title = "needs a manager"
+    parameter_name = "load"
+    AT_CAPACITY = "at_capacity"
+    OFFLINE_WITH_WORK = "offline_with_work"
+
+    def lookups(self, request, model_admin):
+        return [
+            (self.AT_CAPACITY, "At capacity"),
+            (self.OFFLINE_WITH_WORK, "Offline, with reports or queued work"),
+        ]
+
+    def queryset(self, request, queryset):
+        if self.value() == self.AT_CAPACITY:
+            return at_capacity(queryset)
+        if self.value() == self.OFFLINE_WITH_WORK:
+            return offline_with_work(queryset)
+        return queryset
+
+
 class HierarchyRoleFilter(admin.SimpleListFilter):
     title = "hierarchy role"
     parameter_name = "hierarchy_role"
@@ -382,7 +409,9 @@ class AgentAdmin(OrgOwnedAdmin):
     ]
     list_display_links = ["handle", "name"]
     list_select_related = ["organization", "team", "senior", "hierarchy_role"]
-    list_filter = [("team", ScopedRelatedFilter), StatusFilter, HierarchyRoleFilter, "runtime"]
+    list_filter = [
+        ("team", ScopedRelatedFilter), StatusFilter, LoadFilter, HierarchyRoleFilter, "runtime",
+    ]  # fmt: skip
     search_fields = ["name", "handle", "expertise"]
     autocomplete_fields = ["team", "senior"]
     actions = ["pause_agents", "resume_agents"]

@@ -1,0 +1,174 @@
+"""The console's pages behind the dashboard (issue 13 §2): a task told as a story, opening on a
+banner when it waits on a human, and a collaboration opening on its outcome.
+
+As runtime/admin.py does, the console registers the lower apps' admins again, extended (the apps
+below never import this one). Every move goes through the tasks services; every value the pages
+show is escaped by the templates.
+"""
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.urls import path, reverse
+
+from collaboration.admin import CollaborationSessionAdmin
+from collaboration.models import CollaborationSession
+from organization.errors import DomainError
+from organization.models import Agent
+from runtime.admin import TaskAdminWithRuns
+from tasks import services
+from tasks.admin import TaskAdmin, admin_actor
+from tasks.models import COMMENT_MAX_LENGTH, Task
+
+from .story import collaboration_outcome, task_story
+
+# Shown in the story instead of the form (no raw JSON on the page).
+TOLD_IN_THE_STORY = {"delegation_chain", "result", "result_data", "managed_runs"}
+
+
+class ConsoleTaskAdmin(TaskAdminWithRuns):
+    change_form_template = "admin/console/task_change_form.html"
+    # Subtasks, comments and the audit trail are told by the story above the form.
+    inlines = []
+
+    def get_fieldsets(self, request, obj=None):
+        sets = TaskAdmin.get_fieldsets(self, request, obj)
+        if obj is None:
+            return sets
+        return [
+            (name, {**options, "fields": [f for f in options["fields"]
+                                          if f not in TOLD_IN_THE_STORY]})
+            for name, options in sets
+        ]  # fmt: skip
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None and obj.pk is not None:
+            context = {
+                **context,
+                "story": task_story(obj),
+                "runs": self.managed_runs(obj),
+                "task": obj,
+                "comment_max_length": COMMENT_MAX_LENGTH,
+            }
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    # --- the banner's actions, each one service call ------------------------------------------
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/console/assign/", view(self.assign_view),
+                 name="tasks_task_console_assign"),
+            path("<path:object_id>/console/comment/", view(self.comment_view),
+                 name="tasks_task_console_comment"),
+            path("<path:object_id>/console/cancel/", view(self.cancel_view),
+                 name="tasks_task_console_cancel"),
+            *super().get_urls(),
+        ]  # fmt: skip
+
+    def _task_for_move(self, request, object_id) -> Task:
+        if request.method != "POST":
+            raise _NotPost
+        task = self.get_object(request, object_id)  # scoped to the user's organizations
+        if task is None:
+            raise Http404
+        if not self.has_change_permission(request, task):
+            raise PermissionDenied
+        return task
+
+    def _moved(self, request, task, move, done: str):
+        try:
+            move(admin_actor(request, task.organization))
+        except DomainError as exc:
+            self.message_user(request, f"{exc.message} ({exc.code})", messages.ERROR)
+        else:
+            self.message_user(request, done, messages.SUCCESS)
+        return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
+
+    def assign_view(self, request, object_id):
+        try:
+            task = self._task_for_move(request, object_id)
+        except _NotPost:
+            return HttpResponseNotAllowed(["POST"])
+        agent = Agent.objects.filter(
+            organization=task.organization, handle=request.POST.get("agent", "")
+        ).first()
+        if agent is None:
+            self.message_user(request, "Choose an agent of the organization.", messages.ERROR)
+            return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
+        return self._moved(
+            request, task, lambda actor: services.task_assign(task=task, actor=actor, to=agent),
+            f"Assigned to {agent.name}.",
+        )  # fmt: skip
+
+    def comment_view(self, request, object_id):
+        try:
+            task = self._task_for_move(request, object_id)
+        except _NotPost:
+            return HttpResponseNotAllowed(["POST"])
+        body = request.POST.get("body", "").strip()
+        if not body or len(body) > COMMENT_MAX_LENGTH:
+            self.message_user(
+                request, f"A comment holds 1 to {COMMENT_MAX_LENGTH} characters.", messages.ERROR
+            )
+            return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
+        return self._moved(
+            request, task, lambda actor: services.task_comment(task=task, actor=actor, body=body),
+            "Comment added: the agents involved are told.",
+        )  # fmt: skip
+
+    def cancel_view(self, request, object_id):
+        try:
+            task = self._task_for_move(request, object_id)
+        except _NotPost:
+            return HttpResponseNotAllowed(["POST"])
+        reason = request.POST.get("reason", "").strip() or "Cancelled in the admin."
+        return self._moved(
+            request, task,
+            lambda actor: services.task_cancel(task=task, actor=actor, reason=reason),
+            "Cancelled.",
+        )  # fmt: skip
+
+
+class _NotPost(Exception):
+    pass
+
+
+class ConsoleCollaborationAdmin(CollaborationSessionAdmin):
+    """A session opens on its outcome; nothing on it is edited, so it has no Save button."""
+
+    change_form_template = "admin/console/collaboration_change_form.html"
+    inlines = []
+    fieldsets = [
+        (None, {"fields": ["organization", "mode", "synthesis", "status_badge", "progress",
+                           "created_by", "created_at", "started_at", "finished_at", "error"]}),
+        ("Limits", {"classes": ["collapse"],
+                    "fields": ["max_parallel", "agent_timeout", "max_total_tokens", "attempts",
+                               "cancel_requested"]}),
+    ]  # fmt: skip
+    readonly_fields = [f for _, o in fieldsets for f in o["fields"]]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = {
+            **(extra_context or {}),
+            "show_save": False,
+            "show_save_and_continue": False,
+            "show_save_and_add_another": False,
+            "show_delete": False,
+            "title": "Collaboration",
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None:
+            context = {**context, "session": obj, "outcome": collaboration_outcome(obj)}
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+
+for model, model_admin in (
+    (Task, ConsoleTaskAdmin),
+    (CollaborationSession, ConsoleCollaborationAdmin),
+):
+    admin.site.unregister(model)
+    admin.site.register(model, model_admin)

@@ -1,0 +1,16 @@
+from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
+
+
+class ConsoleConfig(AppConfig):
+    default = True
+    name = "console"
+    verbose_name = "Console"
+
+
+class ConsoleAdminConfig(admin_apps.AdminConfig):
+    """`django.contrib.admin` with the console's site as `admin.site` (Django's documented way
+    to replace the default admin site): listed in INSTALLED_APPS in its place."""
+
+    default = False
+    default_site = "console.site.ConsoleAdminSite"

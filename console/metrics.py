@@ -1,0 +1,232 @@
+"""The dashboard's counts: a registry of metrics, each one query, each a link to its list.
+
+A `Metric` is a name (pinned: the page shows its value in an element `data-metric="<name>"`),
+a label, `value(organization)` (at most one query), `link(organization)` (the admin list behind
+the number, filtered to that organization) and a group. The metrics of the "attention" group
+add up to `needs_attention`, which is not a metric of its own: it is their sum.
+
+Another app adds one with a line, at import time (its admin module, or its AppConfig.ready):
+
+    from console.metrics import ATTENTION, COST, Metric, register
+    register(Metric("budget_alerts", "Budget alerts", count_alerts, alerts_link, ATTENTION))
+
+Panels are the same for a block of the page (a list, a table): `register_panel(Panel(...))`
+with a template and a `context(organization)` function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+from urllib.parse import urlencode
+
+from django.urls import reverse
+from django.utils import timezone
+
+from collaboration.models import CollaborationSession, SessionStatus
+from organization.models import Agent, Organization
+from organization.workload import at_capacity, offline_with_work, workload_subquery
+from runtime.models import Run, RunStatus
+from tasks.models import DeliveryStatus, Task, TaskStatus, WebhookDelivery
+from tasks.sweep import stale_queued
+
+# The groups, in the order the page shows them: (name, heading).
+ATTENTION = "attention"
+PEOPLE = "people"
+COST = "cost"
+GROUPS = [
+    (ATTENTION, "Needs attention"),
+    (PEOPLE, "People"),
+    (COST, "Cost"),
+]
+# The sum of the attention group (pinned name).
+NEEDS_ATTENTION = "needs_attention"
+
+# Failures are events, not states: the dashboard counts those of the last week.
+RECENT = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    label: str
+    value: Callable[[Organization], int | Decimal]
+    link: Callable[[Organization], str]
+    group: str
+    # One line under the label: what exactly is counted.
+    help: str = ""
+    # How the value is written (the element's text): str() by default.
+    text: Callable[[int | Decimal], str] = str
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A block of the dashboard under the counts: `template` rendered with `context(org)`."""
+
+    name: str
+    title: str
+    template: str
+    context: Callable[[Organization], dict] = field(default=lambda org: {})
+
+
+METRICS: list[Metric] = []
+PANELS: list[Panel] = []
+
+
+def register(metric: Metric) -> Metric:
+    """Add `metric` to the dashboard (after those already there); a name is taken once."""
+    if metric.name == NEEDS_ATTENTION or any(m.name == metric.name for m in METRICS):
+        raise ValueError(f"A dashboard metric is already named {metric.name!r}.")
+    if metric.group not in dict(GROUPS):
+        raise ValueError(f"Unknown dashboard group {metric.group!r}: one of {dict(GROUPS)}.")
+    METRICS.append(metric)
+    return metric
+
+
+def register_panel(panel: Panel) -> Panel:
+    if any(p.name == panel.name for p in PANELS):
+        raise ValueError(f"A dashboard panel is already named {panel.name!r}.")
+    PANELS.append(panel)
+    return panel
+
+
+# --- links ---------------------------------------------------------------------------------
+
+
+def changelist(model, organization: Organization, **filters) -> str:
+    """The admin list of `model`, filtered to `organization` and by `filters` (query values)."""
+    meta = model._meta
+    url = reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")
+    return f"{url}?{urlencode({**filters, 'organization__exact': organization.pk})}"
+
+
+def recent_since():
+    """The start of the "recent" window, on the hour (so a count and its link agree)."""
+    return (timezone.now() - RECENT).replace(minute=0, second=0, microsecond=0)
+
+
+def _recent(model, organization, **filters):
+    return changelist(model, organization, **filters, created_at__gte=recent_since().isoformat())
+
+
+# --- the metrics of the apps below ---------------------------------------------------------
+
+
+def _tasks_in(status):
+    def value(org):
+        return Task.objects.filter(organization=org, status=status).count()
+
+    def link(org):
+        return changelist(Task, org, status__exact=status)
+
+    return value, link
+
+
+FAILED_SESSIONS = (SessionStatus.FAILED, SessionStatus.PARTIAL)
+
+register(
+    Metric(
+        "escalated", "Escalated to humans", *_tasks_in(TaskStatus.ESCALATED), ATTENTION,
+        help="No agent could take them: yours to assign or cancel.",
+    )
+)  # fmt: skip
+register(
+    Metric(
+        "blocked", "Blocked", *_tasks_in(TaskStatus.BLOCKED), ATTENTION,
+        help="Held but stuck (a managed agent's failed run blocks its task).",
+    )
+)  # fmt: skip
+register(
+    Metric(
+        "stale_queued", "Queued too long",
+        lambda org: stale_queued(timezone.now()).filter(organization=org).count(),
+        lambda org: changelist(Task, org, attention="stale"),
+        ATTENTION, help="Past the team rule's threshold or their deadline.",
+    )
+)  # fmt: skip
+register(
+    Metric(
+        "failed_sessions", "Failed collaborations",
+        lambda org: CollaborationSession.objects.filter(
+            organization=org, status__in=FAILED_SESSIONS, created_at__gte=recent_since()
+        ).count(),
+        lambda org: _recent(
+            CollaborationSession, org, status__in=",".join(FAILED_SESSIONS)
+        ),
+        ATTENTION, help="Failed or partial, in the last 7 days.",
+    )
+)  # fmt: skip
+register(
+    Metric(
+        "failed_runs", "Failed runs",
+        lambda org: Run.objects.filter(
+            organization=org, status=RunStatus.FAILED, created_at__gte=recent_since()
+        ).count(),
+        lambda org: _recent(Run, org, status__exact=RunStatus.FAILED),
+        ATTENTION, help="Managed agents' runs, in the last 7 days.",
+    )
+)  # fmt: skip
+register(
+    Metric(
+        "failing_webhooks", "Failing webhooks",
+        lambda org: WebhookDelivery.objects.filter(
+            organization=org, status=DeliveryStatus.FAILED, created_at__gte=recent_since()
+        ).count(),
+        lambda org: _recent(WebhookDelivery, org, status__exact=DeliveryStatus.FAILED),
+        ATTENTION, help="Deliveries failed for good, in the last 7 days.",
+    )
+)  # fmt: skip
+register(
+    Metric(
+        "at_capacity", "At capacity",
+        lambda org: at_capacity(
+            Agent.objects.filter(organization=org).annotate(current_workload=workload_subquery())
+        ).count(),
+        lambda org: changelist(Agent, org, load="at_capacity"),
+        PEOPLE, help="Agents holding all the tasks they may: new work queues or escalates.",
+    )
+)  # fmt: skip
+register(
+    Metric(
+        "offline_with_work", "Offline with work",
+        lambda org: offline_with_work(Agent.objects.filter(organization=org)).count(),
+        lambda org: changelist(Agent, org, load="offline_with_work"),
+        PEOPLE, help="Paused agents who still have reports or a queue.",
+    )
+)  # fmt: skip
+
+
+# --- the panel of the apps below: what waits on a human ------------------------------------
+
+WAITING_SHOWN = 8
+
+
+def _waiting_on_you(org: Organization) -> dict:
+    """The most urgent escalated and blocked tasks, oldest first within an urgency (one query)."""
+    tasks = (
+        Task.objects.filter(organization=org, status__in=(TaskStatus.ESCALATED, TaskStatus.BLOCKED))
+        .select_related("assignee")
+        .order_by("-urgency_rank", "updated_at", "pk")[:WAITING_SHOWN]
+    )
+    return {"tasks": list(tasks)}
+
+
+register_panel(
+    Panel("waiting_on_you", "Waiting on you", "admin/console/panel_waiting.html", _waiting_on_you)
+)
+
+
+# --- the costs app's numbers (pinned names: budget_alerts, cost_today_usd, cost_month_usd) ----
+# `costs` sits below `console`, so they are registered here, calling its selectors, e.g.:
+#
+#   from costs import selectors as cost_selectors
+#   register(Metric("budget_alerts", "Budget alerts", cost_selectors.open_alert_count,
+#                   lambda org: changelist(BudgetAlert, org, resolved__exact=0), ATTENTION))
+#   register(Metric("cost_today_usd", "Cost today (USD)", cost_selectors.cost_today,
+#                   lambda org: changelist(UsageEntry, org, ...), COST, text="{:.2f}".format))
+#   register(Metric("cost_month_usd", "Cost this month (USD)", cost_selectors.cost_month,
+#                   lambda org: changelist(UsageEntry, org, ...), COST, text="{:.2f}".format))
+#
+# An ATTENTION metric is added to needs_attention by itself; top spenders are a register_panel.

@@ -1,0 +1,40 @@
+"""The admin site of Agent Org: its index is the manager's dashboard (dashboard.py), the apps
+of the organization come first and Django's own (users and groups, periodic tasks) last, under
+"System"."""
+
+from django.contrib import admin
+
+# The apps of the service, in the order a manager uses them; any other app follows them, and
+# these last of all (Django's own models: seen by superusers only).
+APP_ORDER = ["organization", "tasks", "runtime", "collaboration", "costs"]
+SYSTEM_APPS = {"auth", "django_celery_beat"}
+
+
+class ConsoleAdminSite(admin.AdminSite):
+    site_header = "Agent Org"
+    site_title = "Agent Org"
+    index_title = "Dashboard"
+    index_template = "admin/console/dashboard.html"
+    # The service has no public site: its API docs are the closest.
+    site_url = "/api/docs/"
+
+    def get_app_list(self, request, app_label=None):
+        apps = super().get_app_list(request, app_label)
+
+        def place(app):
+            label = app["app_label"]
+            if label in SYSTEM_APPS:
+                return (2, 0, app["name"])
+            if label in APP_ORDER:
+                return (0, APP_ORDER.index(label), app["name"])
+            return (1, 0, app["name"])
+
+        apps.sort(key=place)
+        for app in apps:
+            app["is_system"] = app["app_label"] in SYSTEM_APPS
+        return apps
+
+    def index(self, request, extra_context=None):
+        from .dashboard import dashboard_context  # the models are loaded once a request comes
+
+        return super().index(request, {**dashboard_context(request), **(extra_context or {})})

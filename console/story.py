@@ -1,0 +1,303 @@
+"""A task told as a story, and a collaboration's outcome in words (issue 13 §2).
+
+Plain data for the console's templates, which escape every value: an agent's words (reasons,
+notes, comments, answers) are shown as text, never as HTML.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from collaboration.models import CollaborationSession, ContributionStatus
+from collaboration.synthesis.parsing import first_sentence
+from organization.models import Agent
+from organization.selectors import agents_with_workload
+from organization.workload import status_for
+from tasks.models import Task, TaskEvent, TaskStatus
+from tasks.recommend import recommend
+from tasks.selectors import comments_of, events_of, subtasks_of
+
+# How many suggested assignees the banner offers.
+SUGGESTED = 5
+# How many of a session's events its page lists (the API has them all).
+EVENTS_SHOWN = 300
+
+
+def duration(seconds: float | int | None) -> str:
+    """12 s, 12 min, 3 h 5 min, 2 d 4 h."""
+    if seconds is None:
+        return ""
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+# --- the task's timeline -------------------------------------------------------------------
+
+
+@dataclass
+class Moment:
+    """One line of the timeline: a sentence, then what the decision said (each a short line)."""
+
+    when: datetime
+    kind: str
+    sentence: str
+    details: list[tuple[str, str]] = field(default_factory=list)
+
+
+def moment_of(event: TaskEvent) -> Moment:
+    details = []
+    if event.decision:
+        chose = f"{event.decision}"
+        if event.primary_choice:
+            chose += f" → {event.primary_choice}"
+        if event.primary_reason:
+            chose += f": {event.primary_reason}"
+        details.append(("Decision", chose))
+    if event.reasoning:
+        details.append(("Reasoning", event.reasoning))
+    if event.fallback:
+        details.append(("Fallback", event.fallback))
+    if event.wait_time_seconds is not None:
+        details.append(("Estimated wait", duration(event.wait_time_seconds)))
+    if event.coordination_note:
+        details.append(("Cross-team", event.coordination_note))
+    if event.notes:
+        details.append(("Note", event.notes))
+    sentence = event.message or f"{event.actor_label}: {event.get_kind_display().lower()}."
+    return Moment(event.created_at, event.kind, sentence, details)
+
+
+def entered_state(events: list[TaskEvent], status: str) -> TaskEvent | None:
+    """The event that moved the task into `status` last (its `after` says so, its `before` not)."""
+    for event in reversed(events):
+        if (event.after or {}).get("status") == status and (event.before or {}).get(
+            "status"
+        ) != status:
+            return event
+    return None
+
+
+# --- the banner of an escalated or blocked task ---------------------------------------------
+
+
+@dataclass
+class Suggestion:
+    handle: str
+    name: str
+    team: str
+    status: str
+    load: str
+    tier: str
+    why: str
+    expertise: list[str]
+
+
+def suggestions(task: Task) -> tuple[list[Suggestion], str]:
+    """Who could take the task: the recommendation's candidates for its expertise (a human
+    asking), else the least loaded agents online; and where they come from, in words."""
+    exclude = (task.assignee.handle,) if task.assignee_id else ()
+    if task.required_expertise:
+        ranked = recommend(
+            org=task.organization, agent=None, expertise=task.required_expertise,
+            urgency=task.urgency, exclude=exclude,
+        )  # fmt: skip
+        candidates = [c for c in ranked["candidates"] if c["tier"] < 5][:SUGGESTED]
+        expertise = dict(
+            Agent.objects.filter(
+                organization=task.organization, handle__in=[c["id"] for c in candidates]
+            ).values_list("handle", "expertise")
+        )
+        found = [
+            Suggestion(
+                c["id"], c["name"], c["team"] or "no team", c["status"],
+                f"{c['current_workload']}/{c['workload_capacity']}",
+                f"{c['tier']} · {c['tier_name'].replace('_', ' ')}",
+                c["reason"].split(": ", 1)[-1], expertise.get(c["id"], []),
+            )
+            for c in candidates
+        ]  # fmt: skip
+        return found, f"The recommendation for {task.required_expertise} (seed 001's priorities)."
+    agents = (
+        agents_with_workload(org=task.organization)
+        .filter(is_paused=False)
+        .exclude(handle__in=exclude)
+        .order_by("current_workload", "name")
+    )
+    found = []
+    for agent in agents[: SUGGESTED * 3]:
+        if agent.current_workload >= agent.workload_capacity:
+            continue
+        status = status_for(
+            is_paused=False, workload=agent.current_workload, capacity=agent.workload_capacity
+        )
+        found.append(
+            Suggestion(
+                agent.handle, agent.name, agent.team.name if agent.team_id else "no team", status,
+                f"{agent.current_workload}/{agent.workload_capacity}", "—",
+                "has room", agent.expertise,
+            )
+        )  # fmt: skip
+        if len(found) == SUGGESTED:
+            break
+    return found, "The task asks for no expertise: the least loaded agents online."
+
+
+@dataclass
+class Banner:
+    status: str
+    headline: str
+    who: str
+    when: datetime | None
+    why: str
+    suggestions: list[Suggestion]
+    suggestions_from: str
+
+
+def banner_of(task: Task, events: list[TaskEvent]) -> Banner | None:
+    if task.status not in (TaskStatus.ESCALATED, TaskStatus.BLOCKED):
+        return None
+    event = entered_state(events, task.status)
+    who = event.actor_label if event else "unknown"
+    why = ""
+    if event is not None:
+        why = event.reasoning or event.notes or event.message
+    if task.status == TaskStatus.ESCALATED:
+        headline = "Escalated to humans: no agent could take it. Assign it, answer, or cancel it."
+    else:
+        holder = task.assignee.name if task.assignee_id else "its holder"
+        headline = f"Blocked: {holder} cannot go on. Reassign it, answer, or cancel it."
+    found, source = suggestions(task)
+    return Banner(
+        task.status, headline, who, event.created_at if event else None, why, found, source
+    )
+
+
+# --- the whole story -------------------------------------------------------------------------
+
+
+def readable(data) -> list[tuple[str, str]]:
+    """A task's result data as label/value lines (nested values written compactly)."""
+    if data in (None, {}, []):
+        return []
+    if not isinstance(data, dict):
+        return [("value", json.dumps(data, ensure_ascii=False))]
+    return [
+        (
+            str(key).replace("_", " "),
+            value if isinstance(value, str) else json.dumps(value, ensure_ascii=False),
+        )
+        for key, value in data.items()
+    ]
+
+
+def task_story(task: Task) -> dict:
+    events = list(events_of(task))
+    subtasks = subtasks_of(task)
+    return {
+        "banner": banner_of(task, events),
+        "moments": [moment_of(e) for e in events],
+        "chain": " → ".join(task.delegation_chain or []),
+        "result_data": readable(task.result_data),
+        "subtasks": subtasks,
+        "comments": list(comments_of(task)),
+    }
+
+
+# --- a collaboration's outcome ----------------------------------------------------------------
+
+
+@dataclass
+class AgentCard:
+    name: str
+    role: str
+    status: str
+    answer: str
+    verdict: str
+    confidence: str
+    tokens: int
+    duration: str
+    error: str
+    tool_calls: str = ""
+    dissents: bool = False
+
+
+def verdict_summary(contributions) -> tuple[str, str, set[str]]:
+    """("2 yes, 1 no — 67 % agreement", "the dissent: …", keys of the dissenters)."""
+    voted = [
+        c for c in contributions if c.status == ContributionStatus.COMPLETED and c.verdict.strip()
+    ]
+    if not voted:
+        return "No agent gave a verdict.", "", set()
+    tally = Counter(c.verdict.strip().lower() for c in voted)
+    ranked = tally.most_common()
+    counts = ", ".join(f"{n} {verdict}" for verdict, n in ranked)
+    top = ranked[0][1]
+    tied = len([v for v, n in ranked if n == top]) > 1
+    agreement = round(100 * top / len(voted))
+    summary = f"{counts} — {agreement} % agreement" + (" (tied)" if tied else "")
+    if tied:
+        return summary, "", set()
+    majority = ranked[0][0]
+    dissenters = [c for c in voted if c.verdict.strip().lower() != majority]
+    dissent = "; ".join(
+        f"{c.display_name or c.agent_key} ({c.verdict}): {first_sentence(c.response)}"
+        for c in dissenters
+    )
+    return summary, dissent, {c.agent_key for c in dissenters}
+
+
+def tool_calls_of(contribution) -> str:
+    """Each call of an agent with tools, a line each: name(arguments) → ok, or the error's code."""
+    return "\n".join(
+        f"{t['name']}({json.dumps(t['arguments'], ensure_ascii=False)}) → "
+        + (t["error"]["code"] if t["status"] == "error" else t["status"])
+        for t in contribution.turns or []
+        if t.get("kind") == "tool_call"
+    )
+
+
+def collaboration_outcome(session: CollaborationSession) -> dict:
+    contributions = list(session.contributions.order_by("position"))
+    summary, dissent, dissenters = verdict_summary(contributions)
+    cards = [
+        AgentCard(
+            name=c.display_name or c.agent_key,
+            role=c.role,
+            status=c.status,
+            answer=c.response,
+            verdict=c.verdict,
+            confidence=f"{c.confidence:.0%}" if c.confidence is not None else "",
+            tokens=c.tokens_used,
+            duration=duration(c.duration_ms / 1000) if c.duration_ms is not None else "",
+            error=c.error,
+            tool_calls=tool_calls_of(c),
+            dissents=c.agent_key in dissenters,
+        )
+        for c in contributions
+    ]
+    events = [
+        (e.name, e.created_at, ", ".join(f"{k}: {v}" for k, v in readable(e.data)))
+        for e in session.events.order_by("id")[:EVENTS_SHOWN]
+    ]
+    return {
+        "events": events,
+        "summary": summary,
+        "dissent": dissent,
+        "cards": cards,
+        "tokens": sum(c.tokens_used for c in contributions),
+        "took": duration((session.finished_at - session.started_at).total_seconds())
+        if session.finished_at and session.started_at
+        else "",
+    }

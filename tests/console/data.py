@@ -1,0 +1,104 @@
+"""An organization in which every dashboard metric is non-zero and different from the others
+(bulk-created rows; the services are not what these tests are about)."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from collaboration.models import CollaborationSession, SessionStatus
+from organization.models import Agent, Organization
+from runtime.models import Run, RunStatus
+from tasks.models import DeliveryStatus, Task, TaskStatus, Urgency, WebhookDelivery
+
+# What build() makes, metric by metric (needs_attention is the sum of the first six).
+EXPECTED = {
+    "escalated": 1,
+    "blocked": 2,
+    "stale_queued": 3,
+    "failed_sessions": 4,
+    "failed_runs": 5,
+    "failing_webhooks": 6,
+    "at_capacity": 7,
+    "offline_with_work": 8,
+}
+EXPECTED["needs_attention"] = sum(
+    EXPECTED[m]
+    for m in ("escalated", "blocked", "stale_queued", "failed_sessions", "failed_runs",
+              "failing_webhooks")
+)  # fmt: skip
+
+
+def _session(org, status, **fields):
+    return CollaborationSession(
+        organization=org, task="Compare the options", status=status, max_parallel=3,
+        agent_timeout=60, max_total_tokens=10_000, **fields,
+    )  # fmt: skip
+
+
+def build(org: Organization, prefix: str = "m") -> dict:
+    """Rows in `org` giving EXPECTED; plus rows that must not count (old failures, fresh queue,
+    a busy-but-not-full agent). Returns EXPECTED."""
+    now = timezone.now()
+    long_ago = now - timedelta(days=30)
+
+    def agents(name, n, **fields):
+        return Agent.objects.bulk_create(
+            Agent(organization=org, handle=f"agent-{prefix}-{name}-{i}", name=f"{name.title()} {i}",
+                  **fields)
+            for i in range(n)
+        )  # fmt: skip
+
+    full = agents("full", 7)  # 5/5: at capacity
+    busy = agents("busy", 2)  # 4/5: busy, not at capacity
+    offline = agents("away", 8, is_paused=True)  # each with a queued task or a report
+    idle_offline = agents("gone", 2, is_paused=True)  # offline with nothing: not counted
+    worker = agents("worker", 1)[0]
+
+    def task(title, status, **fields):
+        return Task(organization=org, title=title, status=status, **fields)
+
+    tasks = []
+    tasks += [task(f"held {a.handle} {i}", TaskStatus.ASSIGNED, assignee=a)
+              for a in full for i in range(5)]  # fmt: skip
+    tasks += [task(f"held {a.handle} {i}", TaskStatus.IN_PROGRESS, assignee=a)
+              for a in busy for i in range(4)]  # fmt: skip
+    tasks += [task("Decide the vendor", TaskStatus.ESCALATED, urgency=Urgency.HIGH)]
+    tasks += [task(f"Blocked {i}", TaskStatus.BLOCKED) for i in range(2)]
+    tasks += [task(f"Stale {i}", TaskStatus.QUEUED, queued_at=now - timedelta(days=2))
+              for i in range(3)]  # fmt: skip
+    # Offline agents: four with a (fresh) queued task, four with a report.
+    tasks += [task(f"Waiting on {a.handle}", TaskStatus.QUEUED, queued_for=a, queued_at=now)
+              for a in offline[:4]]  # fmt: skip
+    tasks += [task(f"Done {i}", TaskStatus.COMPLETED) for i in range(3)]
+    Task.objects.bulk_create(tasks)
+    Agent.objects.bulk_create(
+        Agent(
+            organization=org, handle=f"agent-{prefix}-report-{i}", name=f"Report {i}", senior=boss
+        )
+        for i, boss in enumerate(offline[4:])
+    )
+    assert idle_offline
+
+    CollaborationSession.objects.bulk_create(
+        [_session(org, SessionStatus.FAILED) for _ in range(2)]
+        + [_session(org, SessionStatus.PARTIAL) for _ in range(2)]
+        + [_session(org, SessionStatus.COMPLETED)]
+    )
+    old = CollaborationSession.objects.bulk_create([_session(org, SessionStatus.FAILED)])
+    CollaborationSession.objects.filter(pk=old[0].pk).update(created_at=long_ago)
+
+    runs = Run.objects.bulk_create(
+        [Run(organization=org, agent=worker, trigger="assigned", status=RunStatus.FAILED)
+         for _ in range(6)]
+        + [Run(organization=org, agent=worker, trigger="assigned", status=RunStatus.COMPLETED)]
+    )  # fmt: skip
+    Run.objects.filter(pk=runs[0].pk).update(created_at=long_ago)
+
+    deliveries = WebhookDelivery.objects.bulk_create(
+        [WebhookDelivery(organization=org, agent=worker, url="https://hooks.example/x",
+                         status=DeliveryStatus.FAILED) for _ in range(7)]
+        + [WebhookDelivery(organization=org, agent=worker, url="https://hooks.example/x",
+                           status=DeliveryStatus.DELIVERED)]
+    )  # fmt: skip
+    WebhookDelivery.objects.filter(pk=deliveries[0].pk).update(created_at=long_ago)
+    return EXPECTED

@@ -1,0 +1,147 @@
+"""The pages behind the dashboard (issue 13 §2): an escalated or blocked task opens on a banner
+whose actions go through the services, a task reads as a story, a collaboration opens on its
+outcome. Every agent's word is escaped."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from collaboration.models import CollaborationSession, Contribution
+from tasks.demo import BLOCKED_NOTE, ESCALATED
+from tasks.models import EventKind, Task, TaskComment, TaskStatus
+from tests.factories import make_admin_user, make_org
+
+SCRIPT = "<script>alert('x')</script>"
+
+
+@pytest.fixture
+def root_client(client, db):
+    client.force_login(get_user_model().objects.create_superuser("root", "r@example.com", "pw"))
+    return client
+
+
+def page_of(client, task) -> str:
+    response = client.get(reverse("admin:tasks_task_change", args=[task.pk]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_an_escalated_task_opens_on_who_when_why_and_suggested_assignees(root_client, demo):
+    task = Task.objects.get(organization=demo, title=ESCALATED[1])
+    html = page_of(root_client, task)
+    banner = html.split('id="attention-banner"')[1].split("</section>")[0]
+    assert "Escalated by" in banner and "agent-jordan" in banner
+    assert ESCALATED[3].replace("'", "&#x27;") in banner
+    assert "Suggested assignees" in banner
+    for action in ("console/assign/", "console/comment/", "console/cancel/"):
+        assert action in banner
+
+
+def test_a_blocked_task_opens_on_the_holders_words(root_client, demo):
+    task = Task.objects.get(organization=demo, status=TaskStatus.BLOCKED)
+    banner = page_of(root_client, task).split('id="attention-banner"')[1].split("</section>")[0]
+    assert "Blocked by" in banner
+    assert BLOCKED_NOTE.replace("'", "&#x27;") in banner
+    # The holder it is blocked on is not suggested to take it again.
+    assert f'data-agent="{task.assignee.handle}"' not in banner
+
+
+def test_a_task_that_waits_on_nobody_has_no_banner(root_client, demo):
+    task = Task.objects.filter(organization=demo, status=TaskStatus.IN_PROGRESS).first()
+    assert 'id="attention-banner"' not in page_of(root_client, task)
+
+
+def test_the_banner_assigns_through_the_services(root_client, demo):
+    task = Task.objects.get(organization=demo, title=ESCALATED[1])
+    taker = demo.agents.filter(is_paused=False).order_by("handle").first()
+    url = reverse("admin:tasks_task_console_assign", args=[task.pk])
+    assert root_client.get(url).status_code == 405
+    response = root_client.post(url, {"agent": taker.handle})
+    assert response.status_code == 302
+    task.refresh_from_db()
+    assert (task.status, task.assignee) == (TaskStatus.ASSIGNED, taker)
+    event = task.events.order_by("-pk").first()
+    assert (event.kind, event.actor_kind) == (EventKind.ASSIGNED, "user")
+
+
+def test_the_banner_refuses_a_full_agent_with_the_engines_reason(root_client, demo):
+    task = Task.objects.get(organization=demo, title=ESCALATED[1])
+    response = root_client.post(
+        reverse("admin:tasks_task_console_assign", args=[task.pk]),
+        {"agent": "agent-database-lead"},  # Morgan, 5/5
+        follow=True,
+    )
+    assert "capacity_exceeded" in response.content.decode()
+    task.refresh_from_db()
+    assert task.status == TaskStatus.ESCALATED
+
+
+def test_the_banner_comments_and_cancels_through_the_services(root_client, demo):
+    task = Task.objects.get(organization=demo, title=ESCALATED[1])
+    root_client.post(reverse("admin:tasks_task_console_comment", args=[task.pk]), {"body": SCRIPT})
+    comment = TaskComment.objects.get(task=task)
+    assert comment.body == SCRIPT
+    html = page_of(root_client, task)
+    assert SCRIPT not in html and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html
+    root_client.post(
+        reverse("admin:tasks_task_console_cancel", args=[task.pk]), {"reason": "Not this quarter."}
+    )
+    task.refresh_from_db()
+    assert task.status == TaskStatus.CANCELLED
+    assert "Not this quarter." in page_of(root_client, task)
+
+
+def test_another_organizations_staff_can_neither_see_nor_move_the_task(client, demo):
+    client.force_login(make_admin_user(make_org("elsewhere"), username="eve"))
+    task = Task.objects.get(organization=demo, title=ESCALATED[1])
+    response = client.post(
+        reverse("admin:tasks_task_console_cancel", args=[task.pk]), {"reason": "mine now"}
+    )
+    assert response.status_code == 404
+    task.refresh_from_db()
+    assert task.status == TaskStatus.ESCALATED
+
+
+def test_a_task_reads_as_a_story_without_raw_json(root_client, demo):
+    task = Task.objects.get(organization=demo, title="Set up a staging cluster")
+    html = page_of(root_client, task)
+    timeline = html.split('id="timeline"')[1].split("</ol>")[0]
+    assert "delegated the task to agent-jordan" in timeline
+    assert "Fallback:</strong> Sam (Infrastructure Lead) when back." in timeline
+    assert "Busy but has room (4/5)" in timeline
+    assert "Note:</strong> Cross-team delegation: Jordan&#x27;s lead Sam is away" in timeline
+    assert "&quot;status&quot;" not in html and '{"status"' not in html  # no event snapshot
+    assert "Passed through" in html
+
+
+def a_vote(org, **fields):
+    session = CollaborationSession.objects.create(
+        organization=org, task="Ship on Friday?", status="completed", synthesis="vote",
+        max_parallel=3, agent_timeout=60, max_total_tokens=10_000,
+        result=f"VERDICT: yes {SCRIPT}", **fields,
+    )  # fmt: skip
+    for i, (key, verdict, answer) in enumerate([
+        ("agent-a", "yes", "The tests pass. Ship it."),
+        ("agent-b", "Yes", "Fine by me."),
+        ("agent-c", "no", f"The migration is not reversible. {SCRIPT}"),
+    ]):  # fmt: skip
+        Contribution.objects.create(
+            session=session, position=i, agent_key=key, status="completed", verdict=verdict,
+            confidence=0.8, response=answer, tokens_used=100 + i,
+        )  # fmt: skip
+    return session
+
+
+def test_a_collaboration_opens_on_its_outcome_in_words_with_no_save_button(root_client, db):
+    session = a_vote(make_org("acme"))
+    response = root_client.get(
+        reverse("admin:collaboration_collaborationsession_change", args=[session.pk])
+    )
+    html = response.content.decode()
+    assert "2 yes, 1 no — 67 % agreement" in html
+    assert "The dissent:</strong> agent-c (no): The migration is not reversible." in html
+    assert html.count('<article class="agent-card') == 3
+    assert "confidence 80%" in html and "102 tokens" in html
+    assert 'name="_save"' not in html and 'name="_continue"' not in html
+    assert SCRIPT not in html and "&lt;script&gt;" in html
+    assert "consensus" not in response.context["adminform"].form.fields

@@ -1,0 +1,178 @@
+"""The manager's console in a real browser (issue 13 §4): the dashboard's numbers against the
+database, no horizontal scrolling at 1440 and 1280 px, and a full-page screenshot of each page
+at 1440×900 under var/screenshots/ (left on disk for a person to look at)."""
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
+
+from console import metrics
+from tests.console.data import build
+from tests.factories import make_admin_user, make_org
+
+pytestmark = pytest.mark.e2e
+
+SCREENSHOTS = settings.BASE_DIR / "var" / "screenshots"
+WIDTHS = (1440, 1280)
+
+
+def log_in(page, base: str, username: str) -> None:
+    page.goto(f"{base}/admin/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", "pw-for-tests-only")
+    page.click("input[type=submit]")
+    expect(page.locator("#site-name")).to_contain_text("Agent Org")
+
+
+def no_horizontal_overflow(page) -> None:
+    """Neither the page nor a list's table (Django scrolls `.results` inside itself) scrolls."""
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        scroll, client = page.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert scroll <= client, f"{page.url} scrolls sideways at {width} px ({scroll} > {client})"
+        table = page.evaluate(
+            "(() => { const r = document.querySelector('#changelist .results');"
+            " return r ? [r.scrollWidth, r.clientWidth] : [0, 0]; })()"
+        )
+        assert table[0] <= table[1], f"{page.url}: the list scrolls at {width} px {table}"
+
+
+def screenshot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture
+def console_org(transactional_db):
+    """Built before the browser starts (see test_admin_org_chart.py)."""
+    org = make_org("acme", "Acme Robotics")
+    build(org)
+    rival = make_org("rival", "Rival")
+    build(rival, prefix="r")
+    make_admin_user(org, username="bob")
+    get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
+    # What the database says, metric by metric, computed before the browser runs.
+    expected = {m.name: m.text(m.value(org)) for m in metrics.METRICS}
+    attention = [m.name for m in metrics.METRICS if m.group == metrics.ATTENTION]
+    expected["needs_attention"] = str(sum(int(expected[n]) for n in attention))
+    return org, rival, expected
+
+
+def test_the_dashboard_shows_the_databases_numbers_and_each_leads_to_its_list(
+    live_server, console_org, page
+):
+    org, rival, expected = console_org
+    log_in(page, live_server.url, "bob")
+    for name, text in expected.items():
+        expect(page.locator(f'[data-metric="{name}"]')).to_have_text(text)
+    assert len(set(expected.values())) == len(expected), "each metric non-zero and distinct"
+    assert "0" not in expected.values()
+    no_horizontal_overflow(page)
+    screenshot(page, "dashboard")
+
+    page.locator('[data-metric="escalated"]').click()
+    expect(page.locator("#result_list tbody tr")).to_have_count(int(expected["escalated"]))
+    page.go_back()
+    page.locator('[data-metric="at_capacity"]').click()
+    expect(page.locator("#result_list tbody tr")).to_have_count(int(expected["at_capacity"]))
+
+
+def test_a_superuser_switches_organization_and_finds_django_models_under_system(
+    live_server, console_org, page
+):
+    org, rival, expected = console_org
+    log_in(page, live_server.url, "root")
+    page.select_option("#id_organization", label="Rival")
+    expect(page.locator("h1")).to_contain_text("Rival")
+    page.reload()
+    expect(page.locator("h1")).to_contain_text("Rival")  # remembered
+    expect(page.locator("details.system")).not_to_have_attribute("open", "")
+    page.locator("details.system summary").click()
+    expect(page.locator("details.system .app-auth")).to_be_visible()
+    no_horizontal_overflow(page)
+    screenshot(page, "dashboard-superuser")
+
+
+@pytest.fixture
+def demo_with_vote(transactional_db):
+    from tasks.demo import seed_demo
+    from tests.console.test_pages import a_vote
+
+    org = seed_demo(slug="demo")
+    make_admin_user(org, username="bob")
+    get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
+    session = a_vote(org, started_at=None)
+    escalated = org.tasks.get(status="escalated")
+    story = org.tasks.get(title="Set up a staging cluster")
+    taker = org.agents.filter(is_paused=False).order_by("handle").first()
+    return {"session": session, "escalated": escalated, "story": story, "taker": taker}
+
+
+def test_an_escalated_task_is_assigned_from_its_banner(live_server, demo_with_vote, page):
+    data = demo_with_vote
+    log_in(page, live_server.url, "bob")
+    page.goto(f"{live_server.url}/admin/tasks/task/{data['escalated'].pk}/change/")
+    banner = page.locator("#attention-banner")
+    expect(banner).to_contain_text("Escalated by agent-jordan")
+    expect(banner.locator(".banner-why")).to_contain_text("Needs the AWS account owner")
+    no_horizontal_overflow(page)
+    screenshot(page, "task-escalated")
+
+    page.fill("#banner-comment textarea", "Sam is back on Monday: <b>wait</b> for him.")
+    page.click("#banner-comment button")
+    expect(page.locator(".messagelist")).to_contain_text("Comment added")
+    expect(page.locator("#comments")).to_contain_text("<b>wait</b>")
+    row = page.locator(f'tr.suggestion[data-agent="{data["taker"].handle}"]')
+    if row.count():
+        row.get_by_role("button", name="Assign").click()
+        expect(page.locator(".messagelist")).to_contain_text("Assigned to")
+        expect(page.locator("#attention-banner")).to_have_count(0)
+
+
+def test_a_task_page_tells_its_story(live_server, demo_with_vote, page):
+    log_in(page, live_server.url, "bob")
+    page.goto(f"{live_server.url}/admin/tasks/task/{demo_with_vote['story'].pk}/change/")
+    timeline = page.locator("#timeline")
+    expect(timeline).to_contain_text("delegated the task to agent-jordan")
+    expect(timeline).to_contain_text("Fallback: Sam (Infrastructure Lead) when back.")
+    no_horizontal_overflow(page)
+    screenshot(page, "task-story")
+
+
+def test_a_collaboration_opens_on_its_outcome(live_server, demo_with_vote, page):
+    log_in(page, live_server.url, "bob")
+    session = demo_with_vote["session"]
+    page.goto(f"{live_server.url}/admin/collaboration/collaborationsession/{session.pk}/change/")
+    expect(page.locator("#verdict-summary")).to_have_text("2 yes, 1 no — 67 % agreement")
+    expect(page.locator("#dissent")).to_contain_text("agent-c (no)")
+    expect(page.locator("article.agent-card")).to_have_count(3)
+    expect(page.locator("input[name=_save]")).to_have_count(0)
+    no_horizontal_overflow(page)
+    screenshot(page, "collaboration")
+
+
+# Not done yet (issue 13 §2 "Lists"): these still scroll their table sideways at 1280 px (the
+# agents at 1440) for a superuser, who has the organization column; strict, so a fix shows.
+TOO_WIDE = pytest.mark.xfail(strict=True, reason="its columns do not fit yet at 1280 px")
+LISTS = [
+    pytest.param("tasks/task", marks=TOO_WIDE),
+    pytest.param("organization/agent", marks=TOO_WIDE),
+    "runtime/run",
+    pytest.param("collaboration/collaborationsession", marks=TOO_WIDE),
+    pytest.param("tasks/taskevent", marks=TOO_WIDE),
+    "tasks/webhookdelivery", "organization/team", "organization/apikey",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("changelist", LISTS)
+def test_the_lists_fit_the_window(live_server, demo_with_vote, page, changelist):
+    make_org("second", "Second")  # a superuser sees several: the organization column too
+    log_in(page, live_server.url, "root")
+    page.goto(f"{live_server.url}/admin/{changelist}/")
+    expect(page.locator("#changelist")).to_be_visible()
+    no_horizontal_overflow(page)
+    screenshot(page, "list-" + changelist.replace("/", "-"))
