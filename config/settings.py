@@ -149,6 +149,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    # Who changed what (issue 13 §3): the historical rows and the admin's history pages.
+    "simple_history",
     "organization",
     "tasks",
     "collaboration",
@@ -165,6 +167,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Hands the request to the historical rows: who changed what (organization/history.py).
+    "simple_history.middleware.HistoryRequestMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -253,6 +257,9 @@ STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 LOGIN_URL = "/admin/login/"
+
+# The admin's history pages read the past; they never write it back (organization/admin/history.py).
+SIMPLE_HISTORY_REVERT_DISABLED = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
