@@ -425,6 +425,10 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
         # A task's status appears on tasks and on their subtasks: one enum for both.
         "TaskStatusEnum": "tasks.models.TaskStatus",
         "RunStatusEnum": "runtime.models.RunStatus",
+        # Two fields named `kind`: a task event's (its name from before the second came) and
+        # who made a change in GET /api/audit.
+        "KindEnum": "tasks.models.EventKind",
+        "AuditActorKindEnum": "organization.history.ActorKind",
     }
 )  # fmt: skip
 

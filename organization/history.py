@@ -82,11 +82,10 @@ def actor_of_caller(caller) -> Actor:
 def actor_of_request(request) -> Actor | None:
     """The actor of an authenticated request: DRF puts an API key's `KeyUser` on the Django
     request it wraps, so the middleware's request carries the key once DRF has checked it."""
-    from .auth import KeyUser  # auth imports the models, which import this module
-
     user = getattr(request, "user", None)
-    if isinstance(user, KeyUser):
-        key = user.api_key
+    # organization.auth.KeyUser (not imported: auth imports the models, which import this).
+    key = getattr(user, "api_key", None)
+    if key is not None:
         if key.agent_id is not None:
             return Actor(ActorKind.AGENT, key.agent.handle, key.prefix)
         return Actor(ActorKind.ORGANIZATION_KEY, key.name or key.prefix, key.prefix)

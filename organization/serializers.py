@@ -2,6 +2,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .errors import Invalid
+from .history import ActorKind
 from .models import AgentRole, AgentRuntime, AgentStatus, HierarchyRole
 from .roster import EXACT, EXPERTISE_MATCHES, ROSTER_FILTERS
 from .workload import status_for
@@ -314,7 +315,7 @@ class AuditQuerySerializer(serializers.Serializer):
 
 
 class AuditWhoSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["user", "agent", "organization_key", "system"])
+    kind = serializers.ChoiceField(choices=ActorKind.choices)
     label = serializers.CharField(
         help_text="The user's name, the agent's id, the organization key's name (or prefix)."
     )

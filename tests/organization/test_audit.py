@@ -319,7 +319,8 @@ def test_another_organizations_changes_never_appear(org, alice, auditor, rival):
     rival_key = KeyClient(make_key(rival))
     theirs = entries(rival_key)
     assert "agent-alice" not in str(theirs)
-    assert {e["model"] for e in theirs} == set(AUDITED) - {"budget"}
+    kinds = {"agent", "agent_role", "expertise_group", "api_key", "team_rule"}
+    assert {e["model"] for e in theirs} == kinds
 
 
 # --- the admin's history pages --------------------------------------------------------------
