@@ -152,6 +152,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    # Who changed what (issue 13 §3): the historical rows and the admin's history pages.
+    "simple_history",
     "organization",
     "tasks",
     "costs",
@@ -170,6 +172,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Hands the request to the historical rows: who changed what (organization/history.py).
+    "simple_history.middleware.HistoryRequestMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -258,6 +262,9 @@ STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 LOGIN_URL = "/admin/login/"
+
+# The admin's history pages read the past; they never write it back (organization/admin/history.py).
+SIMPLE_HISTORY_REVERT_DISABLED = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -460,8 +467,10 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
         "TaskStatusEnum": "tasks.models.TaskStatus",
         "RunStatusEnum": "runtime.models.RunStatus",
         "BudgetAlertKindEnum": "costs.models.AlertKind",
-        # Task events and inbox items share their kinds.
-        "TaskEventKindEnum": "tasks.models.EventKind",
+        # Two fields named `kind`: a task event's (its name from before the second came) and
+        # who made a change in GET /api/audit.
+        "KindEnum": "tasks.models.EventKind",
+        "AuditActorKindEnum": "organization.history.ActorKind",
     }
 )  # fmt: skip
 

@@ -8,15 +8,19 @@ from rest_framework.views import APIView
 
 from . import hierarchy as team
 from . import registry, services
+from .audit import audit_rows, describe
 from .caller import CallerMixin
 from .filters import AgentFilter
 from .models import Agent, Team
+from .pagination import LimitOffsetPagination
 from .prompt import system_prompt_for
 from .roster import get_roster
 from .schema import ERRORS, errors
 from .selectors import agent_for_api, agents_for_api, teams_with_size
 from .serializers import (
     AgentSerializer,
+    AuditPageSerializer,
+    AuditQuerySerializer,
     AvailabilityAnswerSerializer,
     AvailabilitySerializer,
     CallToolSerializer,
@@ -234,3 +238,28 @@ class TeamSummaryView(CallerMixin, APIView):
     )
     def get(self, request):
         return Response(team.team_summary(org=self.caller.organization))
+
+
+# --- issue 13 §3: who changed what ----------------------------------------------------
+
+
+class AuditView(CallerMixin, APIView):
+    @extend_schema(
+        parameters=[AuditQuerySerializer],
+        responses={200: AuditPageSerializer, **errors(400, 401, 403)},
+        summary="Who changed what: the organization's agents, roles, rules, expertise groups "
+        "and API keys, oldest first (organization key or admin)",
+        description="Each change with when, the object, the action (created, changed, deleted; "
+        "an API key's revocation is `revoked`), who made it (a user, an agent key or an "
+        "organization key) and each field's value before and after. Paginated with "
+        "`limit`/`offset`; an agent key answers 403.",
+        operation_id="audit_list",
+    )
+    def get(self, request):
+        self.caller.require_human()
+        query = AuditQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        rows = audit_rows(org=self.caller.organization, since=query.validated_data.get("since"))
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(describe(page))

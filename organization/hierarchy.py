@@ -10,6 +10,7 @@ from django.db import transaction
 
 from .caller import Caller
 from .errors import Invalid, NotFound
+from .history import record_changes
 from .models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
 from .selectors import agents_of, role_of, roles_of, team_rule_of
 
@@ -105,8 +106,10 @@ def role_set(*, caller: Caller, data) -> dict:
 
     # get_or_create re-reads on a unique-constraint race, so two concurrent upserts of the
     # same agent end with one row instead of a 500.
+    # Created with the flags asked for, so its history starts with them.
+    given = {name: value for name, value in flags.items() if value is not None}
     role, _ = AgentRole.objects.select_for_update().get_or_create(
-        agent=agent, defaults={"role": role_name}
+        agent=agent, defaults={"role": role_name, **given}
     )
     role.role = role_name
     for name, value in flags.items():
@@ -130,9 +133,9 @@ def role_delete(*, caller: Caller, agent_id: str) -> None:
 
 def _drop_default_supervisor(agent: Agent) -> None:
     """The default supervisor must hold the supervisor role: losing it clears the rule's pointer."""
-    TeamRule.objects.filter(organization_id=agent.organization_id, default_supervisor=agent).update(
-        default_supervisor=None
-    )
+    rules = TeamRule.objects.filter(organization_id=agent.organization_id, default_supervisor=agent)
+    if rules.update(default_supervisor=None):
+        record_changes(TeamRule.objects.filter(organization_id=agent.organization_id))
 
 
 @transaction.atomic
@@ -156,7 +159,13 @@ def rules_set(*, caller: Caller, data) -> dict:
                 "Agent must have supervisor role to be default supervisor", "not_a_supervisor"
             )
 
-    rule, _ = TeamRule.objects.select_for_update().get_or_create(organization=org)
+    # Created with the values asked for: its history starts with them, not with the defaults.
+    defaults = {name: value for name, value in flags.items() if value is not None}
+    if supervisor is not None:
+        defaults["default_supervisor"] = supervisor
+    rule, _ = TeamRule.objects.select_for_update().get_or_create(
+        organization=org, defaults=defaults
+    )
     for name, value in flags.items():
         if value is not None:
             setattr(rule, name, value)

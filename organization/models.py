@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from .history import audited
 from .webhooks import validate_webhook_url
 
 HANDLE_VALIDATOR = RegexValidator(
@@ -184,6 +185,9 @@ class Agent(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # Who changed what (organization/history.py); the runtime status is reported, not configured.
+    history = audited("agent", exclude=["runtime_status", "runtime_status_at"])
+
     class Meta:
         ordering = ["handle"]
         constraints = [
@@ -243,6 +247,8 @@ class AgentRole(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    history = audited("agent_role", organization=lambda role: role.agent.organization_id)
+
     def __str__(self) -> str:
         return f"{self.agent.handle}: {self.role}"
 
@@ -265,6 +271,8 @@ class TeamRule(models.Model):
     stale_after_low = models.DurationField(default=timedelta(hours=24))
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    history = audited("team_rule")
 
     def __str__(self) -> str:
         return f"Team rules of {self.organization}"
@@ -294,6 +302,8 @@ class ExpertiseGroup(models.Model):
     name = models.CharField(max_length=100)
     expertise = models.JSONField(default=list, validators=[validate_expertise])
 
+    history = audited("expertise_group")
+
     class Meta:
         ordering = ["name"]
         constraints = [
@@ -304,6 +314,13 @@ class ExpertiseGroup(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+def key_revoked(row, before) -> str | None:
+    """The audit's word for the change of a key that set `revoked_at`."""
+    if before is not None and before.revoked_at is None and row.revoked_at is not None:
+        return "revoked"
+    return None
 
 
 class ApiKey(models.Model):
@@ -326,6 +343,9 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    # Never the digest; the last use is written by requests, not by anyone changing the key.
+    history = audited("api_key", exclude=["digest", "last_used_at"], action=key_revoked)
 
     class Meta:
         verbose_name = "API key"

@@ -16,6 +16,7 @@ from rest_framework import serializers
 
 from .caller import Caller
 from .errors import Forbidden, Invalid, NotFound
+from .history import acting_as
 from .inputs import check_input
 from .schema import input_schema_of
 
@@ -267,4 +268,6 @@ def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
     for field in IDENTITY_FIELDS:
         params.pop(field, None)
     params = without_nulls(tool.input_schema, params)
-    return tool.handler(caller, validate_params(tool, params))
+    # Every door (REST, MCP, a managed agent's run) records its changes as this caller's.
+    with acting_as(caller):
+        return tool.handler(caller, validate_params(tool, params))

@@ -2,6 +2,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .errors import Invalid
+from .history import ActorKind
 from .models import AgentRole, AgentRuntime, AgentStatus, HierarchyRole
 from .roster import EXACT, EXPERTISE_MATCHES, ROSTER_FILTERS
 from .workload import status_for
@@ -301,3 +302,47 @@ class TeamSummarySerializer(serializers.Serializer):
     specialists = TeamRoleSerializer(many=True)
     unassigned_agents = UnassignedAgentSerializer(many=True)
     rules = TeamRulesSerializer()
+
+
+# --- the audit feed (issue 13 §3) ----------------------------------------------------
+
+
+class AuditQuerySerializer(serializers.Serializer):
+    since = serializers.DateTimeField(
+        required=False,
+        help_text="ISO 8601 date and time: changes at or after it (all when omitted).",
+    )
+
+
+class AuditWhoSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=ActorKind.choices)
+    label = serializers.CharField(
+        help_text="The user's name, the agent's id, the organization key's name (or prefix)."
+    )
+    key_prefix = serializers.CharField(
+        allow_null=True, help_text="The prefix of the API key used, if one was."
+    )
+
+
+class AuditChangeSerializer(serializers.Serializer):
+    field = serializers.CharField()
+    before = serializers.JSONField(allow_null=True)
+    after = serializers.JSONField(allow_null=True)
+
+
+class AuditEntrySerializer(serializers.Serializer):
+    id = serializers.CharField()
+    when = serializers.DateTimeField()
+    model = serializers.CharField(help_text="agent, agent_role, team_rule, expertise_group, …")
+    object_id = serializers.CharField()
+    object_label = serializers.CharField()
+    action = serializers.ChoiceField(choices=["created", "changed", "deleted", "revoked"])
+    who = AuditWhoSerializer()
+    changes = AuditChangeSerializer(many=True)
+
+
+class AuditPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = AuditEntrySerializer(many=True)

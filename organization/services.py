@@ -8,6 +8,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from .auth import generate_key
+from .history import record_changes
 from .models import Agent, ApiKey, Organization
 
 # Sent (inside the write's transaction) with `agent=` when an agent was resumed or given more
@@ -53,6 +54,7 @@ def agent_set_paused(*, agents: QuerySet[Agent], paused: bool) -> int:
         .values_list("pk", flat=True)
     )
     Agent.objects.filter(pk__in=changed).update(is_paused=paused, updated_at=timezone.now())
+    record_changes(Agent.objects.filter(pk__in=changed).order_by("pk"))
     if not paused:
         for agent in Agent.objects.filter(pk__in=changed).order_by("pk"):
             agent_gained_room.send(sender=Agent, agent=agent)
@@ -65,9 +67,11 @@ def agent_room_changed(*, agent: Agent) -> None:
         agent_gained_room.send(sender=Agent, agent=agent)
 
 
+@transaction.atomic
 def agent_set_availability(*, agent: Agent, until: datetime | None) -> Agent:
     """Seed 001's `availability_until`, set by the agent itself: when it expects to be free
     (None: available indefinitely). The roster shows it; queue wait estimates use it."""
     Agent.objects.filter(pk=agent.pk).update(availability_until=until, updated_at=timezone.now())
+    record_changes(Agent.objects.filter(pk=agent.pk))
     agent.availability_until = until
     return agent

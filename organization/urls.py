@@ -26,4 +26,5 @@ urlpatterns = [
     ),
     path("team/rules", api.TeamRulesView.as_view(), name="team-rules"),
     path("team/summary", api.TeamSummaryView.as_view(), name="team-summary"),
+    path("audit", api.AuditView.as_view(), name="audit"),
 ]

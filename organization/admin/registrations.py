@@ -37,6 +37,7 @@ from ..workload import (
     workload_count,
 )
 from .chart import org_chart_view
+from .history import HistoryAdmin, RelatedHistories
 from .scoping import (
     OrgOwnedAdmin,
     OrgScoped,
@@ -195,8 +196,11 @@ class ApiKeyInline(OrgScoped, admin.TabularInline):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(OrgScoped, admin.ModelAdmin):
+class OrganizationAdmin(RelatedHistories, OrgScoped, admin.ModelAdmin):
     org_path = "pk"
+    # Its history page: the admin's log, then who changed the team rules (edited inline here).
+    object_history_template = "admin/organization/organization/object_history.html"
+    related_histories = [("Team rules", "team_rule", "organization_id")]
     list_display = ["name", "slug", "agent_count", "team_count", "org_chart_link"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -392,9 +396,10 @@ class AgentForm(OrgUniqueNameForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(OrgOwnedAdmin):
+class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
     form = AgentForm
     inlines = [AgentRoleInline]
+    related_histories = [("Hierarchy role", "agent_role", "agent_id")]
     list_display = [
         "handle",
         "name",
@@ -561,7 +566,7 @@ class ExpertiseGroupForm(OrgUniqueNameForm):
 
 
 @admin.register(ExpertiseGroup)
-class ExpertiseGroupAdmin(OrgOwnedAdmin):
+class ExpertiseGroupAdmin(HistoryAdmin, OrgOwnedAdmin):
     form = ExpertiseGroupForm
     list_display = ["name", "organization", "expertise_display"]
     list_select_related = ["organization"]
@@ -588,7 +593,7 @@ class KeyStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(OrgOwnedAdmin):
+class ApiKeyAdmin(HistoryAdmin, OrgOwnedAdmin):
     """Only the digest is stored; the plaintext is on the page that answers the creation, once."""
 
     list_display = [

@@ -60,4 +60,6 @@ ENDPOINTS = [
         "POST", "/api/team/rules", a_supervisor, body={"default_supervisor_agent_id": "{agent_id}"}
     ),
     Endpoint("GET", "/api/team/summary", a_supervisor, kind=COLLECTION),
+    # Who changed what (issue 13 §3): organization keys only (an agent key answers 403).
+    Endpoint("GET", "/api/audit", a_supervisor, kind=COLLECTION, callers=("org",)),
 ]
