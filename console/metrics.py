@@ -26,6 +26,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from collaboration.models import CollaborationSession, SessionStatus
+from costs import selectors as cost_selectors
+from costs.models import BudgetAlert, UsageRecord
 from organization.models import Agent, Organization
 from organization.workload import at_capacity, offline_with_work, workload_subquery
 from runtime.models import Run, RunStatus
@@ -219,14 +221,51 @@ register_panel(
 
 
 # --- the costs app's numbers (pinned names: budget_alerts, cost_today_usd, cost_month_usd) ----
-# `costs` sits below `console`, so they are registered here, calling its selectors, e.g.:
-#
-#   from costs import selectors as cost_selectors
-#   register(Metric("budget_alerts", "Budget alerts", cost_selectors.open_alert_count,
-#                   lambda org: changelist(BudgetAlert, org, resolved__exact=0), ATTENTION))
-#   register(Metric("cost_today_usd", "Cost today (USD)", cost_selectors.cost_today,
-#                   lambda org: changelist(UsageEntry, org, ...), COST, text="{:.2f}".format))
-#   register(Metric("cost_month_usd", "Cost this month (USD)", cost_selectors.cost_month,
-#                   lambda org: changelist(UsageEntry, org, ...), COST, text="{:.2f}".format))
-#
-# An ATTENTION metric is added to needs_attention by itself; top spenders are a register_panel.
+# `costs` sits below `console`, so they are registered here, calling its selectors.
+
+
+def _money(amount) -> str:
+    return f"{amount:.2f}"
+
+
+def _usage_link(org: Organization, since) -> str:
+    return changelist(UsageRecord, org, created_at__gte=since.isoformat())
+
+
+register(
+    Metric(
+        "budget_alerts", "Budget alerts", cost_selectors.unread_alert_count,
+        lambda org: changelist(BudgetAlert, org, read_at__isnull="True"),
+        ATTENTION, help="Budgets at 80 % or exhausted (agents held for budget among them).",
+    )
+)  # fmt: skip
+register(
+    Metric(
+        "cost_today_usd", "Cost today (USD)",
+        lambda org: cost_selectors.cost_since(org, cost_selectors.start_of_day()),
+        lambda org: _usage_link(org, cost_selectors.start_of_day()),
+        COST, help="Model calls since midnight UTC.", text=_money,
+    )
+)  # fmt: skip
+register(
+    Metric(
+        "cost_month_usd", "Cost this month (USD)",
+        lambda org: cost_selectors.cost_since(org, cost_selectors.start_of_month()),
+        lambda org: _usage_link(org, cost_selectors.start_of_month()),
+        COST, help="Model calls since the 1st, UTC.", text=_money,
+    )
+)  # fmt: skip
+
+
+def _top_spenders(org: Organization) -> dict:
+    """This month's costliest agents (one query)."""
+    return {
+        "rows": cost_selectors.top_spenders(org, cost_selectors.start_of_month()),
+        "report": reverse("admin:costs_usagerecord_report"),
+    }
+
+
+register_panel(
+    Panel("top_spenders", "Top spenders this month", "admin/console/panel_spenders.html",
+          _top_spenders)
+)  # fmt: skip

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date
 from django.utils.html import format_html
 
+from organization.admin.history import HistoryAdmin
 from organization.admin.scoping import STATUS_COLOURS, OrgOwnedAdmin, admin_org_ids, badge
 from organization.caller import caller_for_admin
 from organization.errors import DomainError
@@ -154,7 +155,7 @@ class BudgetForm(forms.ModelForm):
 
 
 @admin.register(Budget)
-class BudgetAdmin(OrgOwnedAdmin):
+class BudgetAdmin(HistoryAdmin, OrgOwnedAdmin):
     form = BudgetForm
     list_display = ["__str__", "scope", "limit", "bar", "state_badge", "period"]
     list_filter = ["scope"]

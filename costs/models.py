@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from django.db import models
 
+from organization.history import audited
 from organization.models import Agent, Organization, Team
 from tasks.models import Task
 
@@ -159,6 +160,14 @@ class Budget(models.Model):
     created_by = models.CharField(max_length=150, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # Who set or changed a limit, when (issue 13 §3); the counters move with every call and are
+    # the ledger's story, not the audit's.
+    history = audited(
+        "budget",
+        exclude=["spent_usd", "reserved_usd", "period", "warned_period", "exhausted_period",
+                 "refused_period", "updated_at"],
+    )  # fmt: skip
 
     class Meta:
         ordering = ["scope", "pk"]

@@ -8,6 +8,7 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import Count, DecimalField, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, TruncDate
+from django.utils import timezone
 
 from organization.caller import Caller
 from tasks.models import Task
@@ -124,3 +125,37 @@ def cost_of_task_tree(task) -> Decimal:
         cursor.execute(sql, [task.pk])
         total = cursor.fetchone()[0]
     return Decimal(total) if total is not None else ZERO
+
+
+# --- the dashboard's figures (console.metrics) -------------------------------------------
+
+
+def start_of_day():
+    return timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def start_of_month():
+    return start_of_day().replace(day=1)
+
+
+def cost_since(organization, since) -> Decimal:
+    return total_cost(organization=organization, created_at__gte=since)
+
+
+def unread_alert_count(organization) -> int:
+    return BudgetAlert.objects.filter(organization=organization, read_at__isnull=True).count()
+
+
+def top_spenders(organization, since, limit: int = 5) -> list[dict]:
+    rows = (
+        UsageRecord.objects.filter(organization=organization, created_at__gte=since)
+        .exclude(agent=None)
+        .values("agent__handle", "agent__name")
+        .annotate(cost=Coalesce(Sum("cost_usd"), MONEY_ZERO), calls=Count("pk"))
+        .order_by("-cost", "agent__handle")[:limit]
+    )
+    return [
+        {"handle": r["agent__handle"], "name": r["agent__name"], "cost_usd": r["cost"],
+         "calls": r["calls"]}
+        for r in rows
+    ]  # fmt: skip

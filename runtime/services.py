@@ -20,7 +20,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
+from costs.alerts import raise_exhausted
 from costs.budgets import blocking_budget
+from costs.metering import period_of
 from organization import outbox
 from organization.models import Agent, AgentRuntime
 from tasks.models import Task, TaskStatus
@@ -84,6 +86,15 @@ def _start_run(agent: Agent, waiting: list[RunTrigger], previous: Run | None = N
     return run
 
 
+def _held_for_budget(agent: Agent) -> bool:
+    """No budget left for the agent: its work waits, and the humans see the budget's exhausted
+    alert in "Needs attention" (raised once per period, here if no refused call raised it)."""
+    budget = blocking_budget(agent)
+    if budget is not None:
+        raise_exhausted(budget, period_of(budget))
+    return budget is not None
+
+
 def _waiting(agent: Agent) -> list[RunTrigger]:
     return list(RunTrigger.objects.filter(agent=agent, run__isnull=True).order_by("pk"))
 
@@ -100,7 +111,7 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     agent = _locked_agent(agent.pk)
     if agent is None or not agent.is_managed:
         return None
-    if agent.is_paused or blocking_budget(agent) is not None:
+    if agent.is_paused or _held_for_budget(agent):
         # It waits: resuming the agent, or room in its budget, wakes it (run_resume).
         run = None
     elif (active := _active_run(agent)) is None:
@@ -125,7 +136,7 @@ def run_resume(*, agent_id: int) -> Run | None:
     agent = _locked_agent(agent_id)
     if agent is None or not agent.is_managed or agent.is_paused:
         return None
-    if blocking_budget(agent) is not None:
+    if _held_for_budget(agent):
         return None  # still no room: budget_made_room wakes it when there is
     active = _active_run(agent)
     if active is not None:

@@ -2,10 +2,12 @@
 (bulk-created rows; the services are not what these tests are about)."""
 
 from datetime import timedelta
+from decimal import Decimal
 
 from django.utils import timezone
 
 from collaboration.models import CollaborationSession, SessionStatus
+from costs.models import LIFETIME, Budget, BudgetAlert, UsageRecord
 from organization.models import Agent, Organization
 from runtime.models import Run, RunStatus
 from tasks.models import DeliveryStatus, Task, TaskStatus, Urgency, WebhookDelivery
@@ -20,11 +22,15 @@ EXPECTED = {
     "failing_webhooks": 6,
     "at_capacity": 7,
     "offline_with_work": 8,
+    "budget_alerts": 9,
+    # The costs app's: what the ledger holds today and this month (USD).
+    "cost_today_usd": Decimal("1.25"),
+    "cost_month_usd": Decimal("3.75"),
 }
 EXPECTED["needs_attention"] = sum(
     EXPECTED[m]
     for m in ("escalated", "blocked", "stale_queued", "failed_sessions", "failed_runs",
-              "failing_webhooks")
+              "failing_webhooks", "budget_alerts")
 )  # fmt: skip
 
 
@@ -101,4 +107,27 @@ def build(org: Organization, prefix: str = "m") -> dict:
                            status=DeliveryStatus.DELIVERED)]
     )  # fmt: skip
     WebhookDelivery.objects.filter(pk=deliveries[0].pk).update(created_at=long_ago)
+
+    # Nine unread budget alerts (one per budget: an alert is raised once per period) and one
+    # read; $1.25 spent today, $2.50 earlier this month (today too, on the 1st), $10 last month.
+    team_budgets = Budget.objects.bulk_create(
+        Budget(organization=org, scope="agent", agent=a, limit_usd=1, period=LIFETIME)
+        for a in [*full, *busy, worker]
+    )
+    BudgetAlert.objects.bulk_create(
+        BudgetAlert(organization=org, budget=b, kind="warning", period="2026-01", message="80 %",
+                    read_at=now if i == 9 else None)
+        for i, b in enumerate(team_budgets)
+    )  # fmt: skip
+    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    earlier = max(month_start, now - timedelta(days=1))
+    ledger = UsageRecord.objects.bulk_create(
+        UsageRecord(organization=org, agent=worker, purpose="run", provider="openai",
+                    model="gpt-4o-mini", cost_usd=cost, price_source="genai-prices")
+        for cost in (Decimal("1.25"), Decimal("2.50"), Decimal("10"))
+    )  # fmt: skip
+    UsageRecord.objects.filter(pk=ledger[1].pk).update(created_at=earlier)
+    if earlier >= now.replace(hour=0, minute=0, second=0, microsecond=0):
+        EXPECTED["cost_today_usd"] = EXPECTED["cost_month_usd"]  # the 1st: one and the same
+    UsageRecord.objects.filter(pk=ledger[2].pk).update(created_at=month_start - timedelta(days=1))
     return EXPECTED

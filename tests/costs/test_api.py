@@ -184,3 +184,17 @@ def test_report_usage_tool(client, cast):
         "completion_tokens": 0,
     })  # fmt: skip
     assert row["self_reported"] is True and Decimal(row["cost_usd"]) == Decimal("0.001")
+
+
+def test_budget_changes_are_in_the_audit_with_who_and_before_after(client, cast):
+    body = {"scope": "organization", "monthly_limit_usd": "10"}
+    client.post("/api/budgets", body, content_type="application/json", **auth(cast.org_key))
+    client.post("/api/budgets", {**body, "monthly_limit_usd": "25"},
+                content_type="application/json", **auth(cast.org_key))  # fmt: skip
+    spend(cast.alex)  # the counters move: not an audit entry
+    entries = [e for e in client.get("/api/audit", **auth(cast.org_key)).json()["results"]
+               if e["model"] == "budget"]  # fmt: skip
+    assert [e["action"] for e in entries] == ["created", "changed"]
+    assert entries[0]["who"]["kind"] == "organization_key"
+    (change,) = [c for c in entries[1]["changes"] if c["field"] == "limit_usd"]
+    assert Decimal(change["before"]) == 10 and Decimal(change["after"]) == 25

@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 
 from costs.budgets import blocking_budget, budget_set
-from costs.models import UsageRecord
+from costs.models import BudgetAlert, UsageRecord
 from runtime.models import Run, RunTrigger
 from tasks import services
 from tests.runtime.conftest import drain
@@ -22,6 +22,11 @@ def test_an_agent_out_of_budget_is_not_run_until_the_budget_is_raised(cast, sett
     task.refresh_from_db()
     assert (task.status, task.assignee_id) == ("assigned", cast.alex.pk)
     assert RunTrigger.objects.filter(agent=cast.alex, run__isnull=True).count() == 1
+    # The humans see why, once: the budget's exhausted alert.
+    services.task_create(org=cast.org, actor=cast.by_human, title="t2", assignee=cast.alex)
+    assert list(BudgetAlert.objects.values_list("kind", "budget__agent")) == [
+        ("exhausted", cast.alex.pk)
+    ]
     # Sarah (same organization, no budget of her own) still runs.
     services.task_create(org=cast.org, actor=cast.by_human, title="u", assignee=cast.sarah)
     assert Run.objects.filter(agent=cast.sarah).count() == 1
