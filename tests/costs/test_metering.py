@@ -14,7 +14,15 @@ from costs.models import AlertKind, Budget, BudgetAlert, UsageRecord, UsageState
 from organization.caller import caller_for_member
 from tests.factories import make_admin_user
 
-pytestmark = pytest.mark.django_db
+# Outside a test transaction, so that on PostgreSQL each call takes the one-statement path
+# (costs/sql.py); every test runs on the ORM path too.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True, params=["one statement", "orm"])
+def path(request, monkeypatch):
+    monkeypatch.setattr(metering, "ONE_STATEMENT", request.param == "one statement")
+    return request.param
 
 
 def human(org):
@@ -170,3 +178,15 @@ def test_an_unpriced_model_is_recorded_with_a_null_cost(cast):
     settle(ticket, prompt_tokens=10, completion_tokens=10)
     row = UsageRecord.objects.get()
     assert (row.cost_usd, row.price_source) == (None, "unknown")
+
+
+def test_on_postgresql_a_call_is_two_statements(cast, path, django_assert_num_queries):
+    if path != "one statement":
+        pytest.skip("the ORM path's statements are not counted")
+    budget_set(caller=human(cast.org), scope="agent", agent="agent-alex", limit_usd="1")
+    budget_set(caller=human(cast.org), scope="organization", limit_usd="1")
+    with django_assert_num_queries(1):
+        ticket = reserve(meter(cast.alex), "openai", "fake-model", prompt_bound=10, max_tokens=10)
+    with django_assert_num_queries(1):
+        settle(ticket, prompt_tokens=5, completion_tokens=5)
+    assert UsageRecord.objects.get().state == UsageState.RECORDED

@@ -1,0 +1,131 @@
+"""The two statements of a metered call on PostgreSQL: reserve and settle, one round trip each.
+
+`metering.reserve` and `metering.settle` say what they do; these are the same steps written as
+one statement each (data-modifying CTEs), so a model call pays two round trips to the database,
+not a dozen, and no ORM compilation. Each statement is its own transaction (autocommit) and sets
+`synchronous_commit` off for it (`set_config(…, true)`, see `metering._commit_without_waiting_for_disk`).
+
+Locking is as in the ORM path: the covering budgets are locked `ORDER BY id FOR UPDATE` first
+(the order every statement takes them in, so concurrent calls never deadlock), and the UPDATE
+that follows in the same statement changes the rows it locked, as their newest versions.
+Other databases (SQLite under `make run`) use the ORM path; the tests run both on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+
+from django.db import connection
+
+from .models import LIFETIME, MONTHLY_SCOPES, Budget, UsageRecord, UsageState
+
+MONTHLY = "(" + ", ".join(f"'{scope}'" for scope in MONTHLY_SCOPES) + ")"
+
+
+def _table(model) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+RESERVE = f"""
+WITH cfg AS (SELECT set_config('synchronous_commit', 'off', true)),
+locked AS (
+    SELECT id, limit_usd, reserved_usd,
+           CASE WHEN scope IN {MONTHLY} AND period <> %(period)s THEN 0 ELSE spent_usd END AS spent
+    FROM {{budget}}
+    WHERE organization_id = %(org)s AND (
+        scope = 'organization'
+        OR (scope = 'team' AND team_id = %(team)s)
+        OR (scope = 'agent' AND agent_id = %(agent)s)
+        OR (scope = 'task' AND task_id = ANY(%(tasks)s::bigint[]))
+        OR (scope = 'collaboration' AND session_id = %(session)s))
+    ORDER BY id
+    FOR UPDATE
+),
+short AS (SELECT id FROM locked WHERE limit_usd - spent - reserved_usd < %(worst)s),
+held AS (
+    UPDATE {{budget}} b
+    SET reserved_usd = b.reserved_usd + %(worst)s,
+        spent_usd = CASE WHEN b.scope IN {MONTHLY} AND b.period <> %(period)s
+                         THEN 0 ELSE b.spent_usd END,
+        period = CASE WHEN b.scope IN {MONTHLY} THEN %(period)s ELSE b.period END,
+        updated_at = now()
+    FROM locked
+    WHERE b.id = locked.id AND NOT EXISTS (SELECT 1 FROM short)
+    RETURNING b.id
+),
+reservation AS (
+    INSERT INTO {{usage}} (organization_id, agent_id, team_id, purpose, session_id, run_id,
+        task_id, provider, model, prompt_tokens, completion_tokens, price_source,
+        self_reported, state, reserved_usd, budget_ids, expires_at, error, created_at)
+    SELECT %(org)s, %(agent)s, %(team)s, %(purpose)s, %(session)s, %(run)s, %(task)s,
+        %(provider)s, %(model)s, 0, 0, %(price_source)s, false, 'reserved', %(worst)s,
+        (SELECT to_jsonb(array_agg(id ORDER BY id)) FROM held),
+        now() + make_interval(secs => %(expires_in)s), '', now()
+    WHERE EXISTS (SELECT 1 FROM held)
+    RETURNING id
+)
+SELECT (SELECT array_agg(id ORDER BY id) FROM locked),
+       (SELECT array_agg(id ORDER BY id) FROM short),
+       (SELECT id FROM reservation),
+       (SELECT 1 FROM cfg)
+"""
+
+SETTLE = f"""
+WITH cfg AS (SELECT set_config('synchronous_commit', 'off', true)),
+locked AS (SELECT id FROM {{budget}} WHERE id = ANY(%(budgets)s::bigint[]) ORDER BY id FOR UPDATE),
+settled AS (
+    UPDATE {{usage}}
+    SET state = %(state)s, prompt_tokens = %(prompt)s, completion_tokens = %(completion)s,
+        cost_usd = %(cost)s, input_usd_per_mtok = %(input_rate)s,
+        output_usd_per_mtok = %(output_rate)s, error = %(error)s, settled_at = now()
+    WHERE id = %(record)s AND state = 'reserved'
+    RETURNING id
+),
+booked AS (
+    UPDATE {{budget}} b
+    SET reserved_usd = GREATEST(b.reserved_usd - %(held)s, 0),
+        spent_usd = CASE WHEN b.period IN (%(period)s, '{LIFETIME}')
+                         THEN b.spent_usd + %(booked)s ELSE %(booked)s END,
+        period = CASE WHEN b.period = '{LIFETIME}' THEN b.period ELSE %(period)s END,
+        updated_at = now()
+    FROM locked
+    WHERE b.id = locked.id AND EXISTS (SELECT 1 FROM settled)
+    RETURNING b.id, b.organization_id, b.scope, b.team_id, b.agent_id, b.task_id, b.session_id,
+              b.limit_usd, b.spent_usd, b.reserved_usd, b.period, b.warned_period,
+              b.exhausted_period, b.refused_period
+)
+SELECT (SELECT count(*) FROM settled), b.* FROM (SELECT 1 FROM cfg) AS c(x)
+LEFT JOIN booked b ON true
+"""
+
+BOOKED_FIELDS = [
+    "id", "organization_id", "scope", "team_id", "agent_id", "task_id", "session_id",
+    "limit_usd", "spent_usd", "reserved_usd", "period", "warned_period", "exhausted_period",
+    "refused_period",
+]  # fmt: skip
+
+
+def reserve(params: dict) -> tuple[list[int], list[int], int | None]:
+    """(the covering budgets' ids, those without room, the reservation's ledger id or None)."""
+    sql = RESERVE.format(budget=_table(Budget), usage=_table(UsageRecord))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        locked, short, record_id, _ = cursor.fetchone()
+    return list(locked or []), list(short or []), record_id
+
+
+def settle(params: dict) -> tuple[bool, list[Budget]]:
+    """(whether the reservation was still held and is now booked, the budgets as booked)."""
+    sql = SETTLE.format(budget=_table(Budget), usage=_table(UsageRecord))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {**params, "state": params.get("state", UsageState.RECORDED)})
+        rows = cursor.fetchall()
+    settled = bool(rows and rows[0][0])
+    budgets = [
+        Budget(**dict(zip(BOOKED_FIELDS, row[1:], strict=True)))
+        for row in rows
+        if row[1] is not None
+    ]
+    return settled, budgets
+
+
+
