@@ -13,7 +13,6 @@ Other databases (SQLite under `make run`) use the ORM path; the tests run both o
 
 from __future__ import annotations
 
-
 from django.db import connection
 
 from .models import LIFETIME, MONTHLY_SCOPES, Budget, UsageRecord, UsageState
@@ -126,6 +125,3 @@ def settle(params: dict) -> tuple[bool, list[Budget]]:
         if row[1] is not None
     ]
     return settled, budgets
-
-
-
