@@ -4,12 +4,18 @@ one when it is exhausted, per period (the unique constraint keeps it one under r
 from __future__ import annotations
 
 from decimal import Decimal
+from functools import partial
 
+from django.db import IntegrityError, transaction
 from django.dispatch import Signal
+
+from organization.models import Organization
+from tasks.models import DeliveryStatus, WebhookDelivery
+from tasks.webhooks import enqueue_deliveries
 
 from .models import LIFETIME, WARNING_SHARE, AlertKind, Budget, BudgetAlert
 
-# Sent after an alert row is written (inside the spending transaction): receivers may notify.
+# Sent after the commit of a new alert: receivers may notify further.
 budget_alert_raised = Signal()  # kwargs: alert
 
 
@@ -18,17 +24,52 @@ def _period_words(period: str) -> str:
 
 
 def _raise(budget: Budget, kind: str, period: str, message: str) -> None:
-    created = BudgetAlert.objects.bulk_create(
-        [BudgetAlert(organization_id=budget.organization_id, budget=budget, kind=kind,
-                     period=period, message=message)],
-        ignore_conflicts=True,
-    )  # fmt: skip
     field = "warned_period" if kind == AlertKind.WARNING else "exhausted_period"
-    if getattr(budget, field) != period:
-        Budget.objects.filter(pk=budget.pk).update(**{field: period})
+    try:
+        with transaction.atomic():
+            alert = BudgetAlert.objects.create(
+                organization_id=budget.organization_id, budget=budget, kind=kind, period=period,
+                message=message,
+            )  # fmt: skip
+            Budget.objects.filter(pk=budget.pk).update(**{field: period})
+            _to_webhook(alert)
+    except IntegrityError:
+        return  # raised already in this period (by a concurrent call)
+    finally:
         setattr(budget, field, period)
-        if created and created[0].pk:
-            budget_alert_raised.send(sender=BudgetAlert, alert=created[0])
+    transaction.on_commit(
+        partial(budget_alert_raised.send_robust, sender=BudgetAlert, alert=alert), robust=True
+    )
+
+
+def alert_payload(alert: BudgetAlert) -> dict:
+    budget = alert.budget
+    return {
+        "event": f"budget.{alert.kind}",
+        "alert_id": alert.pk,
+        "organization": alert.organization.slug,
+        "budget": {
+            "id": budget.pk, "scope": budget.scope, "subject": budget.subject,
+            "limit_usd": str(budget.limit_usd), "spent_usd": str(budget.spent_usd),
+            "period": alert.period,
+        },
+        "message": alert.message,
+        "created_at": alert.created_at.isoformat(),
+    }  # fmt: skip
+
+
+def _to_webhook(alert: BudgetAlert) -> None:
+    """The organization's webhook, if set: a signed delivery, retried like an agent's (sent
+    through the outbox when the spending transaction commits)."""
+    organization = Organization.objects.only("webhook_url", "slug").get(pk=alert.organization_id)
+    if not organization.webhook_url:
+        return
+    alert.organization = organization
+    delivery = WebhookDelivery.objects.create(
+        organization=organization, agent=None, url=organization.webhook_url,
+        payload=alert_payload(alert), status=DeliveryStatus.PENDING,
+    )  # fmt: skip
+    enqueue_deliveries([delivery.pk])
 
 
 def raise_exhausted(budget: Budget, period: str) -> None:

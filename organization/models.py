@@ -29,6 +29,11 @@ class Organization(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     # Signs webhook deliveries (HMAC-SHA256 of the body) so receivers can trust them.
     webhook_secret = models.CharField(max_length=64, default=new_webhook_secret, editable=False)
+    # Where the organization's own notices go (a budget crossing 80 % or exhausted), signed as
+    # the agents' deliveries are; blank: none.
+    webhook_url = models.URLField(
+        blank=True, help_text="Budget alerts are POSTed here, signed (docs/costs.md)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -36,6 +41,14 @@ class Organization(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self):
+        super().clean()
+        if self.webhook_url:
+            try:
+                validate_webhook_url(self.webhook_url)
+            except ValidationError as exc:
+                raise ValidationError({"webhook_url": exc.messages}) from exc
 
 
 class Membership(models.Model):

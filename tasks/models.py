@@ -237,10 +237,14 @@ class DeliveryStatus(models.TextChoices):
 
 
 class WebhookDelivery(models.Model):
-    """One signed POST of an event to an agent's webhook URL, retried by Celery."""
+    """One signed POST of an event to an agent's webhook URL (or the organization's), retried by
+    Celery."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    # The agent told; none for the organization's own webhook (a budget alert).
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="webhook_deliveries"
+    )
     event = models.ForeignKey(
         TaskEvent, null=True, on_delete=models.SET_NULL, related_name="deliveries"
     )
