@@ -2,7 +2,7 @@
 server (issue 8 §5).
 
 The shell blocks are taken as they are from README.md (the tour) and the reference it leads to
-(docs/api.md: roster, agents, hierarchy; docs/tasks.md; docs/collaboration.md), the address
+(docs/api.md: roster, agents, hierarchy; docs/tasks.md; docs/collaboration.md; docs/costs.md), the address
 swapped for the live server's, and run by bash on a freshly seeded demo, with a Celery worker (in
 this process, on the broker of REDIS_URL) as `make run` has one: the tour watches a managed agent
 at work. `curl` is wrapped only to note each answer's status: every call must succeed.
@@ -34,6 +34,7 @@ TOUR = [
     ("docs/api.md", "## Team hierarchy (seed 003)", 0),
     ("docs/tasks.md", "## Examples (curl)", 0),
     ("docs/collaboration.md", "## The session API", 0),
+    ("docs/costs.md", "## Examples (curl)", 0),
 ]
 WRAPPER = """
 curl() { command curl -w '%{stderr}STATUS %{http_code} %{method} %{url_effective}\\n' "$@"; }
@@ -107,3 +108,6 @@ def test_the_readme_tour_works_when_followed_literally_in_order(tmp_path, settin
     assert (tour.status, tour.assignee.handle) == ("completed", "agent-alex")
     assert "offline provider" in tour.result
     assert '"agent":"agent-alice","task":' in done.stdout.replace(" ", "")
+    # The costs examples: Sarah's own call is in the ledger, priced from the table.
+    assert '"key":"agent-sarah"' in done.stdout.replace(" ", "")
+    assert '"self_reported":true' in done.stdout.replace(" ", "")
