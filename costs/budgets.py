@@ -185,14 +185,16 @@ def blocking_budget(agent: Agent, now=None) -> Budget | None:
 
 
 def new_month_wake() -> int:
-    """On the 1st (beat): monthly budgets have room again; wake who waited. Returns the number
-    of organizations told."""
+    """A new month (the sweep, on beat): monthly budgets that ran out or refused a call in an
+    earlier month have room again: tell their organizations, once (their old marks are cleared,
+    which changes nothing else: a mark only counts in its own period). Returns how many."""
     period = current_period()
-    organization_ids = set(
-        Budget.objects.filter(scope__in=MONTHLY_SCOPES)
-        .filter(Q(refused_period__lt=period) & ~Q(refused_period=""))
-        .values_list("organization_id", flat=True)
+    stale = Budget.objects.filter(scope__in=MONTHLY_SCOPES).filter(
+        (Q(refused_period__lt=period) & ~Q(refused_period=""))
+        | (Q(exhausted_period__lt=period) & ~Q(exhausted_period=""))
     )
+    organization_ids = set(stale.values_list("organization_id", flat=True))
+    stale.update(refused_period="", exhausted_period="")
     for organization_id in organization_ids:
         budget_made_room.send_robust(sender=Budget, organization_id=organization_id)
     return len(organization_ids)

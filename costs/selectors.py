@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import Count, DecimalField, QuerySet, Sum, Value
+from django.db.models import Count, DecimalField, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
@@ -72,6 +72,19 @@ def cost_rows(*, caller: Caller, group_by: str, since=None, until=None) -> list[
     if group_by != "day":
         result.sort(key=lambda r: (-r["cost_usd"], str(r["key"])))
     return result
+
+
+def cost_subquery(field: str, outer: str = "pk"):
+    """An annotation: what the ledger's rows whose `field` is the outer row's `outer` cost
+    (e.g. `Run.objects.annotate(cost_usd=cost_subquery("run"))`): one subquery, no N+1."""
+    spent = (
+        UsageRecord.objects.filter(**{field: OuterRef(outer)})
+        .order_by()
+        .values(field)
+        .annotate(total=Sum("cost_usd"))
+        .values("total")
+    )
+    return Coalesce(Subquery(spent), MONEY_ZERO)
 
 
 def total_cost(**filters) -> Decimal:

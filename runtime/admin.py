@@ -11,6 +11,7 @@ from django.db.models import Count
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from costs.selectors import cost_subquery
 from organization.admin.registrations import AgentAdmin
 from organization.admin.scoping import STATUS_COLOURS, OrgOwnedAdmin, ReadOnlyInline, badge
 from organization.models import Agent
@@ -51,7 +52,7 @@ class RunTriggerInline(ReadOnlyInline):
 @admin.register(Run)
 class RunAdmin(OrgOwnedAdmin):
     list_display = [
-        "id", "agent", "task", "trigger", "status_badge", "turn_count", "tokens", "attempts",
+        "id", "agent", "task", "trigger", "status_badge", "turn_count", "tokens", "cost", "attempts",
         "started_at", "finished_at",
     ]  # fmt: skip
     list_filter = ["status", "trigger"]
@@ -84,6 +85,7 @@ class RunAdmin(OrgOwnedAdmin):
                     "max_turns",
                     "prompt_tokens",
                     "completion_tokens",
+                    "cost",
                     "attempts",
                     "created_at",
                     "started_at",
@@ -99,8 +101,12 @@ class RunAdmin(OrgOwnedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in Run._meta.fields] + [
-            "status_badge", "story", "outcome_display"
+            "status_badge", "story", "outcome_display", "cost"
         ]  # fmt: skip
+
+    @admin.display(description="cost (USD)", ordering="cost_usd")
+    def cost(self, run):
+        return f"{run.cost_usd:.6f}".rstrip("0").rstrip(".") if run.cost_usd else "0"
 
     def has_add_permission(self, request):
         return False
@@ -116,7 +122,12 @@ class RunAdmin(OrgOwnedAdmin):
         return badge(run.status, "run")
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(turn_count=Count("turn_rows"))
+        # The cost as a subquery: a second aggregate joined in would multiply the turn count.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(turn_count=Count("turn_rows"), cost_usd=cost_subquery("run"))
+        )
 
     @admin.display(description="turns", ordering="turn_count")
     def turn_count(self, run):

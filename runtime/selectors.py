@@ -1,11 +1,9 @@
 """Reads of the runtime, scoped to the caller: an agent sees its own runs, a human all of its
 organization's; anything else answers 404 as if it did not exist."""
 
-from django.db.models import OuterRef, Prefetch, QuerySet, Subquery, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import Prefetch, QuerySet
 
-from costs.models import UsageRecord
-from costs.selectors import MONEY_ZERO
+from costs.selectors import cost_subquery
 from organization.caller import Caller
 from organization.errors import NotFound
 from organization.inputs import parse_id
@@ -17,14 +15,7 @@ def runs_of(*, caller: Caller) -> QuerySet[Run]:
     runs = Run.objects.filter(organization=caller.organization)
     if caller.agent is not None:
         runs = runs.filter(agent=caller.agent)
-    spent = (
-        UsageRecord.objects.filter(run=OuterRef("pk"))
-        .order_by()
-        .values("run")
-        .annotate(total=Sum("cost_usd"))
-        .values("total")
-    )
-    runs = runs.annotate(cost_usd=Coalesce(Subquery(spent), MONEY_ZERO))
+    runs = runs.annotate(cost_usd=cost_subquery("run"))
     return runs.select_related("agent", "task").prefetch_related(
         Prefetch("triggers", queryset=RunTrigger.objects.order_by("pk")),
         Prefetch("turn_rows", queryset=RunTurn.objects.order_by("index")),

@@ -6,7 +6,8 @@ from decimal import Decimal
 import pytest
 
 from costs.budgets import blocking_budget, budget_set
-from costs.models import BudgetAlert, UsageRecord
+from costs.models import Budget, BudgetAlert, UsageRecord
+from costs.tasks import sweep_reservations
 from runtime.models import Run, RunTrigger
 from tasks import services
 from tests.runtime.conftest import drain
@@ -60,3 +61,15 @@ def test_a_runs_calls_are_in_the_ledger_with_its_cost(cast, fake_llm, settings, 
     # The parent's figure is its own calls and its subtask's.
     assert Decimal(task_detail(parent)["cost_usd"]) == sum(r.cost_usd for r in tree)
     assert Decimal(task_detail(task)["cost_usd"]) == cost
+
+
+def test_a_new_month_wakes_the_agents_that_waited_for_it(cast):
+    budget, _ = budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="1")
+    # Spent out last month: the agent is held while that was the current month.
+    Budget.objects.filter(pk=budget.pk).update(spent_usd=1, period="2000-01")
+    RunTrigger.objects.create(organization=cast.org, agent=cast.alex, trigger="assigned")
+    Budget.objects.filter(pk=budget.pk).update(exhausted_period="2000-01")
+    assert not Run.objects.filter(agent=cast.alex).exists()
+    assert sweep_reservations() == {"expired": 0, "organizations_woken": 1}
+    assert Run.objects.filter(agent=cast.alex, status="queued").count() == 1
+    assert sweep_reservations()["organizations_woken"] == 0  # once, not at every sweep
