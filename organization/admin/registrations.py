@@ -483,7 +483,8 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
         # Resumed or given room in the form: the same queue rule as the resume action.
-        if change and {"is_paused", "workload_capacity"} & set(form.changed_data):
+        # Made managed: the service runs it from now on, starting with the work it holds.
+        if change and {"is_paused", "workload_capacity", "runtime"} & set(form.changed_data):
             agent_room_changed(agent=obj)
 
     @admin.action(description="Pause selected agents (offline: they receive nothing)")
