@@ -454,6 +454,9 @@ RUNTIME_LEASE_SECONDS = env_float("RUNTIME_LEASE_SECONDS", 30.0, minimum=1)
 RUNTIME_SWEEP_INTERVAL = timedelta(seconds=env_int("RUNTIME_SWEEP_SECONDS", 30, minimum=1))
 # The run task's hard time limit (Celery's prefork pool enforces it; a killed run is resumed).
 RUNTIME_RUN_TIME_LIMIT = env_int("RUNTIME_RUN_TIME_LIMIT", 1800, minimum=30)
+# Managed agents answering each other's comments on one task wake each other at most this many
+# times an hour: two models politely thanking each other would otherwise run forever.
+RUNTIME_MAX_AGENT_COMMENT_WAKES = env_int("RUNTIME_MAX_AGENT_COMMENT_WAKES", 6, minimum=1)
 
 # --- api ---
 # One name per "status" choice set (roster, discovery, collaboration); fields of the same name

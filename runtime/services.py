@@ -86,6 +86,22 @@ def _start_run(agent: Agent, waiting: list[RunTrigger], previous: Run | None = N
     return run
 
 
+COMMENT = "comment"
+AGENT_TALK_WINDOW = timedelta(hours=1)
+
+
+def _agents_talking_too_much(task: Task | None) -> bool:
+    """A comment written by a managed agent's run, on a task whose comments have already woken
+    managed agents RUNTIME_MAX_AGENT_COMMENT_WAKES times this hour: it wakes nobody more."""
+    if task is None or current_run.get() is None:
+        return False  # a human's or an outside agent's comment always wakes
+    wakes = RunTrigger.objects.filter(
+        task=task, trigger=COMMENT, woken_by__isnull=False,
+        created_at__gte=timezone.now() - AGENT_TALK_WINDOW,
+    ).count()  # fmt: skip
+    return wakes >= settings.RUNTIME_MAX_AGENT_COMMENT_WAKES
+
+
 def _held_for_budget(agent: Agent) -> bool:
     """No budget left for the agent: its work waits, and the humans see the budget's exhausted
     alert in "Needs attention" (raised once per period, here if no refused call raised it)."""
@@ -110,6 +126,9 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     the run its resume started), so the trigger goes straight into the run it starts."""
     agent = _locked_agent(agent.pk)
     if agent is None or not agent.is_managed:
+        return None
+    if trigger == COMMENT and _agents_talking_too_much(task):
+        log.warning("%s not woken: managed agents' comments on task %s", agent.handle, task.pk)
         return None
     if agent.is_paused or _held_for_budget(agent):
         # It waits: resuming the agent, or room in its budget, wakes it (run_resume).

@@ -91,6 +91,31 @@ def test_an_agents_own_comment_wakes_not_itself(cast):
     assert not Run.objects.exists()
 
 
+def test_managed_agents_answering_each_others_comments_stop_waking_each_other(cast, settings):
+    """Lena (delegator) and Alex (holder), both managed, comment from inside their runs: each
+    comment wakes the other until RUNTIME_MAX_AGENT_COMMENT_WAKES wakes this hour; a human's
+    comment still wakes them after."""
+    from runtime.services import current_run
+
+    settings.RUNTIME_MAX_AGENT_COMMENT_WAKES = 3
+    task = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="t",
+                                assignee=cast.alex)  # fmt: skip
+    Run.objects.all().delete()
+    speakers = [cast.lena, cast.alex] * 3
+    for speaker in speakers:
+        run = Run.objects.create(organization=cast.org, agent=speaker, trigger="comment",
+                                 status="completed")  # fmt: skip
+        token = current_run.set(run.pk)
+        try:
+            services.task_comment(task=task, actor=cast.actor(speaker), body="Thanks!")
+        finally:
+            current_run.reset(token)
+    woken = RunTrigger.objects.filter(task=task, trigger="comment")
+    assert woken.count() == 3
+    services.task_comment(task=task, actor=cast.by_human, body="Stop thanking, ship it.")
+    assert woken.count() == 5  # the human's comment wakes both
+
+
 def test_all_subtasks_finished_wakes_the_parents_holder(cast):
     parent = services.task_create(org=cast.org, actor=cast.by_human, title="p", assignee=cast.lena)
     sub = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="s",
