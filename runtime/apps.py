@@ -20,6 +20,25 @@ def ensure_run_sweep_schedule(**kwargs) -> None:
     )
 
 
+def check_run_time_limit() -> None:
+    """Redis re-delivers unacked work after visibility_timeout: it must outlast a whole run, or
+    a run still at work is delivered again (its lease makes the copy back off, but every long run
+    would be sent twice)."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    if not settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        return
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}) or {}
+    visibility = float(options.get("visibility_timeout", 3600))
+    if visibility <= settings.RUNTIME_RUN_TIME_LIMIT:
+        raise ImproperlyConfigured(
+            f"CELERY_VISIBILITY_TIMEOUT ({visibility:g} s) must exceed RUNTIME_RUN_TIME_LIMIT "
+            f"({settings.RUNTIME_RUN_TIME_LIMIT} s), or Redis re-delivers runs that are still "
+            "running. Raise it, or lower the run's time limit."
+        )
+
+
 class RuntimeConfig(AppConfig):
     """Managed agents (issue 11 §2): woken by the apps below, run on the Celery workers."""
 
@@ -27,6 +46,7 @@ class RuntimeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        check_run_time_limit()
         from collaboration.providers import Purpose
         from collaboration.providers.offline import register_routine
         from costs.budgets import budget_made_room

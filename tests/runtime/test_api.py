@@ -115,3 +115,20 @@ def test_the_admin_shows_runs_on_the_run_task_and_agent_pages(cast, worked, clie
     page = client.get(f"/admin/organization/agent/{cast.lena.pk}/change/").content.decode()
     assert f"run #{lena_run.pk}" in page
     assert client.get("/admin/runtime/run/").status_code == 200
+
+
+def test_a_visibility_timeout_shorter_than_a_run_fails_at_start_up(settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from runtime.apps import check_run_time_limit
+
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 1800}
+    settings.RUNTIME_RUN_TIME_LIMIT = 1800
+    with pytest.raises(ImproperlyConfigured, match="RUNTIME_RUN_TIME_LIMIT"):
+        check_run_time_limit()
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    check_run_time_limit()
+    settings.CELERY_BROKER_URL = "filesystem://"
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 10}
+    check_run_time_limit()
