@@ -67,7 +67,7 @@ class AgentState:
     workload: int
     capacity: int
     percent: int
-    held: list[Task]
+    held: list[tuple[Task, str]]  # (task, its status in words)
     queue: list[Task]
     queue_total: int
     decisions: list[tuple[TaskEvent, Moment]]
@@ -169,7 +169,7 @@ def agent_state(agent: Agent) -> AgentState:
         workload=workload,
         capacity=agent.workload_capacity,
         percent=_percent(workload, agent.workload_capacity),
-        held=held,
+        held=[(task, human(task.status)) for task in held],
         queue=queue,
         queue_total=queue_total,
         decisions=decisions,

@@ -484,10 +484,16 @@ def test_org_chart_shows_the_tree_of_seniors_with_status_workload_and_queue(root
     response = root_client.get(chart_url(demo))
     assert response.status_code == 200
     nodes = {node.agent.handle: node for node in response.context["nodes"]}
-    assert [n.agent.handle for n in response.context["nodes"] if n.depth == 0] == ["agent-alice"]
-    assert nodes["agent-sam"].depth == 1 and nodes["agent-jordan"].depth == 2
-    order = [n.agent.handle for n in response.context["nodes"]]
-    assert order.index("agent-sam") < order.index("agent-jordan") < order.index("agent-sarah")
+    # Grouped by team, the team at the top of the organization first, then by name.
+    teams = {team.name: team for team in response.context["teams"]}
+    assert list(teams) == ["Leadership", "Design", "Development", "Infrastructure"]
+    infra = [(n.agent.handle, n.depth) for n in teams["Infrastructure"].nodes]
+    assert infra[0] == ("agent-sam", 0) and ("agent-jordan", 1) in infra
+    assert nodes["agent-sam"].senior_elsewhere.handle == "agent-alice"
+    # Sam is offline and two agents report to him: flagged, on his card and at the top.
+    assert nodes["agent-sam"].flagged and nodes["agent-sam"].reports == 2
+    assert [n.agent.handle for n in response.context["flagged"]] == ["agent-sam"]
+    assert teams["Infrastructure"].flagged == 1 and teams["Leadership"].flagged == 0
     assert (nodes["agent-jordan"].status, nodes["agent-jordan"].percent) == ("busy", 100)
     assert nodes["agent-jordan"].agent.queue_length == 2
     assert nodes["agent-sam"].status == "offline"
@@ -497,9 +503,12 @@ def test_org_chart_shows_the_tree_of_seniors_with_status_workload_and_queue(root
     assert ".org-card.s-busy { border-left-color: #e65100; }" in html
     for expected in ["5/5", "5 open", "2 queued", "Docker", "Kubernetes", "Infrastructure"]:
         assert expected in jordan_card
-    # Jordan's list item sits inside Sam's, which sits inside Alice's.
-    assert html.index('id="agent-agent-alice"') < html.index('id="agent-agent-sam"')
+    # Jordan's list item sits inside Sam's (a fold), in the Infrastructure team's fold.
+    sam = html[html.index('id="agent-agent-sam"') :]
+    assert sam.index('id="agent-agent-jordan"') < sam.index("</details>")
+    assert "Offline with 2 reports" in sam.split("</summary>")[0]
     assert html.count("<ul>") == html.count("</ul>")
+    assert html.count("<details") == html.count("</details>")
 
 
 def test_org_chart_escapes_user_text(root_client, demo):
