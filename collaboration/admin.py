@@ -16,14 +16,19 @@ from django.db.models import Count, Q
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.timesince import timesince
 
 from organization.admin.scoping import (
     STATUS_COLOURS,
+    HumanChoicesFilter,
     OrgScoped,
     ReadOnlyInline,
     admin_org_ids,
     badge,
+    human,
+    sees_several_organizations,
 )
 from organization.caller import caller_for_admin
 from organization.errors import DomainError
@@ -77,7 +82,7 @@ class ContributionInline(SessionRowInline):
 
     @admin.display(description="status")
     def status_badge(self, obj):
-        return badge(obj.status, "collaboration")
+        return badge(obj.status, "collaboration", human(obj.status))
 
     @admin.display(description="response")
     def answer(self, obj):
@@ -104,9 +109,9 @@ class SessionEventInline(SessionRowInline):
 
 @admin.register(CollaborationSession)
 class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
-    list_display = ["short_task", "status_badge", "progress", "mode", "synthesis", "created_by",
-                    "organization", "created_at", "finished_at"]  # fmt: skip
-    list_filter = ["status", "mode", "synthesis"]
+    # The question, how it went and how it was run; the times in one sortable column.
+    list_display = ["short_task", "status_badge", "progress", "how", "created_by", "when"]
+    list_filter = [(f, HumanChoicesFilter) for f in ("status", "mode", "synthesis")]
     search_fields = ["task", "created_by"]
     list_select_related = ["organization"]
     date_hierarchy = "created_at"
@@ -142,13 +147,33 @@ class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.display(description="task")
+    def get_list_display(self, request):
+        columns = list(super().get_list_display(request))
+        if sees_several_organizations(request):
+            columns.append("organization")
+        return columns
+
+    @admin.display(description="question")
     def short_task(self, obj):
-        return obj.task if len(obj.task) <= 60 else obj.task[:59] + "…"
+        return obj.task if len(obj.task) <= 90 else obj.task[:89] + "…"
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj):
-        return badge(obj.status, "collaboration")
+        return badge(obj.status, "collaboration", human(obj.status))
+
+    @admin.display(description="how", ordering="mode")
+    def how(self, obj):
+        return f"{human(obj.mode)} · {human(obj.synthesis)}"
+
+    @admin.display(description="started", ordering="created_at")
+    def when(self, obj):
+        local = timezone.localtime(obj.created_at)
+        took = ""
+        if obj.finished_at and obj.started_at:
+            took = f" · took {timesince(obj.started_at, obj.finished_at, depth=1)}"
+        return format_html(
+            '<span title="{}">{}</span>{}', local.isoformat(), local.strftime("%b %d, %H:%M"), took
+        )
 
     @admin.display(description="progress")
     def progress(self, obj):

@@ -1,5 +1,6 @@
 """The console's pages behind the dashboard (issue 13 §2): a task told as a story, opening on a
-banner when it waits on a human, and a collaboration opening on its outcome.
+banner when it waits on a human, a collaboration opening on its outcome, an agent opening on its
+live state; and the lists' cost columns (the ledger sits in `costs`, below this app).
 
 As runtime/admin.py does, the console registers the lower apps' admins again, extended (the apps
 below never import this one). Every move goes through the tasks services; every value the pages
@@ -8,29 +9,61 @@ show is escaped by the templates.
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import DecimalField, OuterRef, Subquery, Sum
 from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import path, reverse
 
 from collaboration.admin import CollaborationSessionAdmin
 from collaboration.models import CollaborationSession
+from costs.models import UsageRecord
+from costs.selectors import start_of_month
 from organization.errors import DomainError
 from organization.models import Agent
-from runtime.admin import TaskAdminWithRuns
+from runtime.admin import AgentAdminWithRuns, TaskAdminWithRuns
 from tasks import services
 from tasks.admin import TaskAdmin, admin_actor
 from tasks.models import COMMENT_MAX_LENGTH, Task
 
+from .agent_state import agent_state, money
 from .story import collaboration_outcome, task_story
 
 # Shown in the story instead of the form (no raw JSON on the page).
 TOLD_IN_THE_STORY = {"delegation_chain", "result", "result_data", "managed_runs"}
 
 
-class ConsoleTaskAdmin(TaskAdminWithRuns):
+def cost_of(since=None, **match) -> Subquery:
+    """The ledger's total for the outer row (`task_id=OuterRef("pk")`, …), from `since` if
+    given, as one correlated subquery: a page of a list is still one query, and it sorts."""
+    rows = UsageRecord.objects.filter(**match)
+    if since is not None:
+        rows = rows.filter(created_at__gte=since)
+    rows = rows.order_by().values(*match).annotate(total=Sum("cost_usd")).values("total")
+    return Subquery(rows, output_field=DecimalField(max_digits=19, decimal_places=9))
+
+
+class CostColumn:
+    """A sortable "cost" column from a `cost_usd` annotation (None: no model call)."""
+
+    @admin.display(description="cost", ordering="cost_usd")
+    def cost(self, obj):
+        return money(obj.cost_usd) if obj.cost_usd is not None else "—"
+
+    def get_list_display(self, request):
+        columns = list(super().get_list_display(request))
+        # Last, or just before the organization's column when that one closes the row.
+        at = len(columns) - 1 if columns and columns[-1] == "organization" else len(columns)
+        columns.insert(at, "cost")
+        return columns
+
+
+class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
     change_form_template = "admin/console/task_change_form.html"
     # Subtasks, comments and the audit trail are told by the story above the form.
     inlines = []
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(cost_usd=cost_of(task_id=OuterRef("pk")))
 
     def get_fieldsets(self, request, obj=None):
         sets = TaskAdmin.get_fieldsets(self, request, obj)
@@ -135,8 +168,11 @@ class _NotPost(Exception):
     pass
 
 
-class ConsoleCollaborationAdmin(CollaborationSessionAdmin):
+class ConsoleCollaborationAdmin(CostColumn, CollaborationSessionAdmin):
     """A session opens on its outcome; nothing on it is edited, so it has no Save button."""
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(cost_usd=cost_of(session_id=OuterRef("pk")))
 
     change_form_template = "admin/console/collaboration_change_form.html"
     inlines = []
@@ -166,9 +202,32 @@ class ConsoleCollaborationAdmin(CollaborationSessionAdmin):
         return super().render_change_form(request, context, add, change, form_url, obj)
 
 
+class ConsoleAgentAdmin(CostColumn, AgentAdminWithRuns):
+    """An agent opens on its live state (console/agent_state.py), then its settings; the list
+    has its cost this month."""
+
+    change_form_template = "admin/console/agent_change_form.html"
+    # The live state lists its latest runs.
+    fieldsets = AgentAdminWithRuns.fieldsets[:-1]
+
+    def get_queryset(self, request):
+        month = cost_of(since=start_of_month(), agent_id=OuterRef("pk"))
+        return super().get_queryset(request).annotate(cost_usd=month)
+
+    @admin.display(description="cost this month", ordering="cost_usd")
+    def cost(self, obj):
+        return money(obj.cost_usd) if obj.cost_usd is not None else "—"
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None and obj.pk is not None:
+            context = {**context, "live": agent_state(obj), "agent": obj}
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+
 for model, model_admin in (
     (Task, ConsoleTaskAdmin),
     (CollaborationSession, ConsoleCollaborationAdmin),
+    (Agent, ConsoleAgentAdmin),
 ):
     admin.site.unregister(model)
     admin.site.register(model, model_admin)

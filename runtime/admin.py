@@ -13,7 +13,14 @@ from django.utils.html import format_html, format_html_join
 
 from costs.selectors import cost_subquery
 from organization.admin.registrations import AgentAdmin
-from organization.admin.scoping import STATUS_COLOURS, OrgOwnedAdmin, ReadOnlyInline, badge
+from organization.admin.scoping import (
+    STATUS_COLOURS,
+    HumanChoicesFilter,
+    OrgOwnedAdmin,
+    ReadOnlyInline,
+    badge,
+    human,
+)
 from organization.models import Agent
 from tasks.admin import TaskAdmin
 from tasks.models import Task
@@ -52,10 +59,10 @@ class RunTriggerInline(ReadOnlyInline):
 @admin.register(Run)
 class RunAdmin(OrgOwnedAdmin):
     list_display = [
-        "id", "agent", "task", "trigger", "status_badge", "turn_count", "tokens", "cost", "attempts",
+        "id", "agent", "task", "trigger_display", "status_badge", "turn_count", "tokens", "cost", "attempts",
         "started_at", "finished_at",
     ]  # fmt: skip
-    list_filter = ["status", "trigger"]
+    list_filter = [("status", HumanChoicesFilter), ("trigger", HumanChoicesFilter)]
     list_select_related = ["agent", "task", "organization"]
     search_fields = ["agent__handle", "task__title", "error"]
     inlines = [RunTriggerInline]
@@ -117,9 +124,13 @@ class RunAdmin(OrgOwnedAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    @admin.display(description="trigger", ordering="trigger")
+    def trigger_display(self, run):
+        return human(run.trigger)
+
     @admin.display(description="status", ordering="status")
     def status_badge(self, run):
-        return badge(run.status, "run")
+        return badge(run.status, "run", human(run.status))
 
     def get_queryset(self, request):
         # The cost as a subquery: a second aggregate joined in would multiply the turn count.
@@ -185,7 +196,7 @@ def _runs_table(rows):
     body = format_html_join(
         "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
         ((_run_link(run), trigger, run.agent.handle, f"#{run.task_id}" if run.task_id else "—",
-          badge(run.status, "run"), run.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+          badge(run.status, "run", human(run.status)), run.created_at.strftime("%Y-%m-%d %H:%M:%S"))
          for run, trigger in rows),
     )  # fmt: skip
     return format_html(

@@ -10,16 +10,22 @@ checks exactly as over REST. The audit trail is read-only and cannot be deleted.
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db.models import F, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from organization import webhooks
 from organization.admin.scoping import (
     STATUS_COLOURS,
+    HumanChoicesFilter,
     OrgOwnedAdmin,
     ReadOnlyInline,
     admin_org_ids,
     badge,
+    human,
+    sees_several_organizations,
 )
 from organization.caller import caller_for_admin
 from organization.errors import DomainError
@@ -29,6 +35,7 @@ from . import services
 from .models import (
     URGENCY_RANK,
     DeliveryStatus,
+    EventKind,
     Task,
     TaskComment,
     TaskEvent,
@@ -199,14 +206,36 @@ class TaskAdminForm(forms.ModelForm):
         return data
 
 
+# Events that do not move the task (it stays in its state): a comment, its subtasks done.
+NOT_A_MOVE = (EventKind.COMMENT, EventKind.SUBTASKS_DONE)
+
+
+def _latest_event_time(*, moves_only: bool = False) -> Subquery:
+    """When the task's latest event (or latest move) was written: one correlated subquery over
+    the (task, created_at) index, so a page of tasks is still one query."""
+    events = TaskEvent.objects.filter(task=OuterRef("pk"))
+    if moves_only:
+        events = events.exclude(kind__in=NOT_A_MOVE)
+    return Subquery(events.order_by("-created_at", "-pk").values("created_at")[:1])
+
+
+def ago(moment, now=None) -> str:
+    """'3 hours', the largest unit only: a column a manager scans."""
+    return timesince(moment, now or timezone.now(), depth=1) if moment else "—"
+
+
 @admin.register(Task)
 class TaskAdmin(TasksAppAdmin):
     form = TaskAdminForm
-    list_display = [
-        "title", "status_badge", "urgency", "assignee", "queued_for", "age", "organization",
-    ]  # fmt: skip
-    list_filter = [NeedsAttentionFilter, "status", "urgency"]  # + organization, scoped
+    # What a manager scans and sorts by: the state and for how long, who has it, the last move.
+    list_display = ["title", "status_badge", "urgency_display", "holder", "in_state", "last_event"]
+    list_filter = [
+        NeedsAttentionFilter,
+        ("status", HumanChoicesFilter),
+        ("urgency", HumanChoicesFilter),
+    ]  # + organization, scoped
     list_select_related = ["assignee", "queued_for", "organization"]
+    ordering = ["-created_at", "-pk"]
     search_fields = ["title", "description", "assignee__handle", "queued_for__handle"]
     readonly_fields = [
         "status", "assignee", "queued_for", "created_by_agent", "created_by_user",
@@ -268,13 +297,50 @@ class TaskAdmin(TasksAppAdmin):
         except DomainError as exc:
             raise MoveRefused(exc) from exc
 
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                # In its state since its latest move (created: its creation).
+                state_since=Coalesce(_latest_event_time(moves_only=True), F("created_at")),
+                last_event_at=Coalesce(_latest_event_time(), F("created_at")),
+            )
+        )
+
+    def get_list_display(self, request):
+        columns = list(super().get_list_display(request))
+        if sees_several_organizations(request):
+            columns.append("organization")
+        return columns
+
     @admin.display(description="status", ordering="status")
     def status_badge(self, task):
-        return badge(task.status, "task")
+        return badge(task.status, "task", human(task.status))
 
-    @admin.display(description="age", ordering="created_at")
-    def age(self, task):
-        return timesince(task.created_at, timezone.now())
+    @admin.display(description="urgency", ordering="urgency_rank")
+    def urgency_display(self, task):
+        label = human(task.urgency)
+        if task.urgency_rank >= URGENCY_RANK["high"]:
+            return format_html("<strong>{}</strong>", label)
+        return label
+
+    @admin.display(description="with", ordering="assignee__name")
+    def holder(self, task):
+        if task.assignee_id:
+            return task.assignee.name
+        if task.queued_for_id:
+            return format_html('<span class="quiet">queued for</span> {}', task.queued_for.name)
+        return "—"
+
+    @admin.display(description="in this state", ordering="state_since")
+    def in_state(self, task):
+        return ago(getattr(task, "state_since", None) or task.created_at)
+
+    @admin.display(description="last event", ordering="-last_event_at")
+    def last_event(self, task):
+        moment = getattr(task, "last_event_at", None) or task.created_at
+        return format_html('<span title="{}">{} ago</span>', moment, ago(moment))
 
     def _run(self, request, queryset, service, verb, **kwargs):
         done = 0
@@ -309,10 +375,50 @@ class TaskAdmin(TasksAppAdmin):
 
 @admin.register(TaskEvent)
 class TaskEventAdmin(AuditAdmin):
-    list_display = ["created_at", "task", "kind", "actor_label", "recipient", "decision"]
-    list_filter = ["kind", "actor_kind", "decision"]
-    list_select_related = ["task", "recipient"]
+    list_display = ["when", "task_title", "what", "by", "to", "decision_display"]
+    list_display_links = ["when"]
+    list_filter = [(f, HumanChoicesFilter) for f in ("kind", "actor_kind", "decision")]
+    list_select_related = ["task", "recipient", "organization"]
     search_fields = ["task__title", "actor_label", "message"]
+    ordering = ["-created_at", "-pk"]
+
+    def get_list_display(self, request):
+        columns = list(super().get_list_display(request))
+        if sees_several_organizations(request):
+            columns.append("organization")
+        return columns
+
+    @admin.display(description="when", ordering="created_at")
+    def when(self, event):
+        local = timezone.localtime(event.created_at)
+        return format_html(
+            '<span title="{}">{}</span>', local.isoformat(), local.strftime("%b %d, %H:%M")
+        )
+
+    @admin.display(description="task", ordering="task__title")
+    def task_title(self, event):
+        title = event.task.title
+        return title if len(title) <= 80 else title[:79] + "…"
+
+    @admin.display(description="what", ordering="kind")
+    def what(self, event):
+        return human(event.kind)
+
+    @admin.display(description="by", ordering="actor_label")
+    def by(self, event):
+        return event.actor_label
+
+    @admin.display(description="to", ordering="recipient__name")
+    def to(self, event):
+        if event.recipient_id is None:
+            return ""
+        return format_html(
+            '<span title="{}">{}</span>', event.recipient.handle, event.recipient.name
+        )
+
+    @admin.display(description="decision", ordering="decision")
+    def decision_display(self, event):
+        return human(event.decision) if event.decision else ""
 
 
 @admin.register(WebhookDelivery)
@@ -320,7 +426,7 @@ class WebhookDeliveryAdmin(AuditAdmin):
     list_display = [
         "created_at", "agent", "status_badge", "attempts", "response_status", "outcome", "url",
     ]  # fmt: skip
-    list_filter = ["status"]
+    list_filter = [("status", HumanChoicesFilter)]
     list_select_related = ["agent"]
     search_fields = ["agent__handle", "url"]
     # Not even as a read-only form field: the detail page shows every field it does not exclude.
@@ -338,4 +444,4 @@ class WebhookDeliveryAdmin(AuditAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, delivery):
-        return badge(delivery.status, "delivery")
+        return badge(delivery.status, "delivery", human(delivery.status))

@@ -18,6 +18,7 @@ from ..inputs import parse_id
 from ..models import (
     Agent,
     AgentRole,
+    AgentRuntime,
     AgentStatus,
     ApiKey,
     ExpertiseGroup,
@@ -39,12 +40,14 @@ from ..workload import (
 from .chart import org_chart_view
 from .history import HistoryAdmin, RelatedHistories
 from .scoping import (
+    HumanChoicesFilter,
     OrgOwnedAdmin,
     OrgScoped,
     ScopedRelatedFilter,
     admin_org_ids,
     badge,
     colour_of,
+    human,
     sees_several_organizations,
 )
 
@@ -400,22 +403,21 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
     form = AgentForm
     inlines = [AgentRoleInline]
     related_histories = [("Hierarchy role", "agent_role", "agent_id")]
+    # One cell per question a manager asks: who, in what state, how loaded, doing what, where,
+    # under whom, knowing what (the organization's column only for who sees several).
     list_display = [
-        "handle",
-        "name",
+        "agent_cell",
         "status_badge",
         "workload",
-        "runtime",
-        "role",
-        "team",
-        "senior",
-        "hierarchy_role_display",
+        "role_cell",
+        "senior_name",
         "expertise_display",
     ]
-    list_display_links = ["handle", "name"]
+    list_display_links = ["agent_cell"]
     list_select_related = ["organization", "team", "senior", "hierarchy_role"]
     list_filter = [
-        ("team", ScopedRelatedFilter), StatusFilter, LoadFilter, HierarchyRoleFilter, "runtime",
+        ("team", ScopedRelatedFilter), StatusFilter, LoadFilter, HierarchyRoleFilter,
+        ("runtime", HumanChoicesFilter),
     ]  # fmt: skip
     search_fields = ["name", "handle", "expertise"]
     autocomplete_fields = ["team", "senior"]
@@ -455,13 +457,34 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
     def get_list_display(self, request):
         columns = list(super().get_list_display(request))
         if sees_several_organizations(request):
-            columns.insert(2, "organization")
+            columns.insert(1, "organization")
         return columns
 
-    @admin.display(description="hierarchy role", ordering="hierarchy_role__role")
-    def hierarchy_role_display(self, agent):
+    @admin.display(description="agent", ordering="name")
+    def agent_cell(self, agent):
+        managed = agent.runtime == AgentRuntime.MANAGED
+        return format_html(
+            '<strong>{}</strong><br><span class="quiet">{}</span>{}',
+            agent.name,
+            agent.handle,
+            format_html(' <span class="quiet">· managed</span>') if managed else "",
+        )
+
+    @admin.display(description="job title · team", ordering="role")
+    def role_cell(self, agent):
         role = getattr(agent, "hierarchy_role", None)
-        return role.role if role is not None else "—"
+        below = [agent.team.name if agent.team_id else "no team"]
+        if role is not None:
+            below.append(human(role.role))
+        return format_html(
+            '{}<br><span class="quiet">{}</span>', agent.role or "—", " · ".join(below)
+        )
+
+    @admin.display(description="reports to", ordering="senior__name")
+    def senior_name(self, agent):
+        if not agent.senior_id:
+            return "—"
+        return format_html('<span title="{}">{}</span>', agent.senior.handle, agent.senior.name)
 
     @admin.display(description="status")
     def status_badge(self, agent):
@@ -470,9 +493,9 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
             workload=agent.current_workload,
             capacity=agent.workload_capacity,
         )
-        return badge(status, "agent")
+        return badge(status, "agent", human(status))
 
-    @admin.display(description="workload", ordering="current_workload")
+    @admin.display(description="load", ordering="current_workload")
     def workload(self, agent):
         return f"{agent.current_workload}/{agent.workload_capacity}"
 

@@ -17,10 +17,15 @@ so such a user needs no Django model permissions to work.
   once the object exists, and limits team/senior choices and autocompletes to it.
 - `ReadOnlyInline(OrgScoped, admin.TabularInline)` — rows written only by services, shown
   under their parent and never added, changed or deleted in the admin.
-- `badge(value, kind)` — a status as a coloured pill; the colours of each kind of status are
+- `human(value)` — a stored choice as people read it (`in_progress` → "In progress").
+- `HumanChoicesFilter` — a choices field's filter with those labels.
+- `badge(value, kind, label)` — a status as a coloured pill reading `label` (the lists pass
+  `human(value)`); the colours of each kind of status are
   in the one map `STATUS_COLOURS` (the agents' here; another app's admin module adds its
   kinds when it loads: `STATUS_COLOURS["task"] = {...}`).
 """
+
+import re
 
 from django.contrib import admin
 from django.contrib.admin.widgets import AutocompleteSelect
@@ -50,18 +55,48 @@ def colour_of(kind: str, value: str) -> str:
     return STATUS_COLOURS.get(kind, {}).get(value, DEFAULT_COLOUR)
 
 
-def badge(value: str, kind: str):
-    """`value` as a coloured pill, with the CSS classes `<kind>-status <kind>-status-<value>`."""
+_CHOICE = re.compile(r"[A-Za-z][A-Za-z_]*")
+
+
+def human(value) -> str:
+    """A stored choice as people read it: `in_progress` → "In progress", `DELEGATE` → "Delegate".
+
+    Lists show these, not the values the API speaks (the choices' own labels are title-cased:
+    "In Progress")."""
+    text = str(value or "")
+    if not _CHOICE.fullmatch(text):
+        return text or "—"  # already words
+    text = text.replace("_", " ").lower()
+    return text[:1].upper() + text[1:]
+
+
+def badge(value: str, kind: str, label: str | None = None):
+    """`value` as a coloured pill reading `label` (default: the value itself), with the CSS
+    classes `<kind>-status <kind>-status-<value>`."""
     return format_html(
-        '<span class="{}-status {}-status-{}" style="display:inline-block;'
+        '<span class="{}-status {}-status-{}" style="display:inline-block;white-space:nowrap;'
         "padding:1px 8px;border-radius:9px;color:#fff;background:{};font-weight:600;"
         '">{}</span>',
         kind,
         kind,
         value,
         colour_of(kind, value),
-        value,
+        label if label is not None else value,
     )
+
+
+class HumanChoicesFilter(admin.ChoicesFieldListFilter):
+    """A choices filter reading as the lists do ("In progress", not "In Progress"); a label
+    the model gives by hand is kept."""
+
+    def choices(self, changelist):
+        readable = {
+            str(label): human(value)
+            for value, label in self.field.flatchoices
+            if str(label) in (str(value), str(value).replace("_", " ").title())
+        }
+        for choice in super().choices(changelist):
+            yield {**choice, "display": readable.get(str(choice["display"]), choice["display"])}
 
 
 # --- who administers what ------------------------------------------------------------------

@@ -55,10 +55,13 @@ def test_staff_member_adds_a_team_and_an_agent_and_sees_it_on_the_org_chart(
 
     page.get_by_role("link", name="Org chart").click()
     expect(page).to_have_url(re.compile(r"/org-chart/$"))
-    robin = page.locator("#agent-agent-alice #agent-agent-robin")
+    # Robin heads the Research team's tree and names the senior he reports to, in Leadership.
+    research = page.locator("details.team", has=page.locator("summary", has_text="Research"))
+    robin = research.locator("#agent-agent-robin")
     expect(robin).to_be_visible()
     expect(robin).to_contain_text("Robin <R&D>")
     expect(robin).to_contain_text("Data Scientist · Research · specialist")
-    expect(robin.locator(".agent-status-idle")).to_have_text("idle")
+    expect(robin.locator(".reports-to")).to_have_text("Reports to Alice (Leadership)")
+    expect(robin.locator(".agent-status-idle")).to_have_text("Idle")
     expect(robin.locator(".workload")).to_have_text("0/5")
     expect(robin.locator(".expertise")).to_contain_text("Statistics")

@@ -123,8 +123,8 @@ def chart_url(org) -> str:
 
 
 def row_of(html: str, handle: str) -> str:
-    """The changelist row whose link text is `handle`."""
-    at = html.index(f">{handle}</a>")
+    """The changelist row that names the agent `handle` (under its name, in the link)."""
+    at = html.index(f">{handle}</span>")
     return html[html.rindex("<tr", 0, at) : html.index("</tr>", at)]
 
 
@@ -140,13 +140,15 @@ def test_agent_changelist_shows_the_hierarchy_status_and_workload(root_client, d
     assert response.status_code == 200
     html = response.content.decode()
     row = row_of(html, "agent-jordan")
-    for expected in ["Jordan", "DevOps Engineer", "Infrastructure", "Sam (agent-sam)", "worker"]:
+    for expected in ["Jordan", "DevOps Engineer", "Infrastructure", 'title="agent-sam">Sam<',
+                     "Worker"]:  # fmt: skip
         assert expected in row
     assert "5/5" in row
     assert "agent-status-busy" in row
     assert "Docker, Kubernetes, AWS" in row
     sam = row_of(html, "agent-sam")
-    assert "agent-status-offline" in sam and "0/5" in sam and "supervisor" in sam
+    assert "agent-status-offline" in sam and "0/5" in sam and "Supervisor" in sam
+    assert ">Busy</span>" in row  # human labels, not the API's values
 
 
 @pytest.mark.parametrize(
@@ -482,10 +484,16 @@ def test_org_chart_shows_the_tree_of_seniors_with_status_workload_and_queue(root
     response = root_client.get(chart_url(demo))
     assert response.status_code == 200
     nodes = {node.agent.handle: node for node in response.context["nodes"]}
-    assert [n.agent.handle for n in response.context["nodes"] if n.depth == 0] == ["agent-alice"]
-    assert nodes["agent-sam"].depth == 1 and nodes["agent-jordan"].depth == 2
-    order = [n.agent.handle for n in response.context["nodes"]]
-    assert order.index("agent-sam") < order.index("agent-jordan") < order.index("agent-sarah")
+    # Grouped by team, the team at the top of the organization first, then by name.
+    teams = {team.name: team for team in response.context["teams"]}
+    assert list(teams) == ["Leadership", "Design", "Development", "Infrastructure"]
+    infra = [(n.agent.handle, n.depth) for n in teams["Infrastructure"].nodes]
+    assert infra[0] == ("agent-sam", 0) and ("agent-jordan", 1) in infra
+    assert nodes["agent-sam"].senior_elsewhere.handle == "agent-alice"
+    # Sam is offline and two agents report to him: flagged, on his card and at the top.
+    assert nodes["agent-sam"].flagged and nodes["agent-sam"].reports == 2
+    assert [n.agent.handle for n in response.context["flagged"]] == ["agent-sam"]
+    assert teams["Infrastructure"].flagged == 1 and teams["Leadership"].flagged == 0
     assert (nodes["agent-jordan"].status, nodes["agent-jordan"].percent) == ("busy", 100)
     assert nodes["agent-jordan"].agent.queue_length == 2
     assert nodes["agent-sam"].status == "offline"
@@ -495,9 +503,12 @@ def test_org_chart_shows_the_tree_of_seniors_with_status_workload_and_queue(root
     assert ".org-card.s-busy { border-left-color: #e65100; }" in html
     for expected in ["5/5", "5 open", "2 queued", "Docker", "Kubernetes", "Infrastructure"]:
         assert expected in jordan_card
-    # Jordan's list item sits inside Sam's, which sits inside Alice's.
-    assert html.index('id="agent-agent-alice"') < html.index('id="agent-agent-sam"')
+    # Jordan's list item sits inside Sam's (a fold), in the Infrastructure team's fold.
+    sam = html[html.index('id="agent-agent-sam"') :]
+    assert sam.index('id="agent-agent-jordan"') < sam.index("</details>")
+    assert "Offline with 2 reports" in sam.split("</summary>")[0]
     assert html.count("<ul>") == html.count("</ul>")
+    assert html.count("<details") == html.count("</details>")
 
 
 def test_org_chart_escapes_user_text(root_client, demo):
