@@ -11,8 +11,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from collaboration.models import CollaborationSession, ContributionStatus
+from django.db.models import Sum
+from django.db.models.functions import Coalesce
+
+from collaboration.models import COORDINATOR_ROLE, CollaborationSession, ContributionStatus
 from collaboration.synthesis.parsing import first_sentence
+from costs.models import ZERO, UsageRecord
+from costs.selectors import MONEY_ZERO
 from organization.models import Agent
 from organization.selectors import agents_with_workload
 from organization.workload import status_for
@@ -231,6 +236,7 @@ class AgentCard:
     error: str
     tool_calls: str = ""
     dissents: bool = False
+    cost: str = ""
 
 
 def verdict_summary(contributions) -> tuple[str, str, set[str]]:
@@ -268,9 +274,23 @@ def tool_calls_of(contribution) -> str:
     )
 
 
+def usd(amount) -> str:
+    """$0.0123 (four decimals under a dollar), $12.34 above; "" for no calls."""
+    if amount is None:
+        return ""
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}"
+
+
 def collaboration_outcome(session: CollaborationSession) -> dict:
     contributions = list(session.contributions.order_by("position"))
     summary, dissent, dissenters = verdict_summary(contributions)
+    # What each one's model calls cost, from the ledger (one query; the coordinator's too).
+    costs = dict(
+        UsageRecord.objects.filter(session=session)
+        .values("label")
+        .annotate(total=Coalesce(Sum("cost_usd"), MONEY_ZERO))
+        .values_list("label", "total")
+    )
     cards = [
         AgentCard(
             name=c.display_name or c.agent_key,
@@ -284,6 +304,7 @@ def collaboration_outcome(session: CollaborationSession) -> dict:
             error=c.error,
             tool_calls=tool_calls_of(c),
             dissents=c.agent_key in dissenters,
+            cost=usd(costs.get(c.agent_key)),
         )
         for c in contributions
     ]
@@ -297,6 +318,8 @@ def collaboration_outcome(session: CollaborationSession) -> dict:
         "dissent": dissent,
         "cards": cards,
         "tokens": sum(c.tokens_used for c in contributions),
+        "cost": usd(sum(costs.values(), ZERO)),
+        "coordinator_cost": usd(costs.get(COORDINATOR_ROLE)),
         "took": duration((session.finished_at - session.started_at).total_seconds())
         if session.finished_at and session.started_at
         else "",

@@ -74,6 +74,8 @@ class Meter:
     task_id: int | None = None
     # The call's task and its ancestors: a task budget covers its whole tree.
     task_tree: tuple[int, ...] = ()
+    # Who in a collaboration makes it (its agent key there).
+    label: str = ""
 
     @classmethod
     def for_agent(cls, agent, purpose: str, **kwargs) -> Meter:
@@ -204,7 +206,7 @@ def _reserve_in_one_statement(ticket: Ticket, deadline: float | None) -> Ticket:
     locked, short, record_id = sql.reserve({
         "org": meter.organization_id, "team": meter.team_id, "agent": meter.agent_id,
         "tasks": list(meter.task_tree), "session": meter.session_id, "run": meter.run_id,
-        "task": meter.task_id, "purpose": meter.purpose, "provider": ticket.provider,
+        "task": meter.task_id, "purpose": meter.purpose, "label": meter.label, "provider": ticket.provider,
         "model": ticket.model, "price_source": ticket.price.source, "worst": ticket.worst_usd,
         "period": current_period(now),
         "expires_in": max(seconds_left, 0) + settings.COSTS_RESERVATION_GRACE,
@@ -266,6 +268,7 @@ def _row(meter: Meter, provider: str, model: str, price: Price) -> dict:
         "session_id": meter.session_id,
         "run_id": meter.run_id,
         "task_id": meter.task_id,
+        "label": meter.label,
         "provider": provider,
         "model": model,
         "price_source": price.source,

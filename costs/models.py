@@ -73,6 +73,8 @@ class UsageRecord(models.Model):
     task = models.ForeignKey(
         Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
     )
+    # Who in a collaboration made the call (its agent key there, or "coordinator").
+    label = models.CharField(max_length=100, blank=True, default="")
     provider = models.CharField(max_length=40)
     model = models.CharField(max_length=100)
     prompt_tokens = models.PositiveIntegerField(default=0)

@@ -27,7 +27,7 @@ class UsageRecordSerializer(serializers.ModelSerializer):
     class Meta:
         model = UsageRecord
         fields = [
-            "id", "agent", "team", "purpose", "session", "run", "task", "provider", "model",
+            "id", "agent", "team", "purpose", "session", "label", "run", "task", "provider", "model",
             "prompt_tokens", "completion_tokens", "cost_usd", "input_usd_per_mtok",
             "output_usd_per_mtok", "price_source", "self_reported", "state", "reserved_usd",
             "error", "created_at", "settled_at",

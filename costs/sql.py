@@ -53,10 +53,10 @@ held AS (
 ),
 reservation AS (
     INSERT INTO {{usage}} (organization_id, agent_id, team_id, purpose, session_id, run_id,
-        task_id, provider, model, prompt_tokens, completion_tokens, price_source,
+        task_id, label, provider, model, prompt_tokens, completion_tokens, price_source,
         self_reported, state, reserved_usd, budget_ids, expires_at, error, created_at)
     SELECT %(org)s, %(agent)s, %(team)s, %(purpose)s, %(session)s, %(run)s, %(task)s,
-        %(provider)s, %(model)s, 0, 0, %(price_source)s, false, 'reserved', %(worst)s,
+        %(label)s, %(provider)s, %(model)s, 0, 0, %(price_source)s, false, 'reserved', %(worst)s,
         (SELECT to_jsonb(array_agg(id ORDER BY id)) FROM held),
         now() + make_interval(secs => %(expires_in)s), '', now()
     WHERE EXISTS (SELECT 1 FROM held)

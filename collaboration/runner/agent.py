@@ -254,6 +254,7 @@ def call(ctx: RunContext, provider: str, request: LLMRequest, agent=None) -> LLM
     meter = Meter.for_agent(
         agent, LEDGER_PURPOSES.get(request.purpose, UsagePurpose.COLLABORATION),
         organization_id=ctx.session.organization_id, session_id=ctx.session_id,
+        label=request.label,
     )  # fmt: skip
     with ctx.track():
         reply = providers.complete(provider, request, meter=meter)

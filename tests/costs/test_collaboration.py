@@ -51,6 +51,15 @@ def test_each_call_is_in_the_ledger_with_its_purpose_and_the_session_shows_its_c
     assert total > 0
     detail = client.get(f"/api/collaborations/{session_id}", **auth(cast.org_key)).json()
     assert Decimal(detail["metadata"]["cost_usd"]) == total
+    # Each call says who made it; the admin's page shows each agent's cost on its card.
+    assert set(rows.values_list("label", flat=True)) == {"agent-alex", "a", "b", "coordinator"}
+    from django.contrib.auth import get_user_model
+
+    client.force_login(get_user_model().objects.create_superuser("root", "r@x.io", "pw"))
+    page = client.get(f"/admin/collaboration/collaborationsession/{session_id}/change/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert html.count('class="card-cost"') == 3 and 'id="session-cost"' in html
     specialists_tokens = sum(
         c["prompt_tokens"] for c in detail["contributions"] if c["agent"] != "agent-alex"
     )
