@@ -2,7 +2,6 @@
 spent / held / left bar (issue 12 §3); screenshots under var/screenshots/."""
 
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -10,10 +9,10 @@ from playwright.sync_api import expect
 from costs.budgets import budget_set
 from costs.metering import Meter, reserve, settle
 from organization.caller import caller_for_member
+from tests.e2e.pages import log_in, no_horizontal_overflow, screenshot
 from tests.factories import make_admin_user, make_agent, make_org, make_team
 
 pytestmark = pytest.mark.e2e
-SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
 
 @pytest.fixture
@@ -24,7 +23,9 @@ def spending_org(transactional_db, settings):
     alice = make_agent(org, "agent-alice", name="Alice <Lead>", team=team)
     bob = make_agent(org, "agent-bob", name="Bob", team=team)
     user = make_admin_user(org, username="manager")
-    budget_set(caller=caller_for_member(user, org), scope="team", team="Platform", limit_usd="0.012")
+    budget_set(
+        caller=caller_for_member(user, org), scope="team", team="Platform", limit_usd="0.012"
+    )
     for agent, tokens in ((alice, 2000), (bob, 500), (alice, 1000)):
         ticket = reserve(Meter.for_agent(agent, "run"), "openai", "fake-model",
                          prompt_bound=tokens, max_tokens=tokens)  # fmt: skip
@@ -33,19 +34,8 @@ def spending_org(transactional_db, settings):
     return org
 
 
-def no_horizontal_overflow(page) -> bool:
-    return page.evaluate(
-        "document.documentElement.scrollWidth <= document.documentElement.clientWidth"
-    )
-
-
 def test_manager_reads_costs_and_sets_a_budget(live_server, spending_org, page):
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.set_viewport_size({"width": 1440, "height": 900})
-    page.goto(f"{live_server.url}/admin/login/")
-    page.fill("#id_username", "manager")
-    page.fill("#id_password", "pw-for-tests-only")
-    page.click("input[type=submit]")
+    log_in(page, live_server.url, "manager")
 
     page.goto(f"{live_server.url}/admin/costs/usagerecord/report/?group_by=agent")
     rows = page.locator(".cost-row")
@@ -53,18 +43,15 @@ def test_manager_reads_costs_and_sets_a_budget(live_server, spending_org, page):
     expect(rows.nth(0)).to_contain_text("agent-alice")  # the costliest first
     expect(rows.nth(0)).to_contain_text("$0.009")  # 3,000 in + 3,000 out tokens
     expect(page.locator("[data-metric=period_cost_usd]")).to_contain_text("$0.0105")
-    assert no_horizontal_overflow(page)
-    page.screenshot(path=str(SHOTS / "costs-by-agent.png"), full_page=True)
+    no_horizontal_overflow(page)
+    screenshot(page, "costs-by-agent")
 
     page.goto(f"{live_server.url}/admin/costs/budget/")
     expect(page.locator(".budget-bar")).to_have_count(1)
     expect(page.locator("#result_list")).to_contain_text("warning")  # $0.0105 of $0.012
     expect(page.locator("#result_list")).to_contain_text("held")
-    for width in (1440, 1280):
-        page.set_viewport_size({"width": width, "height": 900})
-        assert no_horizontal_overflow(page), width
-    page.set_viewport_size({"width": 1440, "height": 900})
-    page.screenshot(path=str(SHOTS / "budgets.png"), full_page=True)
+    no_horizontal_overflow(page)
+    screenshot(page, "budgets")
 
     page.goto(f"{live_server.url}/admin/costs/budget/add/")
     page.select_option("#id_scope", "organization")
