@@ -453,7 +453,7 @@ RUNTIME_LEASE_SECONDS = env_float("RUNTIME_LEASE_SECONDS", 30.0, minimum=1)
 # How often the beat's sweep looks for runs a worker lost (editable in the admin once seeded).
 RUNTIME_SWEEP_INTERVAL = timedelta(seconds=env_int("RUNTIME_SWEEP_SECONDS", 30, minimum=1))
 # The run task's hard time limit (Celery's prefork pool enforces it; a killed run is resumed).
-RUNTIME_RUN_TIME_LIMIT = env_int("RUNTIME_RUN_TIME_LIMIT", 1800, minimum=30)
+RUNTIME_RUN_TIME_LIMIT = env_int("RUNTIME_RUN_TIME_LIMIT", 1800, minimum=1)
 # Managed agents answering each other's comments on one task wake each other at most this many
 # times an hour: two models politely thanking each other would otherwise run forever.
 RUNTIME_MAX_AGENT_COMMENT_WAKES = env_int("RUNTIME_MAX_AGENT_COMMENT_WAKES", 6, minimum=1)

@@ -7,7 +7,7 @@ exactly once, and only the synthesis runs a second time).
 The workers are real `celery -A config worker` processes on the Redis broker of REDIS_URL and
 the test database. Their Redis visibility_timeout is lowered (10 s) so that the killed worker's
 unacked message is re-delivered quickly; the session limits are lowered with it (the start-up
-check wants visibility_timeout > COLLAB_SESSION_TIME_LIMIT). The second worker starts once that
+check wants visibility_timeout > COLLAB_SESSION_TIME_LIMIT and RUNTIME_RUN_TIME_LIMIT). The second worker starts once that
 message is past its visibility timeout: kombu 5.6 restores such messages when a worker starts,
 and a running worker only looks every 100 s (its interval is not configurable before 5.7).
 """
@@ -58,6 +58,7 @@ def start_worker_process(name: str, fake, tmp_path) -> subprocess.Popen:
         "LLM_MODEL": "fake-model",
         "COLLAB_AGENT_TIMEOUT": "5",
         "COLLAB_SESSION_TIME_LIMIT": "9",
+        "RUNTIME_RUN_TIME_LIMIT": "9",
         "CELERY_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
         "CELERY_UNACKED_RESTORE_INTERVAL": "1",
         "CELERY_UNACKED_RESTORE_THROTTLE": "1",
