@@ -4,20 +4,13 @@ from django.apps import AppConfig
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from organization.schedules import check_visibility_outlasts
+
 
 def check_visibility_timeout() -> None:
-    """Redis re-delivers unacked work after visibility_timeout: it must outlast a whole session."""
-    if not settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-        return
-    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}) or {}
-    visibility = float(options.get("visibility_timeout", 3600))
-    if visibility <= settings.COLLAB_SESSION_TIME_LIMIT:
-        raise ImproperlyConfigured(
-            f"CELERY_VISIBILITY_TIMEOUT ({visibility:g} s) must exceed COLLAB_SESSION_TIME_LIMIT "
-            f"({settings.COLLAB_SESSION_TIME_LIMIT} s = (COLLAB_MAX_AGENTS + 3) x "
-            "COLLAB_AGENT_TIMEOUT + 30 by default), or Redis re-delivers sessions that are still "
-            "running. Raise it, or lower the collaboration limits."
-        )
+    """Redis re-delivers unacked work after visibility_timeout: it must outlast a whole session
+    (COLLAB_SESSION_TIME_LIMIT = (COLLAB_MAX_AGENTS + 3) x COLLAB_AGENT_TIMEOUT + 30 by default)."""
+    check_visibility_outlasts("COLLAB_SESSION_TIME_LIMIT", "sessions")
 
 
 MODEL_NAME_RE = re.compile(r"^[^\s\x00-\x1f\x7f]{1,100}$")

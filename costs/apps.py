@@ -1,22 +1,15 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
+from organization.schedules import periodic_seeder
+
 SWEEP_NAME = "Book lost cost reservations, wake agents on a new month"
+SWEEP_RESERVATIONS_TASK = "costs.sweep_reservations"
 
 
-def ensure_sweep_schedule(**kwargs) -> None:
-    from django.conf import settings
-
-    from organization.schedules import ensure_periodic_task
-
-    from .tasks import SWEEP_RESERVATIONS_TASK
-
-    ensure_periodic_task(
-        name=SWEEP_NAME,
-        task=SWEEP_RESERVATIONS_TASK,
-        every=settings.COSTS_SWEEP_INTERVAL,
-        using=kwargs.get("using", "default"),
-    )
+ensure_sweep_schedule = periodic_seeder(
+    name=SWEEP_NAME, task=SWEEP_RESERVATIONS_TASK, interval_setting="COSTS_SWEEP_INTERVAL"
+)
 
 
 class CostsConfig(AppConfig):
@@ -28,7 +21,7 @@ class CostsConfig(AppConfig):
     def ready(self) -> None:
         from tasks.serializers import register_task_cost
 
-        from . import tasks, tools  # noqa: F401  registers the Celery task and report_usage
+        from . import tools  # noqa: F401  registers report_usage (Celery finds tasks.py itself)
         from .selectors import cost_of_task_tree
 
         register_task_cost(cost_of_task_tree)

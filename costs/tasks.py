@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-SWEEP_RESERVATIONS_TASK = "costs.sweep_reservations"
+from .apps import SWEEP_RESERVATIONS_TASK
 
 
 @shared_task(name=SWEEP_RESERVATIONS_TASK, ignore_result=True)

@@ -1,22 +1,15 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
+from .schedules import periodic_seeder
+
 OUTBOX_RELAY_NAME = "Send the outbox"
 OUTBOX_RELAY_TASK = "organization.relay_outbox"
 
 
-def ensure_outbox_relay_schedule(**kwargs) -> None:
-    """Seed the relay's beat schedule once (organization.schedules)."""
-    from django.conf import settings
-
-    from organization.schedules import ensure_periodic_task
-
-    ensure_periodic_task(
-        name=OUTBOX_RELAY_NAME,
-        task=OUTBOX_RELAY_TASK,
-        every=settings.OUTBOX_RELAY_INTERVAL,
-        using=kwargs.get("using", "default"),
-    )
+ensure_outbox_relay_schedule = periodic_seeder(
+    name=OUTBOX_RELAY_NAME, task=OUTBOX_RELAY_TASK, interval_setting="OUTBOX_RELAY_INTERVAL"
+)
 
 
 class OrganizationConfig(AppConfig):

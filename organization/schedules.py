@@ -13,3 +13,39 @@ def ensure_periodic_task(*, name: str, task: str, every: timedelta, using: str =
     PeriodicTask.objects.using(using).get_or_create(
         name=name, defaults={"task": task, "interval": interval}
     )
+
+
+def periodic_seeder(*, name: str, task: str, interval_setting: str):
+    """A post_migrate receiver that seeds the periodic task `name` running `task` every
+    `settings.<interval_setting>` (a timedelta), once: each app's one line for its beat job."""
+
+    def seed(**kwargs) -> None:
+        from django.conf import settings
+
+        ensure_periodic_task(
+            name=name, task=task, every=getattr(settings, interval_setting),
+            using=kwargs.get("using", "default"),
+        )  # fmt: skip
+
+    seed.__doc__ = f"Seed the beat schedule {name!r} once (organization.schedules)."
+    return seed
+
+
+def check_visibility_outlasts(limit_setting: str, what: str) -> None:
+    """Redis re-delivers unacked work after its visibility timeout: it must outlast
+    `settings.<limit_setting>` (seconds), the longest `what` may run, or work still running is
+    delivered again. Checked at start-up (ImproperlyConfigured); other brokers have no such limit."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    if not settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        return
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}) or {}
+    visibility = float(options.get("visibility_timeout", 3600))
+    limit = getattr(settings, limit_setting)
+    if visibility <= limit:
+        raise ImproperlyConfigured(
+            f"CELERY_VISIBILITY_TIMEOUT ({visibility:g} s) must exceed {limit_setting} "
+            f"({limit} s), or Redis re-delivers {what} that are still running. Raise it, or "
+            "lower the limit."
+        )

@@ -1,42 +1,21 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
+from organization.schedules import check_visibility_outlasts, periodic_seeder
+
 RUN_SWEEP_NAME = "Resume lost managed-agent runs"
+SWEEP_RUNS_TASK = "runtime.sweep_runs"
 
 
-def ensure_run_sweep_schedule(**kwargs) -> None:
-    """Seed the run sweep's beat schedule once (organization.schedules)."""
-    from django.conf import settings
-
-    from organization.schedules import ensure_periodic_task
-
-    from .models import SWEEP_RUNS_TASK
-
-    ensure_periodic_task(
-        name=RUN_SWEEP_NAME,
-        task=SWEEP_RUNS_TASK,
-        every=settings.RUNTIME_SWEEP_INTERVAL,
-        using=kwargs.get("using", "default"),
-    )
+ensure_run_sweep_schedule = periodic_seeder(
+    name=RUN_SWEEP_NAME, task=SWEEP_RUNS_TASK, interval_setting="RUNTIME_SWEEP_INTERVAL"
+)
 
 
 def check_run_time_limit() -> None:
-    """Redis re-delivers unacked work after visibility_timeout: it must outlast a whole run, or
-    a run still at work is delivered again (its lease makes the copy back off, but every long run
-    would be sent twice)."""
-    from django.conf import settings
-    from django.core.exceptions import ImproperlyConfigured
-
-    if not settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-        return
-    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}) or {}
-    visibility = float(options.get("visibility_timeout", 3600))
-    if visibility <= settings.RUNTIME_RUN_TIME_LIMIT:
-        raise ImproperlyConfigured(
-            f"CELERY_VISIBILITY_TIMEOUT ({visibility:g} s) must exceed RUNTIME_RUN_TIME_LIMIT "
-            f"({settings.RUNTIME_RUN_TIME_LIMIT} s), or Redis re-delivers runs that are still "
-            "running. Raise it, or lower the run's time limit."
-        )
+    """A run's task must end before Redis would deliver it again (its lease makes a copy back
+    off, but every long run would be sent twice)."""
+    check_visibility_outlasts("RUNTIME_RUN_TIME_LIMIT", "runs")
 
 
 class RuntimeConfig(AppConfig):

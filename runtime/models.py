@@ -16,7 +16,6 @@ from tasks.signals import WAKING_KINDS
 
 # The Celery task that runs a run (runtime/tasks.py); services queue it by name through the outbox.
 RUN_AGENT_TASK = "runtime.run_agent"
-SWEEP_RUNS_TASK = "runtime.sweep_runs"
 
 # What may wake an agent: the inbox kinds of `tasks.signals.WAKING_KINDS`, plus `resumed` (an agent
 # resumed with work waiting for it).

@@ -7,7 +7,8 @@ nothing imports this module but Celery; the runner is imported inside the task b
 from celery import shared_task
 from django.conf import settings
 
-from .models import RUN_AGENT_TASK, SWEEP_RUNS_TASK
+from .apps import SWEEP_RUNS_TASK
+from .models import RUN_AGENT_TASK
 
 
 @shared_task(

@@ -1,22 +1,15 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
+from organization.schedules import periodic_seeder
+
 STALE_SWEEP_NAME = "Escalate stale queued tasks"
 STALE_SWEEP_TASK = "tasks.sweep_stale_tasks"
 
 
-def ensure_stale_sweep_schedule(**kwargs) -> None:
-    """Seed the stale sweep's beat schedule once (organization.schedules)."""
-    from django.conf import settings
-
-    from organization.schedules import ensure_periodic_task
-
-    ensure_periodic_task(
-        name=STALE_SWEEP_NAME,
-        task=STALE_SWEEP_TASK,
-        every=settings.STALE_CHECK_INTERVAL,
-        using=kwargs.get("using", "default"),
-    )
+ensure_stale_sweep_schedule = periodic_seeder(
+    name=STALE_SWEEP_NAME, task=STALE_SWEEP_TASK, interval_setting="STALE_CHECK_INTERVAL"
+)
 
 
 class TasksConfig(AppConfig):
