@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce
 from collaboration.models import COORDINATOR_ROLE, CollaborationSession, ContributionStatus
 from collaboration.synthesis.parsing import first_sentence
 from costs.models import ZERO, UsageRecord
-from costs.selectors import MONEY_ZERO
+from costs.selectors import MONEY_ZERO, cost_of_task_tree
 from organization.models import Agent
 from organization.selectors import agents_with_workload
 from organization.workload import status_for
@@ -217,6 +217,8 @@ def task_story(task: Task) -> dict:
         "result_data": readable(task.result_data),
         "subtasks": subtasks,
         "comments": list(comments_of(task)),
+        # The model calls made for it and its subtasks (the ledger, one query).
+        "cost": usd(cost_of_task_tree(task)),
     }
 
 

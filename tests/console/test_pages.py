@@ -114,6 +114,22 @@ def test_a_task_reads_as_a_story_without_raw_json(root_client, demo):
     assert "Passed through" in html
 
 
+def test_a_task_page_shows_what_its_tree_cost(root_client, demo):
+    from decimal import Decimal
+
+    from costs.models import UsageRecord
+
+    task = Task.objects.get(organization=demo, title="Set up a staging cluster")
+    sub = Task.objects.create(organization=demo, title="sub", parent=task)
+    UsageRecord.objects.bulk_create(
+        UsageRecord(organization=demo, task=t, purpose="run", provider="openai",
+                    model="gpt-4o-mini", cost_usd=Decimal(cost), price_source="genai-prices")
+        for t, cost in ((task, "0.5"), (sub, "0.25"))
+    )  # fmt: skip
+    html = page_of(root_client, task)
+    assert html.split('id="task-cost">')[1].startswith("$0.7500")
+
+
 def a_vote(org, **fields):
     session = CollaborationSession.objects.create(
         organization=org, task="Ship on Friday?", status="completed", synthesis="vote",
