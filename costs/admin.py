@@ -22,7 +22,7 @@ from organization.caller import caller_for_admin
 from organization.errors import DomainError
 from organization.models import Organization
 
-from .budgets import budget_set, current_view, state_of
+from .budgets import budget_delete, budget_set, current_view, state_of
 from .metering import remaining
 from .models import MONTHLY_SCOPES, ZERO, Budget, BudgetAlert, BudgetScope, PriceSource, UsageRecord
 from .selectors import GROUPS, cost_rows
@@ -151,6 +151,11 @@ class BudgetForm(forms.ModelForm):
                 raise ValidationError({scope: f"A {scope} budget needs its {scope}."})
         if self.instance.pk is None and scope == BudgetScope.COLLABORATION:
             raise ValidationError({"scope": "A collaboration's budget is its max_cost_usd."})
+        organization = data.get("organization") or getattr(self.instance, "organization", None)
+        for name in ("team", "agent", "task"):
+            subject = data.get(name)
+            if subject is not None and organization and subject.organization_id != organization.pk:
+                raise ValidationError({name: f"This {name} is not of {organization}."})
         return data
 
 
@@ -209,10 +214,19 @@ class BudgetAdmin(HistoryAdmin, OrgOwnedAdmin):
                 agent=obj.agent.handle if obj.agent_id else None, task=obj.task_id,
                 session=obj.session if obj.session_id else None,
             )  # fmt: skip
-        except DomainError as exc:
-            raise ValidationError(exc.message) from exc
-        obj.pk, obj._state.adding = saved.pk, False
+        except DomainError as exc:  # the form checked the subject: a bug, not the user's
+            raise RuntimeError(exc.message) from exc
+        # The admin goes on with `obj` (its log, its redirect): the row the service wrote.
+        obj.pk = saved.pk
         obj.refresh_from_db()
+
+    def delete_model(self, request, obj):
+        """Through the service: a budget removed wakes the agents it held."""
+        budget_delete(caller=caller_for_admin(request, obj.organization), budget=obj)
+
+    def delete_queryset(self, request, queryset):
+        for budget in queryset.select_related("organization"):
+            self.delete_model(request, budget)
 
 
 @admin.register(BudgetAlert)

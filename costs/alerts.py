@@ -3,7 +3,6 @@ one when it is exhausted, per period (the unique constraint keeps it one under r
 
 from __future__ import annotations
 
-from decimal import Decimal
 from functools import partial
 
 from django.db import IntegrityError, transaction
@@ -84,8 +83,8 @@ def raise_exhausted(budget: Budget, period: str) -> None:
     )  # fmt: skip
 
 
-def after_spending(budget: Budget, spent_before: Decimal, now) -> None:
-    """Raise the alerts the spending just crossed into."""
+def after_spending(budget: Budget) -> None:
+    """Raise the alerts the spending just crossed into (each once per period)."""
     period, limit = budget.period, budget.limit_usd
     if budget.spent_usd >= limit > 0 or (limit == 0 and budget.spent_usd > 0):
         raise_exhausted(budget, period)

@@ -40,6 +40,7 @@ from .models import (
     UsageState,
 )
 from .pricing import price_of
+from .selectors import cost_of_task_tree
 
 # Sent after the commit of a change that may let refused calls through: kwargs organization_id.
 budget_made_room = Signal()
@@ -64,6 +65,8 @@ def current_view(budget: Budget, now=None) -> Budget:
 
 def spent_so_far(budget: Budget, now=None) -> Decimal:
     """What the ledger already holds for a new budget's scope and period (it starts from it)."""
+    if budget.scope == BudgetScope.TASK:
+        return cost_of_task_tree(budget.task)
     rows = UsageRecord.objects.filter(organization_id=budget.organization_id).exclude(
         state=UsageState.RESERVED
     )
@@ -74,20 +77,9 @@ def spent_so_far(budget: Budget, now=None) -> Decimal:
         rows = rows.filter(team_id=budget.team_id)
     elif budget.scope == BudgetScope.AGENT:
         rows = rows.filter(agent_id=budget.agent_id)
-    elif budget.scope == BudgetScope.TASK:
-        rows = rows.filter(task_id__in=task_tree_ids(budget.task_id))
     elif budget.scope == BudgetScope.COLLABORATION:
         rows = rows.filter(session_id=budget.session_id)
     return rows.aggregate(total=Sum("cost_usd"))["total"] or ZERO
-
-
-def task_tree_ids(task_id: int) -> list[int]:
-    """The task and all its subtasks, level by level."""
-    ids, level = [task_id], [task_id]
-    while level:
-        level = list(Task.objects.filter(parent_id__in=level).values_list("pk", flat=True))
-        ids += level
-    return ids
 
 
 def task_ancestry(task_id: int | None) -> tuple[int, ...]:
@@ -198,9 +190,6 @@ def new_month_wake() -> int:
     for organization_id in organization_ids:
         budget_made_room.send_robust(sender=Budget, organization_id=organization_id)
     return len(organization_ids)
-
-
-__all__ = ["budget_made_room", "budget_set", "blocking_budget", "remaining", "state_of"]
 
 
 @dataclass

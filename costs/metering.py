@@ -1,7 +1,7 @@
 """Every model call through the ledger: reserve its worst case, make it, settle what it cost.
 
-    meter = Meter(organization_id=…, purpose=UsagePurpose.RUN, agent=agent, run_id=run.pk, …)
-    reply = metered_call(meter, provider, model, prompt_bound, max_tokens, deadline, call)
+    meter = Meter.for_agent(agent, UsagePurpose.RUN, run_id=run.pk, task_id=…)
+    reply = collaboration.providers.complete(provider, request, meter=meter)
 
 `reserve` locks every budget covering the call (its organization, the agent's team, the agent,
 the task tree, the collaboration), in primary-key order so concurrent calls never deadlock,
@@ -239,7 +239,7 @@ def _settle_in_one_statement(ticket: Ticket, cost: Decimal | None, usage: dict) 
     })  # fmt: skip
     if settled:
         for budget in budgets:
-            alerts.after_spending(budget, None, now)
+            alerts.after_spending(budget)
     return settled
 
 
@@ -331,6 +331,14 @@ def _book(
         held = ZERO
         UsageRecord.objects.create(pk=record_id, **row, **usage, state=state,
                                    budget_ids=budget_ids, settled_at=timezone.now())  # fmt: skip
+    _spend(budgets, held=held, cost=cost)
+    return True
+
+
+def _spend(budgets: list[Budget], *, held: Decimal, cost: Decimal) -> None:
+    """Release `held` and book `cost` on the locked `budgets` in one statement (a monthly budget
+    last touched in an earlier month starts the new one at `cost`), then raise the alerts the
+    spending crossed into, from the values read under the lock."""
     now = timezone.now()
     period = current_period(now)
     same_period = Q(period=period) | Q(period=LIFETIME)
@@ -344,8 +352,7 @@ def _book(
         spent_before = budget.spent_usd if not roll(budget, now) else ZERO
         budget.reserved_usd = max(budget.reserved_usd - held, ZERO)
         budget.spent_usd = spent_before + cost
-        alerts.after_spending(budget, spent_before, now)
-    return True
+        alerts.after_spending(budget)
 
 
 def sweep_expired(now=None) -> int:
@@ -365,25 +372,6 @@ def sweep_expired(now=None) -> int:
                 UsageState.EXPIRED,
             )  # fmt: skip
     return booked
-
-
-def metered_call(ticket_args: dict, meter: Meter, call):
-    """Reserve, run `call()` → reply (with prompt_tokens / completion_tokens), settle."""
-    ticket = reserve(meter, **ticket_args)
-    try:
-        reply = call()
-    except BaseException as exc:
-        # The provider failed after its retries: what it spent, if it said, is on the exception.
-        reply = getattr(exc, "reply", None)
-        settle(
-            ticket,
-            prompt_tokens=getattr(reply, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(reply, "completion_tokens", 0) or 0,
-            error=f"{type(exc).__name__}: {exc}",
-        )
-        raise
-    settle(ticket, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
-    return reply
 
 
 def book_reported(
@@ -408,10 +396,5 @@ def book_reported(
             state=UsageState.RECORDED, budget_ids=[b.pk for b in budgets],
             settled_at=timezone.now(),
         )  # fmt: skip
-        now = timezone.now()
-        for budget in budgets:
-            spent_before = budget.spent_usd if not roll(budget, now) else ZERO
-            budget.spent_usd = spent_before + (cost or ZERO)
-            budget.save(update_fields=["period", "spent_usd", "updated_at"])
-            alerts.after_spending(budget, spent_before, now)
+        _spend(budgets, held=ZERO, cost=cost or ZERO)
     return record

@@ -95,12 +95,6 @@ def price_of(provider: str, model: str) -> Price:
     return _genai_price(provider, model)
 
 
-def genai_prices_version() -> str:
-    from importlib.metadata import version
-
-    return version("genai-prices")
-
-
 # --- the worst case of a call, before it is made ---------------------------------------------
 
 # A token of the byte-level BPE tokenizers (OpenAI's, Anthropic's) covers at least one byte of

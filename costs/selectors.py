@@ -99,14 +99,6 @@ def cost_of_session(session_id) -> Decimal:
     return total_cost(session_id=session_id)
 
 
-def cost_of_run(run_id) -> Decimal:
-    return total_cost(run_id=run_id)
-
-
-def cost_of_tasks(task_ids) -> Decimal:
-    return total_cost(task_id__in=list(task_ids))
-
-
 def budgets_of(*, caller: Caller) -> QuerySet[Budget]:
     """A human: the organization's budgets; an agent: those that cover its own calls."""
     budgets = Budget.objects.filter(organization=caller.organization)

@@ -134,5 +134,10 @@ def test_concurrent_sessions_never_overspend_a_small_budget(cast, fake_llm, sett
     assert 0 < spent <= limit
     refused = UsageRecord.objects.count() < 6 * 4
     assert refused, "the budget should have refused some calls"
-    failed = [c for s in sessions for c in s.contributions.all() if c.status == "failed"]
-    assert any("budget" in c.error for c in failed)
+    # Which calls the budget refused depends on the race: specialists' (the agent fails) or a
+    # synthesis (the session says so, or falls back); a refusal is said in words somewhere.
+    sessions = [CollaborationSession.objects.get(pk=s.pk) for s in sessions]
+    said = [c.error for s in sessions for c in s.contributions.all() if c.status == "failed"]
+    said += [s.error for s in sessions]
+    said += [str(e.data) for s in sessions for e in s.events.filter(name__contains="fallback")]
+    assert any("budget" in text for text in said), said

@@ -156,9 +156,10 @@ def test_a_task_budget_covers_its_subtasks(cast):
     budget, _ = budget_set(caller=human(cast.org), scope="task", task=root.pk, limit_usd="0.001")
     from costs.budgets import task_ancestry
 
-    with pytest.raises(BudgetExhausted):
+    with pytest.raises(BudgetExhausted) as refused:
         reserve(meter(cast.alex, task_id=child.pk, task_tree=task_ancestry(child.pk)),
                 "openai", "fake-model", prompt_bound=1000, max_tokens=1000)  # fmt: skip
+    assert refused.value.budget.pk == budget.pk  # the root's budget held its subtask's call
     assert budget.pk in [b.pk for b in Budget.objects.filter(task=root)]
 
 

@@ -1,0 +1,65 @@
+"""Budgets in the admin go through the same service as the API: another organization's subject
+is a form error, and removing a budget wakes the managed agents it held."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from costs.budgets import budget_made_room, budget_set
+from costs.models import Budget
+from organization.caller import caller_for_member
+from tasks.models import Task
+from tests.factories import make_admin_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def root_client(client):
+    client.force_login(get_user_model().objects.create_superuser("root", "r@x.io", "pw"))
+    return client
+
+
+def test_a_subject_of_another_organization_is_a_form_error(root_client, cast):
+    theirs = Task.objects.create(organization=cast.other, title="theirs")
+    response = root_client.post("/admin/costs/budget/add/", {
+        "organization": cast.org.pk, "scope": "task", "task": theirs.pk, "limit_usd": "5",
+    })  # fmt: skip
+    assert response.status_code == 200
+    assert "is not of Acme" in response.content.decode()
+    assert not Budget.objects.exists()
+
+
+def test_a_budget_added_in_the_admin_is_the_services(root_client, cast):
+    response = root_client.post("/admin/costs/budget/add/", {
+        "organization": cast.org.pk, "scope": "agent", "agent": cast.alex.pk, "limit_usd": "5",
+    })  # fmt: skip
+    assert response.status_code == 302
+    budget = Budget.objects.get()
+    assert (budget.agent, budget.period, budget.created_by) == (
+        cast.alex, budget.period, "user:root",
+    )  # fmt: skip
+    assert len(budget.period) == 7  # a monthly budget's "YYYY-MM"
+
+
+@pytest.mark.parametrize("how", ["page", "action"])
+def test_removing_a_budget_in_the_admin_tells_the_runtime(root_client, cast, how):
+    caller = caller_for_member(make_admin_user(cast.org), cast.org)
+    budget, _ = budget_set(caller=caller, scope="organization", limit_usd="0")
+    told = []
+
+    def receiver(sender, organization_id, **kwargs):
+        told.append(organization_id)
+
+    budget_made_room.connect(receiver, dispatch_uid="test-admin-delete")
+    try:
+        if how == "page":
+            response = root_client.post(f"/admin/costs/budget/{budget.pk}/delete/", {"post": "yes"})
+        else:
+            response = root_client.post("/admin/costs/budget/", {
+                "action": "delete_selected", "_selected_action": [budget.pk], "post": "yes",
+            })  # fmt: skip
+    finally:
+        budget_made_room.disconnect(dispatch_uid="test-admin-delete")
+    assert response.status_code == 302
+    assert not Budget.objects.exists()
+    assert told == [cast.org.pk]
