@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from costs.budgets import check_fits
+from costs.budgets import check_fits, parse_usd
 from costs.models import LIFETIME, Budget, BudgetScope
 from organization import outbox, registry
 from organization.caller import Caller
@@ -326,17 +326,7 @@ def validate_start(payload, *, org: Organization) -> StartSpec:
 
 
 def _max_cost(value) -> Decimal | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
-        raise Invalid("max_cost_usd: must be a decimal amount of USD, e.g. \"0.50\".")
-    try:
-        amount = Decimal(str(value))
-    except ArithmeticError:
-        amount = None
-    if amount is None or not amount.is_finite() or amount < 0 or amount >= 10**10:
-        raise Invalid("max_cost_usd: must be a decimal amount of USD from 0, e.g. \"0.50\".")
-    return amount.quantize(Decimal("0.000000001"))
+    return None if value is None else parse_usd(value, "max_cost_usd")
 
 
 def session_estimate(*, caller: Caller, payload) -> dict:

@@ -91,7 +91,11 @@ def task_ancestry(task_id: int | None) -> tuple[int, ...]:
     return tuple(chain)
 
 
-def _parse_limit(value, name: str) -> Decimal:
+def parse_usd(value, name: str) -> Decimal:
+    """An amount of USD as a request gives it (a string or a number, never a bool), to the
+    ledger's 9 decimal places; 400 `invalid` naming the field otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        raise Invalid(f'{name}: must be a decimal amount of USD, e.g. "50.00".')
     try:
         limit = Decimal(str(value))
     except ArithmeticError:
@@ -111,7 +115,7 @@ def budget_set(
     org = caller.organization
     if scope not in BudgetScope.values:
         raise Invalid(f"scope: must be one of {', '.join(BudgetScope.values)}.")
-    limit = _parse_limit(limit_usd, "monthly_limit_usd" if scope in MONTHLY_SCOPES else "limit_usd")
+    limit = parse_usd(limit_usd, "monthly_limit_usd" if scope in MONTHLY_SCOPES else "limit_usd")
     subject = {"scope": scope}
     if scope == BudgetScope.TEAM:
         if not team:

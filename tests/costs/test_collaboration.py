@@ -141,3 +141,11 @@ def test_concurrent_sessions_never_overspend_a_small_budget(cast, fake_llm, sett
     said += [s.error for s in sessions]
     said += [str(e.data) for s in sessions for e in s.events.filter(name__contains="fallback")]
     assert any("budget" in text for text in said), said
+
+
+@pytest.mark.parametrize("bad", [True, -1, "lots", "NaN", [1]])
+def test_max_cost_usd_must_be_an_amount(client, cast, offline, bad):
+    response = start(client, cast.org_key, max_cost_usd=bad)
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid" and "max_cost_usd" in response.json()["error"]
+    assert CollaborationSession.objects.count() == 0
