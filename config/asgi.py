@@ -3,14 +3,20 @@
 `python -m config.serve` (what `make run` starts, and the production command) serves it.
 Django's views are synchronous: served through Django's own ASGI handler, every request pays
 asgiref's hops between the event loop and its threads (several times the view's own CPU,
-bench/serving.py). So Django runs as the WSGI application it is, in a thread pool of
-`WSGI_THREADS`, one hop per request (a2wsgi); only /mcp, which is asynchronous, runs on the
-event loop. The MCP session manager runs in this application's lifespan.
+bench/serving.py), and even one hop to a thread pool per request (a2wsgi) left it at 0.7× of
+gunicorn. So Django runs as the WSGI application it is, called on the event loop's own thread
+(`InlineDjango`): each worker process serves one REST request at a time, as a gunicorn sync
+worker does, and faster. Only /mcp, which is asynchronous, runs as a coroutine; its tool calls
+use threads of their own. The MCP session manager runs in this application's lifespan.
 """
 
+import asyncio
+import contextvars
+import io
+import json
 import os
 
-from a2wsgi import WSGIMiddleware
+from a2wsgi.wsgi import build_environ
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -19,6 +25,7 @@ wsgi_application = get_wsgi_application()
 # Imported after Django is set up: the MCP server reads the tool registry and the models.
 from django.conf import settings  # noqa: E402
 
+from organization.errors import error_body  # noqa: E402
 from organization.mcp_server.gate import MCP_PATH, McpHttpApp  # noqa: E402
 
 
@@ -59,9 +66,87 @@ class AgentOrgASGI:
                 return
 
 
-def django_as_asgi(wsgi_app=None) -> WSGIMiddleware:
-    """Django's WSGI application behind one thread hop per request."""
-    return WSGIMiddleware(wsgi_app or wsgi_application, workers=settings.WSGI_THREADS)
+class InlineDjango:
+    """A WSGI application served from ASGI on the event loop's thread, with no thread hop.
+
+    The body is read first (asynchronously, so a slow client holds up nobody), then the
+    application runs to its end and its response is sent. While it runs the loop waits, as a
+    gunicorn sync worker would: Django's views are short, and the process count
+    (`WEB_WORKERS`) is the concurrency. The view sees no running event loop (Django refuses
+    database work where one runs) and the same context every time, as a WSGI thread would
+    (one database connection and cache client per process, not per request).
+    """
+
+    def __init__(self, wsgi_app):
+        self.wsgi_app = wsgi_app
+        self.context = contextvars.copy_context()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        body = await self.read_body(receive)
+        if body is None:
+            return  # the client went away
+        wsgi_environ = build_environ(scope, io.BytesIO(body))
+        # A chunked body has no length: Django reads CONTENT_LENGTH bytes, and checks its limit.
+        wsgi_environ.setdefault("CONTENT_LENGTH", str(len(body)))
+        status, headers, chunks = self.call(wsgi_environ)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"".join(chunks)})
+
+    @staticmethod
+    async def read_body(receive) -> bytes | None:
+        """The request body, at most one byte past Django's limit (enough for it to refuse)."""
+        limit = (settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 2**62) + 1
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            body += message.get("body", b"")
+            if not message.get("more_body") or len(body) >= limit:
+                return bytes(body[:limit])
+
+    def call(self, wsgi_environ) -> tuple[int, list, list[bytes]]:
+        started = []
+        chunks = []
+
+        def start_response(status, headers, exc_info=None):
+            started[:] = [
+                int(status.split(" ", 1)[0]),
+                [
+                    (name.lower().encode("latin1"), value.encode("latin1"))
+                    for name, value in headers
+                ],
+            ]
+            return chunks.append
+
+        loop = asyncio.get_running_loop()
+        asyncio._set_running_loop(None)
+        try:
+            self.context.run(self.run_app, wsgi_environ, start_response, chunks)
+        finally:
+            asyncio._set_running_loop(loop)
+        if not started:  # pragma: no cover - Django always answers
+            return (
+                500,
+                [(b"content-type", b"application/json")],
+                [json.dumps(error_body("Internal server error.", "server_error")).encode()],
+            )
+        return started[0], started[1], chunks
+
+    def run_app(self, wsgi_environ, start_response, chunks) -> None:
+        result = self.wsgi_app(wsgi_environ, start_response)
+        try:
+            chunks.extend(result)
+        finally:
+            if hasattr(result, "close"):
+                result.close()
+
+
+def django_as_asgi(wsgi_app=None) -> InlineDjango:
+    """Django's WSGI application, called on the event loop's thread."""
+    return InlineDjango(wsgi_app or wsgi_application)
 
 
 def build_asgi_application(django_app=None) -> AgentOrgASGI:

@@ -4,8 +4,9 @@ Two costs of the stock backend, both paid on every API request (the throttle rea
 the cache):
 
 - Django keeps one cache object per *context* (`caches` is a contextvar-based local). Served as
-  WSGI inside ASGI (config/asgi.py, a2wsgi), every request runs in a fresh copy of the context,
-  so each request built a new client, a new pool and a new Redis connection.
+  WSGI inside ASGI through a2wsgi (as config/asgi.py once did), every request ran in a fresh
+  copy of the context, so each request built a new client, a new pool and a new Redis
+  connection.
 - Its client builds a new `redis.Redis` for every command, and each one fills its table of ~100
   response callbacks: about a third of the CPU of a small cached request.
 

@@ -180,9 +180,6 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
-# Threads per server process running Django's (synchronous) views: config/asgi.py. The database
-# pool (DATABASE_POOL_MAX_SIZE) should have at least as many connections, plus a few for /mcp.
-WSGI_THREADS = env_int("WSGI_THREADS", 8, minimum=1)
 ASGI_APPLICATION = "config.asgi.application"
 
 TEMPLATES = [

@@ -32,3 +32,85 @@ def test_without_the_lifespan_mcp_answers_503():
             response = http.post("/mcp", json={}, headers={"Authorization": "Bearer x"})
     assert response.status_code == 503
     assert response.json()["code"] == "mcp_unavailable"
+
+
+def test_rest_served_inline_reads_plain_and_chunked_bodies_and_refuses_an_oversize_one(settings):
+    from tasks.models import Task
+    from tests.factories import make_key, make_org
+
+    org = make_org()
+    headers = {"Authorization": f"Bearer {make_key(org)}", "Content-Type": "application/json"}
+    body = b'{"title": "%s"}'
+
+    def chunked(data: bytes):
+        yield data[:5]
+        yield data[5:]
+
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096
+    with LiveServer(build_asgi_application()) as server, raw_http(server.url) as http:
+        plain = http.post("/api/tasks", content=body % b"plain", headers=headers)
+        # No Content-Length: Django is told the length of what was read.
+        streamed = http.post("/api/tasks", content=chunked(body % b"chunked"), headers=headers)
+        huge = b'{"title": "' + b"x" * 10_000 + b'"}'
+        too_large = http.post("/api/tasks", content=chunked(huge), headers=headers)
+    assert plain.status_code == 201, plain.text
+    assert streamed.status_code == 201, streamed.text
+    assert set(Task.objects.filter(organization=org).values_list("title", flat=True)) == {
+        "plain",
+        "chunked",
+    }
+    assert too_large.status_code == 413
+    assert too_large.json()["code"] == "too_large"
+
+
+def test_the_inline_handler_runs_the_view_with_no_event_loop_and_one_context():
+    """Django refuses database work where an event loop runs; and like a WSGI thread, the view
+    keeps its context (its database connection, its cache client) from one request to the next."""
+    import asyncio
+    import contextvars
+
+    from config.asgi import InlineDjango
+
+    seen = contextvars.ContextVar("seen", default=0)
+    views = []
+
+    def wsgi_app(environ, start_response):
+        try:
+            asyncio.get_running_loop()
+            loop_running = True
+        except RuntimeError:
+            loop_running = False
+        seen.set(seen.get() + 1)
+        views.append((loop_running, seen.get(), environ["wsgi.input"].read()))
+        start_response("201 Created", [("Set-Cookie", "a=1"), ("Set-Cookie", "b=2")])
+        return [b"he", b"llo"]
+
+    async def request(app, body: bytes):
+        parts = [{"type": "http.request", "body": body[:2], "more_body": True},
+                 {"type": "http.request", "body": body[2:], "more_body": False}]  # fmt: skip
+        sent = []
+
+        async def receive():
+            return parts.pop(0)
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/x", "query_string": b"",
+                 "http_version": "1.1", "headers": []}  # fmt: skip
+        await app(scope, receive, send)
+        return sent
+
+    async def two_requests():
+        app = InlineDjango(wsgi_app)
+        return await request(app, b"first"), await request(app, b"second")
+
+    first, second = asyncio.run(two_requests())
+    assert views == [(False, 1, b"first"), (False, 2, b"second")]
+    assert first[0] == {
+        "type": "http.response.start",
+        "status": 201,
+        "headers": [(b"set-cookie", b"a=1"), (b"set-cookie", b"b=2")],
+    }
+    assert first[1] == {"type": "http.response.body", "body": b"hello"}
+    assert asyncio.run(asyncio.sleep(0, "loop still usable")) == "loop still usable"
