@@ -65,10 +65,14 @@ class McpClientThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=120)
 
     async def _open(self):
+        import logging
+
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
+        # Django's logging config shows httpx's INFO line for every request: 120 lines of noise.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
         headers = {"Authorization": f"Bearer {self.key}"}
         transport = streamable_http_client(
             f"{self.url}/mcp", http_client=create_mcp_http_client(headers=headers)
