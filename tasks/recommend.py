@@ -9,11 +9,11 @@ default supervisor, humans). Available means idle or active, exactly as the rost
 on, neither is anyone the caller may not assign to.
 """
 
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from organization.models import Agent, ExpertiseGroup, Organization
-from organization.selectors import agents_with_workload, team_rule_of
+from organization.selectors import agents_with_workload, holds_expertise, team_rule_of
 from organization.workload import AVAILABLE_STATUSES, status_for
 
 from .models import URGENCY_RANK, Decision, Task, TaskStatus, Urgency
@@ -60,7 +60,12 @@ def recommend(
     """The ranked candidates for `agent` (None: a human asking) and the suggested decision."""
     rule = team_rule_of(org=org)
     related = set(related_expertise(org=org, expertise=expertise))
-    everyone = list(agents_with_workload(org=org))
+    # Only an agent holding the expertise or a related term can be a candidate (the loop below
+    # skips everyone else): read those and the asker, not the whole organization.
+    asker = Q(pk=agent.pk) if agent is not None else Q(pk__in=[])
+    everyone = list(
+        agents_with_workload(org=org).filter(holds_expertise([expertise, *sorted(related)]) | asker)
+    )
     me = next((a for a in everyone if agent is not None and a.pk == agent.pk), None)
     my_team = me.team_id if me is not None else None
     candidates = []

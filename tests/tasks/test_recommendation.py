@@ -157,3 +157,34 @@ def test_a_cross_team_primary_choice_carries_the_coordination_note(demo, agent_c
     same_team = recommend(demo, agent_client, "agent-sarah", "PostgreSQL")
     assert same_team["cross_team"] is False
     assert "Notes:" not in same_team["decision_text"]
+
+
+def test_only_agents_holding_the_expertise_or_a_related_term_are_read(demo, agent_client):
+    """Everyone else could never be a candidate: recommending in a large organization reads
+    the few who could (and the asker), not every agent."""
+    from django.db.models.signals import post_init
+
+    from organization.models import Agent
+    from tests.factories import make_agent
+
+    for n in range(60):
+        make_agent(demo, f"agent-filler-{n}", expertise=["Knitting"], team=None)
+    read = []
+
+    def count(sender, instance, **kwargs):
+        read.append(instance.handle)
+
+    post_init.connect(count, sender=Agent)
+    try:
+        body = recommend(demo, agent_client, "agent-sarah", "MySQL")
+    finally:
+        post_init.disconnect(count, sender=Agent)
+    assert [c["id"] for c in body["candidates"]][:2] == ["agent-alex", "agent-database-lead"]
+    assert not [h for h in read if h.startswith("agent-filler-")]
+    holders = {
+        a.handle
+        for a in Agent.objects.filter(organization=demo)
+        if {"MySQL", "PostgreSQL", "Redis"} & set(a.expertise)
+    }
+    # The asker, the holders, and the agents read with them (a senior, the key's agent).
+    assert holders <= set(read) and len(set(read)) <= len(holders) + 4
