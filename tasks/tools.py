@@ -116,10 +116,8 @@ def get_task(caller: Caller, params: dict) -> dict:
     read_only=False,
 )
 def assign_task(caller: Caller, params: dict) -> dict:
-    handle = params.pop("agent_id")
-    return _move(
-        caller, params, services.task_assign, to=_agent(caller, handle) if handle else None
-    )
+    # The handle goes in unread, as at the REST door: the move looks it up with its row lock.
+    return _move(caller, params, services.task_assign, to=params.pop("agent_id") or None)
 
 
 @register_tool(
@@ -129,8 +127,7 @@ def assign_task(caller: Caller, params: dict) -> dict:
     read_only=False,
 )
 def delegate_task(caller: Caller, params: dict) -> dict:
-    to = _agent(caller, params.pop("agent_id"))
-    return _move(caller, params, services.task_delegate, to=to)
+    return _move(caller, params, services.task_delegate, to=params.pop("agent_id"))
 
 
 @register_tool(
@@ -141,8 +138,7 @@ def delegate_task(caller: Caller, params: dict) -> dict:
     read_only=False,
 )
 def queue_task(caller: Caller, params: dict) -> dict:
-    to = _agent(caller, params.pop("agent_id"))
-    return _move(caller, params, services.task_queue, to=to)
+    return _move(caller, params, services.task_queue, to=params.pop("agent_id"))
 
 
 @register_tool(

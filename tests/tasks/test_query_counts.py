@@ -97,14 +97,16 @@ def test_complete(cast, django_assert_max_num_queries):
 
 def test_complete_hands_the_freed_slot_to_the_queue(cast, django_assert_max_num_queries):
     """Rule 5 costs the queued task's own write: its UPDATE, and its audit row with the inbox
-    item (full again, the holder is not looked at for a next one)."""
+    item (full again, the holder is not looked at for a next one); and one statement to see that
+    the queue is not empty before reading it (a move that frees room mostly finds it empty, and
+    that check costs a small part of the locked read of the queue)."""
     alex = cast.client(cast.alex)
     task = give_tasks(cast.alex, 5, status=TaskStatus.IN_PROGRESS)[0]
     waiting = Task.objects.create(
         organization=cast.org, title="waits", status=TaskStatus.QUEUED, queued_for=cast.alex
     )
     used_just_now()
-    with django_assert_max_num_queries(MAX_PER_MOVE + 2):
+    with django_assert_max_num_queries(MAX_PER_MOVE + 3):
         response = post(alex, f"/api/tasks/{task.pk}/status", {"status": "completed"})
     assert_answer_is_fresh(alex, response)
     waiting.refresh_from_db()
