@@ -18,6 +18,7 @@ from django.utils import timezone
 from organization.caller import Caller
 from organization.errors import Invalid, NotFound
 from organization.models import Agent, Organization, Team
+from organization.prepared import INT, PreparedQuery
 from tasks.models import Task
 
 from .metering import (
@@ -170,9 +171,20 @@ def budget_delete(*, caller: Caller, budget: Budget) -> None:
     )
 
 
+_ANY_BUDGET = PreparedQuery(
+    Budget,
+    lambda organization_id: (
+        Budget.objects.filter(organization_id=organization_id).order_by().values_list("pk")[:1]
+    ),
+    organization_id=INT,
+)
+
+
 def blocking_budget(agent: Agent, now=None) -> Budget | None:
     """The first monthly budget covering the agent (its organization, team, own) that is
     exhausted: a managed run for it would be refused at its first call, so none starts."""
+    if not _ANY_BUDGET.rows(organization_id=agent.organization_id):
+        return None  # most organizations set none: one statement compiled once, not the search
     meter = Meter.for_agent(agent, purpose="run")
     for budget in Budget.objects.filter(meter.covering()).order_by("pk"):
         if state_of(budget, now) == BudgetState.EXHAUSTED:
