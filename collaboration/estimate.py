@@ -31,6 +31,7 @@ TEMPLATE_ALLOWANCE = 4_000
 
 def planned_calls(spec, org: Organization, session_id=None) -> list[Planned]:
     """The calls of a validated start (services.StartSpec), each with its worst case's inputs."""
+
     def meter(agent, purpose):
         return Meter.for_agent(agent, purpose, organization_id=org.pk, session_id=session_id)
 

@@ -378,11 +378,13 @@ def env_prices(name: str) -> dict[str, dict[str, Decimal]]:
     for key, price in data.items():
         if "/" not in key:
             raise ImproperlyConfigured(f"{name}: {key!r} must read <provider>/<model>.")
-        if not isinstance(price, dict) or set(price) != {"input", "output"} or not all(
-            isinstance(v, Decimal) and v >= 0 for v in price.values()
+        if (
+            not isinstance(price, dict)
+            or set(price) != {"input", "output"}
+            or not all(isinstance(v, Decimal) and v >= 0 for v in price.values())
         ):
             raise ImproperlyConfigured(
-                f"{name}: {key!r} must be {{\"input\": <USD per 1M tokens>, \"output\": <…>}} "
+                f'{name}: {key!r} must be {{"input": <USD per 1M tokens>, "output": <…>}} '
                 "with numbers of at least 0."
             )
         prices[key] = price

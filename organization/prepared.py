@@ -63,3 +63,22 @@ class PreparedQuery:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
+
+
+class PreparedInstances(PreparedQuery):
+    """A `PreparedQuery` of some fields of `model`, answered as instances of it: the fields not
+    read are deferred (Django reads one on first use, with a query of its own).
+
+    `build(**values)` returns the queryset (not its `values_list`: the columns are read in the
+    model's field order, which `Model.from_db` needs, whatever order `fields` names them in).
+    """
+
+    def __init__(self, model, fields, build: Callable[..., QuerySet], **sentinels):
+        wanted = set(fields)
+        self.fields = tuple(f.attname for f in model._meta.concrete_fields if f.attname in wanted)
+        super().__init__(model, lambda **values: build(**values).values_list(*self.fields),
+                         **sentinels)  # fmt: skip
+
+    def instances(self, **values) -> list:
+        alias = router.db_for_read(self.model)
+        return [self.model.from_db(alias, self.fields, row) for row in self.rows(**values)]

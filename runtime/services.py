@@ -25,7 +25,7 @@ from costs.budgets import blocking_budget
 from costs.metering import period_of
 from organization import outbox
 from organization.models import Agent, AgentRuntime
-from organization.prepared import INT, PreparedQuery
+from organization.prepared import INT, PreparedInstances
 from tasks.models import Task, TaskStatus
 from tasks.rules import NO_KEY
 
@@ -49,48 +49,33 @@ current_run: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 
 
 # A wake-up is the runtime's hottest path (every move that reaches a managed agent): its two
-# locking reads are compiled once per process (organization/prepared.py), and read only what
-# the runtime uses; any other field of these rows is read when first used (deferred).
-def _in_model_order(model, names: set[str]) -> tuple[str, ...]:
-    """`Model.from_db` takes a subset of the columns in the model's own field order."""
-    return tuple(f.attname for f in model._meta.concrete_fields if f.attname in names)
-
-
-WAKE_AGENT_FIELDS = _in_model_order(
-    Agent, {"id", "organization_id", "team_id", "handle", "runtime", "is_paused"}
-)
-_LOCK_AGENT = PreparedQuery(
+# locking reads are compiled once per process, and read only what the runtime uses; any other
+# field of these rows is read when first used (organization/prepared.py).
+_LOCK_AGENT = PreparedInstances(
     Agent,
-    lambda agent_id: (
-        Agent.objects.select_for_update(**NO_KEY)
-        .filter(pk=agent_id)
-        .order_by()
-        .values_list(*WAKE_AGENT_FIELDS)
-    ),
+    ("id", "organization_id", "team_id", "handle", "runtime", "is_paused"),
+    lambda agent_id: Agent.objects.select_for_update(**NO_KEY).filter(pk=agent_id).order_by(),
     agent_id=INT,
 )
-ACTIVE_RUN_FIELDS = _in_model_order(Run, {"id", "agent_id", "status"})
-_LOCK_ACTIVE_RUN = PreparedQuery(
+_LOCK_ACTIVE_RUN = PreparedInstances(
     Run,
+    ("id", "agent_id", "status"),
     lambda agent_id: (
         Run.objects.select_for_update(of=("self",), **NO_KEY)
         .filter(agent_id=agent_id, status__in=ACTIVE_STATUSES)
-        .order_by("pk")
-        .values_list(*ACTIVE_RUN_FIELDS)[:1]
+        .order_by("pk")[:1]
     ),
     agent_id=INT,
 )
 
 
 def _locked_agent(agent_id: int) -> Agent | None:
-    rows = _LOCK_AGENT.rows(agent_id=agent_id)
-    return Agent.from_db(Agent.objects.db, WAKE_AGENT_FIELDS, rows[0]) if rows else None
+    return next(iter(_LOCK_AGENT.instances(agent_id=agent_id)), None)
 
 
 def _active_run(agent: Agent) -> Run | None:
     """The agent's queued or running run, its row locked (the agent's row is locked already)."""
-    rows = _LOCK_ACTIVE_RUN.rows(agent_id=agent.pk)
-    return Run.from_db(Run.objects.db, ACTIVE_RUN_FIELDS, rows[0]) if rows else None
+    return next(iter(_LOCK_ACTIVE_RUN.instances(agent_id=agent.pk)), None)
 
 
 def _dispatch(run: Run) -> None:

@@ -213,9 +213,11 @@ def _next_queued(agent: Agent, workload: int | None) -> Task | None:
 # full read (`_next_queued`: locked, with the rule and the room) costs ~8 ms of CPU to build.
 _QUEUE_NOT_EMPTY = PreparedQuery(
     Task,
-    lambda agent_id: Task.objects.filter(queued_for_id=agent_id, status=TaskStatus.QUEUED)
-    .order_by()
-    .values_list("pk")[:1],
+    lambda agent_id: (
+        Task.objects.filter(queued_for_id=agent_id, status=TaskStatus.QUEUED)
+        .order_by()
+        .values_list("pk")[:1]
+    ),
     agent_id=INT,
 )
 

@@ -297,7 +297,10 @@ def run_agent(ctx: RunContext, slot: Slot) -> None:
         turns = None
         if tools_of(contribution):
             reply, turns = ask_with_tools(
-                ctx, slot, provider, request,
+                ctx,
+                slot,
+                provider,
+                request,
                 complete=partial(call, ctx, provider, agent=contribution.agent),
             )
         else:
