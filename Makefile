@@ -40,11 +40,16 @@ test: $(STAMP) browser
 # servers often enough that a third worker on two cores finishes sooner). Bytecode is cached (__pycache__/, ignored
 # by git) even where PYTHONDONTWRITEBYTECODE is set: each worker and subprocess otherwise compiles
 # every module again. No test run (pytest's exit 5) fails it like a failed test.
+# Two shortcuts `make test` does not take: the test databases are built from the models, not by
+# running the migrations (tests/test_migrations.py proves both give one schema), and the schema
+# fuzzers draw TEST_FUZZ_EXAMPLES examples per operation instead of 25.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+TEST_FUZZ_EXAMPLES ?= 8
 test-fast: $(STAMP)
 	@mkdir -p var
 	@$(PY) -m tests.services > var/test-env
-	env $$(cat var/test-env | xargs) PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) \
+	env $$(cat var/test-env | xargs) PYTHONDONTWRITEBYTECODE= TEST_FUZZ_EXAMPLES=$(TEST_FUZZ_EXAMPLES) \
+	  $(PY) -m pytest -n $(TEST_WORKERS) --nomigrations \
 	  -m "not worker and not e2e" --durations=10 $(PYTEST_ARGS)
 
 BENCHES := api serving roster assign sweep collaboration mcp runtime costs

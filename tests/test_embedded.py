@@ -18,6 +18,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+# `make run` starts a real Celery worker and beat: these run in `make test`, not test-fast.
+pytestmark = pytest.mark.worker
+
 BASE_DIR = Path(settings.BASE_DIR)
 # Not ours: the embedded default must not see the test suite's PostgreSQL and Redis.
 FOREIGN = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "CI",

@@ -2,6 +2,7 @@
 keeps it — a schemathesis run (positive mode, bounded examples) finds no 5xx and no
 response that breaks it."""
 
+import os
 from io import StringIO
 
 import pytest
@@ -23,7 +24,10 @@ from schemathesis.checks import (
 from tests.conftest import agent_of
 from tests.factories import make_key
 
-EXAMPLES_PER_OPERATION = 25
+# Examples drawn per operation: 25 (and 10 poisoned) in `make test`; `make test-fast` draws
+# fewer (TEST_FUZZ_EXAMPLES) to keep the loop short — every operation is still called.
+EXAMPLES_PER_OPERATION = int(os.environ.get("TEST_FUZZ_EXAMPLES", "25"))
+POISONED_EXAMPLES_PER_OPERATION = max(1, EXAMPLES_PER_OPERATION * 2 // 5)
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", WSGIHandler())
 schema.config.generation.update(
@@ -154,7 +158,7 @@ def any_key(request, demo):
 @settings(
     deadline=None,
     database=None,
-    max_examples=10,
+    max_examples=POISONED_EXAMPLES_PER_OPERATION,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 def test_bad_strings_never_cause_a_server_error(
