@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from functools import partial
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, transaction
 
 from organization.models import Agent
 
@@ -417,14 +417,23 @@ def announce(reached: Iterable[tuple[Agent, str, Task]]) -> None:
             )
 
 
-def announce_batch(events: Iterable[TaskEvent]) -> None:
-    """`announce` for a batch of events that reached their recipients (the stale sweep): their
-    tasks are read (one query) only while somebody listens."""
+def announce_batch(reached: Iterable[tuple[Agent, str, int]]) -> None:
+    """`announce` for a batch — (agent, inbox kind, task id) of each event that reached its
+    recipient (the stale sweep) — with one commit hook for all, and nothing while nobody
+    listens. Each task goes as a deferred instance: its id, any other field read from the
+    database when first used (Django's deferred loading); most receivers read only the id (the
+    runtime, and only for managed agents), and the sweep's 2,000 tasks a batch are not read."""
     if not work_reached_agent.has_listeners(Task):
         return
-    events = [e for e in events if e.kind in WAKING_KINDS]
-    tasks = Task.objects.in_bulk([e.task_id for e in events])
-    announce((e.recipient, e.kind, tasks[e.task_id]) for e in events)
+    waking = [(agent, kind, task_id) for agent, kind, task_id in reached if kind in WAKING_KINDS]
+    if waking:
+        transaction.on_commit(partial(_send_each, waking))
+
+
+def _send_each(reached: list[tuple[Agent, str, int]]) -> None:
+    for agent, kind, task_id in reached:
+        task = Task.from_db(DEFAULT_DB_ALIAS, ["id"], [task_id])
+        work_reached_agent.send_robust(Task, agent=agent, trigger=kind, task=task)
 
 
 def _insert_values(obj) -> dict[str, object] | None:
@@ -493,7 +502,7 @@ def record_many(events: list[TaskEvent], *, now: datetime) -> None:
     else:
         TaskEvent.objects.bulk_create(events)
         InboxItem.objects.bulk_create(_inbox_item(e) for e in notified)
-    announce_batch(notified)
+    announce_batch((e.recipient, e.kind, e.task_id) for e in notified)
     hooked = [e for e in notified if e.recipient.webhook_url]
     if not hooked:
         return

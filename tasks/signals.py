@@ -13,7 +13,8 @@ It is sent once the move's transaction has committed (what the receiver reads is
 from django.dispatch import Signal
 
 # Receivers get `agent` (organization.Agent), `trigger` (one of WAKING_KINDS, the inbox item's
-# kind) and `task` (tasks.Task); the sender is the Task class.
+# kind) and `task` (tasks.Task; from the stale sweep a deferred instance, its fields but the id
+# read when first used); the sender is the Task class.
 work_reached_agent = Signal()
 
 # The inbox kinds that wake an agent (the values of tasks.models.EventKind). `created` is a task

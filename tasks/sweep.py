@@ -327,7 +327,9 @@ def _write(escalated: list[tuple[int, str, _Outcome]], written: datetime) -> Non
         ]
         if items:
             cursor.execute(_insert_sql(InboxItem), [_array(items)])
-    events.announce_batch(o.event_of(pk, why) for pk, why, o in escalated if o.inbox is not None)
+    events.announce_batch(
+        (o.recipient, o.event["kind"], pk) for pk, _, o in escalated if o.inbox is not None
+    )
     hooked = [
         o.event_of(pk, why, pk=event_ids[pk], created_at=written)
         for pk, why, o in escalated
