@@ -44,7 +44,7 @@ test: $(STAMP) browser
 # running the migrations (tests/test_migrations.py proves both give one schema), and the schema
 # fuzzers draw TEST_FUZZ_EXAMPLES examples per operation instead of 25.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
-TEST_FUZZ_EXAMPLES ?= 8
+TEST_FUZZ_EXAMPLES ?= 5
 test-fast: $(STAMP)
 	@mkdir -p var
 	@$(PY) -m tests.services > var/test-env

@@ -12,11 +12,13 @@ manifest), or the first run changed a table in a way the copy cannot repeat (a r
 there changed or removed, a date, a reference to a row it did not make).
 """
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.apps import apps
-from django.db import models, transaction
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from organization.discovery.manifest import manifest_dir
@@ -31,6 +33,9 @@ class Copy:
     organization_pk: int
     made_at: datetime
     rows: list[tuple[type[models.Model], list[dict]]]
+    # On PostgreSQL: the rows as one statement (an INSERT per table in data-modifying CTEs,
+    # each reading its rows from one JSON document) and its parameters but the clock's move.
+    statement: tuple[str, list] | None = None
 
 
 _copy: Copy | None = None
@@ -96,11 +101,51 @@ def _take(before: dict, org: Organization) -> Copy | None:
                 pk = value[field.attname]
                 if pk is not None and (target, pk) not in added:
                     return None
-    return Copy(organization_pk=org.pk, made_at=timezone.now(), rows=rows)
+    return Copy(
+        organization_pk=org.pk, made_at=timezone.now(), rows=rows, statement=_statement(rows)
+    )
+
+
+class _Exact(DjangoJSONEncoder):
+    """Timestamps to the microsecond (Django's encoder keeps milliseconds, as JavaScript)."""
+
+    def default(self, o):
+        return o.isoformat() if isinstance(o, datetime) else super().default(o)
+
+
+def _statement(rows) -> tuple[str, list] | None:
+    """All the rows in one INSERT statement, every timestamp plus a parameter (the clock's move):
+    ~17 statements with a value prepared and adapted per column and row cost ~28 ms a test."""
+    if connection.vendor != "postgresql" or not rows:
+        return None
+    qn = connection.ops.quote_name
+    ctes, params = [], []
+    for n, (model, values) in enumerate(rows):
+        fields = _fields(model)
+        table = qn(model._meta.db_table)
+        selected = []
+        for f in fields:
+            if isinstance(f, models.DateTimeField):
+                selected.append(f"v.{qn(f.column)} + %s::interval")
+                params.append("shift")
+            else:
+                selected.append(f"v.{qn(f.column)}")
+        document = [{f.column: row[f.attname] for f in fields} for row in values]
+        ctes.append(
+            f"i{n} AS (INSERT INTO {table} ({', '.join(qn(f.column) for f in fields)}) "
+            f"SELECT {', '.join(selected)} FROM json_populate_recordset(NULL::{table}, %s) v)"
+        )
+        params.append(json.dumps(document, cls=_Exact))
+    return f"WITH {', '.join(ctes)} SELECT 1", params
 
 
 def _insert(copy: Copy) -> Organization:
     shift = timezone.now() - copy.made_at
+    if copy.statement is not None:
+        sql, params = copy.statement
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [shift if p == "shift" else p for p in params])
+        return Organization.objects.get(pk=copy.organization_pk)
     with transaction.atomic():
         for model, values in copy.rows:
             fields = _fields(model)
