@@ -42,7 +42,8 @@ test: $(STAMP) browser
 # every module again. No test run (pytest's exit 5) fails it like a failed test.
 # Two shortcuts `make test` does not take: the test databases are built from the models, not by
 # running the migrations (tests/test_migrations.py proves both give one schema), and the schema
-# fuzzers draw TEST_FUZZ_EXAMPLES examples per operation instead of 25.
+# fuzzers draw TEST_FUZZ_EXAMPLES examples per operation instead of 25, without schemathesis's
+# coverage phase (tests/test_schema.py).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 TEST_FUZZ_EXAMPLES ?= 5
 test-fast: $(STAMP)

@@ -24,15 +24,19 @@ from schemathesis.checks import (
 from tests.conftest import agent_of
 from tests.factories import make_key
 
-# Examples drawn per operation: 25 (and 10 poisoned) in `make test`; `make test-fast` draws
-# fewer (TEST_FUZZ_EXAMPLES) to keep the loop short — every operation is still called.
+# Examples drawn per operation: 25 (and 10 poisoned) in `make test`, after schemathesis's
+# coverage phase (boundary values of every parameter, generated at collection). `make test-fast`
+# draws fewer (TEST_FUZZ_EXAMPLES) and skips the coverage phase to keep the loop short; every
+# operation is still called.
 EXAMPLES_PER_OPERATION = int(os.environ.get("TEST_FUZZ_EXAMPLES", "25"))
 POISONED_EXAMPLES_PER_OPERATION = max(1, EXAMPLES_PER_OPERATION * 2 // 5)
+FULL_FUZZ = "TEST_FUZZ_EXAMPLES" not in os.environ
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", WSGIHandler())
 schema.config.generation.update(
     modes=[GenerationMode.POSITIVE], max_examples=EXAMPLES_PER_OPERATION, deterministic=True
 )
+schema.config.phases.coverage.enabled = FULL_FUZZ
 
 
 def test_the_schema_validates_without_warnings():
