@@ -124,6 +124,29 @@ def test_the_stale_sweep_wakes_whom_it_escalates_to(cast, woken, commits):
     assert woken == [("agent-boss", "escalated", task.pk)]
 
 
+def test_the_task_the_sweep_sends_reads_its_fields_as_written(cast, commits):
+    # The sweep sends each task as a deferred instance (its id): a receiver that reads more
+    # gets the row as the sweep wrote it.
+    task = task_create(org=cast.org, actor=SYSTEM, title="forgotten")
+    Task.objects.filter(pk=task.pk).update(
+        queued_by=cast.sarah, queued_at=timezone.now() - timedelta(days=2)
+    )
+    read = []
+
+    def receiver(sender, agent, trigger, task, **kwargs):
+        read.append((task.pk, task.title, task.status, task.queued_for_id, task.assignee_id))
+
+    work_reached_agent.connect(receiver, sender=Task, weak=False)
+    try:
+        with commits():
+            assert sweep_stale_queued().escalated == 1
+    finally:
+        work_reached_agent.disconnect(receiver, sender=Task)
+    task.refresh_from_db()
+    assert read == [(task.pk, "forgotten", task.status, task.queued_for_id, task.assignee_id)]
+    assert (task.queued_for_id or task.assignee_id) == cast.boss.pk
+
+
 def test_a_failing_receiver_neither_fails_nor_undoes_the_move(cast, commits, caplog):
     def broken(**kwargs):
         raise RuntimeError("the runtime is down")
