@@ -43,13 +43,14 @@ test: $(STAMP) browser
 # Two shortcuts `make test` does not take: the test databases are built from the models, not by
 # running the migrations (tests/test_migrations.py proves both give one schema), and the schema
 # fuzzers draw TEST_FUZZ_EXAMPLES examples per operation instead of 25, without schemathesis's
-# coverage phase (tests/test_schema.py).
+# coverage phase (TEST_FUZZ_COVERAGE=0; tests/test_schema.py).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 TEST_FUZZ_EXAMPLES ?= 5
 test-fast: $(STAMP)
 	@mkdir -p var
 	@$(PY) -m tests.services > var/test-env
 	env $$(cat var/test-env | xargs) PYTHONDONTWRITEBYTECODE= TEST_FUZZ_EXAMPLES=$(TEST_FUZZ_EXAMPLES) \
+	  TEST_FUZZ_COVERAGE=0 \
 	  $(PY) -m pytest -n $(TEST_WORKERS) --nomigrations \
 	  -m "not worker and not e2e" --durations=10 $(PYTEST_ARGS)
 

@@ -22,6 +22,7 @@ Own database on the server of DATABASE_URL, created and dropped; its Redis keys 
 import argparse
 import asyncio
 import json
+import logging
 import sys
 import threading
 import time
@@ -65,8 +66,6 @@ class McpClientThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=120)
 
     async def _open(self):
-        import logging
-
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
