@@ -5,19 +5,23 @@ that compilation (joins, annotations, GROUP BY) cost more CPU than the rest of t
 together (bench/api.py). A `PreparedQuery` builds its queryset once with a sentinel for each
 value that varies, compiles it once per database alias, and then only swaps the values in.
 
-PostgreSQL only: psycopg returns final Python values, so the rows need none of the ORM's
-conversions. Elsewhere (SQLite) the queryset is built and run as usual.
+PostgreSQL only. Elsewhere (SQLite) the queryset is built and run as usual.
 """
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections, router
 from django.db.models import QuerySet
+from django.db.models.query import get_related_populators
 
-# Values no real argument takes: an integer below any primary key, a string no handle can be.
+# Values no real argument takes: integers below any primary key (one per argument of a query:
+# their positions among the parameters tell the arguments apart), a string no handle can be.
 INT = -(2**31) + 7
+INT2 = INT + 1
+INT3 = INT + 2
 TEXT = "\x00agent-org-sentinel"
 
 
@@ -28,20 +32,49 @@ class PreparedQuery:
         self.model = model
         self.build = build
         self.sentinels = sentinels
-        self._compiled: dict[str, tuple[str, list, dict[str, list[int]]]] = {}
+        self._compiled: dict[str, tuple | _CompiledModels] = {}
         self._lock = threading.Lock()
 
     def _compile(self, alias: str):
         sql, params = self.build(**self.sentinels).query.sql_with_params()
+        return sql, *self._positions(params)
+
+    def _positions(self, params) -> tuple[list, dict[str, list[int]]]:
+        """The parameters, and where each argument goes among them. A text sentinel inside a
+        parameter is a LIKE pattern's (`contains`, `icontains`: `%"<handle>"%`), its value
+        escaped as Django escapes one."""
         params = list(params)
         positions = {
-            name: [i for i, param in enumerate(params) if param == sentinel]
+            name: [
+                i for i, param in enumerate(params)
+                if param == sentinel or (isinstance(sentinel, str) and isinstance(param, str)
+                                         and sentinel in param)
+            ]
             for name, sentinel in self.sentinels.items()
-        }
+        }  # fmt: skip
         missing = [name for name, found in positions.items() if not found]
         if missing:
             raise ValueError(f"the query does not take {missing} as parameters")
-        return sql, params, positions
+        return params, positions
+
+    def _compiled_for(self, alias: str):
+        compiled = self._compiled.get(alias)
+        if compiled is None:
+            with self._lock:
+                compiled = self._compiled.setdefault(alias, self._compile(alias))
+        return compiled
+
+    def _params(self, connection, template: list, positions: dict, values: dict) -> list:
+        params = list(template)
+        for name, at in positions.items():
+            sentinel, value = self.sentinels[name], values[name]
+            for i in at:
+                if params[i] == sentinel:
+                    params[i] = value
+                else:
+                    like = connection.ops.prep_for_like_query(value)
+                    params[i] = params[i].replace(sentinel, like)
+        return params
 
     def rows(self, **values) -> list[tuple]:
         alias = router.db_for_read(self.model)
@@ -51,17 +84,9 @@ class PreparedQuery:
                 return list(self.build(**values))
             except EmptyResultSet:
                 return []
-        compiled = self._compiled.get(alias)
-        if compiled is None:
-            with self._lock:
-                compiled = self._compiled.setdefault(alias, self._compile(alias))
-        sql, template, positions = compiled
-        params = list(template)
-        for name, at in positions.items():
-            for i in at:
-                params[i] = values[name]
+        sql, template, positions = self._compiled_for(alias)
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(sql, self._params(connection, template, positions, values))
             return cursor.fetchall()
 
 
@@ -82,3 +107,71 @@ class PreparedInstances(PreparedQuery):
     def instances(self, **values) -> list:
         alias = router.db_for_read(self.model)
         return [self.model.from_db(alias, self.fields, row) for row in self.rows(**values)]
+
+
+class PreparedQuerySet(PreparedQuery):
+    """A `PreparedQuery` answered as its queryset would answer: model instances of all their
+    fields, with the objects its `select_related` names — Django's `ModelIterable` over SQL
+    compiled once (the converters of its columns, JSON for one, found once too).
+
+    `build(**values)` returns the queryset itself; one with annotations is refused (not needed).
+    """
+
+    def _compile(self, alias: str):
+        queryset = self.build(**self.sentinels)
+        compiler = queryset.query.get_compiler(using=alias)
+        sql, params = compiler.as_sql()
+        if compiler.annotation_col_map or queryset._known_related_objects:
+            raise ValueError("a PreparedQuerySet reads no annotations")
+        params, positions = self._positions(params)
+        select, klass_info = compiler.select, compiler.klass_info
+        start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
+        converters = compiler.get_converters([s[0] for s in select[0 : compiler.col_count]])
+        return _CompiledModels(
+            sql=sql,
+            params=params,
+            positions=positions,
+            converters=list(converters.items()),
+            model=klass_info["model"],
+            init_list=[column[0].target.attname for column in select[start:end]],
+            span=slice(start, end),
+            populators=get_related_populators(klass_info, select, alias),
+        )
+
+    def instances(self, **values) -> list:
+        alias = router.db_for_read(self.model)
+        connection = connections[alias]
+        if connection.vendor != "postgresql":
+            try:
+                return list(self.build(**values))
+            except EmptyResultSet:
+                return []
+        c = self._compiled_for(alias)
+        with connection.cursor() as cursor:
+            cursor.execute(c.sql, self._params(connection, c.params, c.positions, values))
+            rows = cursor.fetchall()
+        found = []
+        for row in rows:
+            row = list(row)
+            for position, (converters, expression) in c.converters:
+                value = row[position]
+                for converter in converters:
+                    value = converter(value, expression, connection)
+                row[position] = value
+            obj = c.model.from_db(alias, c.init_list, row[c.span])
+            for populator in c.populators:
+                populator.populate(row, obj)
+            found.append(obj)
+        return found
+
+
+@dataclass(frozen=True)
+class _CompiledModels:
+    sql: str
+    params: list
+    positions: dict[str, list[int]]
+    converters: list  # (position, (converters, expression)), as the compiler's apply_converters
+    model: type
+    init_list: list[str]
+    span: slice  # the model's own columns in a row
+    populators: list  # the select_related objects' RelatedPopulators

@@ -11,6 +11,8 @@ are held and which one is queued at start-up (`register_task_states`, from tasks
 this app never imports `tasks` and no status literal is repeated here.
 """
 
+import functools
+
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import (
     Case,
@@ -30,6 +32,7 @@ from django.db.models.functions import Coalesce
 from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
 
 from .models import Agent, AgentStatus
+from .prepared import INT, PreparedQuery
 
 # --- the task states, told by the tasks app -------------------------------------------
 
@@ -118,9 +121,29 @@ def queue_length() -> Coalesce:
     return count_of(tasks.filter(status=queued_status()), column)
 
 
+@functools.cache
+def _one_workload() -> PreparedQuery:
+    """One agent's workload, compiled once: every move that gives a task counts its target's."""
+    tasks, column = _tasks_along(HELD_RELATION)
+    return PreparedQuery(
+        tasks.model,
+        lambda agent_id: (
+            tasks.filter(**{f"{column}_id": agent_id, "status__in": held_statuses()})
+            .values(f"{column}_id")
+            .annotate(n=Count("pk"))
+            .values_list("n")
+            .order_by()
+        ),
+        agent_id=INT,
+    )
+
+
 def workloads_of(agent_ids) -> dict[int, int]:
     """The workload of each agent of `agent_ids`, 0 included, in one query."""
     ids = sorted(set(agent_ids))
+    if len(ids) == 1:
+        rows = _one_workload().rows(agent_id=ids[0])
+        return {ids[0]: rows[0][0] if rows else 0}
     tasks, column = _tasks_along(HELD_RELATION)
     counts = dict(
         tasks.filter(**{f"{column}_id__in": ids, "status__in": held_statuses()})

@@ -48,6 +48,7 @@ from .serializers import (
     TaskDetailSerializer,
     TaskEventSerializer,
     TaskSerializer,
+    task_data,
     task_detail,
 )
 from .tools import recommend_for
@@ -93,7 +94,7 @@ class TaskViewSet(CallerMixin, GenericViewSet):
 
     def answer(self, task: Task, status: int = http.HTTP_200_OK) -> Response:
         # The service returns the task as it wrote it, with its agents: no need to read it again.
-        return Response(TaskSerializer(task).data, status=status)
+        return Response(task_data(task), status=status)
 
     @extend_schema(responses={200: TaskSerializer(many=True), **errors(400, 401)})
     def list(self, request):

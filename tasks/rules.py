@@ -16,6 +16,7 @@ from django.db.models import Q
 from organization.caller import Caller
 from organization.errors import Conflict, Forbidden, NotFound
 from organization.models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
+from organization.prepared import INT, INT2, TEXT, PreparedQuerySet
 from organization.selectors import team_rule_of
 from organization.workload import workloads_of
 
@@ -150,15 +151,25 @@ def lock_agents(agent_ids) -> None:
         )
 
 
-def lock_agent_named(*, org: Organization, handle: str, with_ids=()) -> Agent | None:
-    """Lock the agent `handle` of `org` and the agents `with_ids`, in pk order, in one statement,
-    and return the named one read in full with its team and role (None if there is none)."""
-    rows = (
+# The read that locks a move's target named by handle (and the task's holder), compiled once.
+_LOCK_NAMED = PreparedQuerySet(
+    Agent,
+    lambda organization_id, handle, with_id: (
         Agent.objects.select_for_update(of=("self",), **NO_KEY)
         .select_related("team", "hierarchy_role")
-        .filter(Q(organization=org, handle=handle) | Q(pk__in=sorted(set(with_ids))))
+        .filter(Q(organization_id=organization_id, handle=handle) | Q(pk=with_id))
         .order_by("pk")
-    )
+    ),
+    organization_id=INT,
+    handle=TEXT,
+    with_id=INT2,
+)
+
+
+def lock_agent_named(*, org: Organization, handle: str, with_id: int | None = None) -> Agent | None:
+    """Lock the agent `handle` of `org` and the agent `with_id`, in pk order, in one statement,
+    and return the named one read in full with its team and role (None if there is none)."""
+    rows = _LOCK_NAMED.instances(organization_id=org.pk, handle=handle, with_id=with_id or 0)
     return next((a for a in rows if a.handle == handle and a.organization_id == org.pk), None)
 
 

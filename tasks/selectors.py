@@ -54,11 +54,17 @@ def tasks_visible_to(caller: Caller) -> QuerySet[Task]:
 @dataclass(frozen=True)
 class VisibleTask:
     """A task the caller names by id, not read yet: a move reads it once, under its row lock,
-    through `rows` (the caller's visible tasks with that id), and answers `missing()` when the
-    caller may not see it, exactly as `task_for` would."""
+    through the caller's view of the tasks (`rows`; the move's own read is a prepared statement
+    of the same filter, tasks/services.py), and answers `missing()` when the caller may not see
+    it, exactly as `task_for` would."""
 
-    rows: QuerySet[Task]
+    caller: Caller
+    task_id: int
     named: str
+
+    @property
+    def rows(self) -> QuerySet[Task]:
+        return tasks_visible_to(self.caller).filter(pk=self.task_id).order_by()
 
     def missing(self) -> NotFound:
         return NotFound(f"Task not found: {self.named}", "task_not_found")
@@ -67,7 +73,7 @@ class VisibleTask:
 def visible_task(caller: Caller, pk) -> VisibleTask:
     """The task `pk` as the caller sees it, unread; an id that is no database id is 404 at once."""
     task_id = parse_id(pk)
-    ref = VisibleTask(tasks_visible_to(caller).filter(pk=task_id).order_by(), str(pk))
+    ref = VisibleTask(caller, task_id, str(pk))
     if not task_id:
         raise ref.missing()
     return ref

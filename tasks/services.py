@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from organization.errors import Conflict, Forbidden, Invalid, NotFound
 from organization.models import Agent, Organization, TeamRule
-from organization.prepared import INT, PreparedQuery
+from organization.prepared import INT, INT2, INT3, TEXT, PreparedQuery, PreparedQuerySet
 from organization.workload import workload_subquery_of
 
 from . import events, rules
@@ -35,7 +35,7 @@ from .models import (
     Urgency,
 )
 from .rules import NO_KEY, SYSTEM, Actor, DelegationDecision, Move
-from .selectors import VisibleTask, estimated_wait_for_new
+from .selectors import VisibleTask, estimated_wait_for_new, visible_to_agent
 
 # The status an assignee may move its task to (issue 3 §1).
 TRANSITIONS = {
@@ -66,6 +66,46 @@ def _locked(task: Task | VisibleTask) -> Task:
     return _locked_with_parent(task, with_parent=False)[0]
 
 
+def _task_rows(task_id: int, organization_id: int | None = None, agent_id: int | None = None,
+               handle: str | None = None):  # fmt: skip
+    """The task `task_id`; of the organization, and visible to the agent, when they are given
+    (`selectors.tasks_visible_to`'s filter)."""
+    rows = Task.objects.filter(pk=task_id)
+    if organization_id is not None:
+        rows = rows.filter(organization_id=organization_id)
+    if agent_id is not None:
+        rows = rows.filter(visible_to_agent(Agent(pk=agent_id, handle=handle)))
+    return rows.order_by()
+
+
+def _lock_read(scope: str, with_parent: bool) -> PreparedQuerySet:
+    """The read that locks a move's task (and its parent), compiled once: every move makes it,
+    and building it (the visibility filter, a UNION, five joined rows) cost more CPU than the
+    rest of an assignment. `scope`: any task, the organization's, or those an agent may see."""
+
+    def build(**values):
+        rows = _task_rows(**values)
+        if with_parent:
+            # One IN over a UNION: an OR of two IN subqueries would scan the whole table.
+            both = rows.values("pk").union(rows.values("parent_id"), all=True)
+            rows = Task.objects.filter(pk__in=both).order_by("pk")
+        return rows.select_for_update(of=("self",), **NO_KEY).select_related(*LOCKED_WITH)[:2]
+
+    sentinels = {"task_id": INT}
+    if scope != "any":
+        sentinels["organization_id"] = INT2
+    if scope == "agent":
+        sentinels.update(agent_id=INT3, handle=TEXT)
+    return PreparedQuerySet(Task, build, **sentinels)
+
+
+_LOCK_READS = {
+    (scope, with_parent): _lock_read(scope, with_parent)
+    for scope in ("any", "organization", "agent")
+    for with_parent in (False, True)
+}
+
+
 def _locked_with_parent(task: Task | VisibleTask, *, with_parent: bool = True):
     """(`_locked(task)`, its parent task locked by the same statement, or None).
 
@@ -74,14 +114,16 @@ def _locked_with_parent(task: Task | VisibleTask, *, with_parent: bool = True):
     pk order, and a parent is older than its subtasks, so the parent is locked first — the order
     every move that locks a parent and its subtasks (cancelling with them, creating one) keeps.
     """
-    rows = task.rows if isinstance(task, VisibleTask) else Task.objects.filter(pk=task.pk)
-    rows = rows.order_by()
-    if with_parent:
-        # One IN over a UNION: an OR of two IN subqueries would scan the whole table.
-        both = rows.values("pk").union(rows.values("parent_id"), all=True)
-        rows = Task.objects.filter(pk__in=both).order_by("pk")
-    rows = rows.select_for_update(of=("self",), **NO_KEY).select_related(*LOCKED_WITH)
-    found = {t.pk: t for t in rows[:2]}
+    if isinstance(task, VisibleTask):
+        caller = task.caller
+        values = {"task_id": task.task_id, "organization_id": caller.organization.pk}
+        scope = "organization"
+        if caller.agent is not None:
+            values.update(agent_id=caller.agent.pk, handle=caller.agent.handle)
+            scope = "agent"
+    else:
+        values, scope = {"task_id": task.pk}, "any"
+    found = {t.pk: t for t in _LOCK_READS[scope, with_parent].instances(**values)}
     # Of two rows, the task is the one whose parent is the other.
     wanted = next((t for t in found.values() if t.parent_id in found), None)
     wanted = wanted or next(iter(found.values()), None)
@@ -106,11 +148,10 @@ def _lock_agents(task: Task, target: Agent | str) -> Agent:
     A handle is looked up in the task's organization by the same statement (404 if absent), so a
     move that names its target costs no read of its own.
     """
-    holder = [task.assignee_id] if task.assignee_id else []
     if isinstance(target, Agent):
-        rules.lock_agents([target.pk, *holder])
+        rules.lock_agents([target.pk, task.assignee_id] if task.assignee_id else [target.pk])
         return target
-    found = rules.lock_agent_named(org=task.organization, handle=target, with_ids=holder)
+    found = rules.lock_agent_named(org=task.organization, handle=target, with_id=task.assignee_id)
     if found is None:
         raise NotFound(f"Agent not found: {target}", "agent_not_found")
     return found

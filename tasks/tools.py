@@ -41,6 +41,7 @@ from .serializers import (
     TaskCreateSerializer,
     TaskIdSerializer,
     TaskSerializer,
+    task_data,
     task_detail,
 )
 
@@ -51,7 +52,7 @@ def _page_size(params: dict) -> int:
 
 
 def _task_json(task) -> dict:
-    return TaskSerializer(task).data
+    return task_data(task)
 
 
 def _agent(caller: Caller, handle: str):

@@ -5,8 +5,15 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from organization.models import Agent
-from organization.prepared import INT, TEXT, PreparedInstances, PreparedQuery
-from tests.factories import make_agent, make_org
+from organization.prepared import (
+    INT,
+    INT2,
+    TEXT,
+    PreparedInstances,
+    PreparedQuery,
+    PreparedQuerySet,
+)
+from tests.factories import make_agent, make_org, make_team
 
 pytestmark = pytest.mark.django_db
 
@@ -56,3 +63,54 @@ def test_instances_read_the_named_fields_in_the_models_order_and_defer_the_rest(
         assert found.workload_capacity == 7  # read on first use
     assert len(deferred) == 1
     assert prepared.instances(agent_id=agent.pk + 1000) == []
+
+
+def test_a_prepared_queryset_answers_instances_with_their_related_objects_in_one_query():
+    """All the fields, JSON decoded as the ORM decodes it, and the objects `select_related`
+    names; each argument by its own sentinel (two integers told apart by their values)."""
+    org, other = make_org(), make_org()
+    team = make_team(org, "Platform")
+    agent = make_agent(org, "agent-a", team=team, expertise=["Python", "SQL"])
+    make_agent(other, "agent-a")
+    prepared = PreparedQuerySet(
+        Agent,
+        lambda org_id, agent_id: Agent.objects.select_related("team").filter(
+            organization_id=org_id, pk=agent_id
+        ),
+        org_id=INT,
+        agent_id=INT2,
+    )
+    with CaptureQueriesContext(connection) as read:
+        (found,) = prepared.instances(org_id=org.pk, agent_id=agent.pk)
+        assert found.team.name == "Platform"  # read with it, not on first use
+    assert len(read) == 1
+    assert (found.pk, found.handle, found.expertise) == (agent.pk, "agent-a", ["Python", "SQL"])
+    assert found.get_deferred_fields() == set()
+    assert prepared.instances(org_id=other.pk, agent_id=agent.pk) == []
+
+
+def test_a_text_argument_inside_a_like_pattern_is_escaped_as_the_orm_escapes_it():
+    """`name__contains=value` compiles to LIKE '%<value>%': a % or _ in the value is a literal,
+    not a wildcard, exactly as when the ORM builds the query."""
+    org = make_org()
+    make_agent(org, "agent-off", name="50% off")
+    make_agent(org, "agent-x", name="50X off")
+    make_agent(org, "agent-under", name="a_b")
+    make_agent(org, "agent-aqb", name="aqb")
+    prepared = PreparedQuerySet(
+        Agent,
+        lambda org_id, text: Agent.objects.filter(organization_id=org_id, name__contains=text),
+        org_id=INT,
+        text=TEXT,
+    )
+
+    def names(text):
+        found = sorted(a.name for a in prepared.instances(org_id=org.pk, text=text))
+        orm = sorted(Agent.objects.filter(organization=org, name__contains=text)
+                     .values_list("name", flat=True))  # fmt: skip
+        assert found == orm
+        return found
+
+    assert names("50%") == ["50% off"]
+    assert names("a_b") == ["a_b"]
+    assert names("off") == ["50% off", "50X off"]
