@@ -12,7 +12,7 @@ from django.db.models.functions import Cast
 from . import prepared
 from .errors import NotFound
 from .models import Agent, AgentRole, Organization, Team, TeamRule
-from .prepared import PreparedQuery
+from .prepared import PreparedQuery, PreparedQuerySet
 from .workload import status_for, workload_count
 
 
@@ -121,9 +121,21 @@ def roles_of(*, org: Organization) -> QuerySet[AgentRole]:
     return AgentRole.objects.filter(agent__organization=org).select_related("agent")
 
 
+# Read by every recommendation and rule check: compiled once.
+_TEAM_RULE = PreparedQuerySet(
+    TeamRule,
+    lambda organization_id: (
+        TeamRule.objects.filter(organization_id=organization_id)
+        .select_related("default_supervisor")
+        .order_by("pk")[:1]
+    ),
+    organization_id=prepared.INT,
+)
+
+
 def team_rule_of(*, org: Organization) -> TeamRule:
     """The organization's rules; unsaved defaults when none were set (seed 003)."""
-    rule = TeamRule.objects.filter(organization=org).select_related("default_supervisor").first()
+    rule = next(iter(_TEAM_RULE.instances(organization_id=org.pk)), None)
     return rule or TeamRule(organization=org)
 
 

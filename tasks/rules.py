@@ -16,7 +16,7 @@ from django.db.models import Q
 from organization.caller import Caller
 from organization.errors import Conflict, Forbidden, NotFound
 from organization.models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
-from organization.prepared import INT, INT2, TEXT, PreparedQuerySet
+from organization.prepared import INT, INT2, TEXT, PreparedQuery, PreparedQuerySet
 from organization.selectors import team_rule_of
 from organization.workload import workloads_of
 
@@ -140,15 +140,29 @@ def role_violation(*, rule: TeamRule, source: Agent, target: Agent) -> str | Non
 NO_KEY = {"no_key": True}
 
 
+def _lock_agents_query(ids):
+    return (
+        Agent.objects.select_for_update(**NO_KEY)
+        .filter(pk__in=ids)
+        .order_by("pk")
+        .values_list("pk")
+    )
+
+
+# A move locks one or two agents (its target, the task's holder): those statements compiled once.
+_LOCK_ONE = PreparedQuery(Agent, lambda a: _lock_agents_query([a]), a=INT)
+_LOCK_TWO = PreparedQuery(Agent, lambda a, b: _lock_agents_query([a, b]), a=INT, b=INT2)
+
+
 def lock_agents(agent_ids) -> None:
     """Lock the agents' rows in pk order, so two transactions never deadlock."""
-    if ids := sorted(set(agent_ids)):
-        list(
-            Agent.objects.select_for_update(**NO_KEY)
-            .filter(pk__in=ids)
-            .order_by("pk")
-            .values_list("pk")
-        )
+    ids = sorted(set(agent_ids))
+    if len(ids) == 1:
+        _LOCK_ONE.rows(a=ids[0])
+    elif len(ids) == 2:
+        _LOCK_TWO.rows(a=ids[0], b=ids[1])
+    elif ids:
+        list(_lock_agents_query(ids))
 
 
 # The read that locks a move's target named by handle (and the task's holder), compiled once.

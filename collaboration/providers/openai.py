@@ -21,6 +21,7 @@ import copy
 import json
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from .base import (
     SDK_KEYS,
@@ -59,9 +60,7 @@ def complete(request: LLMRequest) -> LLMReply:
         kwargs["temperature"] = request.temperature
     if request.tools:
         kwargs["tools"] = wire_tools(request)
-    completion = sdk_call(
-        Provider.OPENAI, openai, state, lambda: client.chat.completions.create(**kwargs)
-    )
+    completion = sdk_call(Provider.OPENAI, openai, state, lambda: _create(client, kwargs))
     if not completion.choices:
         raise ProviderError("openai: the response had no choices")
     choice = completion.choices[0]
@@ -78,6 +77,21 @@ def complete(request: LLMRequest) -> LLMReply:
         tool_calls=tool_calls,
         # Some compatible servers answer `stop` with tool calls: the calls are what counts.
         stop_reason=StopReason.TOOL_CALLS if tool_calls else STOP_REASONS.get(reason, reason),
+    )
+
+
+def _create(client: openai.OpenAI, body: dict) -> ChatCompletion:
+    """`client.chat.completions.create(**body)` through the SDK's own request path (its retries,
+    errors and parsing into a ChatCompletion) without `create`'s `maybe_transform`, which walks
+    the whole request to apply aliases that chat messages do not have — our body is the wire
+    format already — and cost ~10 % of a managed-agent worker's CPU on long conversations (a
+    director's run of hundreds of tool calls, bench/runtime.py). The SDK documents `client.post`
+    for requests it has no method for; the options are `create`'s own."""
+    return client.post(
+        "/chat/completions",
+        cast_to=ChatCompletion,
+        body=body,
+        options={"security": {"bearer_auth": True}},
     )
 
 
