@@ -16,6 +16,7 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections, router
 from django.db.models import QuerySet
 from django.db.models.query import get_related_populators
+from django.db.models.signals import post_save, pre_save
 
 # Values no real argument takes: integers below any primary key (one per argument of a query:
 # their positions among the parameters tell the arguments apart), a string no handle can be.
@@ -175,3 +176,43 @@ class _CompiledModels:
     init_list: list[str]
     span: slice  # the model's own columns in a row
     populators: list  # the select_related objects' RelatedPopulators
+
+
+_UPDATES: dict[type, tuple[str, list]] = {}
+
+
+def save_existing(obj) -> None:
+    """`obj.save()` for a row read from the database, by one UPDATE of all its columns compiled
+    once per model: Django compiles that statement on every save (a fifth of a move's CPU).
+    Values are prepared as `save()` prepares them (`pre_save`: auto_now; `get_db_prep_save`).
+    Anything else — another database, a new row, a value that is an expression, a model whose
+    save sends signals someone listens to — is saved by `save()` itself."""
+    model = type(obj)
+    connection = connections[router.db_for_write(model, instance=obj)]
+    if (
+        connection.vendor != "postgresql"
+        or obj._state.adding
+        or pre_save.has_listeners(model)
+        or post_save.has_listeners(model)
+    ):
+        obj.save()
+        return
+    compiled = _UPDATES.get(model)
+    if compiled is None:
+        meta, qn = model._meta, connection.ops.quote_name
+        fields = [f for f in meta.local_concrete_fields if not (f.primary_key or f.generated)]
+        sets = ", ".join(f"{qn(f.column)} = %s" for f in fields)
+        sql = f"UPDATE {qn(meta.db_table)} SET {sets} WHERE {qn(meta.pk.column)} = %s"  # noqa: S608  (our names)
+        compiled = _UPDATES.setdefault(model, (sql, fields))
+    sql, fields = compiled
+    params = []
+    for field in fields:
+        value = field.pre_save(obj, add=False)
+        if hasattr(value, "resolve_expression"):
+            obj.save()
+            return
+        params.append(field.get_db_prep_save(value, connection))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, obj.pk])
+        if cursor.rowcount != 1:
+            raise model.DoesNotExist(f"{model.__name__} {obj.pk} is gone: nothing was saved.")

@@ -288,7 +288,7 @@ def fill_from_queue(agent: Agent, *, locked: bool = False) -> list[Task]:
         )  # fmt: skip
         before = snapshot(task)
         _give(task, agent, timezone.now())
-        task.save()
+        task.save_move()
         events.task_auto_assigned_event(task=task, before=before, to=agent)
         workload += 1
         given.append(task)
@@ -374,7 +374,7 @@ def task_assign(*, task: Task | VisibleTask, actor: Actor, to: Agent | str | Non
     _check_move(task, actor, to, Move.CLAIM if claim else Move.ASSIGN)
     before = snapshot(task)
     _give(task, to, timezone.now())
-    task.save()
+    task.save_move()
     record = events.task_claimed_event if claim else events.task_assigned_event
     record(task=task, actor=actor, before=before, to=to)
     _refill_if_dropped(previous, task)
@@ -405,7 +405,7 @@ def task_delegate(
     _check_move(task, actor, to, Move.DELEGATE)
     before = snapshot(task)
     _give(task, to, timezone.now())
-    task.save()
+    task.save_move()
     events.task_delegated_event(task=task, actor=actor, before=before, to=to, **decision)
     _refill_if_dropped(previous, task)
     return task
@@ -438,7 +438,7 @@ def task_queue(
     wait = estimated_wait_for_new(agent=to, urgency_rank=task.urgency_rank)
     before = snapshot(task)
     _wait_for(task, to, actor.agent or task.queued_by, timezone.now())
-    task.save()
+    task.save_move()
     events.task_queued_event(
         task=task, actor=actor, before=before, to=to, estimated_wait=wait,
         wait_time_seconds=wait if wait_time_seconds is None else wait_time_seconds, **decision,
@@ -474,7 +474,7 @@ def task_escalate(
         verdict = _check_move(task, actor, target, Move.ESCALATE)
     before = snapshot(task)
     apply_escalation(task, target=target, verdict=verdict, queued_by=source, now=timezone.now())
-    task.save()
+    task.save_move()
     events.task_escalated_event(
         task=task, actor=actor, before=before, target=target, verdict=verdict,
         **{**decision, "reasoning": decision.get("reasoning") or reason},
@@ -496,7 +496,7 @@ def _change_status(
     if status in FINISHED_STATUSES:
         task.finished_at = timezone.now()
         task.queued_for = None
-    task.save()
+    task.save_move()
     return before, holder if status in FINISHED_STATUSES else None
 
 

@@ -1,4 +1,5 @@
-"""organization/prepared.py: queries compiled once, answered as rows or as model instances."""
+"""organization/prepared.py: queries compiled once, answered as rows or as model instances;
+an UPDATE of every column compiled once."""
 
 import pytest
 from django.db import connection
@@ -12,8 +13,10 @@ from organization.prepared import (
     PreparedInstances,
     PreparedQuery,
     PreparedQuerySet,
+    save_existing,
 )
-from tests.factories import make_agent, make_org, make_team
+from tasks.models import Task, TaskStatus
+from tests.factories import give_tasks, make_agent, make_org, make_team
 
 pytestmark = pytest.mark.django_db
 
@@ -114,3 +117,36 @@ def test_a_text_argument_inside_a_like_pattern_is_escaped_as_the_orm_escapes_it(
     assert names("50%") == ["50% off"]
     assert names("a_b") == ["a_b"]
     assert names("off") == ["50% off", "50X off"]
+
+
+def test_save_existing_writes_every_column_as_save_would_in_one_statement():
+    org = make_org()
+    agent = make_agent(org, "agent-a")
+    (task,) = give_tasks(agent, 1)
+    before = task.updated_at
+    task.title, task.status, task.result_data = "renamed", TaskStatus.COMPLETED, {"n": [1, 2]}
+    task.assignee = None
+    with CaptureQueriesContext(connection) as wrote:
+        save_existing(task)
+    assert len(wrote) == 1
+    task.refresh_from_db()
+    assert (task.title, task.status, task.result_data, task.assignee_id) == (
+        "renamed",
+        TaskStatus.COMPLETED,
+        {"n": [1, 2]},
+        None,
+    )
+    assert task.updated_at > before  # auto_now, as save() sets it
+
+
+def test_save_existing_refuses_a_row_that_is_gone_and_leaves_new_rows_to_save():
+    org = make_org()
+    agent = make_agent(org, "agent-a")
+    (task,) = give_tasks(agent, 1)
+    Task.objects.filter(pk=task.pk).delete()
+    with pytest.raises(Task.DoesNotExist):
+        save_existing(task)
+    assert not Task.objects.filter(pk=task.pk).exists()  # not inserted again
+    new = Task(organization=org, title="new")
+    save_existing(new)  # a new row: save() inserts it
+    assert Task.objects.filter(pk=new.pk, title="new").exists()
