@@ -282,6 +282,8 @@ REST_FRAMEWORK = {
         "organization.renderers.OrjsonRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
+    # DRF's, with a short cut for */* and application/json (organization/negotiation.py).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "organization.negotiation.ContentNegotiation",
     # Per API key (or session user); the rate is API_THROTTLE_RATE, read on every request.
     "DEFAULT_THROTTLE_CLASSES": ["organization.throttling.ApiKeyRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

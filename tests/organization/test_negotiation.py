@@ -1,0 +1,49 @@
+"""The API's content negotiation (organization/negotiation.py): DRF's own choice for every Accept
+header and ?format=, with */* and application/json (the short cut) answered at once."""
+
+import pytest
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.request import Request
+from rest_framework.settings import api_settings
+from rest_framework.test import APIRequestFactory
+
+from organization.negotiation import ContentNegotiation
+
+RENDERERS = [renderer() for renderer in api_settings.DEFAULT_RENDERER_CLASSES]
+
+
+def choice(negotiation, path, accept, format_suffix=None):
+    headers = {} if accept is None else {"HTTP_ACCEPT": accept}
+    request = Request(APIRequestFactory().get(path, **headers))
+    renderer, media_type = negotiation.select_renderer(request, RENDERERS, format_suffix)
+    return type(renderer).__name__, media_type
+
+
+@pytest.mark.parametrize(
+    ("path", "accept", "suffix"),
+    [
+        ("/api/roster", None, None),
+        ("/api/roster", "*/*", None),
+        ("/api/roster", "application/json", None),
+        ("/api/roster", "application/json; indent=4", None),
+        ("/api/roster", "text/html,application/xhtml+xml,*/*;q=0.8", None),
+        ("/api/roster?format=api", None, None),
+        ("/api/roster?format=json", None, None),
+        ("/api/roster", "*/*", "api"),
+    ],
+)
+def test_it_chooses_what_drf_chooses(path, accept, suffix):
+    assert choice(ContentNegotiation(), path, accept, suffix) == choice(
+        DefaultContentNegotiation(), path, accept, suffix
+    )
+
+
+def test_the_api_negotiates_with_it(demo, org_client):
+    client = org_client(demo)
+    assert api_settings.DEFAULT_CONTENT_NEGOTIATION_CLASS is ContentNegotiation
+    assert client.get("/api/roster")["Content-Type"] == "application/json"
+    browsable = client.get("/api/roster", HTTP_ACCEPT="text/html")
+    assert browsable.status_code == 200 and browsable["Content-Type"].startswith("text/html")
+    refused = client.get("/api/roster", HTTP_ACCEPT="application/xml")
+    assert refused.status_code == 406
+    assert refused.json()["code"] == "not_acceptable"
