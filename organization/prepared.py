@@ -77,14 +77,19 @@ class PreparedQuery:
                     params[i] = params[i].replace(sentinel, like)
         return params
 
+    def _as_usual(self, values: dict) -> list:
+        """Elsewhere than on PostgreSQL: the queryset built and run as usual."""
+        try:
+            return list(self.build(**values))
+        except EmptyResultSet:
+            return []
+
     def rows(self, **values) -> list[tuple]:
+        """The rows as psycopg returns them (no ORM converters: read no JSON column this way)."""
         alias = router.db_for_read(self.model)
         connection = connections[alias]
         if connection.vendor != "postgresql":
-            try:
-                return list(self.build(**values))
-            except EmptyResultSet:
-                return []
+            return self._as_usual(values)
         sql, template, positions = self._compiled_for(alias)
         with connection.cursor() as cursor:
             cursor.execute(sql, self._params(connection, template, positions, values))
@@ -143,10 +148,7 @@ class PreparedQuerySet(PreparedQuery):
         alias = router.db_for_read(self.model)
         connection = connections[alias]
         if connection.vendor != "postgresql":
-            try:
-                return list(self.build(**values))
-            except EmptyResultSet:
-                return []
+            return self._as_usual(values)
         c = self._compiled_for(alias)
         with connection.cursor() as cursor:
             cursor.execute(c.sql, self._params(connection, c.params, c.positions, values))
