@@ -7,6 +7,7 @@ JSON Schema (the seed's `inputSchema`) is generated from the validator by
 `organization.schema.input_schema_of`, so a tool and its REST endpoint accept the same input.
 """
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,11 @@ class Tool:
             # Explicit, because MCP's default destructiveHint is true for a tool that writes.
             hints.update(destructiveHint=self.destructive, idempotentHint=self.idempotent)
         return hints
+
+    @functools.cached_property
+    def schema_validator(self) -> Draft202012Validator:
+        """The JSON Schema check of the params, built once per tool (the schema never changes)."""
+        return Draft202012Validator(self.input_schema)
 
     def describe(self) -> dict:
         return {
@@ -233,7 +239,7 @@ def validate_params(tool: Tool, params: dict) -> dict:
     unknown param: DRF's serializers coerce and ignore what MCP clients must be told about),
     then the validator itself checks and converts the values (dates, choices, defaults).
     """
-    errors = sorted(Draft202012Validator(tool.input_schema).iter_errors(params), key=str)
+    errors = sorted(tool.schema_validator.iter_errors(params), key=str)
     if errors:
         error = errors[0]
         where = ".".join(str(p) for p in error.absolute_path)

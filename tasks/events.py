@@ -26,6 +26,7 @@ from functools import partial
 from django.db import DEFAULT_DB_ALIAS, connection, transaction
 
 from organization.models import Agent
+from organization.prepared import INT, TEXT, PreparedQuerySet
 
 from . import webhooks
 from .models import (
@@ -294,7 +295,18 @@ def _delegator(task: Task) -> list[Agent]:
     creator = task.created_by_agent
     if creator is not None and creator.handle == handle:
         return [creator]
-    return list(Agent.objects.filter(organization_id=task.organization_id, handle=handle)[:1])
+    return _AGENT_NAMED.instances(organization_id=task.organization_id, handle=handle)
+
+
+# Whom a finished task tells besides its creator: read on every completion, compiled once.
+_AGENT_NAMED = PreparedQuerySet(
+    Agent,
+    lambda organization_id, handle: Agent.objects.filter(
+        organization_id=organization_id, handle=handle
+    ).order_by()[:1],
+    organization_id=INT,
+    handle=TEXT,
+)
 
 
 # --- building and writing ------------------------------------------------------------------------

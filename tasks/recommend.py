@@ -13,6 +13,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from organization.models import Agent, ExpertiseGroup, Organization
+from organization.prepared import INT, PreparedQuerySet
 from organization.selectors import agents_with_workload, holds_expertise, team_rule_of
 from organization.workload import AVAILABLE_STATUSES, status_for
 
@@ -31,10 +32,18 @@ TIER_NAMES = {
 BUSY_WITH_ROOM = "busy_with_room"
 
 
+# The organization's expertise groups: read by every recommendation, compiled once.
+_GROUPS = PreparedQuerySet(
+    ExpertiseGroup,
+    lambda organization_id: ExpertiseGroup.objects.filter(organization_id=organization_id),
+    organization_id=INT,
+)
+
+
 def related_expertise(*, org: Organization, expertise: str) -> list[str]:
     """Terms sharing a human-defined expertise group with `expertise` (exact, case-sensitive)."""
     related = set()
-    for group in ExpertiseGroup.objects.filter(organization=org):
+    for group in _GROUPS.instances(organization_id=org.pk):
         if expertise in group.expertise:
             related.update(group.expertise)
     related.discard(expertise)
