@@ -229,20 +229,36 @@ def run_record_turn(
     writing nothing, when the lease was lost. The run's row is updated first: its lock orders
     this write before or after another worker's claim, never across it. On PostgreSQL one
     statement (the turn is inserted only if the lease's update matched); elsewhere two, in a
-    transaction."""
+    transaction.
+
+    A record that is its own transaction (a model turn, a call about to run: not a call's
+    outcome, which commits with the call's effect) commits without waiting for the disk
+    (`synchronous_commit` off for it, as the ledger's statements, docs/costs.md): a run waited
+    for an fsync before each of its tool calls. Only a crash of the database server can lose
+    such a record, and then nothing is lost that a resumed run does not redo: the next commit
+    that waits for the disk (the call's effect with its outcome) makes every earlier one durable,
+    so a lost "running" record means the call had taken no effect, and a lost model turn is asked
+    of the model again."""
     now = timezone.now()
     if connection.vendor == "postgresql":
         qn = connection.ops.quote_name
         run_table, turn_table = qn(Run._meta.db_table), qn(RunTurn._meta.db_table)
+        # Inside a transaction (a call's outcome) the transaction keeps its own commit.
+        own = not connection.in_atomic_block
+        no_wait = (
+            "no_wait AS (SELECT set_config('synchronous_commit', 'off', true))," if own else ""
+        )
+        from_no_wait = ", no_wait" if own else ""
         with connection.cursor() as cursor:
             cursor.execute(
                 f"""
-                WITH lease AS (
+                WITH {no_wait}
+                lease AS (
                     UPDATE {run_table} SET prompt_tokens = %s, completion_tokens = %s,
                         heartbeat_at = %s
                     WHERE id = %s AND lease_token = %s RETURNING id)
                 INSERT INTO {turn_table} (run_id, index, data)
-                SELECT id, %s, %s::jsonb FROM lease
+                SELECT id, %s, %s::jsonb FROM lease{from_no_wait}
                 ON CONFLICT (run_id, index) DO UPDATE SET data = EXCLUDED.data
                 RETURNING 1
                 """,  # noqa: S608  (the table names are ours, every value is a parameter)
