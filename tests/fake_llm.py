@@ -98,6 +98,8 @@ class Call:
     answered: bool = False
     tools: list[dict] = field(default_factory=list)
     messages: list[dict] = field(default_factory=list)
+    # The key the SDK presented: its `x-api-key` header, or else its `Authorization`.
+    credential: str = ""
 
     @property
     def text(self) -> str:
@@ -421,6 +423,7 @@ class _Handler(BaseHTTPRequestHandler):
             path=self.path,
             agent=self.headers.get("X-Collaboration-Agent", ""),
             purpose=self.headers.get("X-Collaboration-Purpose", ""),
+            credential=self.headers.get("x-api-key") or self.headers.get("Authorization") or "",
             model=body.get("model", ""),
             system=system,
             prompt="\n".join(m["content"] for m in messages if m["content"]),

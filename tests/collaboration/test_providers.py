@@ -38,6 +38,30 @@ def test_429_429_then_200_is_one_contribution_three_attempts_tokens_counted(
     assert contribution.provider == provider and contribution.model == "m-1"
 
 
+@pytest.mark.parametrize(
+    ("provider", "credential"),
+    [("openai", "Bearer fake-openai-key"), ("anthropic", "Bearer fake-anthropic-key")],
+)
+def test_each_provider_presents_its_key_and_sends_the_request_as_built(
+    acme, fake_llm, provider, credential
+):
+    """OpenAI's request goes through the SDK's `client.post`, not `create`: the key is still
+    presented as `create` presents it, and the body arrives as the provider built it."""
+    session = session_create(caller=human(acme), payload={
+        "task": "t", "synthesis": "merge",
+        "agents": [{"name": "a", "config": {"provider": provider, "model": "m-9",
+                                            "max_tokens": 77, "temperature": 0.3}}]})  # fmt: skip
+    run(session)
+    call = fake_llm.calls_for(agent="a")[0]
+    assert call.credential == credential
+    assert (call.path.rsplit("/", 1)[-1], call.model, call.max_tokens, call.temperature) == (
+        {"openai": "completions", "anthropic": "messages"}[provider],
+        "m-9",
+        77,
+        0.3,
+    )
+
+
 def test_anthropic_gets_system_temperature_and_max_tokens(acme, fake_llm):
     session = session_create(caller=human(acme), payload={
         "task": "t", "synthesis": "merge",
