@@ -120,15 +120,16 @@ class PreparedQuerySet(PreparedQuery):
     fields, with the objects its `select_related` names — Django's `ModelIterable` over SQL
     compiled once (the converters of its columns, JSON for one, found once too).
 
-    `build(**values)` returns the queryset itself; one with annotations is refused (not needed).
+    `build(**values)` returns the queryset itself (annotations included). A sentinel may be a
+    list (`[TEXT]`) for an argument that is one array parameter.
     """
 
     def _compile(self, alias: str):
         queryset = self.build(**self.sentinels)
         compiler = queryset.query.get_compiler(using=alias)
         sql, params = compiler.as_sql()
-        if compiler.annotation_col_map or queryset._known_related_objects:
-            raise ValueError("a PreparedQuerySet reads no annotations")
+        if queryset._known_related_objects:
+            raise ValueError("a PreparedQuerySet of a related manager is not supported")
         params, positions = self._positions(params)
         select, klass_info = compiler.select, compiler.klass_info
         start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
@@ -142,6 +143,7 @@ class PreparedQuerySet(PreparedQuery):
             init_list=[column[0].target.attname for column in select[start:end]],
             span=slice(start, end),
             populators=get_related_populators(klass_info, select, alias),
+            annotations=list((compiler.annotation_col_map or {}).items()),
         )
 
     def instances(self, **values) -> list:
@@ -164,6 +166,8 @@ class PreparedQuerySet(PreparedQuery):
             obj = c.model.from_db(alias, c.init_list, row[c.span])
             for populator in c.populators:
                 populator.populate(row, obj)
+            for name, position in c.annotations:
+                setattr(obj, name, row[position])
             found.append(obj)
         return found
 
@@ -178,6 +182,7 @@ class _CompiledModels:
     init_list: list[str]
     span: slice  # the model's own columns in a row
     populators: list  # the select_related objects' RelatedPopulators
+    annotations: list  # (attribute, position) of each annotation, as the queryset sets them
 
 
 _UPDATES: dict[type, tuple[str, list]] = {}

@@ -1,11 +1,8 @@
 """Reads, already scoped to one organization. Nothing else queries Agent/Team directly."""
 
-import operator
-from functools import reduce
-
 import orjson
 from django.db import connection
-from django.db.models import BooleanField, Count, Q, QuerySet, TextField
+from django.db.models import BooleanField, Count, JSONField, Lookup, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
@@ -139,16 +136,30 @@ def team_rule_of(*, org: Organization) -> TeamRule:
     return rule or TeamRule(organization=org)
 
 
+@JSONField.register_lookup
+class HoldsAnyOf(Lookup):
+    """`<json array>__holds_any_of=[strings]` (PostgreSQL): the array holds one of the strings,
+    exactly — jsonb's `?|` with the strings as one text[] parameter, however many they are (so a
+    prepared statement serves any number of terms)."""
+
+    lookup_name = "holds_any_of"
+    prepare_rhs = False
+
+    def as_sql(self, compiler, connection):
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        return f"{lhs} ?| %s", [*lhs_params, list(self.rhs)]
+
+
 def holds_expertise(terms: list[str]) -> Q:
     """Agents whose expertise list holds one of `terms` exactly (case-sensitive, seed 000).
 
-    One SQL condition on every backend: jsonb containment on PostgreSQL, json_each on SQLite
-    (which has no JSON `contains` lookup). No terms match no agent.
+    One SQL condition on every backend: jsonb's `?|` on PostgreSQL (`HoldsAnyOf`), json_each on
+    SQLite (which has no JSON `contains` lookup). No terms match no agent.
     """
     if not terms:
         return Q(pk__in=[])
     if connection.vendor == "postgresql":
-        return reduce(operator.or_, (Q(expertise__contains=[term]) for term in terms))
+        return Q(expertise__holds_any_of=list(terms))
     table = connection.ops.quote_name(Agent._meta.db_table)
     marks = ", ".join(["%s"] * len(terms))
     holds = RawSQL(

@@ -13,7 +13,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from organization.models import Agent, ExpertiseGroup, Organization
-from organization.prepared import INT, PreparedQuerySet
+from organization.prepared import INT, INT2, TEXT, PreparedQuerySet
 from organization.selectors import agents_with_workload, holds_expertise, team_rule_of
 from organization.workload import AVAILABLE_STATUSES, status_for
 
@@ -38,6 +38,22 @@ _GROUPS = PreparedQuerySet(
     lambda organization_id: ExpertiseGroup.objects.filter(organization_id=organization_id),
     organization_id=INT,
 )
+
+
+def _candidates(organization_id: int, terms: list[str], asker_id: int | None = None):
+    """The agents holding one of `terms`, and the asker, with their workload."""
+    holds = holds_expertise(terms)
+    return agents_with_workload(org=organization_id).filter(
+        holds if asker_id is None else holds | Q(pk=asker_id)
+    )
+
+
+# Read by every recommendation: compiled once, for an agent asking and for a human.
+_CANDIDATES = PreparedQuerySet(Agent, _candidates, organization_id=INT, terms=[TEXT], asker_id=INT2)
+_CANDIDATES_FOR_HUMANS = PreparedQuerySet(
+    Agent, lambda organization_id, terms: _candidates(organization_id, terms),
+    organization_id=INT, terms=[TEXT],
+)  # fmt: skip
 
 
 def related_expertise(*, org: Organization, expertise: str) -> list[str]:
@@ -71,10 +87,11 @@ def recommend(
     related = set(related_expertise(org=org, expertise=expertise))
     # Only an agent holding the expertise or a related term can be a candidate (the loop below
     # skips everyone else): read those and the asker, not the whole organization.
-    asker = Q(pk=agent.pk) if agent is not None else Q(pk__in=[])
-    everyone = list(
-        agents_with_workload(org=org).filter(holds_expertise([expertise, *sorted(related)]) | asker)
-    )
+    terms = [expertise, *sorted(related)]
+    if agent is not None:
+        everyone = _CANDIDATES.instances(organization_id=org.pk, terms=terms, asker_id=agent.pk)
+    else:
+        everyone = _CANDIDATES_FOR_HUMANS.instances(organization_id=org.pk, terms=terms)
     me = next((a for a in everyone if agent is not None and a.pk == agent.pk), None)
     my_team = me.team_id if me is not None else None
     candidates = []

@@ -15,6 +15,7 @@ from organization.prepared import (
     PreparedQuerySet,
     save_existing,
 )
+from organization.selectors import agents_with_workload, holds_expertise
 from tasks.models import Task, TaskStatus
 from tests.factories import give_tasks, make_agent, make_org, make_team
 
@@ -150,3 +151,30 @@ def test_save_existing_refuses_a_row_that_is_gone_and_leaves_new_rows_to_save():
     new = Task(organization=org, title="new")
     save_existing(new)  # a new row: save() inserts it
     assert Task.objects.filter(pk=new.pk, title="new").exists()
+
+
+def test_a_prepared_queryset_sets_its_annotations_and_takes_a_list_as_one_parameter():
+    """The recommendation's read: agents holding one of any number of terms (one text[]
+    parameter on PostgreSQL), with their workload annotation, by one statement compiled once."""
+    org = make_org()
+    a = make_agent(org, "agent-a", expertise=["Python"])
+    make_agent(org, "agent-b", expertise=["SQL", "Go"])
+    make_agent(org, "agent-c", expertise=["Rust", "python"])
+    give_tasks(a, 2)
+    prepared = PreparedQuerySet(
+        Agent,
+        lambda org_id, terms: (
+            agents_with_workload(org=org_id).filter(holds_expertise(terms)).order_by("handle")
+        ),
+        org_id=INT,
+        terms=[TEXT],
+    )
+
+    def found(terms):
+        return [
+            (x.handle, x.current_workload) for x in prepared.instances(org_id=org.pk, terms=terms)
+        ]
+
+    assert found(["Python", "Go"]) == [("agent-a", 2), ("agent-b", 0)]
+    assert found(["python"]) == [("agent-c", 0)]  # exact and case-sensitive: not "Python"
+    assert found(["Py"]) == []
