@@ -3,7 +3,19 @@
 from django.template.loader import render_to_string
 
 from .models import Agent
+from .prepared import INT, INT2, PreparedQuerySet
 from .selectors import agents_with_workload
+
+# The agent as it is now, with its team, senior, role, organization and workload: read for every
+# prompt (each managed run, each context request), compiled once.
+_FRESH = PreparedQuerySet(
+    Agent,
+    lambda organization_id, agent_id: (
+        agents_with_workload(org=organization_id).select_related("organization").filter(pk=agent_id)
+    ),
+    organization_id=INT,
+    agent_id=INT2,
+)
 
 
 def organizational_context(agent: Agent) -> str:
@@ -11,7 +23,10 @@ def organizational_context(agent: Agent) -> str:
 
     Plain text for an LLM, not HTML: the template turns autoescaping off.
     """
-    fresh = agents_with_workload(org=agent.organization).get(pk=agent.pk)
+    found = _FRESH.instances(organization_id=agent.organization_id, agent_id=agent.pk)
+    if not found:
+        raise Agent.DoesNotExist(f"Agent {agent.pk} is gone.")
+    fresh = found[0]
     return render_to_string(
         "organization/organizational_context.md",
         {
