@@ -185,6 +185,19 @@ class _CompiledModels:
     annotations: list  # (attribute, position) of each annotation, as the queryset sets them
 
 
+def column_values(obj, fields, *, add: bool, connection) -> list | None:
+    """The parameters of `fields` of `obj` as `Model.save()` prepares them (`pre_save`: auto_now
+    and auto_now_add; `get_db_prep_save`), None if a value is an expression (only `save()` can
+    write one)."""
+    values = []
+    for field in fields:
+        value = field.pre_save(obj, add=add)
+        if hasattr(value, "resolve_expression"):
+            return None
+        values.append(field.get_db_prep_save(value, connection))
+    return values
+
+
 _UPDATES: dict[type, tuple[str, list]] = {}
 
 
@@ -212,13 +225,10 @@ def save_existing(obj) -> None:
         sql = f"UPDATE {qn(meta.db_table)} SET {sets} WHERE {qn(meta.pk.column)} = %s"  # noqa: S608  (our names)
         compiled = _UPDATES.setdefault(model, (sql, fields))
     sql, fields = compiled
-    params = []
-    for field in fields:
-        value = field.pre_save(obj, add=False)
-        if hasattr(value, "resolve_expression"):
-            obj.save()
-            return
-        params.append(field.get_db_prep_save(value, connection))
+    params = column_values(obj, fields, add=False, connection=connection)
+    if params is None:
+        obj.save()
+        return
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, obj.pk])
         if cursor.rowcount != 1:

@@ -121,37 +121,32 @@ def queue_length() -> Coalesce:
     return count_of(tasks.filter(status=queued_status()), column)
 
 
+def _held_counts(agent_ids) -> QuerySet:
+    """(agent id, tasks held) of each agent of `agent_ids` that holds any."""
+    tasks, column = _tasks_along(HELD_RELATION)
+    return (
+        tasks.filter(**{f"{column}_id__in": agent_ids, "status__in": held_statuses()})
+        .values(f"{column}_id")
+        .annotate(n=Count("pk"))
+        .values_list(f"{column}_id", "n")
+        .order_by()
+    )
+
+
 @functools.cache
 def _one_workload() -> PreparedQuery:
-    """One agent's workload, compiled once: every move that gives a task counts its target's."""
-    tasks, column = _tasks_along(HELD_RELATION)
-    return PreparedQuery(
-        tasks.model,
-        lambda agent_id: (
-            tasks.filter(**{f"{column}_id": agent_id, "status__in": held_statuses()})
-            .values(f"{column}_id")
-            .annotate(n=Count("pk"))
-            .values_list("n")
-            .order_by()
-        ),
-        agent_id=INT,
-    )
+    """One agent's count, compiled once: every move that gives a task counts its target's."""
+    tasks, _ = _tasks_along(HELD_RELATION)
+    return PreparedQuery(tasks.model, lambda agent_id: _held_counts([agent_id]), agent_id=INT)
 
 
 def workloads_of(agent_ids) -> dict[int, int]:
     """The workload of each agent of `agent_ids`, 0 included, in one query."""
     ids = sorted(set(agent_ids))
     if len(ids) == 1:
-        rows = _one_workload().rows(agent_id=ids[0])
-        return {ids[0]: rows[0][0] if rows else 0}
-    tasks, column = _tasks_along(HELD_RELATION)
-    counts = dict(
-        tasks.filter(**{f"{column}_id__in": ids, "status__in": held_statuses()})
-        .values(f"{column}_id")
-        .annotate(n=Count("pk"))
-        .values_list(f"{column}_id", "n")
-        .order_by()
-    )
+        counts = dict(_one_workload().rows(agent_id=ids[0]))
+    else:
+        counts = dict(_held_counts(ids))
     return {pk: counts.get(pk, 0) for pk in ids}
 
 

@@ -26,7 +26,7 @@ from functools import partial
 from django.db import DEFAULT_DB_ALIAS, connection, transaction
 
 from organization.models import Agent
-from organization.prepared import INT, TEXT, PreparedQuerySet
+from organization.prepared import INT, TEXT, PreparedQuerySet, column_values
 
 from . import webhooks
 from .models import (
@@ -451,15 +451,9 @@ def _send_each(reached: list[tuple[Agent, str, int]]) -> None:
 def _insert_values(obj) -> dict[str, object] | None:
     """Column → parameter of `obj`'s INSERT as `Model.save()` makes it (pre_save fills
     auto_now_add; values prepared for the database); None if a value is an expression."""
-    values = {}
-    for field in obj._meta.local_concrete_fields:
-        if field.primary_key or field.generated:
-            continue
-        value = field.pre_save(obj, add=True)
-        if hasattr(value, "resolve_expression"):
-            return None
-        values[field.column] = field.get_db_prep_save(value, connection)
-    return values
+    fields = [f for f in obj._meta.local_concrete_fields if not (f.primary_key or f.generated)]
+    values = column_values(obj, fields, add=True, connection=connection)
+    return None if values is None else {f.column: v for f, v in zip(fields, values, strict=True)}
 
 
 def _insert_together(event: TaskEvent, item: InboxItem) -> bool:

@@ -11,7 +11,7 @@ from django.utils import timezone
 from organization.caller import Caller
 from organization.errors import NotFound
 from organization.inputs import parse_id
-from organization.models import Agent, Organization
+from organization.models import Agent
 
 from .models import (
     FINISHED_STATUSES,
@@ -28,12 +28,6 @@ from .models import (
 COMPLETION_SAMPLE = 20
 
 
-def tasks_of(*, org: Organization) -> QuerySet[Task]:
-    return Task.objects.filter(organization=org).select_related(
-        "assignee", "queued_for", "created_by_agent"
-    )
-
-
 def visible_to_agent(agent: Agent) -> Q:
     """Created, held, queued for, or part of the delegation chain of (handles are quote-free)."""
     return (
@@ -44,11 +38,16 @@ def visible_to_agent(agent: Agent) -> Q:
     )
 
 
+def tasks_visible(organization_id: int, agent: Agent | None) -> QuerySet[Task]:
+    """The organization's tasks that `agent` may see (all of them for a human: None)."""
+    tasks = Task.objects.filter(organization_id=organization_id)
+    return tasks if agent is None else tasks.filter(visible_to_agent(agent))
+
+
 def tasks_visible_to(caller: Caller) -> QuerySet[Task]:
-    tasks = tasks_of(org=caller.organization)
-    if caller.agent is not None:
-        tasks = tasks.filter(visible_to_agent(caller.agent))
-    return tasks
+    return tasks_visible(caller.organization.pk, caller.agent).select_related(
+        "assignee", "queued_for", "created_by_agent"
+    )
 
 
 @dataclass(frozen=True)

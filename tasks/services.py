@@ -35,7 +35,7 @@ from .models import (
     Urgency,
 )
 from .rules import NO_KEY, SYSTEM, Actor, DelegationDecision, Move
-from .selectors import VisibleTask, estimated_wait_for_new, visible_to_agent
+from .selectors import VisibleTask, estimated_wait_for_new, tasks_visible
 
 # The status an assignee may move its task to (issue 3 §1).
 TRANSITIONS = {
@@ -68,14 +68,12 @@ def _locked(task: Task | VisibleTask) -> Task:
 
 def _task_rows(task_id: int, organization_id: int | None = None, agent_id: int | None = None,
                handle: str | None = None):  # fmt: skip
-    """The task `task_id`; of the organization, and visible to the agent, when they are given
-    (`selectors.tasks_visible_to`'s filter)."""
-    rows = Task.objects.filter(pk=task_id)
-    if organization_id is not None:
-        rows = rows.filter(organization_id=organization_id)
-    if agent_id is not None:
-        rows = rows.filter(visible_to_agent(Agent(pk=agent_id, handle=handle)))
-    return rows.order_by()
+    """The task `task_id`; with an organization, as its agent `agent_id` (or a human) sees it
+    (`selectors.tasks_visible`)."""
+    if organization_id is None:
+        return Task.objects.filter(pk=task_id).order_by()
+    agent = Agent(pk=agent_id, handle=handle) if agent_id is not None else None
+    return tasks_visible(organization_id, agent).filter(pk=task_id).order_by()
 
 
 def _lock_read(scope: str, with_parent: bool) -> PreparedQuerySet:
