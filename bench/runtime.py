@@ -387,10 +387,29 @@ def details(org, runs, task_ids) -> None:
         samples.sort()
         print(f"  {name}: {len(samples)} calls, p50 {samples[len(samples) // 2]:.1f} ms, "
               f"max {samples[-1]:.1f} ms")  # fmt: skip
+    timeline(runs)
     for task in Task.objects.filter(pk__in=task_ids).exclude(status="completed"):
         print(f"  task {task.pk} {task.title} {task.status} {task.assignee} {task.queued_for}")
         for e in TaskEvent.objects.filter(task=task).order_by("pk"):
             print(f"    {e.kind} {e.actor_label} {e.message[:120]}")
+
+
+def timeline(runs) -> None:
+    """Runs running and runs waiting for a worker, every half second of the measured run."""
+    spans = [r for r in runs if r.started_at and r.finished_at]
+    if not spans:
+        return
+    origin = min(r.created_at for r in spans)
+    end = max(r.finished_at for r in spans)
+    step, t = 0.5, 0.0
+    print("  time  running  waiting (queued, not started)  busy agents")
+    while origin.timestamp() + t <= end.timestamp():
+        at = origin.timestamp() + t
+        running = [r for r in spans if r.started_at.timestamp() <= at < r.finished_at.timestamp()]
+        waiting = [r for r in spans if r.created_at.timestamp() <= at < r.started_at.timestamp()]
+        kinds = Counter(r.agent.handle.split("-")[1] for r in running)
+        print(f"  {t:4.1f}  {len(running):7d}  {len(waiting):7d}  {dict(kinds)}")
+        t += step
 
 
 def main() -> int:
