@@ -26,13 +26,16 @@ the conversation is rebuilt from them, calls recorded `ok` / `error` are not run
 call recorded `running` (the process died during it) is run again only if its tool is read-only
 or idempotent — otherwise the model is told its outcome is unknown (`tool_interrupted`).
 
-`atomic_record=True` closes that gap for a caller whose `on_turn` writes to the same database: the
-record of a finished call (`ok` / `error`) is then made inside the call's own transaction, so the
-call's writes and its record commit together or not at all. A call still recorded `running` then
-never took effect, and is run again on resume whatever its tool; and an `on_turn` that raises
-there (a run that lost its lease) undoes the call's writes too.
+`atomic_record=True` closes that gap for a caller whose `on_turn` writes to the same database: a
+call is then recorded once, with its outcome, inside the call's own transaction, so the call's
+writes and its record commit together or not at all — a call of a model turn with no record never
+took effect, and is run again on resume whatever its tool (as is one still recorded `running` by
+an earlier version); an `on_turn` that raises there (a run that lost its lease) undoes the call's
+writes too. A refused call's writes are undone whole, and its refusal recorded on its own. Each
+call's turn then also says how long the call ran (`ms`).
 """
 
+import contextlib
 import copy
 import json
 import logging
@@ -244,7 +247,8 @@ class _Loop:
                     {"kind": TurnKind.TOOL_CALL, "id": call.id, "name": call.name,
                      "arguments": call.arguments, "status": CallStatus.RUNNING}
                 )  # fmt: skip
-                self.notify(turn)
+                if not self.atomic_record:
+                    self.notify(turn)  # recorded before it runs: see the module's docstring
                 self.settle(turn, call)
             elif self.atomic_record or self.may_run_again(call.name):
                 self.settle(turn, call)
@@ -269,10 +273,7 @@ class _Loop:
             try:
                 if not self.atomic_record:
                     turn.update(self.execute(call))
-                else:
-                    with transaction.atomic():
-                        turn.update(self.execute(call))
-                        self.notify(turn)
+                elif self.settle_atomically(turn, call):
                     return
                 break
             except OperationalError:
@@ -283,13 +284,30 @@ class _Loop:
             turn.update(_refusal("The tool failed on a database error; try again.", "server_error"))
         self.notify(turn)
 
+    def settle_atomically(self, turn: dict, call: ToolCall) -> bool:
+        """Run the call and record its outcome in one transaction; True when it did. A refused
+        call is undone whole (no savepoint around the call: one transaction, fewer statements),
+        then False: `settle` records the refusal on its own."""
+        try:
+            with transaction.atomic():
+                started = time.perf_counter()
+                outcome = self.execute(call, own_transaction=False)
+                turn.update(outcome, ms=round((time.perf_counter() - started) * 1000, 1))
+                if outcome["status"] != CallStatus.OK:
+                    raise _Undo
+                self.notify(turn)
+        except _Undo:
+            return False
+        return True
+
     def may_run_again(self, name: str) -> bool:
         tool = registry.REGISTRY.get(name)
         return tool is not None and (tool.read_only or tool.idempotent)
 
-    def execute(self, call: ToolCall) -> dict:
+    def execute(self, call: ToolCall, *, own_transaction: bool = True) -> dict:
         """Run one call as the caller: `{"status": "ok", "result"}` or `{"status": "error",
-        "error"}` (the error body the model is given)."""
+        "error"}` (the error body the model is given). With `own_transaction`, a refused call
+        leaves nothing written; without, the caller's transaction must be undone on a refusal."""
         if call.invalid_arguments is not None:
             return _refusal(
                 f"The arguments of {call.name} are not a JSON object: {call.invalid_arguments[:200]}",
@@ -299,7 +317,7 @@ class _Loop:
             return _refusal(f"No tool {call.name!r} is offered to you.", "unknown_tool")
         try:
             # As one request at the REST door: a refused call leaves nothing half-written.
-            with transaction.atomic():
+            with transaction.atomic() if own_transaction else contextlib.nullcontext():
                 result = registry.call_tool(self.caller, call.name, call.arguments)
         except DomainError as exc:
             return _refusal(exc.message, exc.code)
@@ -340,6 +358,10 @@ def _model_turn(reply: LLMReply) -> dict:
         "provider": reply.provider,
         "model": reply.model,
     }
+
+
+class _Undo(Exception):
+    """Raised inside a call's transaction to undo it (the call was refused)."""
 
 
 def _refusal(message: str, code: str) -> dict:

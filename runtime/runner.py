@@ -3,8 +3,8 @@
 `run_agent(run_id)` claims the run's lease (lease.py), builds its input the first time
 (context.py), and runs `collaboration.toolloop.run_tool_loop` as the agent — the registry's tools
 (narrowed to its allow-list), the same services and rules as every door — with its LLM settings.
-Each turn is recorded on the run as it happens; a tool call's record of its outcome commits in the
-call's own transaction (`atomic_record`), so a call either took effect and is recorded, or did
+Each turn is recorded on the run as it happens; a tool call is recorded once, with its outcome, in
+the call's own transaction (`atomic_record`), so a call either took effect and is recorded, or did
 neither and runs again on resume: no task event is ever written twice, and a worker that lost its
 lease cannot commit a call at all. Then the run is settled:
 
@@ -155,7 +155,6 @@ class TurnRecorder:
         )  # fmt: skip
         self.turns = run.turns  # what an earlier attempt recorded
         self.last_ms = 0.0
-        self.calling: dict[int, float] = {}
 
     def complete(self, request: LLMRequest) -> LLMReply:
         started = time.perf_counter()
@@ -165,12 +164,9 @@ class TurnRecorder:
             self.last_ms = (time.perf_counter() - started) * 1000
 
     def __call__(self, turn: dict) -> None:
-        now = time.perf_counter()
+        # A tool call's turn says how long it ran (`ms`, the loop measures it).
         if turn["kind"] == TurnKind.MODEL and "provider_ms" not in turn:
             turn["provider_ms"] = round(self.last_ms, 1)
-        elif turn["kind"] == TurnKind.TOOL_CALL and turn["index"] in self.calling:
-            # How long the call itself ran: from its `running` record written to its outcome.
-            turn["ms"] = round((now - self.calling.pop(turn["index"])) * 1000, 1)
         index = turn["index"]
         if index < len(self.turns):
             self.turns[index] = turn
@@ -183,8 +179,6 @@ class TurnRecorder:
             completion_tokens=sum(t["completion_tokens"] for t in models),
         ):  # fmt: skip
             raise LeaseLost
-        if turn["kind"] == TurnKind.TOOL_CALL and turn["status"] == CallStatus.RUNNING:
-            self.calling[index] = time.perf_counter()
 
 
 def _acted_on(turns: list[dict]) -> set[int]:

@@ -231,14 +231,13 @@ def run_record_turn(
     statement (the turn is inserted only if the lease's update matched); elsewhere two, in a
     transaction.
 
-    A record that is its own transaction (a model turn, a call about to run: not a call's
-    outcome, which commits with the call's effect) commits without waiting for the disk
-    (`synchronous_commit` off for it, as the ledger's statements, docs/costs.md): a run waited
-    for an fsync before each of its tool calls. Only a crash of the database server can lose
-    such a record, and then nothing is lost that a resumed run does not redo: the next commit
-    that waits for the disk (the call's effect with its outcome) makes every earlier one durable,
-    so a lost "running" record means the call had taken no effect, and a lost model turn is asked
-    of the model again."""
+    A record that is its own transaction (a model turn, a refused call: not a call's outcome,
+    which commits with the call's effect) commits without waiting for the disk
+    (`synchronous_commit` off for it, as the ledger's statements, docs/costs.md). Only a crash
+    of the database server can lose such a record, and then nothing is lost that a resumed run
+    does not redo: the next commit that waits for the disk (a call's effect with its outcome)
+    makes every earlier one durable, so a lost refusal belonged to a call that had taken no
+    effect, and a lost model turn is asked of the model again."""
     now = timezone.now()
     if connection.vendor == "postgresql":
         qn = connection.ops.quote_name

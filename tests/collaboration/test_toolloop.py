@@ -3,12 +3,15 @@
 import json
 
 import pytest
+from django.db import connection
 
 from collaboration.providers import LLMRequest, Message, ToolSpec
 from collaboration.providers import complete as provider_complete
 from collaboration.providers.openai import strict_schema
 from collaboration.toolloop import run_tool_loop
 from organization.caller import caller_for_agent
+from organization.errors import DomainError
+from organization.models import OutboxMessage
 from organization.registry import REGISTRY, register_tool
 from tests.conftest import agent_of
 from tests.fake_llm import Reply, ToolUse
@@ -215,6 +218,63 @@ def test_on_turn_sees_each_model_turn_and_each_call_before_and_after_it_runs(
         (3, "model", None, 2),
     ]  # fmt: skip
     assert result.turns[1]["result"] == {"run": 1, "as": "agent-sarah"}
+
+
+@pytest.fixture
+def writes_then_refuses():
+    """A tool registered for the test that writes a row, then refuses (a DomainError)."""
+
+    @register_tool("test_write_then_refuse", "A test tool.", {"type": "object"}, read_only=False)
+    def handler(caller, params):
+        OutboxMessage.objects.create(task_name="test.half_written")
+        raise DomainError("Refused after writing.", "test_refused")
+
+    yield "test_write_then_refuse"
+    REGISTRY.pop("test_write_then_refuse", None)
+
+
+def test_with_atomic_record_each_call_is_recorded_once_with_its_outcome_and_time(
+    acme, sarah, fake_llm, counted_tools
+):
+    fake_llm.on(agent="sarah", replies=[
+        Reply(tool_calls=[ToolUse("test_count_write", id="a"), ToolUse("test_count_read", id="b")]),
+        Reply("done"),
+    ])  # fmt: skip
+    seen, test_blocks = [], len(connection.atomic_blocks)
+
+    def on_turn(turn):
+        # Inside the call's transaction: its effect and this record commit together.
+        in_transaction = len(connection.atomic_blocks) > test_blocks
+        seen.append((turn["index"], turn["kind"], turn.get("status"), in_transaction))
+        if turn["kind"] == "tool_call":
+            assert turn["ms"] >= 0
+
+    loop(sarah, "openai", tools=["test_count_write", "test_count_read"], on_turn=on_turn,
+         atomic_record=True)  # fmt: skip
+    assert seen == [
+        (0, "model", None, False),
+        (1, "tool_call", "ok", True),
+        (2, "tool_call", "ok", True),
+        (3, "model", None, False),
+    ]  # fmt: skip
+    assert counted_tools == {"test_count_write": 1, "test_count_read": 1}
+
+
+def test_with_atomic_record_a_refused_call_is_undone_whole_and_its_refusal_recorded(
+    acme, sarah, fake_llm, writes_then_refuses
+):
+    fake_llm.on(agent="sarah", replies=[
+        Reply(tool_calls=[ToolUse(writes_then_refuses, id="r")]), Reply("understood"),
+    ])  # fmt: skip
+    seen = []
+    result = loop(sarah, "openai", tools=[writes_then_refuses], atomic_record=True,
+                  on_turn=lambda turn: seen.append(turn))  # fmt: skip
+    assert not OutboxMessage.objects.filter(task_name="test.half_written").exists()
+    (refusal,) = [t for t in seen if t["kind"] == "tool_call"]
+    assert (refusal["status"], refusal["error"]["code"]) == ("error", "test_refused")
+    assert result.turns[1]["error"]["code"] == "test_refused"
+    second = fake_llm.calls_for(agent="sarah")[1]
+    assert json.loads(second.tool_results[0]["content"])["code"] == "test_refused"
 
 
 class Crash(Exception):
