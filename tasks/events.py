@@ -18,12 +18,13 @@ The stale sweep escalates thousands of tasks at once: it builds the same escalat
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 from functools import partial
 
-from django.db import DEFAULT_DB_ALIAS, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, transaction
 
 from organization.models import Agent
 from organization.prepared import INT, TEXT, PreparedQuerySet, column_values
@@ -43,6 +44,8 @@ from .models import (
 )
 from .rules import SYSTEM, Actor, Verdict, coordination_note, delegated_by, is_cross_team
 from .signals import WAKING_KINDS, work_reached_agent
+
+log = logging.getLogger(__name__)
 
 # How much of a result or a comment an inbox message quotes (the rest is on the task).
 EXCERPT_LENGTH = 200
@@ -381,7 +384,7 @@ def _record(task: Task, event: TaskEvent) -> TaskEvent:
         delivery = webhooks.delivery_for(event, task, event.recipient)
         delivery.save()
         webhooks.enqueue_deliveries([delivery.pk])
-    announce([(event.recipient, event.kind, task)])
+    announce([(event.recipient, event.kind, task)], event=event)
     return event
 
 
@@ -414,19 +417,94 @@ def _deliver(task: Task, event: TaskEvent, told: list[Agent]) -> None:
             webhooks.delivery_for(event, task, agent) for agent in hooked
         )
         webhooks.enqueue_deliveries([d.pk for d in deliveries])
-    announce([(agent, event.kind, task) for agent in told])
+    announce([(agent, event.kind, task) for agent in told], event=event)
 
 
-def announce(reached: Iterable[tuple[Agent, str, Task]]) -> None:
+def announce(reached: Iterable[tuple[Agent, str, Task]], *, event: TaskEvent | None = None) -> None:
     """Send `work_reached_agent` for each (agent, inbox kind, task) that asks its agent to act,
-    once the transaction commits (nothing is queued while nobody listens)."""
+    once the transaction commits (nothing is queued while nobody listens). `event` is the audit
+    row that reached them (it tells, after the commit, whether its savepoint was undone).
+
+    What one transaction announces is sent together (`WakeBatch`): an agent that many tasks
+    reach at once — a batch of tasks created for it — is woken once for all of them."""
     if not work_reached_agent.has_listeners(Task):
         return
-    for agent, kind, task in reached:
-        if kind in WAKING_KINDS:
-            transaction.on_commit(
-                partial(work_reached_agent.send_robust, Task, agent=agent, trigger=kind, task=task)
-            )
+    waking = [(agent, kind, task) for agent, kind, task in reached if kind in WAKING_KINDS]
+    if not waking:
+        return
+    if not connection.in_atomic_block:
+        _send_all(waking)  # autocommit: committed already
+        return
+    batch = WakeBatch.of_this_transaction()
+    first = batch.add(waking, event_id=event.pk if event is not None and connection.savepoint_ids
+                      else None)  # fmt: skip
+    transaction.on_commit(partial(batch.send, first), robust=True)
+
+
+class WakeBatch:
+    """The wake-ups one transaction announced, sent once it commits by the first of their
+    commit hooks to run, from that hook's own on (each announce registers one, so one survives
+    whatever savepoint is undone; the others find the batch sent). Django runs the hooks in the
+    order they were made, and undoing a savepoint drops the latest ones, then starts a new list
+    (and so a new batch): the first hook to run is the batch's first, but where a test runs only
+    the hooks of a block (`captureOnCommitCallbacks`).
+
+    An announce made inside a savepoint that was then undone must not wake anyone: Django drops
+    that announce's hook, but the batch still holds its wake-up. So a batch of several checks,
+    in one query, that the audit rows of its announces made inside savepoints exist; a batch of
+    one needs no check (its own hook ran). A batch of several is sent in one transaction, so
+    what the receivers write commits together: the runtime's runs are sent to the workers at
+    its end, each with every task that reached its agent."""
+
+    def __init__(self, hooks: list):
+        self.hooks = hooks  # the connection's commit hooks when the batch began
+        self.reached: list[tuple[Agent, str, Task, int | None]] = []
+        self.sent = False
+
+    @classmethod
+    def of_this_transaction(cls) -> WakeBatch:
+        # Django replaces its list of commit hooks when a transaction ends (commit or rollback)
+        # and when a savepoint is undone: a batch made under another list is not this one's.
+        batch = getattr(connection, "agent_org_wake_batch", None)
+        if batch is None or batch.sent or batch.hooks is not connection.run_on_commit:
+            batch = connection.agent_org_wake_batch = cls(connection.run_on_commit)
+        return batch
+
+    def add(self, waking: list[tuple[Agent, str, Task]], *, event_id: int | None) -> int:
+        """Add an announce's wake-ups; returns where they start in the batch."""
+        first = len(self.reached)
+        self.reached += [(agent, kind, task, event_id) for agent, kind, task in waking]
+        return first
+
+    def send(self, first: int = 0) -> None:
+        if self.sent:
+            return
+        self.sent = True
+        reached = self.reached[first:]
+        if len(reached) > 1:
+            unsure = {e for *_, e in reached if e is not None}
+            if unsure:
+                kept = set(TaskEvent.objects.filter(pk__in=unsure).values_list("pk", flat=True))
+                reached = [r for r in reached if r[3] is None or r[3] in kept]
+        waking = [(agent, kind, task) for agent, kind, task, _ in reached]
+        if len(waking) == 1:
+            _send_all(waking)
+            return
+        try:
+            # The agents' rows are locked in one order by every batch: no two batches deadlock.
+            with transaction.atomic():
+                _send_all(sorted(waking, key=lambda r: r[0].pk))
+        except DatabaseError:
+            # Its commit failed (the receivers' own errors are caught by send_robust): nothing
+            # of it was written, so each goes on its own, as a single announce does.
+            log.warning("a batch of %d wake-ups failed to commit; sending each", len(waking),
+                        exc_info=True)  # fmt: skip
+            _send_all(waking)
+
+
+def _send_all(waking: list[tuple[Agent, str, Task]]) -> None:
+    for agent, kind, task in waking:
+        work_reached_agent.send_robust(Task, agent=agent, trigger=kind, task=task)
 
 
 def announce_batch(reached: Iterable[tuple[Agent, str, int]]) -> None:

@@ -7,7 +7,10 @@ it holds finished. It is the hook the managed agent runtime wakes its agents wit
 "Work reaching an agent"; runtime/receivers.py connects to it).
 
 It is sent once the move's transaction has committed (what the receiver reads is there), with
-`send_robust`: a failing receiver is logged and never undoes nor fails the move.
+`send_robust`: a failing receiver is logged and never undoes nor fails the move. What one
+transaction announced is sent together, and when it is more than one wake-up, inside one
+transaction of its own (`tasks.events.WakeBatch`): what the receivers write for all of them
+commits at once — an agent that many tasks reach together is woken once for all.
 """
 
 from django.dispatch import Signal

@@ -4,11 +4,13 @@ run; its own act, a paused agent and an external agent start nothing; resuming w
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
+from organization import outbox
 from organization.models import Agent
 from organization.services import agent_set_paused
-from runtime.models import Run, RunStatus, RunTrigger
+from runtime.models import RUN_AGENT_TASK, Run, RunStatus, RunTrigger
 from tasks import services
 from tasks.models import Task
 from tasks.sweep import sweep_stale_queued
@@ -200,3 +202,45 @@ def test_a_run_of_a_managed_agent_woken_by_another_run_says_which(cast, offline)
 def test_a_system_created_task_wakes_like_any_other(cast):
     task = services.task_create(org=cast.org, actor=SYSTEM, title="t", assignee=cast.sarah)
     assert runs_of(cast.sarah) == [("queued", "created", task.pk)]
+
+
+def test_tasks_created_together_wake_their_agent_once_with_all_of_them(cast, monkeypatch):
+    """The run goes to the workers only once every task of the transaction joined it: a worker
+    quick to claim it would otherwise start with the first task and leave the rest to a
+    follow-up run."""
+    triggers_when_sent = []
+    send = outbox._send
+
+    def counting(message):
+        if message.task_name == RUN_AGENT_TASK:
+            triggers_when_sent.append(RunTrigger.objects.filter(run_id=message.args[0]).count())
+        return send(message)
+
+    monkeypatch.setattr(outbox, "_send", counting)
+    with transaction.atomic():
+        tasks = [
+            services.task_create(
+                org=cast.org, actor=cast.by_human, title=f"t{n}", assignee=cast.alex
+            )  # fmt: skip
+            for n in range(3)
+        ]
+    (run,) = Run.objects.filter(agent=cast.alex)
+    assert triggers_of(run) == [("created", task.pk) for task in tasks]
+    assert triggers_when_sent == [3]
+
+
+class Undone(Exception):
+    pass
+
+
+def test_work_announced_in_an_undone_savepoint_wakes_nobody(cast):
+    waiting = services.task_create(org=cast.org, actor=cast.by_human, title="unassigned")
+    with transaction.atomic():
+        kept = services.task_create(org=cast.org, actor=cast.by_human, title="kept",
+                                    assignee=cast.alex)  # fmt: skip
+        with pytest.raises(Undone), transaction.atomic():
+            services.task_assign(task=waiting, actor=cast.by_human, to=cast.sarah)
+            raise Undone
+    assert runs_of(cast.alex) == [("queued", "created", kept.pk)]
+    assert runs_of(cast.sarah) == []
+    assert Task.objects.get(pk=waiting.pk).assignee is None
