@@ -128,12 +128,15 @@ def test_concurrent_sessions_never_overspend_a_small_budget(cast, fake_llm, sett
     budget_set(caller=caller, scope="organization", limit_usd=limit)
     run_at_once([lambda s=s: runner.run_session(s.pk) for s in sessions])
     budget = Budget.objects.get(scope="organization")
-    spent = sum(r.cost_usd or 0 for r in UsageRecord.objects.all())
-    assert budget.reserved_usd == 0
-    assert budget.spent_usd == spent
-    assert 0 < spent <= limit
-    refused = UsageRecord.objects.count() < 6 * 4
-    assert refused, "the budget should have refused some calls"
+    records = list(UsageRecord.objects.values_list("state", "cost_usd", "reserved_usd"))
+    spent = sum(cost or 0 for _, cost, _ in records)
+    # Every figure in the messages: a failure of this race must say which one broke.
+    seen = f"budget {budget.spent_usd} spent, {budget.reserved_usd} held; records {records}"
+    assert budget.reserved_usd == 0, seen
+    assert budget.spent_usd == spent, seen
+    assert 0 < spent <= limit, seen
+    refused = len(records) < 6 * 4
+    assert refused, f"the budget should have refused some calls; {seen}"
     # Which calls the budget refused depends on the race: specialists' (the agent fails) or a
     # synthesis (the session says so, or falls back); a refusal is said in words somewhere.
     sessions = [CollaborationSession.objects.get(pk=s.pk) for s in sessions]
