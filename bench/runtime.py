@@ -336,6 +336,7 @@ def run(workers: list) -> tuple[float, float, int]:
         calls, peak = len(fake.calls), fake.peak_concurrency
     runs = list(
         Run.objects.filter(organization=org)
+        .select_related("agent")
         .prefetch_related("triggers", Prefetch("turn_rows", RunTurn.objects.order_by("index")))
         .order_by("pk")
     )

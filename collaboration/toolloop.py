@@ -288,16 +288,14 @@ class _Loop:
         """Run the call and record its outcome in one transaction; True when it did. A refused
         call is undone whole (no savepoint around the call: one transaction, fewer statements),
         then False: `settle` records the refusal on its own."""
-        try:
-            with transaction.atomic():
-                started = time.perf_counter()
-                outcome = self.execute(call, own_transaction=False)
-                turn.update(outcome, ms=round((time.perf_counter() - started) * 1000, 1))
-                if outcome["status"] != CallStatus.OK:
-                    raise _Undo
-                self.notify(turn)
-        except _Undo:
-            return False
+        with transaction.atomic():
+            started = time.perf_counter()
+            outcome = self.execute(call, own_transaction=False)
+            turn.update(outcome, ms=round((time.perf_counter() - started) * 1000, 1))
+            if outcome["status"] != CallStatus.OK:
+                transaction.set_rollback(True)
+                return False
+            self.notify(turn)
         return True
 
     def may_run_again(self, name: str) -> bool:
@@ -358,10 +356,6 @@ def _model_turn(reply: LLMReply) -> dict:
         "provider": reply.provider,
         "model": reply.model,
     }
-
-
-class _Undo(Exception):
-    """Raised inside a call's transaction to undo it (the call was refused)."""
 
 
 def _refusal(message: str, code: str) -> dict:

@@ -476,7 +476,7 @@ class WakeBatch:
         self.reached += [(agent, kind, task, event_id) for agent, kind, task in waking]
         return first
 
-    def send(self, first: int = 0) -> None:
+    def send(self, first: int) -> None:
         if self.sent:
             return
         self.sent = True
@@ -487,7 +487,7 @@ class WakeBatch:
                 kept = set(TaskEvent.objects.filter(pk__in=unsure).values_list("pk", flat=True))
                 reached = [r for r in reached if r[3] is None or r[3] in kept]
         waking = [(agent, kind, task) for agent, kind, task, _ in reached]
-        if len(waking) == 1:
+        if len(waking) <= 1:
             _send_all(waking)
             return
         try:
