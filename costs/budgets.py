@@ -83,12 +83,19 @@ def spent_so_far(budget: Budget, now=None) -> Decimal:
     return rows.aggregate(total=Sum("cost_usd"))["total"] or ZERO
 
 
+_PARENT_OF = PreparedQuery(
+    Task, lambda task_id: Task.objects.filter(pk=task_id).order_by().values_list("parent_id"),
+    task_id=INT,
+)  # fmt: skip
+
+
 def task_ancestry(task_id: int | None) -> tuple[int, ...]:
-    """The task and its parents up to the root (a task budget covers its whole tree)."""
+    """The task and its parents up to the root (a task budget covers its whole tree); read at
+    every managed run's start, one compiled statement a level."""
     chain: list[int] = []
     while task_id is not None and task_id not in chain and len(chain) < 100:
         chain.append(task_id)
-        task_id = Task.objects.filter(pk=task_id).values_list("parent_id", flat=True).first()
+        task_id = next((parent for (parent,) in _PARENT_OF.rows(task_id=task_id)), None)
     return tuple(chain)
 
 

@@ -12,9 +12,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import EmptyResultSet
-from django.db import connections, router
-from django.db.models import QuerySet
+from django.db import connection, connections, router
+from django.db.models import BigIntegerField, F, Lookup, Q, QuerySet, Value
 from django.db.models.query import get_related_populators
 from django.db.models.signals import post_save, pre_save
 
@@ -24,6 +25,33 @@ INT = -(2**31) + 7
 INT2 = INT + 1
 INT3 = INT + 2
 TEXT = "\x00agent-org-sentinel"
+
+
+# An array of ids (primary and foreign keys are bigint).
+ID_ARRAY = ArrayField(BigIntegerField())
+
+
+class EqualsAny(Lookup):
+    """`lhs = ANY(rhs)`, rhs an array: a parameter, or a subquery selecting one (PostgreSQL). Cast,
+    so that PostgreSQL reads a subquery as the one array it selects, not as a set of rows."""
+
+    lookup_name = "equals_any"
+    prepare_rhs = False
+
+    def as_sql(self, compiler, connection):
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        rhs, rhs_params = self.process_rhs(compiler, connection)
+        cast = self.rhs.output_field.db_type(connection)
+        return f"{lhs} = ANY(CAST({rhs} AS {cast}))", [*lhs_params, *rhs_params]
+
+
+def among(field: str, ids) -> Q:
+    """`field IN ids`, on PostgreSQL as one array parameter (`= ANY(…)`): one statement whatever
+    the number of ids, so a `PreparedQuery` compiles it once (its sentinel `[INT]`) and
+    PostgreSQL prepares it once; `__in` elsewhere."""
+    if connection.vendor != "postgresql":
+        return Q(**{f"{field}__in": list(ids)})
+    return Q(EqualsAny(F(field), Value(list(ids), output_field=ID_ARRAY)))
 
 
 class PreparedQuery:

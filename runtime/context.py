@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Prefetch
+from django.db.models import TextField
+from django.db.models.functions import Cast
 
 from organization.models import Agent
+from organization.prepared import INT, INT2, PreparedQuery, among
 from organization.prompt import system_prompt_for
 from tasks.models import FINISHED_STATUSES, Task, TaskComment
 
@@ -58,56 +61,100 @@ def _cut(text: str, limit: int = RELATED_TEXT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _handle(agent: Agent | None) -> str | None:
-    return agent.handle if agent is not None else None
+# A run's input is read by four statements compiled once per process (organization/prepared.py):
+# built as querysets on every run they cost more CPU than the rest of its input (bench/runtime.py).
+_TRIGGERS = PreparedQuery(
+    RunTrigger,
+    lambda run_id: RunTrigger.objects.filter(run_id=run_id).order_by("pk")
+    .values_list("task_id", "trigger"),
+    run_id=INT,
+)  # fmt: skip
+_TASK_FIELDS = (
+    "pk", "title", "description", "required_expertise", "urgency", "deadline", "status",
+    "assignee_id", "assignee__handle", "queued_for__handle", "created_by_agent__handle", "result",
+    "parent_id", "parent__title", "parent__description", "parent__status",
+    "parent__assignee__handle",
+)  # fmt: skip
+# JSON columns read as their text and decoded here: the same on every backend.
+_TASK_JSON = ("delegation_chain", "result_data")
+_TASKS = PreparedQuery(
+    Task,
+    lambda task_ids, organization_id: Task.objects.filter(
+        among("pk", task_ids), organization_id=organization_id
+    ).order_by().values_list(*_TASK_FIELDS, *(Cast(f, TextField()) for f in _TASK_JSON)),
+    task_ids=[INT],
+    organization_id=INT2,
+)  # fmt: skip
+_SUBTASKS = PreparedQuery(
+    Task,
+    lambda task_ids: Task.objects.filter(among("parent_id", task_ids))
+    .order_by("created_at", "pk")
+    .values_list("parent_id", "pk", "title", "required_expertise", "status", "assignee__handle",
+                 "result"),
+    task_ids=[INT],
+)  # fmt: skip
+_COMMENTS = PreparedQuery(
+    TaskComment,
+    lambda task_ids: TaskComment.objects.filter(among("task_id", task_ids))
+    .order_by("-created_at", "-pk")
+    .values_list("task_id", "author_label", "body", "created_at"),
+    task_ids=[INT],
+)  # fmt: skip
+_REPORTS = PreparedQuery(
+    Agent,
+    lambda senior_id: Agent.objects.filter(senior_id=senior_id).order_by("handle")
+    .values_list("handle"),
+    senior_id=INT,
+)  # fmt: skip
 
 
-def _task_json(task: Task, agent: Agent, triggers: list[str]) -> dict:
-    parent = task.parent
-    subtasks = list(task.subtasks.all())
-    comments = list(task.latest_comments)[::-1]
+def _json_value(text: str | None):
+    return None if text is None else json.loads(text)
+
+
+def _task_json(row: dict, agent: Agent, triggers: list[str], subtasks: list, comments: list):
     return {
-        "id": task.pk,
-        "title": task.title,
-        "description": task.description,
-        "required_expertise": task.required_expertise,
-        "urgency": task.urgency,
-        "deadline": task.deadline,
-        "status": task.status,
-        "holder": _handle(task.assignee),
-        "queued_for": _handle(task.queued_for),
-        "you_hold_it": task.assignee_id == agent.pk,
-        "created_by": _handle(task.created_by_agent) or "a human",
-        "delegation_chain": list(task.delegation_chain),
-        "result": task.result,
-        "result_data": task.result_data,
+        "id": row["pk"],
+        "title": row["title"],
+        "description": row["description"],
+        "required_expertise": row["required_expertise"],
+        "urgency": row["urgency"],
+        "deadline": row["deadline"],
+        "status": row["status"],
+        "holder": row["assignee__handle"],
+        "queued_for": row["queued_for__handle"],
+        "you_hold_it": row["assignee_id"] == agent.pk,
+        "created_by": row["created_by_agent__handle"] or "a human",
+        "delegation_chain": list(_json_value(row["delegation_chain"]) or []),
+        "result": row["result"],
+        "result_data": _json_value(row["result_data"]),
         "woke_you": triggers,
         "parent": None
-        if parent is None
+        if row["parent_id"] is None
         else {
-            "id": parent.pk,
-            "title": parent.title,
-            "description": _cut(parent.description),
-            "status": parent.status,
-            "holder": _handle(parent.assignee),
+            "id": row["parent_id"],
+            "title": row["parent__title"],
+            "description": _cut(row["parent__description"]),
+            "status": row["parent__status"],
+            "holder": row["parent__assignee__handle"],
         },
         "subtasks": [
             {
-                "id": s.pk,
-                "title": s.title,
-                "required_expertise": s.required_expertise,
-                "status": s.status,
-                "holder": _handle(s.assignee),
-                "result": _cut(s.result),
+                "id": pk,
+                "title": title,
+                "required_expertise": expertise,
+                "status": status,
+                "holder": holder,
+                "result": _cut(result),
             }
-            for s in subtasks[:SUBTASKS_GIVEN]
+            for _, pk, title, expertise, status, holder, result in subtasks[:SUBTASKS_GIVEN]
         ],
         "subtask_progress": {
-            "done": sum(s.status in FINISHED_STATUSES for s in subtasks),
+            "done": sum(s[4] in FINISHED_STATUSES for s in subtasks),
             "total": len(subtasks),
         },
         "comments": [
-            {"author": c.author_label, "body": _cut(c.body), "at": c.created_at} for c in comments
+            {"author": author, "body": _cut(body), "at": at} for _, author, body, at in comments
         ],
     }
 
@@ -115,30 +162,22 @@ def _task_json(task: Task, agent: Agent, triggers: list[str]) -> dict:
 def build(run: Run) -> tuple[str, str, dict]:
     """(system prompt, input, context) of the run, from the organization as it is now."""
     agent = run.agent
-    triggers = list(RunTrigger.objects.filter(run=run).order_by("pk"))
+    triggers = _TRIGGERS.rows(run_id=run.pk)
     order: dict[int, list[str]] = {}
-    for t in triggers:
-        if t.task_id is not None:
-            order.setdefault(t.task_id, []).append(t.trigger)
-    tasks = {
-        t.pk: t
-        for t in Task.objects.filter(pk__in=list(order), organization_id=agent.organization_id)
-        .select_related("assignee", "queued_for", "created_by_agent", "parent__assignee")
-        .prefetch_related(
-            Prefetch(
-                "subtasks",
-                queryset=Task.objects.select_related("assignee").order_by("created_at", "pk"),
-            ),
-            Prefetch(
-                "comments",
-                queryset=TaskComment.objects.order_by("-created_at", "-pk"),
-                to_attr="all_comments",
-            ),
-        )
+    for task_id, trigger in triggers:
+        if task_id is not None:
+            order.setdefault(task_id, []).append(trigger)
+    ids = list(order)
+    names = (*_TASK_FIELDS, *_TASK_JSON)
+    rows = {
+        row[0]: dict(zip(names, row, strict=True))
+        for row in _TASKS.rows(task_ids=ids, organization_id=agent.organization_id)
     }
-    for task in tasks.values():
-        task.latest_comments = task.all_comments[:COMMENTS_GIVEN]
-    reports = list(agent.reports.order_by("handle").values_list("handle", flat=True))
+    subtasks, comments = defaultdict(list), defaultdict(list)
+    for row in _SUBTASKS.rows(task_ids=ids):
+        subtasks[row[0]].append(row)
+    for row in _COMMENTS.rows(task_ids=ids):
+        comments[row[0]].append(row)
     context = {
         "run": run.pk,
         "agent": {
@@ -146,14 +185,18 @@ def build(run: Run) -> tuple[str, str, dict]:
             "name": agent.name,
             "role": agent.role,
             "expertise": list(agent.expertise),
-            "reports": reports,
+            "reports": [handle for (handle,) in _REPORTS.rows(senior_id=agent.pk)],
         },
         "tasks": [
-            _task_json(tasks[pk], agent, kinds) for pk, kinds in order.items() if pk in tasks
+            _task_json(rows[pk], agent, kinds, subtasks[pk], comments[pk][:COMMENTS_GIVEN][::-1])
+            for pk, kinds in order.items()
+            if pk in rows
         ],
     }
     context = json.loads(json.dumps(context, cls=DjangoJSONEncoder))
-    woke = "; ".join(f"{WHAT_WOKE.get(t.trigger, t.trigger)} (task #{t.task_id})" for t in triggers)
+    woke = "; ".join(
+        f"{WHAT_WOKE.get(trigger, trigger)} (task #{task_id})" for task_id, trigger in triggers
+    )
     text = (
         f"You are {agent.name} ({agent.handle}); this is your managed run #{run.pk}. "
         f"Work has reached you: {woke or 'nothing in particular'}.\n\n"

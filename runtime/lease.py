@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from organization.prepared import INT, PreparedQuerySet
 from tasks.rules import NO_KEY
 
 from .models import Run, RunStatus
@@ -27,16 +28,22 @@ HEARTBEAT_SECONDS = 1.0
 CLAIMED, MISSING, FINISHED, BUSY, HELD = "claimed", "missing", "finished", "busy", "held"
 
 
+# Every delivery of a run reads it with this lock (compiled once: organization/prepared.py).
+_LOCK_RUN = PreparedQuerySet(
+    Run,
+    lambda run_id: Run.objects.select_for_update(of=("self",), **NO_KEY)
+    .select_related("agent", "agent__organization", "organization")
+    .filter(pk=run_id)
+    .order_by()[:1],
+    run_id=INT,
+)  # fmt: skip
+
+
 def claim(run_id: int, token: str) -> tuple[str, Run | None]:
     """Take the run's lease; returns the outcome and, when CLAIMED, the run (its agent read
     with it). A run of a paused agent is HELD: it stays queued until the agent is resumed."""
     with transaction.atomic():
-        run = (
-            Run.objects.select_for_update(of=("self",), **NO_KEY)
-            .select_related("agent", "agent__organization", "organization")
-            .filter(pk=run_id)
-            .first()
-        )
+        run = next(iter(_LOCK_RUN.instances(run_id=run_id)), None)
         if run is None:
             return MISSING, None
         if run.is_finished:

@@ -35,6 +35,7 @@ from costs.models import UsagePurpose
 from organization import registry
 from organization.caller import caller_for_agent
 from organization.errors import DomainError
+from organization.prepared import INT, INT2, PreparedQuerySet, among
 from tasks import services as task_services
 from tasks.models import FINISHED_STATUSES, Task, TaskStatus
 from tasks.rules import Actor
@@ -197,11 +198,21 @@ def _acted_on(turns: list[dict]) -> set[int]:
     return named
 
 
+# Read at every run's end (compiled once: organization/prepared.py).
+_HELD = PreparedQuerySet(
+    Task,
+    lambda task_ids, agent_id: Task.objects.filter(
+        among("pk", task_ids), assignee_id=agent_id, status__in=SETTLEABLE
+    ).order_by("pk"),
+    task_ids=[INT],
+    agent_id=INT2,
+)
+
+
 def _held_tasks(run: Run) -> list[Task]:
+    """The run's tasks the agent still holds, assigned or in progress."""
     ids = [t["id"] for t in run.context.get("tasks", [])]
-    return list(
-        Task.objects.filter(pk__in=ids, assignee=run.agent, status__in=SETTLEABLE).order_by("pk")
-    )
+    return _HELD.instances(task_ids=ids, agent_id=run.agent_id)
 
 
 def _open_subtasks(task: Task) -> int:

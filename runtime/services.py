@@ -129,8 +129,17 @@ def _held_for_budget(agent: Agent) -> bool:
     return budget is not None
 
 
+_WAITING = PreparedInstances(
+    RunTrigger,
+    ("id", "task_id", "trigger"),
+    lambda agent_id: RunTrigger.objects.filter(agent_id=agent_id, run__isnull=True).order_by("pk"),
+    agent_id=INT,
+)
+
+
 def _waiting(agent: Agent) -> list[RunTrigger]:
-    return list(RunTrigger.objects.filter(agent=agent, run__isnull=True).order_by("pk"))
+    """The agent's triggers that wait for a run (read at every run's end: compiled once)."""
+    return _WAITING.instances(agent_id=agent.pk)
 
 
 @transaction.atomic
@@ -206,20 +215,22 @@ def run_finish(
     """End the run (if `token` still holds its lease) and start its follow-up when triggers
     waited meanwhile. Returns the run as ended, None if the lease was lost."""
     agent = _locked_agent(run.agent_id)
-    locked = Run.objects.select_for_update(**NO_KEY).filter(pk=run.pk, lease_token=token).first()
-    if locked is None or locked.is_finished:
+    ended = {"status": status, "error": error, "finished_at": timezone.now(), "lease_token": ""}
+    if outcome is not None:
+        ended["outcome"] = outcome
+    # One statement, which locks the run's row (after the agent's) as it ends it: the run's
+    # row is neither read back nor written whole (its input and context are large).
+    if not Run.objects.filter(pk=run.pk, lease_token=token, status__in=ACTIVE_STATUSES).update(
+        **ended
+    ):
         return None
-    locked.status = status
-    locked.error = error
-    locked.outcome = outcome if outcome is not None else locked.outcome
-    locked.finished_at = timezone.now()
-    locked.lease_token = ""
-    locked.save(update_fields=["status", "error", "outcome", "finished_at", "lease_token"])
+    for name, value in ended.items():
+        setattr(run, name, value)
     if agent is not None and agent.is_managed and not agent.is_paused:
         waiting = _waiting(agent)
         if waiting:
-            _start_run(agent, waiting, previous=locked)
-    return locked
+            _start_run(agent, waiting, previous=run)
+    return run
 
 
 def run_record_turn(

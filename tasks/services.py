@@ -13,14 +13,22 @@ from collections import Counter
 from datetime import datetime
 from typing import Unpack
 
-from django.contrib.postgres.fields import ArrayField
 from django.db import connections, router, transaction
-from django.db.models import BigIntegerField, Count, F, Func, Lookup, Q, Subquery
+from django.db.models import Count, F, Func, Q, Subquery
 from django.utils import timezone
 
 from organization.errors import Conflict, Forbidden, Invalid, NotFound
 from organization.models import Agent, Organization, TeamRule
-from organization.prepared import INT, INT2, INT3, TEXT, PreparedQuery, PreparedQuerySet
+from organization.prepared import (
+    ID_ARRAY,
+    INT,
+    INT2,
+    INT3,
+    TEXT,
+    EqualsAny,
+    PreparedQuery,
+    PreparedQuerySet,
+)
 from organization.workload import workload_subquery_of
 
 from . import events, rules
@@ -88,22 +96,8 @@ def _task_and_parent(rows) -> Q:
     if connections[router.db_for_read(Task)].vendor != "postgresql":
         return Q(pk__in=rows.values("pk").union(rows.values("parent_id"), all=True))
     pair = Func(F("pk"), F("parent_id"), function="ARRAY", template="%(function)s[%(expressions)s]",
-                output_field=ArrayField(BigIntegerField()))  # fmt: skip
-    return Q(_EqualsAny(F("pk"), Subquery(rows.values(pair=pair))))
-
-
-class _EqualsAny(Lookup):
-    """`lhs = ANY(rhs)`, rhs an array (PostgreSQL); cast, so that a subquery is read as the
-    one array it selects rather than as a set of rows."""
-
-    lookup_name = "equals_any"
-    prepare_rhs = False
-
-    def as_sql(self, compiler, connection):
-        lhs, lhs_params = self.process_lhs(compiler, connection)
-        rhs, rhs_params = self.process_rhs(compiler, connection)
-        cast = self.rhs.output_field.db_type(connection)
-        return f"{lhs} = ANY(CAST({rhs} AS {cast}))", [*lhs_params, *rhs_params]
+                output_field=ID_ARRAY)  # fmt: skip
+    return Q(EqualsAny(F("pk"), Subquery(rows.values(pair=pair))))
 
 
 def _lock_read(scope: str, with_parent: bool) -> PreparedQuerySet:
