@@ -33,6 +33,13 @@ took effect, and is run again on resume whatever its tool (as is one still recor
 an earlier version); an `on_turn` that raises there (a run that lost its lease) undoes the call's
 writes too. A refused call's writes are undone whole, and its refusal recorded on its own. Each
 call's turn then also says how long the call ran (`ms`).
+
+A read-only call has nothing to commit with its record: with `atomic_record` it runs outside any
+transaction and its record waits, with those of the read-only calls after it, until the next
+writing call or the next model call; `on_turns(turns)`, when given, records such a batch at once
+(else `on_turn` each). A read-only call whose record was lost with its process simply runs again
+on resume. A director that reads a hundred recommendations before delegating records them in one
+statement instead of a hundred transactions.
 """
 
 import contextlib
@@ -160,13 +167,14 @@ def run_tool_loop(
     on_turn: Callable[[dict], None] | None = None,
     turns: list[dict] | None = None,
     atomic_record: bool = False,
+    on_turns: Callable[[list[dict]], None] | None = None,
 ) -> ToolLoopResult:
     """Run the model of `request` (its system prompt, its prompt or messages, model,
     temperature, max_tokens, deadline) with the tools `tool_names` as `caller`.
 
     `complete(request) -> LLMReply` makes one model call (default: `providers.complete` on
-    `provider`); a caller with a budget passes its own. `on_turn`, `turns` and `atomic_record`:
-    the module's docstring. `on_turn` may raise to stop the loop (the exception propagates).
+    `provider`); a caller with a budget passes its own. `on_turn`, `turns`, `atomic_record` and
+    `on_turns`: the module's docstring. `on_turn` may raise to stop the loop (the exception propagates).
     """
     if max_turns < 1:
         raise ValueError("max_turns must be at least 1")
@@ -174,7 +182,8 @@ def run_tool_loop(
     tools = offered_tools(caller, tool_names)
     offered = {tool.name: tool for tool in tools}
     specs = [tool_spec(tool) for tool in tools]
-    loop = _Loop(caller, offered, on_turn, copy.deepcopy(list(turns or [])), atomic_record)
+    loop = _Loop(caller, offered, on_turn, copy.deepcopy(list(turns or [])), atomic_record,
+                 on_turns)  # fmt: skip
     messages = loop.rebuild(request.conversation())
 
     while True:
@@ -197,9 +206,12 @@ def run_tool_loop(
 class _Loop:
     """The turns of one loop, and what running a call means for them."""
 
-    def __init__(self, caller, offered, on_turn, turns: list[dict], atomic_record: bool = False):
+    def __init__(self, caller, offered, on_turn, turns: list[dict], atomic_record: bool = False,
+                 on_turns=None):  # fmt: skip
         self.caller, self.offered, self.on_turn, self.turns = caller, offered, on_turn, turns
-        self.atomic_record = atomic_record
+        self.atomic_record, self.on_turns = atomic_record, on_turns
+        # Read-only calls run and not recorded yet (atomic_record: the module's docstring).
+        self.unrecorded: list[dict] = []
         for index, turn in enumerate(turns):
             turn["index"] = index
 
@@ -211,6 +223,17 @@ class _Loop:
     def notify(self, turn: dict) -> None:
         if self.on_turn is not None:
             self.on_turn(copy.deepcopy(turn))
+
+    def record_read_only(self) -> None:
+        """Record the read-only calls run since the last record, in one go."""
+        turns, self.unrecorded = self.unrecorded, []
+        if not turns:
+            return
+        if self.on_turns is not None:
+            self.on_turns(copy.deepcopy(turns))
+        else:
+            for turn in turns:
+                self.notify(turn)
 
     def model_turns(self) -> int:
         return sum(t["kind"] == TurnKind.MODEL for t in self.turns)
@@ -262,15 +285,23 @@ class _Loop:
                 )
                 self.notify(turn)
             messages.append(_result_message(turn))
+        self.record_read_only()  # before the next model call
         return messages
 
     def settle(self, turn: dict, call: ToolCall) -> None:
-        """Run the call and record its outcome; with `atomic_record`, in one transaction.
+        """Run the call and record its outcome; with `atomic_record`, in one transaction (a
+        read-only call: none, its record waits for the next batch).
 
         A transient database error (a deadlock, a serialization failure: OperationalError) undid
         the call whole, so it is tried again, a few times, before the model is told it failed."""
+        read_only = self.atomic_record and self.may_run_again(call.name, read_only=True)
+        if not read_only:
+            self.record_read_only()  # a writing call's record never precedes those before it
         for attempt in range(TRANSIENT_ATTEMPTS):
             try:
+                if read_only:
+                    self.run_read_only(turn, call)
+                    return
                 if not self.atomic_record:
                     turn.update(self.execute(call))
                 elif self.settle_atomically(turn, call):
@@ -282,7 +313,16 @@ class _Loop:
                 time.sleep(TRANSIENT_BACKOFF * 2**attempt)
         else:
             turn.update(_refusal("The tool failed on a database error; try again.", "server_error"))
-        self.notify(turn)
+        if read_only:
+            self.unrecorded.append(turn)
+        else:
+            self.notify(turn)
+
+    def run_read_only(self, turn: dict, call: ToolCall) -> None:
+        started = time.perf_counter()
+        outcome = self.execute(call, own_transaction=False)
+        turn.update(outcome, ms=round((time.perf_counter() - started) * 1000, 1))
+        self.unrecorded.append(turn)
 
     def settle_atomically(self, turn: dict, call: ToolCall) -> bool:
         """Run the call and record its outcome in one transaction; True when it did. A refused
@@ -298,9 +338,11 @@ class _Loop:
             self.notify(turn)
         return True
 
-    def may_run_again(self, name: str) -> bool:
+    def may_run_again(self, name: str, *, read_only: bool = False) -> bool:
+        """The tool may run again after a crash: it is read-only (or, unless `read_only`,
+        idempotent)."""
         tool = registry.REGISTRY.get(name)
-        return tool is not None and (tool.read_only or tool.idempotent)
+        return tool is not None and (tool.read_only or (tool.idempotent and not read_only))
 
     def execute(self, call: ToolCall, *, own_transaction: bool = True) -> dict:
         """Run one call as the caller: `{"status": "ok", "result"}` or `{"status": "error",

@@ -261,3 +261,45 @@ def save_existing(obj) -> None:
         cursor.execute(sql, [*params, obj.pk])
         if cursor.rowcount != 1:
             raise model.DoesNotExist(f"{model.__name__} {obj.pk} is gone: nothing was saved.")
+
+
+_INSERTS: dict[type, tuple[str, list]] = {}
+
+
+def insert_new(obj) -> None:
+    """`obj.save()` for a new row, by one INSERT of all its columns compiled once per model (the
+    runtime's wake-ups write a trigger, and sometimes a run, on every move that reaches a
+    managed agent). As `save_existing`: values prepared as `save()` prepares them, and anything
+    else — another database, a row with a primary key set, an expression, a model whose save
+    sends signals someone listens to — saved by `save()` itself."""
+    model = type(obj)
+    connection = connections[router.db_for_write(model, instance=obj)]
+    if (
+        connection.vendor != "postgresql"
+        or not obj._state.adding
+        or obj.pk is not None
+        or pre_save.has_listeners(model)
+        or post_save.has_listeners(model)
+    ):
+        obj.save()
+        return
+    compiled = _INSERTS.get(model)
+    if compiled is None:
+        meta, qn = model._meta, connection.ops.quote_name
+        fields = [f for f in meta.local_concrete_fields if not (f.primary_key or f.generated)]
+        columns = ", ".join(qn(f.column) for f in fields)
+        marks = ", ".join(["%s"] * len(fields))
+        sql = (
+            f"INSERT INTO {qn(meta.db_table)} ({columns}) VALUES ({marks}) "  # noqa: S608  (our names)
+            f"RETURNING {qn(meta.pk.column)}"
+        )
+        compiled = _INSERTS.setdefault(model, (sql, fields))
+    sql, fields = compiled
+    params = column_values(obj, fields, add=True, connection=connection)
+    if params is None:
+        obj.save()
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        obj.pk = cursor.fetchone()[0]
+    obj._state.adding, obj._state.db = False, connection.alias

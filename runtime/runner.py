@@ -137,6 +137,7 @@ def execute(run: Run, token: str) -> None:
             on_turn=recorder,
             turns=recorder.turns or None,
             atomic_record=True,
+            on_turns=recorder.record_many,
         )
         settle(run, token, result)
     finally:
@@ -168,18 +169,34 @@ class TurnRecorder:
         # A tool call's turn says how long it ran (`ms`, the loop measures it).
         if turn["kind"] == TurnKind.MODEL and "provider_ms" not in turn:
             turn["provider_ms"] = round(self.last_ms, 1)
-        index = turn["index"]
-        if index < len(self.turns):
-            self.turns[index] = turn
-        else:
-            self.turns.append(turn)
-        models = [t for t in self.turns if t["kind"] == TurnKind.MODEL]
+        self._keep([turn])
         if not services.run_record_turn(
-            run=self.run, token=self.token, turn=turn,
-            prompt_tokens=sum(t["prompt_tokens"] for t in models),
-            completion_tokens=sum(t["completion_tokens"] for t in models),
+            run=self.run, token=self.token, turn=turn, **self._tokens()
         ):  # fmt: skip
             raise LeaseLost
+
+    def record_many(self, turns: list[dict]) -> None:
+        """`on_turns`: read-only calls' turns, in one statement."""
+        self._keep(turns)
+        if not services.run_record_turns(
+            run=self.run, token=self.token, turns=turns, **self._tokens()
+        ):  # fmt: skip
+            raise LeaseLost
+
+    def _keep(self, turns: list[dict]) -> None:
+        for turn in turns:
+            index = turn["index"]
+            if index < len(self.turns):
+                self.turns[index] = turn
+            else:
+                self.turns.append(turn)
+
+    def _tokens(self) -> dict:
+        models = [t for t in self.turns if t["kind"] == TurnKind.MODEL]
+        return {
+            "prompt_tokens": sum(t["prompt_tokens"] for t in models),
+            "completion_tokens": sum(t["completion_tokens"] for t in models),
+        }
 
 
 def _acted_on(turns: list[dict]) -> set[int]:

@@ -25,7 +25,7 @@ from costs.budgets import blocking_budget
 from costs.metering import period_of
 from organization import outbox
 from organization.models import Agent, AgentRuntime
-from organization.prepared import INT, PreparedInstances
+from organization.prepared import INT, PreparedInstances, insert_new
 from tasks.models import Task, TaskStatus
 from tasks.rules import NO_KEY
 
@@ -88,10 +88,11 @@ def _new_run(
     agent: Agent, *, task_id: int | None, trigger: str, previous: Run | None = None
 ) -> Run:
     """A queued run, sent to the workers through the outbox when the transaction commits."""
-    run = Run.objects.create(
+    run = Run(
         organization_id=agent.organization_id, agent=agent, task_id=task_id, trigger=trigger,
         previous=previous, dispatched_at=timezone.now(),
     )  # fmt: skip
+    insert_new(run)
     outbox.enqueue(RUN_AGENT_TASK, run.pk)
     return run
 
@@ -168,10 +169,10 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
         run = active
     else:
         run = None  # coalesced: the run's end starts one follow-up with every waiting trigger
-    RunTrigger.objects.create(
+    insert_new(RunTrigger(
         organization_id=agent.organization_id, agent=agent, run=run, task=task, trigger=trigger,
         woken_by_id=current_run.get(),
-    )  # fmt: skip
+    ))  # fmt: skip
     return run
 
 
@@ -237,19 +238,30 @@ def run_record_turn(
     *, run: Run, token: str, turn: dict, prompt_tokens: int, completion_tokens: int
 ) -> bool:
     """Write one turn (by its index) with the run's tokens so far, and renew the lease; False,
+    writing nothing, when the lease was lost (`run_record_turns`)."""
+    return run_record_turns(run=run, token=token, turns=[turn], prompt_tokens=prompt_tokens,
+                            completion_tokens=completion_tokens)  # fmt: skip
+
+
+def run_record_turns(
+    *, run: Run, token: str, turns: list[dict], prompt_tokens: int, completion_tokens: int
+) -> bool:
+    """Write turns (by their index) with the run's tokens so far, and renew the lease; False,
     writing nothing, when the lease was lost. The run's row is updated first: its lock orders
     this write before or after another worker's claim, never across it. On PostgreSQL one
-    statement (the turn is inserted only if the lease's update matched); elsewhere two, in a
+    statement (the turns are inserted only if the lease's update matched); elsewhere two, in a
     transaction.
 
-    A record that is its own transaction (a model turn, a refused call: not a call's outcome,
-    which commits with the call's effect) commits without waiting for the disk
+    A record that is its own transaction (a model turn, a refused call, read-only calls: not a
+    call's outcome, which commits with the call's effect) commits without waiting for the disk
     (`synchronous_commit` off for it, as the ledger's statements, docs/costs.md). Only a crash
     of the database server can lose such a record, and then nothing is lost that a resumed run
     does not redo: the next commit that waits for the disk (a call's effect with its outcome)
     makes every earlier one durable, so a lost refusal belonged to a call that had taken no
-    effect, and a lost model turn is asked of the model again."""
+    effect, a lost read-only call is run again, and a lost model turn is asked of the model
+    again."""
     now = timezone.now()
+    data = [json.dumps(turn, cls=DjangoJSONEncoder) for turn in turns]
     if connection.vendor == "postgresql":
         qn = connection.ops.quote_name
         run_table, turn_table = qn(Run._meta.db_table), qn(RunTurn._meta.db_table)
@@ -268,21 +280,22 @@ def run_record_turn(
                         heartbeat_at = %s
                     WHERE id = %s AND lease_token = %s RETURNING id)
                 INSERT INTO {turn_table} (run_id, index, data)
-                SELECT id, %s, %s::jsonb FROM lease{from_no_wait}
+                SELECT lease.id, t.index, t.data
+                FROM lease{from_no_wait}, unnest(%s::integer[], %s::jsonb[]) AS t(index, data)
                 ON CONFLICT (run_id, index) DO UPDATE SET data = EXCLUDED.data
                 RETURNING 1
                 """,  # noqa: S608  (the table names are ours, every value is a parameter)
-                [prompt_tokens, completion_tokens, now, run.pk, token, turn["index"],
-                 json.dumps(turn, cls=DjangoJSONEncoder)],
+                [prompt_tokens, completion_tokens, now, run.pk, token,
+                 [turn["index"] for turn in turns], data],
             )  # fmt: skip
-            return cursor.fetchone() is not None
+            return bool(cursor.fetchall())
     with transaction.atomic():
         if not Run.objects.filter(pk=run.pk, lease_token=token).update(
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, heartbeat_at=now
         ):
             return False
         RunTurn.objects.bulk_create(
-            [RunTurn(run_id=run.pk, index=turn["index"], data=turn)],
+            [RunTurn(run_id=run.pk, index=turn["index"], data=turn) for turn in turns],
             update_conflicts=True,
             unique_fields=["run", "index"],
             update_fields=["data"],

@@ -254,10 +254,51 @@ def test_with_atomic_record_each_call_is_recorded_once_with_its_outcome_and_time
     assert seen == [
         (0, "model", None, False),
         (1, "tool_call", "ok", True),
-        (2, "tool_call", "ok", True),
+        # A read-only call has nothing to commit with: recorded after it ran, on its own.
+        (2, "tool_call", "ok", False),
         (3, "model", None, False),
     ]  # fmt: skip
     assert counted_tools == {"test_count_write": 1, "test_count_read": 1}
+
+
+def test_with_atomic_record_read_only_calls_are_recorded_together_before_the_next_write_or_model(
+    acme, sarah, fake_llm, counted_tools
+):
+    read, write = "test_count_read", "test_count_write"
+    fake_llm.on(agent="sarah", replies=[
+        Reply(tool_calls=[ToolUse(read, id="a"), ToolUse(read, id="b"), ToolUse(write, id="c"),
+                          ToolUse(read, id="d")]),
+        Reply("done"),
+    ])  # fmt: skip
+    records = []
+    loop(sarah, "openai", tools=[read, write], atomic_record=True,
+         on_turn=lambda turn: records.append(turn["index"]),
+         on_turns=lambda turns: records.append([t["index"] for t in turns]))  # fmt: skip
+    # Never a record before those of the calls before it: the reads before the write go first,
+    # in one batch; the read after it goes before the next model call.
+    assert records == [0, [1, 2], 3, [4], 5]
+    assert counted_tools == {read: 3, write: 1}
+
+
+def test_a_resumed_loop_runs_again_a_read_only_call_whose_record_was_lost(
+    acme, sarah, fake_llm, counted_tools
+):
+    read = "test_count_read"
+    fake_llm.on(agent="sarah", replies=[Reply(tool_calls=[ToolUse(read, id="a")]), Reply("ok")])
+    recorded = []
+
+    def dies_recording_the_reads(turns):
+        raise Crash  # the process dies before the read's record is written
+
+    with pytest.raises(Crash):
+        loop(sarah, "openai", tools=[read], atomic_record=True, on_turn=recorded.append,
+             on_turns=dies_recording_the_reads)  # fmt: skip
+    assert [t["kind"] for t in recorded] == ["model"]
+    result = loop(sarah, "openai", tools=[read], atomic_record=True, turns=recorded)
+    assert counted_tools[read] == 2  # nothing had recorded it: it ran again, harmlessly
+    assert [(t["kind"], t.get("status")) for t in result.turns] == [
+        ("model", None), ("tool_call", "ok"), ("model", None),
+    ]  # fmt: skip
 
 
 def test_with_atomic_record_a_refused_call_is_undone_whole_and_its_refusal_recorded(

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runtime.models import Run, RunStatus, RunTurn
-from runtime.services import run_record_turn
+from runtime.services import run_record_turn, run_record_turns
 from tests.conftest import requires_postgres
 
 pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -62,3 +62,22 @@ def test_a_lost_lease_records_nothing_either_way(running):
     with transaction.atomic():
         assert not record(running, 3)
     assert not RunTurn.objects.filter(run=running).exists()
+
+
+def test_several_turns_are_recorded_in_one_statement_and_not_at_all_without_the_lease(running):
+    turns = [{"index": i, "kind": "tool_call", "name": "get_task", "status": "ok"} for i in (4, 5)]
+    with CaptureQueriesContext(connection) as sent:
+        assert run_record_turns(run=running, token="tok", turns=turns, prompt_tokens=7,
+                                completion_tokens=3)  # fmt: skip
+    (statement,) = sent.captured_queries
+    assert NO_WAIT in statement["sql"]
+    assert sorted(RunTurn.objects.filter(run=running).values_list("index", "data__status")) == [
+        (4, "ok"), (5, "ok"),
+    ]  # fmt: skip
+    running.refresh_from_db()
+    assert (running.prompt_tokens, running.completion_tokens) == (7, 3)
+    Run.objects.filter(pk=running.pk).update(lease_token="someone-else")
+    more = [{"index": 6, "kind": "tool_call", "name": "get_task", "status": "ok"}]
+    assert not run_record_turns(run=running, token="tok", turns=more, prompt_tokens=7,
+                                completion_tokens=3)  # fmt: skip
+    assert not RunTurn.objects.filter(run=running, index=6).exists()
