@@ -55,6 +55,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import OperationalError, transaction
 
 from organization import registry
+from organization.atomic import undone_whole
 from organization.caller import Caller
 from organization.errors import DomainError, error_body
 
@@ -328,7 +329,7 @@ class _Loop:
         """Run the call and record its outcome in one transaction; True when it did. A refused
         call is undone whole (no savepoint around the call: one transaction, fewer statements),
         then False: `settle` records the refusal on its own."""
-        with transaction.atomic():
+        with undone_whole():
             started = time.perf_counter()
             outcome = self.execute(call, own_transaction=False)
             turn.update(outcome, ms=round((time.perf_counter() - started) * 1000, 1))
@@ -357,7 +358,7 @@ class _Loop:
             return _refusal(f"No tool {call.name!r} is offered to you.", "unknown_tool")
         try:
             # As one request at the REST door: a refused call leaves nothing half-written.
-            with transaction.atomic() if own_transaction else contextlib.nullcontext():
+            with undone_whole() if own_transaction else contextlib.nullcontext():
                 result = registry.call_tool(self.caller, call.name, call.arguments)
         except DomainError as exc:
             return _refusal(exc.message, exc.code)

@@ -24,8 +24,6 @@ import logging
 import time
 import uuid
 
-from django.db import transaction
-
 from collaboration import providers
 from collaboration.providers import LLMReply, LLMRequest, Purpose
 from collaboration.toolloop import CallStatus, LoopStop, TurnKind, run_tool_loop
@@ -33,6 +31,7 @@ from costs.budgets import task_ancestry
 from costs.metering import Meter
 from costs.models import UsagePurpose
 from organization import registry
+from organization.atomic import undone_whole
 from organization.caller import caller_for_agent
 from organization.errors import DomainError
 from organization.prepared import INT, INT2, PreparedQuerySet, among
@@ -292,7 +291,7 @@ def _safely(outcome: list, task: Task, move, action: str) -> None:
     """Make the move in its own transaction; a refusal (someone moved the task meanwhile) is
     noted, not raised."""
     try:
-        with transaction.atomic():
+        with undone_whole():
             move()
     except DomainError as exc:
         outcome.append({"task": task.pk, "action": "none", "why": f"{exc.code}: {exc.message}"})

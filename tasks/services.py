@@ -13,10 +13,11 @@ from collections import Counter
 from datetime import datetime
 from typing import Unpack
 
-from django.db import connections, router, transaction
+from django.db import connections, router
 from django.db.models import Count, F, Func, Q, Subquery
 from django.utils import timezone
 
+from organization.atomic import atomic
 from organization.errors import Conflict, Forbidden, Invalid, NotFound
 from organization.models import Agent, Organization, TeamRule
 from organization.prepared import (
@@ -323,7 +324,7 @@ def _refill_if_dropped(previous: Agent | None, task: Task, *, locked: bool = Tru
 # --- create and move -----------------------------------------------------------------------
 
 
-@transaction.atomic
+@atomic
 def task_create(
     *,
     org: Organization,
@@ -369,7 +370,7 @@ def task_create(
     return task
 
 
-@transaction.atomic
+@atomic
 def task_assign(*, task: Task | VisibleTask, actor: Actor, to: Agent | str | None = None) -> Task:
     """Assign to `to` (an agent, or its handle), or (no `to`) the calling agent claims the task."""
     task = _locked(task)
@@ -401,7 +402,7 @@ def task_assign(*, task: Task | VisibleTask, actor: Actor, to: Agent | str | Non
     return task
 
 
-@transaction.atomic
+@atomic
 def task_delegate(
     *,
     task: Task | VisibleTask,
@@ -431,7 +432,7 @@ def task_delegate(
     return task
 
 
-@transaction.atomic
+@atomic
 def task_queue(
     *,
     task: Task | VisibleTask,
@@ -467,7 +468,7 @@ def task_queue(
     return task
 
 
-@transaction.atomic
+@atomic
 def task_escalate(
     *,
     task: Task | VisibleTask,
@@ -544,7 +545,7 @@ def _tell_parent(task: Task, parent: Task | None, actor: Actor) -> None:
 RESULT_STATUSES = (TaskStatus.COMPLETED, TaskStatus.FAILED)
 
 
-@transaction.atomic
+@atomic
 def task_set_status(
     *,
     task: Task | VisibleTask,
@@ -620,7 +621,7 @@ def _lock_open_subtasks(task: Task) -> list[Task]:
     return [t for _, t in sorted(locked.items()) if t.status not in FINISHED_STATUSES]
 
 
-@transaction.atomic
+@atomic
 def task_cancel(
     *, task: Task | VisibleTask, actor: Actor, reason: str = "", cancel_subtasks: bool = False
 ) -> Task:
@@ -664,7 +665,7 @@ def task_cancel(
     return task
 
 
-@transaction.atomic
+@atomic
 def task_comment(*, task: Task, actor: Actor, body: str) -> TaskComment:
     """Comment on a task the caller may see (`task` read through the caller's view): the others
     involved — holder, creator, whoever delegated it — are told, never its author."""
