@@ -508,9 +508,12 @@ def task_escalate(
 def _change_status(
     task: Task, status: str, *, holder_locked: bool = False
 ) -> tuple[dict, Agent | None]:
-    """Move the (locked, checked) task to `status`; (its snapshot before, the holder it freed)."""
+    """Move the (locked, checked) task to `status`; (its snapshot before, the holder it freed).
+
+    The holder's row is locked only when the move frees it: its workload changes (and its queue
+    may refill); a move between held statuses changes no count that a lock must order."""
     holder = task.assignee if task.status in HELD_STATUSES else None
-    if holder is not None and not holder_locked:
+    if holder is not None and not holder_locked and status in FINISHED_STATUSES:
         rules.lock_agents([holder.pk])
     before = snapshot(task)
     task.status = status

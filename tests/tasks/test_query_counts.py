@@ -11,6 +11,8 @@ read shows it: the response is serialized from what the move wrote, not read aga
 """
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from organization.models import ApiKey
@@ -93,6 +95,23 @@ def test_complete(cast, django_assert_max_num_queries):
         response = post(alex, f"/api/tasks/{task.pk}/status", {"status": "completed"})
     assert_answer_is_fresh(alex, response)
     assert response.json()["status"] == "completed"
+
+
+def test_starting_work_locks_no_agent_row(cast):
+    """assigned → in_progress changes nobody's workload: the holder's row is not locked (one
+    statement fewer than a completion, which frees the holder)."""
+    alex = cast.client(cast.alex)
+    task = give_tasks(cast.alex, 1, status=TaskStatus.ASSIGNED)[0]
+    used_just_now()
+    with CaptureQueriesContext(connection) as sent:
+        response = post(alex, f"/api/tasks/{task.pk}/status", {"status": "in_progress"})
+    locks = [q["sql"] for q in sent.captured_queries if "FOR NO KEY UPDATE" in q["sql"]]
+    assert len(locks) == 1 and locks[0].startswith('SELECT "tasks_task"')  # the task's own
+    assert_answer_is_fresh(alex, response)
+    with CaptureQueriesContext(connection) as sent:
+        post(alex, f"/api/tasks/{task.pk}/status", {"status": "completed"})
+    assert any('"organization_agent"' in q["sql"] and "FOR NO KEY UPDATE" in q["sql"]
+               for q in sent.captured_queries)  # fmt: skip
 
 
 def test_complete_hands_the_freed_slot_to_the_queue(cast, django_assert_max_num_queries):
