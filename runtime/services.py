@@ -23,6 +23,7 @@ from django.utils import timezone
 from costs.alerts import raise_exhausted
 from costs.budgets import blocking_budget
 from costs.metering import period_of
+from costs.models import Budget
 from organization import outbox
 from organization.models import Agent, AgentRuntime
 from organization.prepared import INT, PreparedInstances, insert_new
@@ -76,6 +77,37 @@ def _locked_agent(agent_id: int) -> Agent | None:
 def _active_run(agent: Agent) -> Run | None:
     """The agent's queued or running run, its row locked (the agent's row is locked already)."""
     return next(iter(_LOCK_ACTIVE_RUN.instances(agent_id=agent.pk)), None)
+
+
+_wake_reads: dict[str, str] = {}
+
+
+def _wake_read_sql(connection) -> str:
+    sql = _wake_reads.get(connection.alias)
+    if sql is None:
+        qn = connection.ops.quote_name
+        agent, budget = qn(Agent._meta.db_table), qn(Budget._meta.db_table)
+        columns = ", ".join(qn(Agent._meta.get_field(f).column) for f in _LOCK_AGENT.fields)
+        sql = _wake_reads[connection.alias] = (
+            f"SELECT {columns}, EXISTS (SELECT 1 FROM {budget} b "  # noqa: S608  (our names)
+            f"WHERE b.organization_id = {agent}.organization_id) "
+            f"FROM {agent} WHERE id = %s FOR NO KEY UPDATE OF {agent}"
+        )
+    return sql
+
+
+def _lock_for_wake(agent_id: int) -> tuple[Agent | None, bool]:
+    """(the agent, its row locked; whether its organization has any budget), one statement on
+    PostgreSQL. Its active run is read by a statement of its own, after the lock: one that
+    began before another wake-up committed a new run would not see that run."""
+    if connection.vendor != "postgresql":
+        return _locked_agent(agent_id), True
+    with connection.cursor() as cursor:
+        cursor.execute(_wake_read_sql(connection), [agent_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None, False
+    return Agent.from_db(connection.alias, _LOCK_AGENT.fields, row[:-1]), row[-1]
 
 
 def _dispatch(run: Run) -> None:
@@ -152,13 +184,13 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     The hot path of every move that reaches a managed agent: a handful of statements. Nothing
     waits while the agent has no run and is not paused (what waited while it was paused joined
     the run its resume started), so the trigger goes straight into the run it starts."""
-    agent = _locked_agent(agent.pk)
+    agent, budgets = _lock_for_wake(agent.pk)
     if agent is None or not agent.is_managed:
         return None
     if trigger == COMMENT and _agents_talking_too_much(task):
         log.warning("%s not woken: managed agents' comments on task %s", agent.handle, task.pk)
         return None
-    if agent.is_paused or _held_for_budget(agent):
+    if agent.is_paused or (budgets and _held_for_budget(agent)):
         # It waits: resuming the agent, or room in its budget, wakes it (run_resume).
         run = None
     elif (active := _active_run(agent)) is None:
