@@ -139,7 +139,14 @@ def reserve(
     ticket = Ticket(meter, provider, model, price, worst)
     if price.source == PriceSource.FREE:
         return ticket
-    if worst is not None and _in_one_statement():
+    if worst is None:
+        # No price: nothing can be held, so nothing is locked. The call goes ahead, recorded
+        # with a null cost and flagged in the admin; an operator prices the model with
+        # LLM_PRICES.
+        if Budget.objects.filter(meter.covering()).exists():
+            log.warning("no price for %s/%s: budgets cannot hold its cost", provider, model)
+        return ticket
+    if _in_one_statement():
         return _reserve_in_one_statement(ticket, deadline)
     refused: list[Budget] = []
     with transaction.atomic():
@@ -148,11 +155,6 @@ def reserve(
         if not budgets:
             return ticket
         now = timezone.now()
-        if worst is None:
-            # No price: nothing can be held. The call goes ahead, recorded with a null cost and
-            # flagged in the admin; an operator prices the model with LLM_PRICES.
-            log.warning("no price for %s/%s: budgets cannot hold its cost", provider, model)
-            return ticket
         for budget in budgets:
             if roll(budget, now):
                 budget.save(update_fields=["period", "spent_usd", "updated_at"])

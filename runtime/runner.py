@@ -154,7 +154,9 @@ class TurnRecorder:
             run.agent, UsagePurpose.RUN, run_id=run.pk, task_id=run.task_id,
             task_tree=task_ancestry(run.task_id),
         )  # fmt: skip
-        self.turns = run.turns  # what an earlier attempt recorded
+        # What an earlier attempt recorded: a turn is recorded under a lease, so a run's first
+        # attempt has none to read.
+        self.turns = run.turns if run.attempts > 1 else []
         self.last_ms = 0.0
 
     def complete(self, request: LLMRequest) -> LLMReply:

@@ -173,9 +173,16 @@ def test_offline_calls_cost_nothing_and_hold_nothing(cast):
     assert budget.spent_usd == 0
 
 
-def test_an_unpriced_model_is_recorded_with_a_null_cost(cast):
+def test_an_unpriced_model_is_recorded_with_a_null_cost(
+    cast, caplog, django_assert_max_num_queries
+):
     budget_set(caller=human(cast.org), scope="organization", limit_usd="1")
-    ticket = reserve(meter(cast.alex), "openai", "llama3:8b-local", prompt_bound=10, max_tokens=10)
+    # Nothing can be held without a price: one read (are there budgets to warn about?), no lock.
+    with django_assert_max_num_queries(1) as sent:
+        ticket = reserve(meter(cast.alex), "openai", "llama3:8b-local", prompt_bound=10,
+                         max_tokens=10)  # fmt: skip
+    assert "FOR UPDATE" not in sent.captured_queries[0]["sql"]
+    assert "no price for openai/llama3:8b-local" in caplog.text
     settle(ticket, prompt_tokens=10, completion_tokens=10)
     row = UsageRecord.objects.get()
     assert (row.cost_usd, row.price_source) == (None, "unknown")

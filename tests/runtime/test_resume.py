@@ -165,11 +165,12 @@ def test_the_hot_path_of_a_run_stays_within_its_query_budget(
     services.task_create(org=cast.org, actor=cast.by_human, title="Index it",
                          required_expertise="PostgreSQL", assignee=cast.alex)  # fmt: skip
     run = Run.objects.get(agent=cast.alex)
-    # 38 today: the claim (4), the context (7), 2 model turns and 2 tool calls (each a move with
-    # its audit row, recorded once in the move's transaction, the move's block no savepoint of
-    # its own: organization/atomic.py), the settle and the finish (5). 43 with the move's
-    # savepoint; 48 when a call was also recorded before it ran, inside a savepoint.
-    with django_assert_max_num_queries(38):
+    # 36 today: the claim (4), the context (7; a first attempt reads no earlier turns), 2 model
+    # turns and 2 tool calls (each a move with its audit row, recorded once in the move's
+    # transaction, the move's block no savepoint of its own: organization/atomic.py), the
+    # settle and the finish (5). 43 with the move's savepoint; 48 when a call was also recorded
+    # before it ran, inside a savepoint.
+    with django_assert_max_num_queries(36):
         run_agent(run.pk)
     run.refresh_from_db()
     assert run.status == "completed"
