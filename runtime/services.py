@@ -175,6 +175,44 @@ def _waiting(agent: Agent) -> list[RunTrigger]:
     return _WAITING.instances(agent_id=agent.pk)
 
 
+_trigger_inserts: dict[str, str] = {}
+
+
+def _trigger_with_active_run(agent: Agent, trigger: str, task: Task | None):
+    """On PostgreSQL, the agent's active run locked and the trigger recorded with it in one
+    statement (after the agent's lock, by a statement of its own: it sees every run committed
+    before that lock): joining the run when it is queued, waiting for its end when it runs.
+    `(run or None,)` when the agent had an active run; None, writing nothing, when it had none."""
+    sql = _trigger_inserts.get(connection.alias)
+    if sql is None:
+        qn = connection.ops.quote_name
+        column = {f.name: qn(f.column) for f in RunTrigger._meta.concrete_fields}
+        columns = ", ".join(column[name] for name in _TRIGGER_FIELDS)
+        sql = _trigger_inserts[connection.alias] = (
+            f"WITH r AS (SELECT id, status FROM {qn(Run._meta.db_table)} "  # noqa: S608  (ours)
+            f"WHERE agent_id = %s AND status = ANY(%s) ORDER BY id LIMIT 1 FOR NO KEY UPDATE) "
+            f"INSERT INTO {qn(RunTrigger._meta.db_table)} ({columns}) "
+            f"SELECT %s, %s, CASE WHEN r.status = %s THEN r.id END, %s, %s, %s, %s FROM r "
+            f"RETURNING {column['run']}"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [
+            agent.pk, list(ACTIVE_STATUSES), agent.organization_id, agent.pk, RunStatus.QUEUED,
+            task.pk if task is not None else None, trigger, current_run.get(), timezone.now(),
+        ])  # fmt: skip
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    if row[0] is None:
+        return (None,)
+    return (Run.from_db(connection.alias, ("id", "agent_id", "status"),
+                        (row[0], agent.pk, RunStatus.QUEUED)),)  # fmt: skip
+
+
+# The columns `_trigger_with_active_run` writes, in its statement's order.
+_TRIGGER_FIELDS = ("organization", "agent", "run", "task", "trigger", "woken_by", "created_at")
+
+
 @transaction.atomic
 def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     """Work reached a managed agent: start a run, join its queued one, or (while it runs, or is
@@ -193,6 +231,10 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     if agent.is_paused or (budgets and _held_for_budget(agent)):
         # It waits: resuming the agent, or room in its budget, wakes it (run_resume).
         run = None
+    elif connection.vendor == "postgresql":
+        if (found := _trigger_with_active_run(agent, trigger, task)) is not None:
+            return found[0]  # joined its queued run, or waits for its running one's end
+        run = _new_run(agent, task_id=task.pk if task else None, trigger=trigger)
     elif (active := _active_run(agent)) is None:
         run = _new_run(agent, task_id=task.pk if task else None, trigger=trigger)
     elif active.status == RunStatus.QUEUED:

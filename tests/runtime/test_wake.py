@@ -4,7 +4,8 @@ run; its own act, a paused agent and an external agent start nothing; resuming w
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from organization import outbox
@@ -14,6 +15,7 @@ from runtime.models import RUN_AGENT_TASK, Run, RunStatus, RunTrigger
 from tasks import services
 from tasks.models import Task
 from tasks.sweep import sweep_stale_queued
+from tests.conftest import requires_postgres
 from tests.factories import give_tasks
 from tests.runtime.conftest import SYSTEM, drain
 
@@ -164,6 +166,31 @@ def test_a_trigger_joins_a_run_still_queued(cast):
     two = services.task_create(org=cast.org, actor=cast.by_human, title="2", assignee=cast.alex)
     (run,) = Run.objects.all()
     assert triggers_of(run) == [("created", one.pk), ("created", two.pk)]
+
+
+@requires_postgres()
+@pytest.mark.postgres
+def test_joining_a_queued_run_costs_two_statements_on_postgresql(cast):
+    """The agent's row locked (with whether any budget exists), then its active run locked and
+    the trigger written with it: one statement each, the second after the lock (tests/runtime/
+    test_race.py shows why they cannot be one)."""
+    from runtime.services import current_run, run_wake
+
+    one = services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
+    two = Task.objects.create(organization=cast.org, title="2", assignee=cast.alex)
+    (run,) = Run.objects.all()
+    reset = current_run.set(run.pk)  # as if the run's own move reached Alex
+    try:
+        with CaptureQueriesContext(connection) as sent:
+            assert run_wake(agent=cast.alex, trigger="assigned", task=two).pk == run.pk
+    finally:
+        current_run.reset(reset)
+    work = [q["sql"] for q in sent.captured_queries
+            if not q["sql"].startswith(("SAVEPOINT", "RELEASE", "BEGIN", "COMMIT"))]  # fmt: skip
+    assert len(work) == 2, work
+    trigger = RunTrigger.objects.get(task=two)
+    assert (trigger.run_id, trigger.trigger, trigger.woken_by_id) == (run.pk, "assigned", run.pk)
+    assert trigger.created_at is not None and triggers_of(run)[0] == ("created", one.pk)
 
 
 def test_triggers_during_a_run_make_exactly_one_follow_up(cast):
