@@ -229,6 +229,28 @@ def column_values(obj, fields, *, add: bool, connection) -> list | None:
 _UPDATES: dict[type, tuple[str, list]] = {}
 
 
+def _compiled_write_connection(obj, *, new: bool):
+    """The connection `obj` is written on when a statement compiled once may write it: on
+    PostgreSQL, a row not saved yet and with no primary key (`new`) or one read from the
+    database (not `new`), of a model whose save sends no signal anyone listens to; None
+    otherwise (`save()` writes it)."""
+    model = type(obj)
+    connection = connections[router.db_for_write(model, instance=obj)]
+    if (
+        connection.vendor != "postgresql"
+        or obj._state.adding != new
+        or (new and obj.pk is not None)
+        or pre_save.has_listeners(model)
+        or post_save.has_listeners(model)
+    ):
+        return None
+    return connection
+
+
+def _written_fields(model) -> list:
+    return [f for f in model._meta.local_concrete_fields if not (f.primary_key or f.generated)]
+
+
 def save_existing(obj) -> None:
     """`obj.save()` for a row read from the database, by one UPDATE of all its columns compiled
     once per model: Django compiles that statement on every save (a fifth of a move's CPU).
@@ -236,19 +258,13 @@ def save_existing(obj) -> None:
     Anything else — another database, a new row, a value that is an expression, a model whose
     save sends signals someone listens to — is saved by `save()` itself."""
     model = type(obj)
-    connection = connections[router.db_for_write(model, instance=obj)]
-    if (
-        connection.vendor != "postgresql"
-        or obj._state.adding
-        or pre_save.has_listeners(model)
-        or post_save.has_listeners(model)
-    ):
+    connection = _compiled_write_connection(obj, new=False)
+    if connection is None:
         obj.save()
         return
     compiled = _UPDATES.get(model)
     if compiled is None:
-        meta, qn = model._meta, connection.ops.quote_name
-        fields = [f for f in meta.local_concrete_fields if not (f.primary_key or f.generated)]
+        meta, qn, fields = model._meta, connection.ops.quote_name, _written_fields(model)
         sets = ", ".join(f"{qn(f.column)} = %s" for f in fields)
         sql = f"UPDATE {qn(meta.db_table)} SET {sets} WHERE {qn(meta.pk.column)} = %s"  # noqa: S608  (our names)
         compiled = _UPDATES.setdefault(model, (sql, fields))
@@ -273,20 +289,13 @@ def insert_new(obj) -> None:
     else — another database, a row with a primary key set, an expression, a model whose save
     sends signals someone listens to — saved by `save()` itself."""
     model = type(obj)
-    connection = connections[router.db_for_write(model, instance=obj)]
-    if (
-        connection.vendor != "postgresql"
-        or not obj._state.adding
-        or obj.pk is not None
-        or pre_save.has_listeners(model)
-        or post_save.has_listeners(model)
-    ):
+    connection = _compiled_write_connection(obj, new=True)
+    if connection is None:
         obj.save()
         return
     compiled = _INSERTS.get(model)
     if compiled is None:
-        meta, qn = model._meta, connection.ops.quote_name
-        fields = [f for f in meta.local_concrete_fields if not (f.primary_key or f.generated)]
+        meta, qn, fields = model._meta, connection.ops.quote_name, _written_fields(model)
         columns = ", ".join(qn(f.column) for f in fields)
         marks = ", ".join(["%s"] * len(fields))
         sql = (

@@ -1,5 +1,5 @@
 """organization/prepared.py: queries compiled once, answered as rows or as model instances;
-an UPDATE of every column compiled once."""
+an UPDATE and an INSERT of every column compiled once."""
 
 import pytest
 from django.db import connection
@@ -13,6 +13,7 @@ from organization.prepared import (
     PreparedInstances,
     PreparedQuery,
     PreparedQuerySet,
+    insert_new,
     save_existing,
 )
 from organization.selectors import agents_with_workload, holds_expertise
@@ -151,6 +152,24 @@ def test_save_existing_refuses_a_row_that_is_gone_and_leaves_new_rows_to_save():
     new = Task(organization=org, title="new")
     save_existing(new)  # a new row: save() inserts it
     assert Task.objects.filter(pk=new.pk, title="new").exists()
+
+
+def test_insert_new_writes_a_new_row_as_save_would_in_one_statement():
+    org = make_org()
+    task = Task(organization=org, title="new", result_data={"n": [1]})
+    with CaptureQueriesContext(connection) as wrote:
+        insert_new(task)
+    assert len(wrote) == 1
+    assert task.pk is not None and not task._state.adding
+    stored = Task.objects.get(pk=task.pk)
+    assert (stored.title, stored.result_data) == ("new", {"n": [1]})
+    assert stored.created_at is not None  # auto_now_add, as save() sets it
+    # A row with its primary key set is left to save(), which updates it.
+    stored.title = "renamed"
+    stored._state.adding = True
+    insert_new(stored)
+    assert Task.objects.get(pk=task.pk).title == "renamed"
+    assert Task.objects.filter(organization=org).count() == 1
 
 
 def test_a_prepared_queryset_sets_its_annotations_and_takes_a_list_as_one_parameter():
