@@ -18,6 +18,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from costs.alerts import raise_exhausted
@@ -397,7 +398,34 @@ def sweep_runs() -> dict:
             _dispatch(Run(pk=pk))
     if lost or unsent:
         log.info("runtime sweep sent again: %s running (stale), %s queued", lost, unsent)
-    return {"resent": lost + unsent}
+    woken = [agent_id for agent_id in _never_woken(stale) if run_resume(agent_id=agent_id)]
+    if woken:
+        log.warning("runtime sweep woke agents whose wake-up was lost: %s", woken)
+    return {"resent": lost + unsent, "woken": woken}
+
+
+def _never_woken(stale) -> list[int]:
+    """Managed agents, not paused, holding a task assigned before `stale` that no wake-up
+    reached: a wake-up runs after its move's commit, so a worker that died in between, or a
+    wake-up whose own transaction failed, left the task assigned with no run. No trigger of the
+    agent names the task since it was assigned — a task its run saw and left assigned (a
+    question asked in a comment) has one, and is not woken again."""
+    reached = RunTrigger.objects.filter(
+        agent_id=OuterRef("assignee_id"), task_id=OuterRef("pk"),
+        created_at__gte=OuterRef("assigned_at"),
+    )  # fmt: skip
+    return list(
+        Task.objects.filter(
+            status=TaskStatus.ASSIGNED,
+            assigned_at__lt=stale,
+            assignee__runtime=AgentRuntime.MANAGED,
+            assignee__is_paused=False,
+        )  # fmt: skip
+        .exclude(Exists(reached))
+        .order_by("assignee_id")
+        .values_list("assignee_id", flat=True)
+        .distinct()
+    )
 
 
 def wake_after_budget(*, organization_id: int) -> int:

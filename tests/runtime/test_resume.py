@@ -9,13 +9,14 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from organization.models import Agent
 from runtime import runner
 from runtime import services as runtime_services
 from runtime.lease import BUSY, CLAIMED, FINISHED, claim
-from runtime.models import Run
+from runtime.models import Run, RunTrigger
 from runtime.runner import run_agent
 from tasks import services
-from tasks.models import TaskComment, TaskEvent
+from tasks.models import Task, TaskComment, TaskEvent
 from tests.fake_llm import Reply, ToolUse
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -151,12 +152,46 @@ def test_the_sweep_sends_again_a_run_whose_heartbeat_stopped(cast, alex_on_opena
     run = Run.objects.get(agent=cast.alex)
     Run.objects.filter(pk=run.pk).update(status="running", lease_token="dead",
                                          heartbeat_at=timezone.now())  # fmt: skip
-    assert runtime_services.sweep_runs() == {"resent": []}
+    assert runtime_services.sweep_runs() == {"resent": [], "woken": []}
     expire_lease(run.pk)
     Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now() - timedelta(hours=1))
-    assert runtime_services.sweep_runs() == {"resent": [run.pk]}
+    assert runtime_services.sweep_runs() == {"resent": [run.pk], "woken": []}
     run.refresh_from_db()
     assert run.dispatched_at > timezone.now() - timedelta(minutes=1)
+
+
+def lose_the_wake_up(task):
+    """As if the process died between the task's commit and its wake-up: nothing the wake-up
+    writes exists; the task was assigned an hour ago."""
+    RunTrigger.objects.filter(task=task).delete()
+    Run.objects.filter(agent=task.assignee).delete()
+    Task.objects.filter(pk=task.pk).update(assigned_at=timezone.now() - timedelta(hours=1))
+
+
+def test_the_sweep_wakes_an_agent_whose_wake_up_was_lost(cast):
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    lose_the_wake_up(task)
+    assert runtime_services.sweep_runs() == {"resent": [], "woken": [cast.alex.pk]}
+    (run,) = Run.objects.filter(agent=cast.alex)
+    assert (run.status, run.trigger, run.task_id) == ("queued", "resumed", task.pk)
+    assert runtime_services.sweep_runs()["woken"] == []  # woken once: its trigger says so
+
+
+def test_the_sweep_wakes_no_one_for_a_task_a_run_saw_nor_a_paused_or_external_agent(cast):
+    seen = services.task_create(org=cast.org, actor=cast.by_human, title="seen",
+                                assignee=cast.alex)  # fmt: skip
+    Task.objects.filter(pk=seen.pk).update(assigned_at=timezone.now() - timedelta(hours=1))
+    # Its run saw it and left it assigned (a question asked in a comment), then ended.
+    Run.objects.filter(agent=cast.alex).update(status="completed", finished_at=timezone.now())
+    held = services.task_create(org=cast.org, actor=cast.by_human, title="held",
+                                assignee=cast.sarah)  # fmt: skip
+    lose_the_wake_up(held)
+    Agent.objects.filter(pk=cast.sarah.pk).update(is_paused=True)
+    external = services.task_create(org=cast.org, actor=cast.by_human, title="external",
+                                    assignee=cast.morgan)  # fmt: skip
+    Task.objects.filter(pk=external.pk).update(assigned_at=timezone.now() - timedelta(hours=1))
+    assert runtime_services.sweep_runs() == {"resent": [], "woken": []}
+    assert not Run.objects.filter(status="queued").exists()
 
 
 def test_the_hot_path_of_a_run_stays_within_its_query_budget(
