@@ -18,7 +18,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from costs.alerts import raise_exhausted
@@ -28,8 +28,9 @@ from costs.models import Budget
 from organization import outbox
 from organization.models import Agent, AgentRuntime
 from organization.prepared import INT, PreparedInstances, insert_new
-from tasks.models import Task, TaskStatus
+from tasks.models import InboxItem, Task, TaskStatus
 from tasks.rules import NO_KEY
+from tasks.signals import WAKING_KINDS
 
 from .models import (
     ACTIVE_STATUSES,
@@ -405,25 +406,27 @@ def sweep_runs() -> dict:
 
 
 def _never_woken(stale) -> list[int]:
-    """Managed agents, not paused, holding a task assigned before `stale` that no wake-up
-    reached: a wake-up runs after its move's commit, so a worker that died in between, or a
-    wake-up whose own transaction failed, left the task assigned with no run. No trigger of the
-    agent names the task since it was assigned — a task its run saw and left assigned (a
-    question asked in a comment) has one, and is not woken again."""
+    """Managed agents, not paused, that an inbox item older than `stale` asked to act on a task
+    they still hold (assigned), with no trigger since: a wake-up runs after its move's commit,
+    so a worker that died in between, or a wake-up whose own transaction failed, left the task
+    with no run. An agent's own act gives it no inbox item (it is never woken by it), and a task
+    a run saw and left assigned (a question asked in a comment) has a trigger."""
     reached = RunTrigger.objects.filter(
-        agent_id=OuterRef("assignee_id"), task_id=OuterRef("pk"),
-        created_at__gte=OuterRef("assigned_at"),
+        agent_id=OuterRef("agent_id"), task_id=OuterRef("task_id"),
+        created_at__gte=OuterRef("created_at"),
     )  # fmt: skip
     return list(
-        Task.objects.filter(
-            status=TaskStatus.ASSIGNED,
-            assigned_at__lt=stale,
-            assignee__runtime=AgentRuntime.MANAGED,
-            assignee__is_paused=False,
+        InboxItem.objects.filter(
+            kind__in=WAKING_KINDS,
+            created_at__lt=stale,
+            agent__runtime=AgentRuntime.MANAGED,
+            agent__is_paused=False,
+            task__status=TaskStatus.ASSIGNED,
+            task__assignee_id=F("agent_id"),
         )  # fmt: skip
         .exclude(Exists(reached))
-        .order_by("assignee_id")
-        .values_list("assignee_id", flat=True)
+        .order_by("agent_id")
+        .values_list("agent_id", flat=True)
         .distinct()
     )
 

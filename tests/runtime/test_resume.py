@@ -16,7 +16,7 @@ from runtime.lease import BUSY, CLAIMED, FINISHED, claim
 from runtime.models import Run, RunTrigger
 from runtime.runner import run_agent
 from tasks import services
-from tasks.models import Task, TaskComment, TaskEvent
+from tasks.models import InboxItem, Task, TaskComment, TaskEvent
 from tests.fake_llm import Reply, ToolUse
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -160,12 +160,16 @@ def test_the_sweep_sends_again_a_run_whose_heartbeat_stopped(cast, alex_on_opena
     assert run.dispatched_at > timezone.now() - timedelta(minutes=1)
 
 
+def an_hour_ago(task):
+    InboxItem.objects.filter(task=task).update(created_at=timezone.now() - timedelta(hours=1))
+
+
 def lose_the_wake_up(task):
     """As if the process died between the task's commit and its wake-up: nothing the wake-up
-    writes exists; the task was assigned an hour ago."""
+    writes exists; the task reached its agent an hour ago."""
     RunTrigger.objects.filter(task=task).delete()
     Run.objects.filter(agent=task.assignee).delete()
-    Task.objects.filter(pk=task.pk).update(assigned_at=timezone.now() - timedelta(hours=1))
+    an_hour_ago(task)
 
 
 def test_the_sweep_wakes_an_agent_whose_wake_up_was_lost(cast):
@@ -177,10 +181,10 @@ def test_the_sweep_wakes_an_agent_whose_wake_up_was_lost(cast):
     assert runtime_services.sweep_runs()["woken"] == []  # woken once: its trigger says so
 
 
-def test_the_sweep_wakes_no_one_for_a_task_a_run_saw_nor_a_paused_or_external_agent(cast):
+def test_the_sweep_wakes_none_for_a_task_a_run_saw_its_own_act_or_a_paused_or_external_agent(cast):
     seen = services.task_create(org=cast.org, actor=cast.by_human, title="seen",
                                 assignee=cast.alex)  # fmt: skip
-    Task.objects.filter(pk=seen.pk).update(assigned_at=timezone.now() - timedelta(hours=1))
+    an_hour_ago(seen)
     # Its run saw it and left it assigned (a question asked in a comment), then ended.
     Run.objects.filter(agent=cast.alex).update(status="completed", finished_at=timezone.now())
     held = services.task_create(org=cast.org, actor=cast.by_human, title="held",
@@ -189,7 +193,11 @@ def test_the_sweep_wakes_no_one_for_a_task_a_run_saw_nor_a_paused_or_external_ag
     Agent.objects.filter(pk=cast.sarah.pk).update(is_paused=True)
     external = services.task_create(org=cast.org, actor=cast.by_human, title="external",
                                     assignee=cast.morgan)  # fmt: skip
-    Task.objects.filter(pk=external.pk).update(assigned_at=timezone.now() - timedelta(hours=1))
+    an_hour_ago(external)
+    # An agent's own act wakes it never, the sweep included: it gets no inbox item for it.
+    own = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="own",
+                               assignee=cast.lena)  # fmt: skip
+    Task.objects.filter(pk=own.pk).update(assigned_at=timezone.now() - timedelta(hours=1))
     assert runtime_services.sweep_runs() == {"resent": [], "woken": []}
     assert not Run.objects.filter(status="queued").exists()
 
