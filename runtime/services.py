@@ -28,7 +28,7 @@ from costs.models import Budget
 from organization import outbox
 from organization.models import Agent, AgentRuntime
 from organization.prepared import INT, PreparedInstances, insert_new
-from tasks.models import InboxItem, Task, TaskStatus
+from tasks.models import HELD_STATUSES, InboxItem, Task, TaskStatus
 from tasks.rules import NO_KEY
 from tasks.signals import WAKING_KINDS
 
@@ -399,15 +399,20 @@ def sweep_runs() -> dict:
             _dispatch(Run(pk=pk))
     if lost or unsent:
         log.info("runtime sweep sent again: %s running (stale), %s queued", lost, unsent)
-    woken = [agent_id for agent_id in _never_woken(stale) if run_resume(agent_id=agent_id)]
+    woken = []
+    for agent_id, kind, task_id in _never_woken(stale):
+        # Sent again as it was lost: the same trigger, for the same task.
+        run_wake(agent=Agent(pk=agent_id), trigger=kind, task=Task(pk=task_id))
+        woken += [] if agent_id in woken else [agent_id]
     if woken:
         log.warning("runtime sweep woke agents whose wake-up was lost: %s", woken)
     return {"resent": lost + unsent, "woken": woken}
 
 
-def _never_woken(stale) -> list[int]:
+def _never_woken(stale) -> list[tuple[int, str, int]]:
     """Managed agents, not paused, that an inbox item older than `stale` asked to act on a task
-    they still hold (assigned), with no trigger since: a wake-up runs after its move's commit,
+    they still hold (assigned, in progress or blocked: a lost `subtasks_done` leaves its parent
+    in progress), with no trigger since — (agent, the latest such item's kind, task): a wake-up runs after its move's commit,
     so a worker that died in between, or a wake-up whose own transaction failed, left the task
     with no run. An agent's own act gives it no inbox item (it is never woken by it), and a task
     a run saw and left assigned (a question asked in a comment) has a trigger."""
@@ -415,20 +420,23 @@ def _never_woken(stale) -> list[int]:
         agent_id=OuterRef("agent_id"), task_id=OuterRef("task_id"),
         created_at__gte=OuterRef("created_at"),
     )  # fmt: skip
-    return list(
+    items = (
         InboxItem.objects.filter(
             kind__in=WAKING_KINDS,
             created_at__lt=stale,
             agent__runtime=AgentRuntime.MANAGED,
             agent__is_paused=False,
-            task__status=TaskStatus.ASSIGNED,
+            task__status__in=HELD_STATUSES,
             task__assignee_id=F("agent_id"),
         )  # fmt: skip
         .exclude(Exists(reached))
-        .order_by("agent_id")
-        .values_list("agent_id", flat=True)
-        .distinct()
+        .order_by("agent_id", "task_id", "-created_at")
+        .values_list("agent_id", "kind", "task_id")
     )
+    latest = {}
+    for agent_id, kind, task_id in items:
+        latest.setdefault((agent_id, task_id), kind)
+    return [(agent_id, kind, task_id) for (agent_id, task_id), kind in latest.items()]
 
 
 def wake_after_budget(*, organization_id: int) -> int:

@@ -177,8 +177,34 @@ def test_the_sweep_wakes_an_agent_whose_wake_up_was_lost(cast):
     lose_the_wake_up(task)
     assert runtime_services.sweep_runs() == {"resent": [], "woken": [cast.alex.pk]}
     (run,) = Run.objects.filter(agent=cast.alex)
-    assert (run.status, run.trigger, run.task_id) == ("queued", "resumed", task.pk)
+    # The lost wake-up is sent again as it was: its trigger, its task.
+    assert (run.status, run.trigger, run.task_id) == ("queued", "created", task.pk)
     assert runtime_services.sweep_runs()["woken"] == []  # woken once: its trigger says so
+
+
+def test_the_sweep_wakes_the_holder_of_a_parent_whose_subtasks_done_was_lost(cast):
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="p", assignee=cast.lena)
+    services.task_set_status(task=parent, actor=cast.actor(cast.lena), status="in_progress")
+    sub = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="s",
+                               assignee=cast.alex, parent=parent)  # fmt: skip
+    services.task_set_status(task=sub, actor=cast.actor(cast.alex), status="in_progress")
+    Run.objects.filter(agent=cast.lena).update(status="completed", finished_at=timezone.now())
+    services.task_set_status(task=sub, actor=cast.actor(cast.alex), status="completed", result="r")
+    # The parent's holder was told (inbox) but its wake-up was lost; the parent is in progress.
+    RunTrigger.objects.filter(task=parent, trigger="subtasks_done").delete()
+    Run.objects.filter(agent=cast.lena, status="queued").delete()
+    # Two hours ago the parent reached Lena (and woke her), an hour ago its subtasks were done.
+    RunTrigger.objects.filter(agent=cast.lena).update(
+        created_at=timezone.now() - timedelta(hours=2)
+    )
+    InboxItem.objects.filter(task=parent, kind="subtasks_done").update(
+        created_at=timezone.now() - timedelta(hours=1)
+    )
+    Run.objects.filter(agent=cast.alex).delete()
+    RunTrigger.objects.filter(agent=cast.alex).delete()
+    assert runtime_services.sweep_runs()["woken"] == [cast.lena.pk]
+    (run,) = Run.objects.filter(agent=cast.lena, status="queued")
+    assert (run.trigger, run.task_id) == ("subtasks_done", parent.pk)
 
 
 def test_the_sweep_wakes_none_for_a_task_a_run_saw_its_own_act_or_a_paused_or_external_agent(cast):
