@@ -17,6 +17,7 @@ from runtime.models import Run, RunTrigger
 from runtime.runner import run_agent
 from tasks import services
 from tasks.models import InboxItem, Task, TaskComment, TaskEvent
+from tests.conftest import requires_postgres
 from tests.fake_llm import Reply, ToolUse
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -126,6 +127,8 @@ def test_a_run_killed_inside_a_call_runs_it_again_once_on_resume(cast, alex_on_o
     no_event_twice(task)
 
 
+@requires_postgres()  # another worker takes the run over on its own connection, under row locks
+@pytest.mark.postgres
 def test_a_worker_that_lost_its_lease_commits_nothing(cast, alex_on_openai, monkeypatch):
     task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
     comment_then_answer(alex_on_openai, task)
@@ -228,6 +231,8 @@ def test_the_sweep_wakes_none_for_a_task_a_run_saw_its_own_act_or_a_paused_or_ex
     assert not Run.objects.filter(status="queued").exists()
 
 
+@requires_postgres()  # the budget counts PostgreSQL's statements
+@pytest.mark.postgres
 def test_the_hot_path_of_a_run_stays_within_its_query_budget(
     cast, offline, django_assert_max_num_queries
 ):
