@@ -382,7 +382,8 @@ def run_record_turns(
 def sweep_runs() -> dict:
     """Send again the runs a worker lost: running with a heartbeat older than the lease (the
     worker died), or queued and not sent for as long (a message that never arrived). A second
-    delivery of a live run backs off at its lease, so sending again is always safe."""
+    delivery of a live run backs off at its lease, so sending again is always safe. And send
+    again the wake-ups that were lost (`_never_woken`)."""
     stale = timezone.now() - timedelta(seconds=settings.RUNTIME_LEASE_SECONDS)
     lost = list(
         Run.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=stale).values_list(
@@ -403,19 +404,21 @@ def sweep_runs() -> dict:
     for agent_id, kind, task_id in _never_woken(stale):
         # Sent again as it was lost: the same trigger, for the same task.
         run_wake(agent=Agent(pk=agent_id), trigger=kind, task=Task(pk=task_id))
-        woken += [] if agent_id in woken else [agent_id]
+        if agent_id not in woken:
+            woken.append(agent_id)
     if woken:
         log.warning("runtime sweep woke agents whose wake-up was lost: %s", woken)
     return {"resent": lost + unsent, "woken": woken}
 
 
 def _never_woken(stale) -> list[tuple[int, str, int]]:
-    """Managed agents, not paused, that an inbox item older than `stale` asked to act on a task
-    they still hold (assigned, in progress or blocked: a lost `subtasks_done` leaves its parent
-    in progress), with no trigger since — (agent, the latest such item's kind, task): a wake-up runs after its move's commit,
-    so a worker that died in between, or a wake-up whose own transaction failed, left the task
-    with no run. An agent's own act gives it no inbox item (it is never woken by it), and a task
-    a run saw and left assigned (a question asked in a comment) has a trigger."""
+    """(agent, kind, task) of each wake-up that was lost: a managed agent, not paused, that an
+    inbox item older than `stale` asked to act on a task it still holds (assigned, in progress
+    or blocked: a lost `subtasks_done` leaves its parent in progress), with no trigger since;
+    the latest such item's kind. A wake-up runs after its move's commit, so a worker that died
+    in between, or a wake-up whose own transaction failed, left the task with no run. An
+    agent's own act gives it no inbox item (it is never woken by it), and a task a run saw and
+    left open (a question asked in a comment) has a trigger."""
     reached = RunTrigger.objects.filter(
         agent_id=OuterRef("agent_id"), task_id=OuterRef("task_id"),
         created_at__gte=OuterRef("created_at"),
