@@ -178,6 +178,8 @@ def _waiting(agent: Agent) -> list[RunTrigger]:
 
 
 _trigger_inserts: dict[str, str] = {}
+# The columns `_trigger_with_active_run` writes, in its statement's order.
+_TRIGGER_FIELDS = ("organization", "agent", "run", "task", "trigger", "woken_by", "created_at")
 
 
 def _trigger_with_active_run(agent: Agent, trigger: str, task: Task | None):
@@ -209,10 +211,6 @@ def _trigger_with_active_run(agent: Agent, trigger: str, task: Task | None):
         return (None,)
     return (Run.from_db(connection.alias, ("id", "agent_id", "status"),
                         (row[0], agent.pk, RunStatus.QUEUED)),)  # fmt: skip
-
-
-# The columns `_trigger_with_active_run` writes, in its statement's order.
-_TRIGGER_FIELDS = ("organization", "agent", "run", "task", "trigger", "woken_by", "created_at")
 
 
 @transaction.atomic
@@ -418,7 +416,9 @@ def _never_woken(stale) -> list[tuple[int, str, int]]:
     the latest such item's kind. A wake-up runs after its move's commit, so a worker that died
     in between, or a wake-up whose own transaction failed, left the task with no run. An
     agent's own act gives it no inbox item (it is never woken by it), and a task a run saw and
-    left open (a question asked in a comment) has a trigger."""
+    left open (a question asked in a comment) has a trigger. A comment by a managed agent is
+    not sent again: its wake-up may have been withheld on purpose (`_agents_talking_too_much`),
+    and the agent that wrote it is at work anyway."""
     reached = RunTrigger.objects.filter(
         agent_id=OuterRef("agent_id"), task_id=OuterRef("task_id"),
         created_at__gte=OuterRef("created_at"),
@@ -433,6 +433,7 @@ def _never_woken(stale) -> list[tuple[int, str, int]]:
             task__assignee_id=F("agent_id"),
         )  # fmt: skip
         .exclude(Exists(reached))
+        .exclude(kind=COMMENT, event__actor_agent__runtime=AgentRuntime.MANAGED)
         .order_by("agent_id", "task_id", "-created_at")
         .values_list("agent_id", "kind", "task_id")
     )

@@ -210,6 +210,30 @@ def test_the_sweep_wakes_the_holder_of_a_parent_whose_subtasks_done_was_lost(cas
     assert (run.trigger, run.task_id) == ("subtasks_done", parent.pk)
 
 
+def test_the_sweep_does_not_send_again_a_managed_agents_comment(cast):
+    """Such a wake-up may have been withheld on purpose (managed agents answering each other's
+    comments stop waking each other): the sweep must not undo that an hour later."""
+    task = services.task_create(org=cast.org, actor=cast.actor(cast.sarah), title="t",
+                                assignee=cast.alex)  # fmt: skip
+    # Two hours ago the task reached Alex (and woke him); an hour ago came the comments.
+    RunTrigger.objects.filter(agent=cast.alex).update(
+        created_at=timezone.now() - timedelta(hours=2)
+    )
+    services.task_comment(task=task, actor=cast.actor(cast.sarah), body="Any news?")
+    RunTrigger.objects.filter(agent=cast.alex, trigger="comment").delete()
+    InboxItem.objects.filter(task=task, kind="comment").update(
+        created_at=timezone.now() - timedelta(hours=1)
+    )
+    assert runtime_services.sweep_runs()["woken"] == []
+    # A human's comment whose wake-up was lost is sent again.
+    services.task_comment(task=task, actor=cast.by_human, body="And?")
+    RunTrigger.objects.filter(agent=cast.alex, trigger="comment").delete()
+    InboxItem.objects.filter(task=task, kind="comment").update(
+        created_at=timezone.now() - timedelta(hours=1)
+    )
+    assert runtime_services.sweep_runs()["woken"] == [cast.alex.pk]
+
+
 def test_the_sweep_wakes_none_for_a_task_a_run_saw_its_own_act_or_a_paused_or_external_agent(cast):
     seen = services.task_create(org=cast.org, actor=cast.by_human, title="seen",
                                 assignee=cast.alex)  # fmt: skip
