@@ -44,6 +44,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -241,11 +242,28 @@ def overhead_ms_per_turn(runs) -> tuple[float, float, int, float, float]:
         models = [t for t in run.turns if t["kind"] == "model"]
         wall_ms += (run.finished_at - run.started_at).total_seconds() * 1000
         provider_ms += sum(t.get("provider_ms", 0) for t in models)
-        tool_ms += sum(t.get("ms", 0) for t in run.turns if t["kind"] == "tool_call")
+        tool_ms += tools_wall_ms(run.turns)
         turns += len(models)
     per_turn = max(turns, 1)
     return ((wall_ms - provider_ms - tool_ms) / per_turn, (wall_ms - provider_ms) / per_turn,
             turns, provider_ms / 1000, tool_ms / 1000)  # fmt: skip
+
+
+def tools_wall_ms(turns: list[dict]) -> float:
+    """The wall time a run's tool calls took: the union of their spans (calls of one turn run
+    side by side, so their sum would count the same milliseconds more than once)."""
+    spans = sorted(
+        (start, start + t["ms"] / 1000)
+        for t in turns
+        if t["kind"] == "tool_call" and "ms" in t
+        for start in [datetime.fromisoformat(t["started_at"]).timestamp()]
+    )
+    total, reach = 0.0, float("-inf")
+    for start, end in spans:
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total * 1000
 
 
 def ideal_seconds(runs) -> tuple[float, float]:
@@ -379,6 +397,8 @@ def details(org, runs, task_ids) -> None:
         print(f"  run {run.pk} {run.agent.handle} {run.trigger} tasks={run.triggers.count()} "
               f"turns={models} calls={calls} wall={wall:.0f}ms overhead={over:.0f}ms "
               f"queued={queued:.0f}ms {run.status} {run.error[:80]}")  # fmt: skip
+    for run in sorted(runs, key=lambda r: -spent(r)[0])[:4]:
+        turn_timeline(run)
     by_tool = defaultdict(list)
     for run in runs:
         for t in run.turns:
@@ -393,6 +413,34 @@ def details(org, runs, task_ids) -> None:
         print(f"  task {task.pk} {task.title} {task.status} {task.assignee} {task.queued_for}")
         for e in TaskEvent.objects.filter(task=task).order_by("pk"):
             print(f"    {e.kind} {e.actor_label} {e.message[:120]}")
+
+
+def turn_timeline(run) -> None:
+    """--detail: where a run's time went, turn by turn (ms from its start); consecutive calls
+    of one tool are summed on one line."""
+    origin = run.started_at.timestamp()
+    print(f"  run {run.pk} {run.agent.handle}: started {origin - run.created_at.timestamp():.3f} s"
+          f" after it was queued")  # fmt: skip
+    lines: list[list] = []
+    for t in run.turns:
+        if t["kind"] == "model":
+            lines.append(["model", 1, t.get("provider_ms", 0), None, None])
+            continue
+        start = datetime.fromisoformat(t["started_at"]).timestamp() - origin if "started_at" in t \
+            else None  # fmt: skip
+        end = start + t.get("ms", 0) / 1000 if start is not None else None
+        if lines and lines[-1][0] == t["name"]:
+            line = lines[-1]
+            line[1] += 1
+            line[2] += t.get("ms", 0)
+            line[3] = min(x for x in (line[3], start) if x is not None) if start else line[3]
+            line[4] = max(x for x in (line[4], end) if x is not None) if end else line[4]
+        else:
+            lines.append([t["name"], 1, t.get("ms", 0), start, end])
+    for name, n, ms, start, end in lines:
+        span = f" from {start * 1000:7.0f} to {end * 1000:7.0f} ms" if start is not None else ""
+        print(f"    {name:22s} x{n:<4d} {ms:8.1f} ms{span}")
+    print(f"    finished at {(run.finished_at.timestamp() - origin) * 1000:7.0f} ms")
 
 
 def timeline(runs) -> None:

@@ -32,7 +32,7 @@ writes and its record commit together or not at all — a call of a model turn w
 took effect, and is run again on resume whatever its tool (as is one still recorded `running` by
 an earlier version); an `on_turn` that raises there (a run that lost its lease) undoes the call's
 writes too. A refused call's writes are undone whole, and its refusal recorded on its own. Each
-call's turn then also says how long the call ran (`ms`).
+call's turn then also says when the call started (`started_at`) and how long it ran (`ms`).
 
 A read-only call has nothing to commit with its record: with `atomic_record` it runs outside any
 transaction and its record waits, with those of the read-only calls after it, until the next
@@ -53,6 +53,7 @@ from enum import StrEnum
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import OperationalError, transaction
+from django.utils import timezone
 
 from organization import registry
 from organization.atomic import undone_whole
@@ -320,9 +321,9 @@ class _Loop:
             self.notify(turn)
 
     def run_read_only(self, turn: dict, call: ToolCall) -> None:
-        started = time.perf_counter()
+        started_at, started = timezone.now(), time.perf_counter()
         outcome = self.execute(call, own_transaction=False)
-        turn.update(outcome, ms=round((time.perf_counter() - started) * 1000, 1))
+        turn.update(outcome, **_timing(started_at, started))
         self.unrecorded.append(turn)
 
     def settle_atomically(self, turn: dict, call: ToolCall) -> bool:
@@ -330,9 +331,9 @@ class _Loop:
         call is undone whole (no savepoint around the call: one transaction, fewer statements),
         then False: `settle` records the refusal on its own."""
         with undone_whole():
-            started = time.perf_counter()
+            started_at, started = timezone.now(), time.perf_counter()
             outcome = self.execute(call, own_transaction=False)
-            turn.update(outcome, ms=round((time.perf_counter() - started) * 1000, 1))
+            turn.update(outcome, **_timing(started_at, started))
             if outcome["status"] != CallStatus.OK:
                 transaction.set_rollback(True)
                 return False
@@ -399,6 +400,12 @@ def _model_turn(reply: LLMReply) -> dict:
         "provider": reply.provider,
         "model": reply.model,
     }
+
+
+def _timing(started_at, started: float) -> dict:
+    """When a call started and how long it ran (ms), for its turn."""
+    return {"started_at": started_at.isoformat(),
+            "ms": round((time.perf_counter() - started) * 1000, 1)}  # fmt: skip
 
 
 def _refusal(message: str, code: str) -> dict:

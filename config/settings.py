@@ -321,6 +321,11 @@ else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
     }
+    if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "redis+socket://")):
+        # Work is taken by priority, 0 first (a manager's run before its reports': what it hands
+        # out keeps the others busy), and a worker takes a message only when a thread of it is
+        # free: a more urgent message sent later is then not stuck behind ones it reserved.
+        CELERY_WORKER_DISABLE_PREFETCH = env_bool("CELERY_WORKER_DISABLE_PREFETCH", True)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

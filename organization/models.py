@@ -395,6 +395,8 @@ class OutboxMessage(models.Model):
     dispatched_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True, default="")
+    # The message's priority on the broker (Redis: 0, the default, is taken first).
+    priority = models.PositiveSmallIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["pk"]

@@ -31,15 +31,19 @@ PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 
 RELAY_BATCH = 100
 
 
-def enqueue(task_name: str, *args, **kwargs) -> OutboxMessage:
-    """Record `task_name(*args, **kwargs)` in the current transaction; it is sent after commit."""
-    return enqueue_many(task_name, [args], **kwargs)[0]
+def enqueue(task_name: str, *args, priority: int | None = None, **kwargs) -> OutboxMessage:
+    """Record `task_name(*args, **kwargs)` in the current transaction; it is sent after commit,
+    with the broker's `priority` when given (so no task of ours takes a `priority` argument)."""
+    return enqueue_many(task_name, [args], priority=priority, **kwargs)[0]
 
 
-def enqueue_many(task_name: str, args_list: list, **kwargs) -> list[OutboxMessage]:
+def enqueue_many(
+    task_name: str, args_list: list, *, priority: int | None = None, **kwargs
+) -> list[OutboxMessage]:
     """One message per argument tuple, written in one statement."""
     messages = OutboxMessage.objects.bulk_create(
-        OutboxMessage(task_name=task_name, args=list(args), kwargs=kwargs) for args in args_list
+        OutboxMessage(task_name=task_name, args=list(args), kwargs=kwargs, priority=priority)
+        for args in args_list
     )
     pks = [m.pk for m in messages]
     # robust: a failure here must not turn the committed write into an error; the relay sends.
@@ -59,17 +63,16 @@ def _send(message: OutboxMessage) -> Exception | None:
 
     message.attempts += 1
     task = current_app.tasks.get(message.task_name)
+    options = {"retry": True, "retry_policy": PUBLISH_RETRY_POLICY}
+    if message.priority is not None:
+        options["priority"] = message.priority
     try:
         if task is not None:
-            task.apply_async(
-                args=message.args, kwargs=message.kwargs, task_id=str(message.task_id),
-                retry=True, retry_policy=PUBLISH_RETRY_POLICY,
-            )  # fmt: skip
+            task.apply_async(args=message.args, kwargs=message.kwargs,
+                             task_id=str(message.task_id), **options)  # fmt: skip
         else:
-            current_app.send_task(
-                message.task_name, args=message.args, kwargs=message.kwargs,
-                task_id=str(message.task_id), retry=True, retry_policy=PUBLISH_RETRY_POLICY,
-            )  # fmt: skip
+            current_app.send_task(message.task_name, args=message.args, kwargs=message.kwargs,
+                                  task_id=str(message.task_id), **options)  # fmt: skip
     except Exception as exc:
         message.last_error = f"{type(exc).__name__}: {exc}"[:2000]
         message.save(update_fields=["attempts", "last_error"])

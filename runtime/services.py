@@ -91,7 +91,8 @@ def _wake_read_sql(connection) -> str:
         agent, budget = qn(Agent._meta.db_table), qn(Budget._meta.db_table)
         columns = ", ".join(qn(Agent._meta.get_field(f).column) for f in _LOCK_AGENT.fields)
         sql = _wake_reads[connection.alias] = (
-            f"SELECT {columns}, EXISTS (SELECT 1 FROM {budget} b "  # noqa: S608  (our names)
+            f"SELECT {columns}, EXISTS (SELECT 1 FROM {agent} r "  # noqa: S608  (our names)
+            f"WHERE r.senior_id = {agent}.id), EXISTS (SELECT 1 FROM {budget} b "
             f"WHERE b.organization_id = {agent}.organization_id) "
             f"FROM {agent} WHERE id = %s FOR NO KEY UPDATE OF {agent}"
         )
@@ -99,9 +100,10 @@ def _wake_read_sql(connection) -> str:
 
 
 def _lock_for_wake(agent_id: int) -> tuple[Agent | None, bool]:
-    """(the agent, its row locked; whether its organization has any budget), one statement on
-    PostgreSQL. Its active run is read by a statement of its own, after the lock: one that
-    began before another wake-up committed a new run would not see that run."""
+    """(the agent, its row locked, with `has_reports`; whether its organization has any
+    budget), one statement on PostgreSQL. Its active run is read by a statement of its own,
+    after the lock: one that began before another wake-up committed a new run would not see
+    that run."""
     if connection.vendor != "postgresql":
         return _locked_agent(agent_id), True
     with connection.cursor() as cursor:
@@ -109,13 +111,28 @@ def _lock_for_wake(agent_id: int) -> tuple[Agent | None, bool]:
         row = cursor.fetchone()
     if row is None:
         return None, False
-    return Agent.from_db(connection.alias, _LOCK_AGENT.fields, row[:-1]), row[-1]
+    agent = Agent.from_db(connection.alias, _LOCK_AGENT.fields, row[:-2])
+    agent.has_reports = row[-2]
+    return agent, row[-1]
+
+
+# A run's priority on the broker (Redis takes 0 first): a manager's run goes before its reports'
+# — what it hands out is what keeps them busy; an expert's run waiting a little costs nobody.
+MANAGER_PRIORITY = 0
+REPORT_PRIORITY = 6
+
+
+def run_priority(agent_id: int, has_reports: bool | None = None) -> int:
+    """The priority of the agent's runs: MANAGER_PRIORITY when someone reports to it."""
+    if has_reports is None:
+        has_reports = Agent.objects.filter(senior_id=agent_id).exists()
+    return MANAGER_PRIORITY if has_reports else REPORT_PRIORITY
 
 
 def _dispatch(run: Run) -> None:
     """Queue the run's Celery task through the outbox (sent when the transaction commits)."""
     Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
-    outbox.enqueue(RUN_AGENT_TASK, run.pk)
+    outbox.enqueue(RUN_AGENT_TASK, run.pk, priority=run_priority(run.agent_id))
 
 
 def _new_run(
@@ -127,7 +144,8 @@ def _new_run(
         previous=previous, dispatched_at=timezone.now(),
     )  # fmt: skip
     insert_new(run)
-    outbox.enqueue(RUN_AGENT_TASK, run.pk)
+    priority = run_priority(agent.pk, getattr(agent, "has_reports", None))
+    outbox.enqueue(RUN_AGENT_TASK, run.pk, priority=priority)
     return run
 
 
@@ -183,26 +201,36 @@ _TRIGGER_FIELDS = ("organization", "agent", "run", "task", "trigger", "woken_by"
 
 
 def _trigger_with_active_run(agent: Agent, trigger: str, task: Task | None):
-    """On PostgreSQL, the agent's active run locked and the trigger recorded with it in one
-    statement (after the agent's lock, by a statement of its own: it sees every run committed
-    before that lock): joining the run when it is queued, waiting for its end when it runs.
-    `(run or None,)` when the agent had an active run; None, writing nothing, when it had none."""
+    """On PostgreSQL, the trigger recorded with the agent's active run in one statement (after
+    the agent's lock, by a statement of its own: it sees every run committed before that lock):
+    joining the run when it is queued, waiting for its end when it runs. `(run or None,)` when
+    the agent had an active run; None, writing nothing, when it had none.
+
+    Only a queued run's row is locked (its claim locks it too: the trigger joins the run before
+    the claim reads its triggers, or finds it running and waits). A running run's row is not:
+    the agent's lock already orders this trigger before the run's end reads what waits, and the
+    run writes its row at every turn — a busy agent's run would otherwise wait on each wake-up
+    the moves of other agents send it."""
     sql = _trigger_inserts.get(connection.alias)
     if sql is None:
         qn = connection.ops.quote_name
         column = {f.name: qn(f.column) for f in RunTrigger._meta.concrete_fields}
         columns = ", ".join(column[name] for name in _TRIGGER_FIELDS)
+        run_table = qn(Run._meta.db_table)
         sql = _trigger_inserts[connection.alias] = (
-            f"WITH r AS (SELECT id, status FROM {qn(Run._meta.db_table)} "  # noqa: S608  (ours)
-            f"WHERE agent_id = %s AND status = ANY(%s) ORDER BY id LIMIT 1 FOR NO KEY UPDATE) "
+            f"WITH q AS (SELECT id FROM {run_table} "  # noqa: S608  (ours)
+            f"WHERE agent_id = %s AND status = %s ORDER BY id LIMIT 1 FOR NO KEY UPDATE), "
+            f"r AS (SELECT id FROM {run_table} "
+            f"WHERE agent_id = %s AND status = ANY(%s) ORDER BY id LIMIT 1) "
             f"INSERT INTO {qn(RunTrigger._meta.db_table)} ({columns}) "
-            f"SELECT %s, %s, CASE WHEN r.status = %s THEN r.id END, %s, %s, %s, %s FROM r "
+            f"SELECT %s, %s, (SELECT id FROM q), %s, %s, %s, %s FROM r "
             f"RETURNING {column['run']}"
         )
     with connection.cursor() as cursor:
         cursor.execute(sql, [
-            agent.pk, list(ACTIVE_STATUSES), agent.organization_id, agent.pk, RunStatus.QUEUED,
-            task.pk if task is not None else None, trigger, current_run.get(), timezone.now(),
+            agent.pk, RunStatus.QUEUED, agent.pk, list(ACTIVE_STATUSES), agent.organization_id,
+            agent.pk, task.pk if task is not None else None, trigger, current_run.get(),
+            timezone.now(),
         ])  # fmt: skip
         row = cursor.fetchone()
     if row is None:
@@ -385,17 +413,18 @@ def sweep_runs() -> dict:
     stale = timezone.now() - timedelta(seconds=settings.RUNTIME_LEASE_SECONDS)
     lost = list(
         Run.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=stale).values_list(
-            "pk", flat=True
+            "pk", "agent_id"
         )
     )
     unsent = list(
         Run.objects.filter(
             status=RunStatus.QUEUED, dispatched_at__lt=stale, agent__is_paused=False
-        ).values_list("pk", flat=True)
+        ).values_list("pk", "agent_id")
     )
-    for pk in lost + unsent:
+    for pk, agent_id in lost + unsent:
         with transaction.atomic():
-            _dispatch(Run(pk=pk))
+            _dispatch(Run(pk=pk, agent_id=agent_id))
+    lost, unsent = [pk for pk, _ in lost], [pk for pk, _ in unsent]
     if lost or unsent:
         log.info("runtime sweep sent again: %s running (stale), %s queued", lost, unsent)
     woken = []

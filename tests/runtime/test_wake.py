@@ -171,7 +171,7 @@ def test_a_trigger_joins_a_run_still_queued(cast):
 @requires_postgres()
 @pytest.mark.postgres
 def test_joining_a_queued_run_costs_two_statements_on_postgresql(cast):
-    """The agent's row locked (with whether any budget exists), then its active run locked and
+    """The agent's row locked (with whether any budget exists), then its queued run locked and
     the trigger written with it: one statement each, the second after the lock (tests/runtime/
     test_race.py shows why they cannot be one)."""
     from runtime.services import current_run, run_wake
