@@ -24,4 +24,3 @@ def test_every_named_route_resolves_to_itself():
     assert len(found) > 40
     for path, name in found:
         assert resolve("/" + path).url_name == name, path
-
