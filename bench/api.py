@@ -126,7 +126,7 @@ def queries(org, agents, agent_key, org_key) -> dict[str, int]:
 
 
 def main() -> int:
-    with bench_database("bench_api", needs_redis=True), redis_cleanup():
+    with redis_cleanup(), bench_database("bench_api", needs_redis=True):
         org, agents, pool, agent_key, org_key = build()
         counts = queries(org, agents, agent_key, org_key)
         lua = (

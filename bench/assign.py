@@ -137,8 +137,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args()
     with (
-        bench_database("bench_assign", needs_redis=True),
         redis_cleanup(),
+        bench_database("bench_assign", needs_redis=True),
         contextlib.ExitStack() as cleanup,
     ):
         import logging

@@ -160,19 +160,21 @@ def build_org(size: int, *, slug: str, name: str, roles: bool = False):
 
 @contextlib.contextmanager
 def redis_cleanup() -> Iterator[None]:
-    """Delete, on the way out, the keys that appeared in REDIS_URL's database meanwhile
-    (throttle counters, kombu's bindings and queues): a benchmark leaves nothing behind."""
-    import redis
-
-    client = redis.Redis.from_url(os.environ["REDIS_URL"])
-    before = set(client.scan_iter(count=1000))
+    """A Redis database of the bench's own for its whole run, emptied on the way out: REDIS_URL
+    points at it for this process's Django and every server it starts (so it must be entered
+    before `bench_database`, which sets Django up). A benchmark so leaves nothing behind
+    (throttle counters, kombu's bindings and queues) and never touches another program's keys —
+    deleting whatever appeared in a shared database meanwhile took a test run's broker keys too."""
+    if not os.environ.get("REDIS_URL"):
+        sys.exit(f"{_script()} needs Redis: set REDIS_URL=redis://…")
+    shared = os.environ["REDIS_URL"]
+    url, client = claim_redis_db(shared, owner=f"bench-{Path(sys.argv[0]).stem}")
+    os.environ["REDIS_URL"] = url
     try:
         yield
     finally:
-        new = [key for key in client.scan_iter(count=1000) if key not in before]
-        if new:
-            client.delete(*new)
-        client.close()
+        os.environ["REDIS_URL"] = shared
+        release_redis_db(client)
 
 
 def claim_redis_db(url: str, *, owner: str):

@@ -124,7 +124,7 @@ def main() -> int:
     parser.add_argument("--agents", type=int, default=AGENTS)
     args = parser.parse_args()
 
-    with bench_database("bench_mcp", needs_redis=True), redis_cleanup():
+    with redis_cleanup(), bench_database("bench_mcp", needs_redis=True):
         from organization.auth import authenticate_key
         from organization.caller import caller_for_key
 

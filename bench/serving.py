@@ -59,7 +59,7 @@ end
 
 
 def main() -> int:
-    with bench_database("bench_serving", needs_redis=True), redis_cleanup():
+    with redis_cleanup(), bench_database("bench_serving", needs_redis=True):
         from organization.models import Agent
 
         org, key, _ = build_org(AGENTS, slug="bench-serving", name="Bench serving")
