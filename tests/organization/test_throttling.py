@@ -100,14 +100,21 @@ def test_a_mistyped_rate_stops_start_up_with_a_message(rate):
     assert f"API_THROTTLE_RATE={rate!r}: use <n>/<second|minute|hour|day>" in result.stderr
 
 
-def test_on_redis_a_key_is_one_counter_with_its_window_as_ttl(demo, settings):
-    """The Redis path: SET NX EX + INCR + TTL in one script, not DRF's pickled list."""
+@pytest.fixture
+def redis_cache():
+    """The cache, when it is Redis (the counter's own path)."""
     from django.core.cache import caches
     from django.core.cache.backends.redis import RedisCache
 
     cache = caches["default"]
     if not isinstance(cache, RedisCache):
         pytest.skip("the Redis path needs REDIS_URL (CI sets it)")
+    return cache
+
+
+def test_on_redis_a_key_is_one_counter_with_its_window_as_ttl(demo, settings, redis_cache):
+    """The Redis path: SET NX EX + INCR + TTL in one script, not DRF's pickled list."""
+    cache = redis_cache
     settings.API_THROTTLE_RATE = "5/min"
     key = make_key(demo, agent_of(demo, "agent-sarah"))
     sarah = KeyClient(key)
@@ -125,18 +132,12 @@ def test_on_redis_a_key_is_one_counter_with_its_window_as_ttl(demo, settings):
     assert int(response["Retry-After"]) <= 60
 
 
-def test_on_redis_the_counter_survives_a_server_that_forgot_its_script(demo, settings):
+def test_on_redis_the_counter_survives_a_server_that_forgot_its_script(demo, settings, redis_cache):
     """A restarted Redis (or SCRIPT FLUSH) no longer knows the script: it is loaded again."""
-    from django.core.cache import caches
-    from django.core.cache.backends.redis import RedisCache
-
-    cache = caches["default"]
-    if not isinstance(cache, RedisCache):
-        pytest.skip("the Redis path needs REDIS_URL (CI sets it)")
     settings.API_THROTTLE_RATE = "2/min"
     key = make_key(demo, agent_of(demo, "agent-sarah"))
     sarah = KeyClient(key)
     assert sarah.get("/api/roster").status_code == 200
-    cache._cache.get_client(None, write=True).script_flush()
+    redis_cache._cache.get_client(None, write=True).script_flush()
     assert sarah.get("/api/roster").status_code == 200
     assert_rate_limited(sarah.get("/api/roster"))
