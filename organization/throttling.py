@@ -2,9 +2,9 @@
 
 On Redis it is a fixed-window counter — SET NX EX, INCR and TTL in one script, one command —
 where DRF's stock throttle reads and rewrites the pickled list of every request's time in the
-window (two round trips, and up to API_THROTTLE_RATE floats each way). A window may so let a key send up to
-twice its rate across a window's boundary, as fixed windows do. Other caches (the embedded
-default's local memory) keep DRF's sliding log.
+window (two round trips, and up to API_THROTTLE_RATE floats each way). A window may so let a
+key send up to twice its rate across a window's boundary, as fixed windows do. Other caches
+(the embedded default's local memory) keep DRF's sliding log.
 """
 
 import logging
