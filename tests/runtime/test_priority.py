@@ -27,8 +27,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def run_messages() -> list[tuple[int, int | None]]:
     """(run id, priority) of every run message in the outbox, oldest first."""
-    return [(m.args[0], m.priority)
-            for m in OutboxMessage.objects.filter(task_name=RUN_AGENT_TASK).order_by("pk")]  # fmt: skip
+    messages = OutboxMessage.objects.filter(task_name=RUN_AGENT_TASK).order_by("pk")
+    return [(m.args[0], m.priority) for m in messages]
 
 
 def test_a_managers_run_is_sent_first_and_a_reports_after(cast):
