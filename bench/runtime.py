@@ -242,28 +242,11 @@ def overhead_ms_per_turn(runs) -> tuple[float, float, int, float, float]:
         models = [t for t in run.turns if t["kind"] == "model"]
         wall_ms += (run.finished_at - run.started_at).total_seconds() * 1000
         provider_ms += sum(t.get("provider_ms", 0) for t in models)
-        tool_ms += tools_wall_ms(run.turns)
+        tool_ms += sum(t.get("ms", 0) for t in run.turns if t["kind"] == "tool_call")
         turns += len(models)
     per_turn = max(turns, 1)
     return ((wall_ms - provider_ms - tool_ms) / per_turn, (wall_ms - provider_ms) / per_turn,
             turns, provider_ms / 1000, tool_ms / 1000)  # fmt: skip
-
-
-def tools_wall_ms(turns: list[dict]) -> float:
-    """The wall time a run's tool calls took: the union of their spans (calls of one turn run
-    side by side, so their sum would count the same milliseconds more than once)."""
-    spans = sorted(
-        (start, start + t["ms"] / 1000)
-        for t in turns
-        if t["kind"] == "tool_call" and "ms" in t
-        for start in [datetime.fromisoformat(t["started_at"]).timestamp()]
-    )
-    total, reach = 0.0, float("-inf")
-    for start, end in spans:
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
-    return total * 1000
 
 
 def ideal_seconds(runs) -> tuple[float, float]:

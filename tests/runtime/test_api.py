@@ -1,6 +1,8 @@
 """`GET /api/runs` and `GET /api/runs/<id>` (issue 11 §2): a record a human can read. An agent
 sees its own runs, a human all of its organization's; anything else is 404."""
 
+from datetime import datetime
+
 import pytest
 
 from runtime.models import Run
@@ -45,6 +47,10 @@ def test_a_run_reads_as_its_record(cast, worked):
     assert calls[0]["arguments"]["expertise"] == "React"
     assert calls[1]["result"]["assignee"] == "agent-sarah"
     assert all(c["ms"] >= 0 for c in calls)  # how long each call ran
+    # ... and when each started: within the run, in the order the calls were made.
+    starts = [datetime.fromisoformat(c["started_at"]) for c in calls]
+    assert datetime.fromisoformat(body["started_at"]) <= starts[0] <= starts[1]
+    assert starts[1] <= datetime.fromisoformat(body["finished_at"])
     assert "YOUR ORGANIZATIONAL CONTEXT" in body["system_prompt"]
     assert "Build the page" in body["input"]
 
