@@ -363,7 +363,6 @@ def run_record_turns(
     effect, a lost read-only call is run again, and a lost model turn is asked of the model
     again."""
     now = timezone.now()
-    data = [json.dumps(turn, cls=DjangoJSONEncoder) for turn in turns]
     if connection.vendor == "postgresql":
         qn = connection.ops.quote_name
         run_table, turn_table = qn(Run._meta.db_table), qn(RunTurn._meta.db_table)
@@ -382,13 +381,15 @@ def run_record_turns(
                         heartbeat_at = %s
                     WHERE id = %s AND lease_token = %s RETURNING id)
                 INSERT INTO {turn_table} (run_id, index, data)
-                SELECT lease.id, t.index, t.data
-                FROM lease{from_no_wait}, unnest(%s::integer[], %s::jsonb[]) AS t(index, data)
+                SELECT lease.id, (turn ->> 'index')::integer, turn
+                FROM lease{from_no_wait}, jsonb_array_elements(%s::jsonb) AS turn
                 ON CONFLICT (run_id, index) DO UPDATE SET data = EXCLUDED.data
                 RETURNING 1
                 """,  # noqa: S608  (the table names are ours, every value is a parameter)
+                # The turns as one JSON array: psycopg escapes each element of a jsonb[]
+                # parameter with a regular expression (~0.14 ms a turn of client CPU).
                 [prompt_tokens, completion_tokens, now, run.pk, token,
-                 [turn["index"] for turn in turns], data],
+                 json.dumps(turns, cls=DjangoJSONEncoder)],
             )  # fmt: skip
             return bool(cursor.fetchall())
     with transaction.atomic():
