@@ -67,7 +67,13 @@ def test_a_task_created_over_rest_is_worked_by_managed_agents_on_the_worker(cast
     body = wait_for(done, timeout=30, interval=0.1)
     assert body["assignee"] == "agent-sarah"
     assert body["result"].startswith("[offline provider")
-    runs = client.get("/api/runs", {"task": task_id}).json()["results"]
+
+    # A run completes the task, then ends in a statement of its own: wait for that too.
+    def runs_ended():
+        runs = client.get("/api/runs", {"task": task_id}).json()["results"]
+        return runs if all(r["status"] in ("completed", "failed") for r in runs) else None
+
+    runs = wait_for(runs_ended, timeout=30, interval=0.1)
     assert [(r["agent"], r["trigger"], r["status"]) for r in reversed(runs)] == [
         ("agent-lena", "created", "completed"), ("agent-sarah", "delegated", "completed"),
     ]  # fmt: skip
