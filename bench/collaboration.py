@@ -44,8 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (  # noqa: E402
     ROOT,
     bench_database,
-    claim_redis_db,
-    release_redis_db,
+    redis_cleanup,
     start_celery_workers,
     stop_workers,
 )
@@ -198,22 +197,15 @@ def _environ(values: dict):
 
 
 def main() -> int:
-    if not os.environ.get("REDIS_URL"):
-        sys.exit("bench/collaboration.py needs Redis: set REDIS_URL=redis://…")
-    redis_url, redis_client = claim_redis_db(os.environ["REDIS_URL"], owner="bench-collaboration")
-    os.environ.update(
-        DJANGO_SETTINGS_MODULE="config.settings", REDIS_URL=redis_url, CELERY_BROKER_URL=redis_url,
-        **LIMITS,
-    )  # fmt: skip
-    os.environ.pop("TEST_DATABASE_NAME", None)
-    workers: list[subprocess.Popen] = []
-    try:
+    with redis_cleanup() as redis_db:
+        os.environ.update(DJANGO_SETTINGS_MODULE="config.settings", **LIMITS)
+        os.environ.pop("TEST_DATABASE_NAME", None)
+        workers: list[subprocess.Popen] = []
         with bench_database("bench_collab", needs_redis=True), contextlib.ExitStack() as cleanup:
             cleanup.callback(stop_workers, workers)  # before the database is dropped
             results = run(workers)
-    finally:
-        left = release_redis_db(redis_client)
-    print(f"redis {redis_url}: emptied, {left} keys left")
+    left = redis_db.left
+    print(f"redis {redis_db.url}: emptied, {left} keys left")
     overhead, queue, floor, parallel, parallel3, sequential, incomplete = results
     print(f"RESULT collaboration parallel_efficiency={parallel:.3f} (target >= {TARGET_PARALLEL})")
     print(

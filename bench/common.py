@@ -20,6 +20,7 @@ import random
 import statistics
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -158,23 +159,37 @@ def build_org(size: int, *, slug: str, name: str, roles: bool = False):
     return org, key, len(tasks)
 
 
+@dataclass
+class RedisDb:
+    """The bench's own Redis database (`redis_cleanup`)."""
+
+    url: str
+    left: int | None = None  # keys left once it was emptied (0), known on the way out
+
+
 @contextlib.contextmanager
-def redis_cleanup() -> Iterator[None]:
+def redis_cleanup() -> Iterator[RedisDb]:
     """A Redis database of the bench's own for its whole run, emptied on the way out: REDIS_URL
-    points at it for this process's Django and every server it starts (so it must be entered
-    before `bench_database`, which sets Django up). A benchmark so leaves nothing behind
-    (throttle counters, kombu's bindings and queues) and never touches another program's keys —
-    deleting whatever appeared in a shared database meanwhile took a test run's broker keys too."""
+    and CELERY_BROKER_URL point at it for this process's Django and every server and worker it
+    starts (so it must be entered before `bench_database`, which sets Django up). A benchmark so
+    leaves nothing behind (throttle counters, kombu's bindings and queues) and never touches
+    another program's keys — deleting whatever appeared in a shared database meanwhile took a
+    test run's broker keys too."""
     if not os.environ.get("REDIS_URL"):
         sys.exit(f"{_script()} needs Redis: set REDIS_URL=redis://…")
-    shared = os.environ["REDIS_URL"]
-    url, client = claim_redis_db(shared, owner=f"bench-{Path(sys.argv[0]).stem}")
-    os.environ["REDIS_URL"] = url
+    saved = {name: os.environ.get(name) for name in ("REDIS_URL", "CELERY_BROKER_URL")}
+    url, client = claim_redis_db(saved["REDIS_URL"], owner=f"bench-{Path(sys.argv[0]).stem}")
+    os.environ.update(REDIS_URL=url, CELERY_BROKER_URL=url)
+    db = RedisDb(url)
     try:
-        yield
+        yield db
     finally:
-        os.environ["REDIS_URL"] = shared
-        release_redis_db(client)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        db.left = release_redis_db(client)
 
 
 def claim_redis_db(url: str, *, owner: str):

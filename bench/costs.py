@@ -33,7 +33,7 @@ from decimal import Decimal
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import bench_database, claim_redis_db, release_redis_db  # noqa: E402
+from bench.common import bench_database, redis_cleanup  # noqa: E402
 
 SESSIONS = 30
 CALLS = 300
@@ -155,18 +155,13 @@ def overspend(caller) -> tuple[Decimal, Decimal, Decimal, int, int]:
 
 
 def main() -> int:
-    if not os.environ.get("REDIS_URL"):
-        sys.exit("bench/costs.py needs Redis: set REDIS_URL=redis://…")
-    redis_url, redis_client = claim_redis_db(os.environ["REDIS_URL"], owner="bench-costs")
-    os.environ.update(DJANGO_SETTINGS_MODULE="config.settings", REDIS_URL=redis_url,
-                      CELERY_BROKER_URL=redis_url, **LIMITS)  # fmt: skip
-    os.environ.pop("TEST_DATABASE_NAME", None)
-    try:
+    with redis_cleanup() as redis_db:
+        os.environ.update(DJANGO_SETTINGS_MODULE="config.settings", **LIMITS)
+        os.environ.pop("TEST_DATABASE_NAME", None)
         with bench_database("bench_costs", needs_redis=True):
             results = run()
-    finally:
-        left = release_redis_db(redis_client)
-    print(f"redis {redis_url}: emptied, {left} keys left")
+    left = redis_db.left
+    print(f"redis {redis_db.url}: emptied, {left} keys left")
     (per_call, single), (over, booked, spent, calls, planned) = results
     consistent = booked == spent and 0 < calls < planned
     if not consistent:

@@ -54,8 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (  # noqa: E402
     ROOT,
     bench_database,
-    claim_redis_db,
-    release_redis_db,
+    redis_cleanup,
     start_celery_workers,
     stop_workers,
 )
@@ -427,8 +426,9 @@ def turn_timeline(run) -> None:
             line = lines[-1]
             line[1] += 1
             line[2] += t.get("ms", 0)
-            line[3] = min(x for x in (line[3], start) if x is not None) if start else line[3]
-            line[4] = max(x for x in (line[4], end) if x is not None) if end else line[4]
+            # A run's calls run one after another: the first one starts the line, the last ends it.
+            line[3] = start if line[3] is None else line[3]
+            line[4] = end if end is not None else line[4]
         else:
             lines.append([t["name"], 1, t.get("ms", 0), start, end])
     for name, n, ms, start, end in lines:
@@ -456,22 +456,17 @@ def timeline(runs) -> None:
 
 
 def main() -> int:
-    if not os.environ.get("REDIS_URL"):
-        sys.exit("bench/runtime.py needs Redis: set REDIS_URL=redis://…")
-    redis_url, redis_client = claim_redis_db(os.environ["REDIS_URL"], owner="bench-runtime")
-    os.environ.update(DJANGO_SETTINGS_MODULE="config.settings", REDIS_URL=redis_url,
-                      CELERY_BROKER_URL=redis_url)  # fmt: skip
-    os.environ.pop("TEST_DATABASE_NAME", None)
-    workers: list[subprocess.Popen] = []
-    try:
+    with redis_cleanup() as redis_db:
+        os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+        os.environ.pop("TEST_DATABASE_NAME", None)
+        workers: list[subprocess.Popen] = []
         with bench_database("bench_runtime", needs_redis=True):
             try:
                 results = run(workers)
             finally:
                 stop_workers(workers)  # before the database is dropped
-    finally:
-        left = release_redis_db(redis_client)
-    print(f"redis {redis_url}: emptied, {left} keys left")
+    left = redis_db.left
+    print(f"redis {redis_db.url}: emptied, {left} keys left")
     overhead, efficiency, damage = results
     if CONCURRENCY != PINNED_CONCURRENCY:
         print(f"--concurrency {CONCURRENCY}: not the pinned configuration, no RESULT lines")
