@@ -7,7 +7,11 @@ One server (`python -m config.serve`, 2 workers, PostgreSQL with its pool, Redis
   server, middleware and settings (bench/bench_settings.py): the floor of any request;
 - `GET /api/agents/<id>` with an agent key: authentication, throttle, one agent and its workload;
 - `POST /api/tasks/<id>/assign {"agent_id": …}` with an organization key, each request a
-  different unassigned task (a wrk Lua script), to a random one of 200 agents with room.
+  different unassigned task (a wrk Lua script), to a random one of 200 agents with room;
+- `POST /bench/assign-floor/<id>`, the same requests on a pool of their own: the API's
+  authentication, throttle, body and answer around ONE statement in autocommit — no rules,
+  no audit row, no inbox item (bench/bench_urls.py). Not a target: it shows the most any
+  redesign of the move could make `assign_vs_get` read (printed as `assign floor ÷ GET`).
 
 Targets (ratios of the same run): minimal ÷ GET <= 4; assign ÷ GET >= 0.5. Then, in process,
 the SQL queries of one GET, one assign and one complete (`POST /api/tasks/<id>/status
@@ -59,7 +63,7 @@ request = function()
   local task = tasks[(offset + counter * 2) % #tasks + 1]
   counter = counter + 1
   local agent = agents[math.random(#agents)]
-  return wrk.format(nil, "/api/tasks/" .. task .. "/assign", nil, '{"agent_id":"' .. agent .. '"}')
+  return wrk.format(nil, "{PREFIX}" .. task .. "{SUFFIX}", nil, '{"agent_id":"' .. agent .. '"}')
 end
 """
 
@@ -78,14 +82,20 @@ def build():
             for n in range(AGENTS)
         ]
     )  # fmt: skip
-    pool = Task.objects.bulk_create(
-        [Task(organization=org, title=f"pool {n}", status=TaskStatus.QUEUED) for n in range(POOL)],
-        batch_size=5000,
+    pool, floor_pool = (
+        Task.objects.bulk_create(
+            [
+                Task(organization=org, title=f"{name} {n}", status=TaskStatus.QUEUED)
+                for n in range(POOL)
+            ],
+            batch_size=5000,
+        )  # fmt: skip
+        for name in ("pool", "floor pool")
     )
     agent_key = api_key_create(organization=org, agent=agents[AGENTS // 2], name="bench")[1]
     org_key = api_key_create(organization=org, name="bench")[1]
     analyze()
-    return org, agents, pool, agent_key, org_key
+    return org, agents, pool, floor_pool, agent_key, org_key
 
 
 def queries(org, agents, agent_key, org_key) -> dict[str, int]:
@@ -127,13 +137,18 @@ def queries(org, agents, agent_key, org_key) -> dict[str, int]:
 
 def main() -> int:
     with redis_cleanup(), bench_database("bench_api", needs_redis=True):
-        org, agents, pool, agent_key, org_key = build()
+        org, agents, pool, floor_pool, agent_key, org_key = build()
         counts = queries(org, agents, agent_key, org_key)
-        lua = (
-            ASSIGN_LUA.replace("{TASKS}", "{" + ",".join(str(t.pk) for t in pool) + "}")
-            .replace("{AGENTS}", "{" + ",".join(json.dumps(a.handle) for a in agents) + "}")
-            .replace("KEY", org_key)
-        )
+
+        def assign_lua(tasks, prefix: str, suffix: str = "") -> str:
+            return (
+                ASSIGN_LUA.replace("{TASKS}", "{" + ",".join(str(t.pk) for t in tasks) + "}")
+                .replace("{AGENTS}", "{" + ",".join(json.dumps(a.handle) for a in agents) + "}")
+                .replace("KEY", org_key)
+                .replace("{PREFIX}", prefix)
+                .replace("{SUFFIX}", suffix)
+            )
+
         print(f"{AGENTS} agents, {POOL} unassigned tasks; wrk: 16 connections, {SECONDS} s a run")
         with server("serve", env=SERVER_ENV) as live:
             get_path = f"{live.url}/api/agents/{agents[7].handle}"
@@ -148,8 +163,10 @@ def main() -> int:
             get = wrk("GET /api/agents/<id>", get_path, live, seconds=SECONDS,
                       headers={"Authorization": f"Bearer {agent_key}"})  # fmt: skip
             assign = wrk("POST /api/tasks/<id>/assign", f"{live.url}/api/tasks", live,
-                         seconds=SECONDS, lua=lua)  # fmt: skip
-        loads = [minimal, get, assign]
+                         seconds=SECONDS, lua=assign_lua(pool, "/api/tasks/", "/assign"))  # fmt: skip
+            floor = wrk("POST /bench/assign-floor/<id>", f"{live.url}/bench", live,
+                        seconds=SECONDS, lua=assign_lua(floor_pool, "/bench/assign-floor/"))  # fmt: skip
+        loads = [minimal, get, assign, floor]
         for load in loads:
             print(load.line())
         errors = sum(load.socket_errors + load.non_2xx for load in loads)
@@ -161,6 +178,11 @@ def main() -> int:
         "queries_per_complete": counts["complete"],
         "queries_per_get": counts["get"],
     }
+    print(
+        f"  assign floor ÷ GET = {floor.rps / get.rps:.2f}: the most a move made of one statement "
+        f"(no rules, audit nor inbox) could make assign_vs_get read; assign ÷ its floor = "
+        f"{assign.rps / floor.rps:.2f}"
+    )
     status = client_verdict(loads)
     if errors:
         print(f"  {errors} requests failed (socket errors or non-2xx): the figures are not valid")
