@@ -141,11 +141,7 @@ def main() -> int:
         bench_database("bench_assign", needs_redis=True),
         contextlib.ExitStack() as cleanup,
     ):
-        import logging
-
         from django.db import connections
-
-        logging.getLogger("httpx").setLevel(logging.WARNING)
 
         agents, keys, org_key, held, pool = build()
         connections.close_all()

@@ -29,7 +29,6 @@ the end: it leaves no key behind.
 """
 
 import contextlib
-import logging
 import math
 import os
 import statistics
@@ -166,8 +165,6 @@ def provider_floor() -> float:
     from collaboration.providers import LLMRequest
     from tests.fake_llm import FakeLLM
 
-    # The SDK's transport logs each request at INFO: not the bench's output.
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
     with FakeLLM(latency=0.0) as fake, _environ(fake.env()):
         samples = []
         for n in range(FLOOR_CALLS + 20):

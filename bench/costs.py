@@ -24,7 +24,6 @@ It creates and drops a database of its own, and claims (and empties) a Redis dat
 """
 
 import contextlib
-import logging
 import os
 import statistics
 import sys
@@ -176,7 +175,6 @@ def run():
     from tests.factories import make_admin_user, make_agent, make_org, make_team
     from tests.fake_llm import FakeLLM
 
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
     org = make_org("bench-costs")
     lead = make_agent(org, "agent-lead", name="Lead", team=make_team(org, "Platform"))
     caller = caller_for_member(make_admin_user(org, username="bench"), org)

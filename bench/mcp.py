@@ -22,7 +22,6 @@ Own database on the server of DATABASE_URL, created and dropped; its Redis keys 
 import argparse
 import asyncio
 import json
-import logging
 import sys
 import threading
 import time
@@ -70,8 +69,6 @@ class McpClientThread:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
-        # Django's logging config shows httpx's INFO line for every request: 120 lines of noise.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
         headers = {"Authorization": f"Bearer {self.key}"}
         transport = streamable_http_client(
             f"{self.url}/mcp", http_client=create_mcp_http_client(headers=headers)

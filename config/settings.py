@@ -339,10 +339,11 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     # The MCP SDK logs every stateless request ("Terminating session: None") and the HTTP
-    # clients every call at INFO: warnings only, unless LOG_LEVEL asks for DEBUG.
+    # clients every call at INFO: warnings only, unless LOG_LEVEL asks for DEBUG. The LLM and
+    # MCP SDKs use httpx2 (logger "httpx2", core "httpcore2"), others httpx.
     "loggers": {
         name: {"level": "DEBUG" if os.environ.get("LOG_LEVEL") == "DEBUG" else "WARNING"}
-        for name in ("mcp", "httpx", "httpcore")
+        for name in ("mcp", "httpx", "httpcore", "httpx2", "httpcore2")
     },
 }
 

@@ -1,6 +1,7 @@
 """The SDK providers against the fake server: retries, tokens, settings, keys, selection."""
 
 import json
+import logging
 
 import pytest
 from django.urls import reverse
@@ -166,3 +167,18 @@ def test_llm_model_is_the_default_providers_model_only(settings, monkeypatch):
     settings.LLM_PROVIDER, settings.LLM_MODEL = "openai", "gpt-local"
     assert providers.default_model_for("openai") == "gpt-local"
     assert providers.default_model_for("anthropic") == settings.LLM_DEFAULT_MODELS["anthropic"]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_model_call_logs_no_line_per_http_request(acme, fake_llm, provider, caplog):
+    """The SDKs' HTTP client (httpx2) logs every request at INFO: a line per model call in the
+    workers' logs. The service's LOGGING keeps it to warnings (LOG_LEVEL=DEBUG shows them)."""
+    caplog.set_level(logging.INFO)
+    session = session_create(caller=human(acme), payload={
+        "task": "t", "synthesis": "merge",
+        "agents": [{"name": "a", "config": {"provider": provider, "model": "m-1"}}]})  # fmt: skip
+    run(session)
+    assert fake_llm.calls_for(agent="a")
+    assert [
+        r.getMessage() for r in caplog.records if r.name.startswith(("httpx", "httpcore"))
+    ] == []
