@@ -18,7 +18,7 @@ from importlib import import_module
 from django.conf import settings
 
 from costs import metering
-from costs.pricing import worst_case_prompt_tokens
+from costs.pricing import load_price_table, worst_case_prompt_tokens
 
 from .base import (
     SDK_KEYS,
@@ -130,8 +130,10 @@ def prompt_bound(request: LLMRequest) -> int:
 
 
 def warm_up() -> None:
-    """Import the SDK providers now (a worker at start-up): the first import takes seconds, and
-    inside a session it would count against the first agents' timeouts."""
+    """Import the SDK providers and load the price table now (a worker at start-up): the first
+    import takes seconds, and inside a session it would count against the first agents'
+    timeouts."""
     for provider in SDK_KEYS:
         import_module(PROVIDERS[provider])
     import_module("collaboration.providers.http").shared_client()
+    load_price_table()

@@ -52,3 +52,14 @@ def test_llm_prices_setting_is_checked(monkeypatch):
 def test_the_prompt_bound_is_at_least_the_bytes():
     text = "é" * 100  # 200 bytes
     assert worst_case_prompt_tokens(text) >= 200
+
+
+def test_a_workers_warm_up_loads_the_price_table():
+    """Its first lookup imports the bundled table: done at a worker's start, not in a call."""
+    from genai_prices.data_snapshot import _bundled_snapshot
+
+    from collaboration import providers
+
+    _bundled_snapshot.cache_clear()
+    providers.warm_up()
+    assert _bundled_snapshot.cache_info().currsize == 1
