@@ -123,7 +123,8 @@ _TEAM_RULE = PreparedQuerySet(
     TeamRule,
     lambda organization_id: (
         TeamRule.objects.filter(organization_id=organization_id)
-        .select_related("default_supervisor")
+        # The default supervisor is escalated to (recommendations show it with its team).
+        .select_related("default_supervisor__team")
         .order_by("pk")[:1]
     ),
     organization_id=prepared.INT,

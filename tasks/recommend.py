@@ -41,10 +41,13 @@ _GROUPS = PreparedQuerySet(
 
 
 def _candidates(organization_id: int, terms: list[str], asker_id: int | None = None):
-    """The agents holding one of `terms`, and the asker, with their workload."""
+    """The agents holding one of `terms`, and the asker, with their workload; with each one's
+    senior's team (the asker's senior is whom it escalates to, shown with its team)."""
     holds = holds_expertise(terms)
-    return agents_with_workload(org=organization_id).filter(
-        holds if asker_id is None else holds | Q(pk=asker_id)
+    return (
+        agents_with_workload(org=organization_id)
+        .select_related("senior__team")
+        .filter(holds if asker_id is None else holds | Q(pk=asker_id))
     )
 
 
