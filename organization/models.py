@@ -382,7 +382,7 @@ class OutboxMessage(models.Model):
 
     The transactional outbox: a write never depends on the broker being up. The row is sent right
     after commit when the broker answers, else by the beat's relay once it is back (organization/
-    outbox.py); `dispatched_at` marks it sent, so it is sent once. Generic (a task name and its
+    outbox.py); `dispatched_at` marks it sent. Generic (a task name and its
     JSON arguments) so that the apps above `organization` can use it without being imported here.
     """
 
