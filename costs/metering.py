@@ -129,6 +129,10 @@ def worst_case_usd(price: Price, prompt_bound: int, max_tokens: int) -> Decimal 
     return None if cost is None else round_up(cost)
 
 
+# (provider, model, organization) of unpriced calls this process has checked against budgets.
+_UNPRICED_CHECKED: set[tuple[str, str, int]] = set()
+
+
 def reserve(
     meter: Meter, provider: str, model: str, *, prompt_bound: int, max_tokens: int,
     deadline: float | None = None,
@@ -142,9 +146,15 @@ def reserve(
     if worst is None:
         # No price: nothing can be held, so nothing is locked. The call goes ahead, recorded
         # with a null cost and flagged in the admin; an operator prices the model with
-        # LLM_PRICES.
-        if Budget.objects.filter(meter.covering()).exists():
-            log.warning("no price for %s/%s: budgets cannot hold its cost", provider, model)
+        # LLM_PRICES. Whether budgets cover it is read (and warned about) once per process.
+        unpriced = (provider, model, meter.organization_id)
+        if unpriced not in _UNPRICED_CHECKED:
+            _UNPRICED_CHECKED.add(unpriced)
+            if Budget.objects.filter(meter.covering()).exists():
+                log.warning(
+                    "no price for %s/%s: budgets cannot hold its cost (set LLM_PRICES); "
+                    "said once per process", provider, model,
+                )  # fmt: skip
         return ticket
     if _in_one_statement():
         return _reserve_in_one_statement(ticket, deadline)

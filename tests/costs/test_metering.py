@@ -186,6 +186,11 @@ def test_an_unpriced_model_is_recorded_with_a_null_cost(
     settle(ticket, prompt_tokens=10, completion_tokens=10)
     row = UsageRecord.objects.get()
     assert (row.cost_usd, row.price_source) == (None, "unknown")
+    # The next calls of that model neither read nor warn again (a warning a call was log spam).
+    caplog.clear()
+    with django_assert_max_num_queries(0):
+        reserve(meter(cast.alex), "openai", "llama3:8b-local", prompt_bound=10, max_tokens=10)
+    assert "no price" not in caplog.text
 
 
 def test_a_call_costs_two_statements_on_postgresql_and_a_bounded_few_otherwise(
