@@ -67,6 +67,10 @@ def bench_database(prefix: str, *, needs_redis: bool = False) -> Iterator[str]:
     closes this process's connections and drops the database, whatever happened; nothing of the
     server's other databases is touched.
     """
+    if "django.apps" in sys.modules and sys.modules["django.apps"].apps.ready:
+        # Django would go on using the database it was set up with: DATABASE_URL's own, which
+        # the benchmark would fill with its organization and leave migrated.
+        sys.exit("bench_database: Django is already set up; call it before django.setup().")
     server_url, bench_url = server_url_and_bench_db(prefix, needs_redis=needs_redis)
     bench_db = urlsplit(bench_url).path.lstrip("/")
     admin_sql(server_url, f'CREATE DATABASE "{bench_db}"')
