@@ -25,6 +25,9 @@ Figures:
   ideal is the larger of: the longest causal chain of model calls × 200 ms (a run's cost is its
   model turns; a run depends on the runs whose moves woke it), and all model calls × 200 ms ÷
   the workers' slots (2 processes × CONCURRENCY threads).
+- **busy-slot ceiling** (printed, not a target) — model calls × 200 ms ÷ the time runs held the
+  slots (provider + tools + the runtime's own): what the efficiency could read with no slot ever
+  idle at this run's cost per call. Below 0.8, the target cannot be met by scheduling alone.
 - **lost_or_duplicated** — tasks not completed, events written twice (same task, kind, actor,
   before and after), runs started twice (claimed more than once, or two runs of one agent
   overlapping), runs left unfinished or triggers left waiting, and an audit replay: each task's
@@ -368,6 +371,14 @@ def run(workers: list) -> tuple[float, float, int]:
     print(f"ideal {ideal:.2f} s = max(longest causal chain {longest:.2f} s, {turns} calls x "
           f"{LATENCY:g} s / {WORKERS * CONCURRENCY} slots = {throughput:.2f} s); "
           f"efficiency {efficiency:.3f}")  # fmt: skip
+    # A worker slot holds a run for its model calls, its tools and the runtime's own work: with
+    # no slot ever idle (nor any run waiting on the causal chain), the efficiency could read at
+    # most the ideal model time's share of that, at this run's cost per call.
+    held_s = provider_s + tool_s + overhead * turns / 1000
+    print(f"busy-slot ceiling {turns * LATENCY / held_s:.3f} = {turns} calls x {LATENCY:g} s / "
+          f"the slots' time held by runs {held_s:.1f} s (provider {provider_s:.1f} + tools "
+          f"{tool_s:.1f} + the runtime's own {held_s - provider_s - tool_s:.1f}): the efficiency "
+          f"with no slot idle, at this cost per call (not a target)")  # fmt: skip
     print("audit: " + ", ".join(f"{k}={v}" for k, v in detail.items()))
     if "--detail" in sys.argv:
         details(org, runs, task_ids)
