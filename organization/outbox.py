@@ -123,12 +123,12 @@ def dispatch(messages: list[OutboxMessage]) -> int:
 def _mark_sent(pks: list[int]) -> None:
     # The hook's one statement, written out: the ORM's compiling of this UPDATE cost as much CPU
     # as the publish itself. A row the relay sent meanwhile keeps its own mark.
-    table = connection.ops.quote_name(OutboxMessage._meta.db_table)
+    meta, qn = OutboxMessage._meta, connection.ops.quote_name
     marks = ", ".join(["%s"] * len(pks))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET dispatched_at = %s, attempts = attempts + 1, last_error = '' "  # noqa: S608
-            f"WHERE id IN ({marks}) AND dispatched_at IS NULL",
+            f"UPDATE {qn(meta.db_table)} SET dispatched_at = %s, attempts = attempts + 1, "  # noqa: S608
+            f"last_error = '' WHERE {qn(meta.pk.column)} IN ({marks}) AND dispatched_at IS NULL",
             [timezone.now(), *pks],
         )
 
