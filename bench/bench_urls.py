@@ -28,8 +28,8 @@ def minimal(request):
 
 # The task given to the named agent of the caller's organization, returned with the handle.
 ASSIGN_IN_ONE_STATEMENT = (
-    "UPDATE tasks_task t SET status = %s, assignee_id = a.id, assigned_at = now(), "
-    "queued_for_id = NULL, queued_by_id = NULL, queued_at = NULL FROM organization_agent a "
+    f"UPDATE {Task._meta.db_table} t SET status = %s, assignee_id = a.id, assigned_at = now(), "
+    f"queued_for_id = NULL, queued_by_id = NULL, queued_at = NULL FROM {Agent._meta.db_table} a "
     "WHERE t.id = %s AND t.organization_id = %s AND a.organization_id = %s AND a.handle = %s "
     "RETURNING t.*, a.handle AS assignee_handle"
 )

@@ -190,17 +190,22 @@ def test_only_agents_holding_the_expertise_or_a_related_term_are_read(demo, agen
     assert holders <= set(read) and len(set(read)) <= len(holders) + 4
 
 
+def recommended_as(demo, handle: str, expertise: str, queries: int, assert_queries) -> dict:
+    """The recommendation tool's answer for agent `handle`, in at most `queries` queries."""
+    from organization import registry
+    from organization.caller import caller_for_agent
+
+    caller = caller_for_agent(agent_of(demo, handle))
+    with assert_queries(queries):
+        return registry.call_tool(caller, "recommend_delegate", {"expertise": expertise})
+
+
 def test_a_recommendation_is_three_queries_escalation_target_included(
     demo, django_assert_max_num_queries
 ):
     """The team rule, the expertise groups, and the candidates with the asker — whose senior
     (the escalation target, shown with its team) is read with them."""
-    from organization import registry
-    from organization.caller import caller_for_agent
-
-    caller = caller_for_agent(agent_of(demo, "agent-sarah"))
-    with django_assert_max_num_queries(3):
-        body = registry.call_tool(caller, "recommend_delegate", {"expertise": "Rust"})
+    body = recommended_as(demo, "agent-sarah", "Rust", 3, django_assert_max_num_queries)
     assert body["escalate_to"]["id"] == "agent-alice"
     assert body["escalate_to"]["team"] == agent_of(demo, "agent-alice").team.name
 
@@ -208,13 +213,9 @@ def test_a_recommendation_is_three_queries_escalation_target_included(
 def test_escalating_to_the_default_supervisor_reads_its_team_with_the_rule(
     demo, django_assert_max_num_queries
 ):
-    from organization import registry
-    from organization.caller import caller_for_agent
-
     TeamRule.objects.update_or_create(
         organization=demo, defaults={"default_supervisor": agent_of(demo, "agent-taylor")}
     )
-    caller = caller_for_agent(agent_of(demo, "agent-alice"))  # no senior
-    with django_assert_max_num_queries(3):
-        body = registry.call_tool(caller, "recommend_delegate", {"expertise": "Rust"})
+    # Alice has no senior: she escalates to the default supervisor.
+    body = recommended_as(demo, "agent-alice", "Rust", 3, django_assert_max_num_queries)
     assert (body["escalate_to"]["id"], body["escalate_to"]["team"]) == ("agent-taylor", "Design")
