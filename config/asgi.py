@@ -25,6 +25,7 @@ wsgi_application = get_wsgi_application()
 # Imported after Django is set up: the MCP server reads the tool registry and the models.
 from django.conf import settings  # noqa: E402
 
+from costs.pricing import load_price_table  # noqa: E402
 from organization.errors import error_body  # noqa: E402
 from organization.mcp_server.gate import MCP_PATH, McpHttpApp  # noqa: E402
 
@@ -55,6 +56,8 @@ class AgentOrgASGI:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 try:
+                    # A budget's check prices the worst case: loaded now, not in a request.
+                    load_price_table()
                     await self.mcp_app.startup()
                 except Exception as exc:  # pragma: no cover - reported to the server
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})

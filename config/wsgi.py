@@ -4,3 +4,9 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 application = get_wsgi_application()
+
+# As config.asgi's lifespan does: genai-prices' table is loaded at start, not by the first
+# request a budget's check prices (~60-250 ms).
+from costs.pricing import load_price_table  # noqa: E402
+
+load_price_table()

@@ -118,3 +118,26 @@ def test_the_inline_handler_runs_the_view_with_no_event_loop_and_one_context():
     }
     assert first[1] == {"type": "http.response.body", "body": b"hello"}
     assert second[0]["status"] == 201
+
+
+def test_the_server_loads_the_price_table_at_start_not_in_a_request():
+    """A budget's check prices the worst case of a call (costs.budgets): the table's first
+    load (~60-250 ms) happens in the lifespan's startup, before the first request."""
+    from genai_prices.data_snapshot import _bundled_snapshot
+
+    _bundled_snapshot.cache_clear()
+    with LiveServer(build_asgi_application()):
+        assert _bundled_snapshot.cache_info().currsize == 1
+
+
+def test_the_wsgi_application_loads_the_price_table_at_import():
+    """gunicorn imports config.wsgi once per worker (or once, preloaded): the same warm start."""
+    import importlib
+
+    from genai_prices.data_snapshot import _bundled_snapshot
+
+    import config.wsgi
+
+    _bundled_snapshot.cache_clear()
+    importlib.reload(config.wsgi)
+    assert _bundled_snapshot.cache_info().currsize == 1
