@@ -354,6 +354,10 @@ STALE_CHECK_INTERVAL = timedelta(seconds=env_int("STALE_CHECK_SECONDS", 60, mini
 # How often the beat sends the outbox messages that could not be sent at commit (broker away):
 # the longest a queued session or webhook waits once the broker is back (organization/outbox.py).
 OUTBOX_RELAY_INTERVAL = timedelta(seconds=env_int("OUTBOX_RELAY_SECONDS", 10, minimum=1))
+# How long a message never tried is left to the commit hook of its transaction before the relay
+# takes it (a process that died before its hook ran): shorter recovers such a message sooner,
+# but a hook slower than it sends its message twice.
+OUTBOX_HOOK_GRACE = timedelta(seconds=env_int("OUTBOX_HOOK_GRACE_SECONDS", 30, minimum=1))
 
 # --- collaboration ---
 # LLM provider for agents without their own setting: offline | openai | anthropic. When unset,

@@ -6,7 +6,7 @@ broker is away the write still succeeds (the request answers as usual) and the r
 failed attempt recorded: the beat's relay (`relay()`, every OUTBOX_RELAY_SECONDS) sends it as soon
 as the broker is back, taking rows with SELECT … FOR UPDATE SKIP LOCKED.
 
-A row never tried is its hook's for HOOK_GRACE after it was written: the relay leaves it alone
+A row never tried is its hook's for OUTBOX_HOOK_GRACE (30 s) after it was written: the relay leaves it alone
 meanwhile, so the hook needs no lock nor read (a locked read, a save and a transaction of their own
 cost three times the send), and the two never send one message together. The relay takes it after
 that if its process died before the hook ran. A hook slower than that, or a crash between a send
@@ -20,6 +20,7 @@ import logging
 from datetime import timedelta
 from functools import partial
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -35,9 +36,6 @@ KEEP_DISPATCHED = timedelta(days=1)
 # enough that a request never waits long on a broker that is away (the relay tries again).
 PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5}
 RELAY_BATCH = 100
-# How long a message never tried belongs to the commit hook of its transaction (see above); the
-# hook runs milliseconds after the commit.
-HOOK_GRACE = timedelta(seconds=30)
 
 
 def enqueue(task_name: str, *args, priority: int | None = None, **kwargs) -> OutboxMessage:
@@ -154,7 +152,7 @@ def relay(*, batch_size: int = RELAY_BATCH) -> int:
     sent, after = 0, 0
     while True:
         # Tried before, or older than its commit hook's grace: never one a hook is sending now.
-        theirs = Q(attempts__gt=0) | Q(created_at__lt=timezone.now() - HOOK_GRACE)
+        theirs = Q(attempts__gt=0) | Q(created_at__lt=timezone.now() - settings.OUTBOX_HOOK_GRACE)
         with transaction.atomic():
             batch = list(
                 OutboxMessage.objects.select_for_update(skip_locked=True)

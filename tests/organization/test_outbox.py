@@ -46,15 +46,23 @@ def test_messages_committed_together_are_marked_together(
     assert [(m.attempts, m.dispatched_at is not None) for m in rows] == [(1, True)] * 3
 
 
-def test_the_relay_leaves_a_message_never_tried_to_its_hook_until_the_grace_is_over():
+@pytest.mark.parametrize("grace", [30, 5])
+def test_the_relay_leaves_a_message_never_tried_to_its_hook_until_the_grace_is_over(
+    settings, grace
+):
+    settings.OUTBOX_HOOK_GRACE = timedelta(seconds=grace)  # OUTBOX_HOOK_GRACE_SECONDS
     # Written, its transaction committed, its hook not run yet (or its process died).
     message = OutboxMessage.objects.create(task_name=NOBODYS_TASK, args=[1])
+    assert outbox.relay() == 0
+    OutboxMessage.objects.filter(pk=message.pk).update(
+        created_at=timezone.now() - timedelta(seconds=grace - 2)
+    )
     assert outbox.relay() == 0
     message.refresh_from_db()
     assert (message.dispatched_at, message.attempts) == (None, 0)
 
     OutboxMessage.objects.filter(pk=message.pk).update(
-        created_at=timezone.now() - outbox.HOOK_GRACE - timedelta(seconds=1)
+        created_at=timezone.now() - timedelta(seconds=grace + 1)
     )
     assert outbox.relay() == 1
     message.refresh_from_db()
