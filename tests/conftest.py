@@ -7,6 +7,7 @@ from django.db import connections, transaction
 from django.test import TransactionTestCase
 from rest_framework.test import APIClient
 
+from .broker_keys import delete_broker_keys
 from .demo_cache import demo_organization
 from .factories import make_key, make_org
 
@@ -86,6 +87,12 @@ def pytest_configure(config):
             raise pytest.UsageError("CI=true but DATABASE_URL is not PostgreSQL")
         if not settings.REDIS_URL:
             raise pytest.UsageError("CI=true but REDIS_URL is not set")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The suite leaves no broker keys in its Redis database (each xdist worker in its own)."""
+    if settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        delete_broker_keys(settings.CELERY_BROKER_URL)
 
 
 def requires_postgres():
