@@ -6,12 +6,13 @@ broker is away the write still succeeds (the request answers as usual) and the r
 failed attempt recorded: the beat's relay (`relay()`, every OUTBOX_RELAY_SECONDS) sends it as soon
 as the broker is back, taking rows with SELECT … FOR UPDATE SKIP LOCKED.
 
-A row never tried is its hook's for OUTBOX_HOOK_GRACE (30 s) after it was written: the relay leaves it alone
-meanwhile, so the hook needs no lock nor read (a locked read, a save and a transaction of their own
-cost three times the send), and the two never send one message together. The relay takes it after
-that if its process died before the hook ran. A hook slower than that, or a crash between a send
-and its mark, can send a message twice, which the consumers tolerate (a session resumes, a run is
-claimed once, a webhook delivery is sent only while pending).
+A row never tried is its hook's for OUTBOX_HOOK_GRACE_SECONDS (30 by default) after it was
+written: the relay leaves it alone meanwhile, so the hook needs no lock nor read (a locked read, a
+save and a transaction of their own cost three times the send), and the two never send one
+message together. The relay takes it after that if its process died before the hook ran. A
+hook slower than that, or a crash between a send and its mark, can send a message twice, which
+the consumers tolerate (a session resumes, a run is claimed once, a webhook delivery is sent
+only while pending).
 """
 
 from __future__ import annotations
