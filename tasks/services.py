@@ -365,7 +365,7 @@ def task_create(
         task.status = TaskStatus.QUEUED
         task.queued_at = now
         task.queued_by = actor.agent
-    task.save()
+    task.save_new()
     events.task_created_event(task=task, actor=actor, assignee=assignee)
     return task
 
