@@ -130,9 +130,9 @@ class WireClient:
 
         t0 = time.perf_counter()
         response = self.client.post(self.url, content=self.body, headers=self.headers)
+        assert response.status_code == 200, response.text[:300]
         text = orjson.loads(response.content)["result"]["content"][0]["text"]
         elapsed = time.perf_counter() - t0
-        assert response.status_code == 200, response.text[:300]
         return elapsed, len(json.loads(text)["colleagues"])
 
     def close(self) -> None:

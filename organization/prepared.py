@@ -282,17 +282,18 @@ def save_existing(obj) -> None:
 _INSERTS: dict[type, tuple[str, list]] = {}
 
 
-def insert_new(obj) -> None:
+def insert_new(obj):
     """`obj.save()` for a new row, by one INSERT of all its columns compiled once per model (the
     runtime's wake-ups write a trigger, and sometimes a run, on every move that reaches a
-    managed agent). As `save_existing`: values prepared as `save()` prepares them, and anything
-    else — another database, a row with a primary key set, an expression, a model whose save
-    sends signals someone listens to — saved by `save()` itself."""
+    managed agent; the ledger a row per model call). As `save_existing`: values prepared as
+    `save()` prepares them, and anything else — another database, a row with a primary key set,
+    an expression, a model whose save sends signals someone listens to — saved by `save()`
+    itself. Returns `obj`, saved."""
     model = type(obj)
     connection = _compiled_write_connection(obj, new=True)
     if connection is None:
         obj.save()
-        return
+        return obj
     compiled = _INSERTS.get(model)
     if compiled is None:
         meta, qn, fields = model._meta, connection.ops.quote_name, _written_fields(model)
@@ -307,8 +308,9 @@ def insert_new(obj) -> None:
     params = column_values(obj, fields, add=True, connection=connection)
     if params is None:
         obj.save()
-        return
+        return obj
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         obj.pk = cursor.fetchone()[0]
     obj._state.adding, obj._state.db = False, connection.alias
+    return obj
