@@ -8,8 +8,9 @@ so such a user needs no Django model permissions to work.
 - `admin_org_ids(request)` — ids of the organizations the user administers; None for a
   superuser (all). Cached on the request.
 - `OrgScoped` — mixin for a ModelAdmin or an inline: scopes the queryset, the foreign-key
-  choices (Organization, Agent, Team, users) and every permission to those organizations.
-  Set `org_path` to the lookup from the model to its Organization (default "organization",
+  choices (Organization, Agent, Team, users, any model with an `organization` field, whose
+  raw-id box names only rows the form may choose) and every permission to those
+  organizations. Set `org_path` to the lookup from the model to its Organization (default "organization",
   e.g. "task__organization"); on an inline set `parent_org_path` to the path from the parent
   object (what Django passes as `obj`) to the Organization, or "pk" when the parent is one.
 - `OrgOwnedAdmin(OrgScoped, admin.ModelAdmin)` — for a model with an `organization` field:
@@ -28,8 +29,9 @@ so such a user needs no Django model permissions to work.
 import re
 
 from django.contrib import admin
-from django.contrib.admin.widgets import AutocompleteSelect
+from django.contrib.admin.widgets import AutocompleteSelect, ForeignKeyRawIdWidget
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.utils.html import format_html
 
 from ..caller import admin_organizations
@@ -150,6 +152,30 @@ class OrgAutocompleteSelect(AutocompleteSelect):
         return f"{url}?org_scope={self.org_id}" if self.org_id else url
 
 
+class OrgRawIdWidget(ForeignKeyRawIdWidget):
+    """A raw-id box that names only an object the form may choose.
+
+    Django's looks the typed id up in the whole table and prints its name with a link, so
+    `?task=<id>` on an add form would read out another organization's task titles."""
+
+    def __init__(self, rel, admin_site, *, queryset, **kwargs):
+        super().__init__(rel, admin_site, **kwargs)
+        self.queryset = queryset
+
+    def label_and_url_for_value(self, value):
+        key = self.rel.get_related_field().name
+        try:
+            if not self.queryset.filter(**{key: value}).exists():
+                return "", ""
+        except (ValueError, ValidationError):
+            return "", ""
+        return super().label_and_url_for_value(value)
+
+
+def _has_organization(model) -> bool:
+    return any(field.name == "organization" for field in model._meta.concrete_fields)
+
+
 class OrgScoped:
     """Scopes querysets, foreign-key choices and permissions to the user's organizations.
 
@@ -230,6 +256,19 @@ class OrgScoped:
                 "queryset",
                 model._default_manager.filter(memberships__organization__in=ids).distinct(),
             )
+        elif _has_organization(model):
+            # Any other organization's row (a budget's task): one of an organization the user
+            # does not administer answers as one that does not exist, in the choices, the
+            # validation and a raw-id box's label. (Among the user's own, Model.clean says
+            # which organization the row is not of.)
+            qs = model._default_manager.all()
+            if ids is not None:
+                qs = qs.filter(organization__in=ids)
+            kwargs.setdefault("queryset", qs)
+            if db_field.name in self.raw_id_fields:
+                kwargs.setdefault(
+                    "widget", OrgRawIdWidget(db_field.remote_field, self.admin_site, queryset=qs)
+                )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 

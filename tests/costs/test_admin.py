@@ -63,3 +63,25 @@ def test_removing_a_budget_in_the_admin_tells_the_runtime(root_client, cast, how
     assert response.status_code == 302
     assert not Budget.objects.exists()
     assert told == [cast.org.pk]
+
+
+def test_a_staff_member_cannot_read_another_organizations_task_through_the_form(client, cast):
+    """The budget's task is a raw-id box: Django's own names whatever row the id finds."""
+    theirs = Task.objects.create(organization=cast.other, title="Their merger plan")
+    ours = Task.objects.create(organization=cast.org, title="Our launch plan")
+    client.force_login(make_admin_user(cast.org))
+
+    for task, shown in ((theirs, False), (ours, True)):
+        page = client.get(f"/admin/costs/budget/add/?scope=task&task={task.pk}")
+        assert page.status_code == 200
+        assert (task.title in page.content.decode()) is shown
+
+    answers = []
+    for pk in (theirs.pk, 10**9):  # another organization's task, and no task at all
+        response = client.post("/admin/costs/budget/add/", {
+            "organization": cast.org.pk, "scope": "task", "task": pk, "limit_usd": "5",
+        })  # fmt: skip
+        assert response.status_code == 200
+        answers.append(response.context["adminform"].form.errors.get("task"))
+    assert answers[0] == answers[1] and answers[0]
+    assert not Budget.objects.exists()
