@@ -5,32 +5,17 @@ then the MCP SDK's session manager. Routed to by the project's ASGI app (config/
 import json
 from contextlib import AsyncExitStack
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from ..auth import authenticate_key, bearer_token
+from ..auth import bearer_token
 from ..errors import error_body
-from ..models import ApiKey
-from .server import SCOPE_KEY, build_server, close_db_connections
+from .server import SCOPE_KEY, build_server, close_db_connections, find_key
 
 MCP_PATH = "/mcp"
-
-
-def _find_key(plaintext: str) -> ApiKey | None:
-    try:
-        return authenticate_key(plaintext)
-    finally:
-        # As after an HTTP request: back to the pool (or kept for CONN_MAX_AGE, unless broken).
-        close_old_connections()
-
-
-# In the executor's threads, like the tool calls: no request waits for another's lookup.
-find_key = sync_to_async(_find_key, thread_sensitive=False)
 
 
 async def send_json(send, status: int, body: dict, headers: list | None = None) -> None:

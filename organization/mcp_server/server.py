@@ -1,18 +1,21 @@
 """The MCP server: the registry's tools and the agent prompts, as seen by each request's caller.
 
 Who calls comes only from the API key: the one the /mcp gate checked for each HTTP request
-(`gate.py`), or the `--key` the stdio process was started with (`serve_stdio`).
+(`gate.py`), or the `--key` the stdio process was started with, checked again on each request
+(`serve_stdio`).
 """
 
 from collections.abc import Awaitable, Callable
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
-from django.db import connections
+from django.db import close_old_connections, connections
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 
 from .. import registry
+from ..auth import authenticate_key
 from ..caller import Caller, caller_for_key
 from ..models import ApiKey
 from .prompts import AGENT_ARGUMENT, PROMPTS, get_prompt
@@ -46,11 +49,36 @@ async def caller_of_request(ctx: ServerRequestContext) -> Caller:
     return caller_for_key(key)
 
 
-def fixed_caller(caller: Caller) -> CallerSource:
-    """stdio: the one caller of the key the process was started with."""
+def _find_key(plaintext: str) -> ApiKey | None:
+    try:
+        return authenticate_key(plaintext)
+    finally:
+        # As after an HTTP request: back to the pool (or kept for CONN_MAX_AGE, unless broken).
+        close_old_connections()
+
+
+# In the executor's threads, like the tool calls: no request waits for another's lookup.
+find_key = sync_to_async(_find_key, thread_sensitive=False)
+
+
+# A JSON-RPC error of the server's own range: the key stdio was started with no longer holds.
+KEY_REFUSED = -32001
+
+
+def key_checked_caller(plaintext: str) -> CallerSource:
+    """stdio: the caller of the key the process was started with, checked again on every
+    request as /mcp's gate checks each HTTP one, so a revoked key (or a deleted agent) is
+    refused at once, not when the host restarts the process."""
 
     async def source(ctx: ServerRequestContext) -> Caller:
-        return caller
+        key = await find_key(plaintext)
+        if key is None:
+            raise MCPError(
+                KEY_REFUSED,
+                "Invalid or revoked API key.",
+                {"code": "authentication_failed", "status": 401},
+            )
+        return caller_for_key(key)
 
     return source
 
@@ -113,11 +141,11 @@ def build_server(caller_source: CallerSource = caller_of_request) -> Server:
 # --- stdio ---------------------------------------------------------------------------
 
 
-async def serve_stdio(key: ApiKey) -> None:
+async def serve_stdio(plaintext: str) -> None:
     """Serve MCP on stdin/stdout as the key's caller until the host closes the pipe."""
     from mcp.server.stdio import stdio_server
 
-    server = build_server(fixed_caller(caller_for_key(key)))
+    server = build_server(key_checked_caller(plaintext))
     try:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from django.utils import timezone
 
 from organization import registry
 from organization.caller import Caller
@@ -148,3 +149,42 @@ def test_real_work_over_stdio(demo_org, key_of, subprocess_env, settings, reques
     )
     assert data(read)["status"] == "completed"
     assert data(read)["result"]
+
+
+def test_a_key_revoked_while_it_serves_is_refused_at_once(demo_org, key_of, subprocess_env):
+    """Every request checks the key again, as /mcp's gate checks each HTTP request."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+    from mcp.shared.exceptions import MCPError
+
+    from organization.models import ApiKey
+
+    key = key_of(demo_org, "agent-sarah")
+
+    def revoke():
+        try:
+            ApiKey.objects.filter(prefix=key.split("_")[1]).update(revoked_at=timezone.now())
+        finally:
+            connections.close_all()
+
+    async def scenario():
+        async with stdio_client(key, subprocess_env, str(BASE_DIR), read_timeout_seconds=60) as c:
+            before = await c.call_tool("get_organization_roster", {"filter": "all"})
+            await sync_to_async(revoke, thread_sensitive=False)()
+            refusals = []
+            for call in (
+                c.call_tool("get_organization_roster", {"filter": "all"}),
+                c.call_tool("create_task", {"title": "After", "agent_id": "agent-sarah"}),
+                c.list_tools(),
+            ):
+                with pytest.raises(MCPError) as refused:
+                    await call
+                refusals.append((refused.value.message, refused.value.data))
+            return before, refusals
+
+    before, refusals = asyncio.run(scenario())
+    assert data(before)["agent_context"]["id"] == "agent-sarah"
+    assert refusals == 3 * [
+        ("Invalid or revoked API key.", {"code": "authentication_failed", "status": 401})
+    ]
+    assert not demo_org.tasks.filter(title="After").exists()

@@ -20,8 +20,8 @@ class Command(BaseCommand):
         plaintext = options["key"] or os.environ.get("AGENT_ORG_KEY", "")
         if not plaintext:
             raise CommandError("Pass --key <agent key> or set AGENT_ORG_KEY.")
-        key = authenticate_key(plaintext)
-        if key is None:
+        if authenticate_key(plaintext) is None:
             raise CommandError("Invalid or revoked API key.")
-        # stdout is the protocol channel: nothing else may be written to it.
-        asyncio.run(serve_stdio(key))
+        # stdout is the protocol channel: nothing else may be written to it. Every request
+        # checks the key again (a key revoked while the host runs us is refused at once).
+        asyncio.run(serve_stdio(plaintext))
