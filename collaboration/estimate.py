@@ -24,13 +24,17 @@ from organization.prompt import system_prompt_for
 from .models import Contribution, Mode
 from .providers import default_provider_name
 from .runner.agent import SYNTHESIS_MAX_TOKENS, coordinator_model_for, llm_settings
+from .selectors import starter_may_read_prompt_of
 
 # The fixed text of our prompt templates around the task, focus and context.
 TEMPLATE_ALLOWANCE = 4_000
 
 
-def planned_calls(spec, org: Organization, session_id=None) -> list[Planned]:
-    """The calls of a validated start (services.StartSpec), each with its worst case's inputs."""
+def planned_calls(
+    spec, org: Organization, starter_agent_id: int | None, session_id=None
+) -> list[Planned]:
+    """The calls of a validated start (services.StartSpec) by a starter (its agent's id; None
+    for a human), each with its worst case's inputs."""
 
     def meter(agent, purpose):
         return Meter.for_agent(agent, purpose, organization_id=org.pk, session_id=session_id)
@@ -40,7 +44,10 @@ def planned_calls(spec, org: Organization, session_id=None) -> list[Planned]:
     for i, agent_spec in enumerate(spec.agents):
         contribution = Contribution(agent=agent_spec.agent, config=agent_spec.config)
         provider, model, _, max_tokens = llm_settings(contribution)
-        system = system_prompt_for(agent_spec.agent) if agent_spec.agent else ""
+        system = ""
+        if agent_spec.agent is not None:
+            custom = starter_may_read_prompt_of(starter_agent_id, agent_spec.agent)
+            system = system_prompt_for(agent_spec.agent, include_custom=custom)
         prompt = base + len(system.encode()) + len(agent_spec.focus.encode()) + TEMPLATE_ALLOWANCE
         if spec.mode == Mode.HIERARCHICAL and i == 0:
             plan_tokens = max(max_tokens, SYNTHESIS_MAX_TOKENS)
@@ -69,7 +76,9 @@ def planned_calls(spec, org: Organization, session_id=None) -> list[Planned]:
     return calls
 
 
-def estimate(spec, org: Organization, max_cost_usd: Decimal | None = None) -> dict:
+def estimate(
+    spec, org: Organization, starter_agent_id: int | None, max_cost_usd: Decimal | None = None
+) -> dict:
     """`{estimated_cost_usd, estimated_tokens, budgets: [...]}`; each budget with what it has
     left and whether the estimate fits (max_cost_usd counts as the session's own budget)."""
-    return fit(org.pk, planned_calls(spec, org), extra_limit=max_cost_usd)
+    return fit(org.pk, planned_calls(spec, org, starter_agent_id), extra_limit=max_cost_usd)

@@ -60,8 +60,15 @@ def may_use_custom_prompt(session: CollaborationSession, agent) -> bool:
     (handles are lowercase, so they never begin with `user:` or `org-key:`).
     """
     if session.created_by_agent_id is not None:
-        return session.created_by_agent_id == agent.pk
+        return starter_may_read_prompt_of(session.created_by_agent_id, agent)
     return session.created_by.startswith(("user:", "org-key:"))
+
+
+def starter_may_read_prompt_of(starter_agent_id: int | None, agent) -> bool:
+    """The same rule before a session exists: a human starter (no agent) reads any prompt, an
+    agent its own only. The estimate counts only the prompts the run will send, or its figure
+    would tell an agent how long a colleague's private prompt is."""
+    return starter_agent_id is None or starter_agent_id == agent.pk
 
 
 def specialist_caller(session: CollaborationSession, contribution: Contribution) -> Caller | None:

@@ -17,6 +17,10 @@ class Caller:
     api_key: ApiKey | None = None
 
     @property
+    def agent_id(self) -> int | None:
+        return self.agent.pk if self.agent is not None else None
+
+    @property
     def is_human(self) -> bool:
         """Organization keys and admin members act as a human administrator."""
         return self.agent is None

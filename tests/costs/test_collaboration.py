@@ -126,6 +126,9 @@ def test_concurrent_sessions_never_overspend_a_small_budget(cast, fake_llm, sett
     budget_set(caller=caller, scope="organization", limit_usd="1000")
     sessions = [session_create(caller=caller, payload=payload) for _ in range(6)]
     budget_set(caller=caller, scope="organization", limit_usd=limit)
+    # Each call holds its worst case while the model answers: at zero latency a loaded machine
+    # could run the sessions one after another, every call fitting, and the race never happen.
+    fake_llm.latency = 0.3
     run_at_once([lambda s=s: runner.run_session(s.pk) for s in sessions])
     budget = Budget.objects.get(scope="organization")
     records = list(UsageRecord.objects.values_list("state", "cost_usd", "reserved_usd"))
@@ -152,3 +155,26 @@ def test_max_cost_usd_must_be_an_amount(client, cast, offline, bad):
     assert response.status_code == 400
     assert response.json()["code"] == "invalid" and "max_cost_usd" in response.json()["error"]
     assert CollaborationSession.objects.count() == 0
+
+
+def test_the_estimate_counts_only_the_prompts_the_run_will_send(client, cast, fake_llm):
+    """An agent's session never sends a colleague's private prompt (may_use_custom_prompt), so
+    its estimate must not count it: the figure would tell the starter how long it is."""
+    body = json.dumps({"task": "Review the plan", "agents": [
+        {"agent_id": "agent-alex"}, {"agent_id": "agent-sarah"}, *specialists("a"),
+    ]})  # fmt: skip
+
+    def tokens(key):
+        response = client.post("/api/collaborations/estimate", body,
+                               content_type="application/json", **auth(key))  # fmt: skip
+        assert response.status_code == 200, response.content
+        return response.json()["estimated_tokens"]
+
+    before = {"alex": tokens(cast.alex_key), "org": tokens(cast.org_key)}
+    cast.sarah.system_prompt = "x" * 40_000
+    cast.sarah.save(update_fields=["system_prompt"])
+    assert tokens(cast.alex_key) == before["alex"]  # Sarah's prompt is not Alex's to send
+    assert tokens(cast.org_key) > before["org"] + 9_000  # a human's session sends it
+    cast.alex.system_prompt = "y" * 40_000
+    cast.alex.save(update_fields=["system_prompt"])
+    assert tokens(cast.alex_key) > before["alex"] + 9_000  # Alex's own is sent
