@@ -352,7 +352,7 @@ class _Loop:
         leaves nothing written; without, the caller's transaction must be undone on a refusal."""
         if call.invalid_arguments is not None:
             return _refusal(
-                f"The arguments of {call.name} are not a JSON object: {call.invalid_arguments[:200]}",
+                f"The arguments of {call.name} are not a usable JSON object: {call.invalid_arguments[:200]}",
                 "invalid_arguments",
             )
         if call.name not in self.offered:

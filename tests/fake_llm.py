@@ -306,7 +306,7 @@ def _openai_messages(raw: list[dict]) -> list[dict]:
                 raw_arguments = c["function"].get("arguments") or ""
                 try:
                     arguments = json.loads(raw_arguments)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):  # as a real server, keeps the text
                     arguments = raw_arguments
                 calls.append({"id": c["id"], "name": c["function"]["name"],
                               "arguments": arguments})  # fmt: skip

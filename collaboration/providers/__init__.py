@@ -115,7 +115,7 @@ def _complete(provider: str, request: LLMRequest) -> LLMReply:
     reply = import_module(PROVIDERS[provider]).complete(request)
     reply.provider = reply.provider or provider
     reply.model = reply.model or request.model
-    return reply
+    return reply.storable()
 
 
 def prompt_bound(request: LLMRequest) -> int:

@@ -161,6 +161,60 @@ class LLMReply:
     def tokens_used(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    def storable(self) -> "LLMReply":
+        """This reply as what the service can keep and answer: a model's text and a tool call's
+        arguments are not ours to trust. PostgreSQL refuses NUL in text and jsonb (the answer,
+        the session, the run would fail), and the API's JSON renderer stops at 255 levels of
+        nesting (the session or run would answer 500 from then on): NUL becomes U+FFFD, and
+        arguments nested deeper than MAX_ARGUMENT_DEPTH are refused as invalid, as unparsable
+        ones are, so the tool loop answers the model with an error and never runs them."""
+        self.text = _without_nul(self.text)
+        self.tool_calls = [_storable_call(call) for call in self.tool_calls]
+        return self
+
+
+# Deeper than any tool's schema; far below the renderers' limits (orjson 255, json ~1,000).
+MAX_ARGUMENT_DEPTH = 64
+
+
+def _storable_call(call: ToolCall) -> ToolCall:
+    if call.invalid_arguments is None and _deeper_than(call.arguments, MAX_ARGUMENT_DEPTH):
+        return ToolCall(
+            id=_without_nul(call.id),
+            name=_without_nul(call.name),
+            invalid_arguments=f"(arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels)",
+        )
+    return ToolCall(
+        id=_without_nul(call.id),
+        name=_without_nul(call.name),
+        arguments=_without_nul(call.arguments),
+        invalid_arguments=_without_nul(call.invalid_arguments),
+    )
+
+
+def _without_nul(value):
+    """`value` with every NUL in its strings (keys too) as U+FFFD; bounded depth (checked first)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
+
+
+def _deeper_than(value, limit: int) -> bool:
+    """Whether `value` nests lists and dicts more than `limit` deep (no recursion: any depth)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > limit:
+                return True
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
 
 class ProviderError(Exception):
     """The call failed for good (after the SDK's own retries); the message is safe to show."""

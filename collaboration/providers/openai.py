@@ -199,7 +199,7 @@ def _tool_call(raw) -> ToolCall:
     text = function.arguments or ""
     try:
         arguments = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # nested past the parser's own limit
         arguments = None
     if not isinstance(arguments, dict):
         return ToolCall(id=raw.id, name=function.name, invalid_arguments=text)

@@ -1,0 +1,62 @@
+"""A model's reply is not ours to trust: a NUL in its text or arguments (PostgreSQL refuses NUL in
+text and jsonb) or arguments nested past what the API can render must neither fail the work nor
+leave the session unreadable. (A managed run's side: tests/runtime/test_untrusted_output.py.)"""
+
+import pytest
+
+from collaboration.providers.base import MAX_ARGUMENT_DEPTH
+from collaboration.services import session_create
+from tests.collaboration.conftest import human, run, specialists
+from tests.conftest import KeyClient
+from tests.factories import make_key
+from tests.fake_llm import Reply, ToolUse
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROSTER = "get_organization_roster"
+
+
+def nested(levels: int) -> str:
+    return '{"filter": ' + "[" * levels + "]" * levels + "}"
+
+
+def test_a_nul_in_answers_and_the_synthesis_is_kept_as_a_replacement_character(acme, fake_llm):
+    fake_llm.on(agent="a", replies=[Reply("before\x00after\nVERDICT: yes\nCONFIDENCE: 0.9")])
+    fake_llm.on(purpose="synthesis", replies=[Reply("synth\x00esis")])
+    session = run(session_create(caller=human(acme), payload={
+        "task": "t", "synthesis": "coordinator", "agents": specialists("a", "b"),
+    }))  # fmt: skip
+    assert session.status == "completed", session.error
+    answer = session.contributions.get(agent_key="a")
+    assert (answer.status, answer.response.splitlines()[0]) == ("completed", "before\ufffdafter")
+    assert session.result == "synth\ufffdesis"
+
+
+@pytest.mark.parametrize("arguments", [
+    nested(300),  # past orjson's 255 levels: the session would answer 500 from then on
+    nested(5_000),  # past the JSON parser's own recursion limit
+    {"filter": "by_expertise", "expertise": "Postgre\x00SQL"},
+])  # fmt: skip
+def test_a_tool_call_the_service_cannot_keep_is_refused_and_the_session_reads(
+    acme, fake_llm, arguments
+):
+    fake_llm.on(agent="a", replies=[
+        Reply(tool_calls=[ToolUse(ROSTER, arguments, id="c1")]),
+        Reply("done\nVERDICT: yes\nCONFIDENCE: 0.9"),
+    ])  # fmt: skip
+    session = run(session_create(caller=human(acme), payload={
+        "task": "t", "synthesis": "merge",
+        "agents": [{"name": "a", "config": {"tools": [ROSTER]}}, {"name": "b"}],
+    }))  # fmt: skip
+    assert session.status == "completed", session.error
+    response = KeyClient(make_key(acme)).get(f"/api/collaborations/{session.pk}")
+    assert response.status_code == 200
+    (call,) = [t for c in response.json()["contributions"] for t in c["turns"] if t.get("name")]
+    if isinstance(arguments, dict):  # a NUL: run with it replaced
+        assert call["arguments"]["expertise"] == "Postgre\ufffdSQL"
+        assert call["status"] == "ok"
+    else:
+        assert call["status"] == "error"
+        assert call["error"]["code"] == "invalid_arguments"
+        if len(arguments) < 1_000:
+            assert f"deeper than {MAX_ARGUMENT_DEPTH} levels" in call["error"]["error"]
