@@ -20,10 +20,14 @@ from a2wsgi.wsgi import build_environ
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-wsgi_application = get_wsgi_application()
+django_application = get_wsgi_application()
 
 # Imported after Django is set up: the MCP server reads the tool registry and the models.
 from django.conf import settings  # noqa: E402
+
+from config.guards import guarded  # noqa: E402
+
+wsgi_application = guarded(django_application)
 
 from costs.pricing import load_price_table  # noqa: E402
 from organization.errors import error_body  # noqa: E402

@@ -168,6 +168,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # /api/ only: 413 for an oversize body, 400 for NUL or lone surrogates in path or query.
     "organization.middleware.ApiInputMiddleware",
+    # The pages (admin, console): 400 for NUL or lone surrogates in path, query or form fields.
+    "organization.middleware.PageInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -3,7 +3,11 @@ import os
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-application = get_wsgi_application()
+django_application = get_wsgi_application()
+
+from config.guards import guarded  # noqa: E402  (after Django is set up)
+
+application = guarded(django_application)
 
 # As config.asgi's lifespan does: genai-prices' table is loaded at start, not by the first
 # request a budget's check prices (~60-250 ms).

@@ -1,8 +1,9 @@
-"""Checks every /api/ request before any view sees it: body size, path and query string."""
+"""Checks every request before any view sees it: for /api/ the body size, path and query string
+(answered as JSON); for the pages (admin, console) the path, query string and form fields."""
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import JsonResponse
+from django.http import HttpResponseBadRequest, JsonResponse
 
 from .errors import error_body, is_api_request
 from .inputs import text_problem
@@ -33,16 +34,42 @@ class ApiInputMiddleware:
                 error_body(f"The request body is larger than {limit} bytes.", "too_large"),
                 status=413,
             )
-        problem = text_problem(request.path_info)
-        where = "path"
-        if problem is None:
-            for key, values in request.GET.lists():
-                where = f"query parameter {key!r}"
-                problem = text_problem(key) or next(filter(None, map(text_problem, values)), None)
-                if problem:
-                    break
+        where, problem = first_text_problem(request, form=False)
         if problem:
             return JsonResponse(
                 error_body(f"Invalid input: {where} {problem}.", "invalid"), status=400
             )
         return None
+
+
+class PageInputMiddleware:
+    """400 for a page request (admin, console) whose path, query string or form fields the
+    database cannot store. Django's forms refuse NUL in their own fields, but not a list
+    filter's parameter (`?status__exact=%00`) or a view that reads request.POST itself (the
+    console's moves): each answered 500 when PostgreSQL refused the text."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if not is_api_request(request):
+            where, problem = first_text_problem(request, form=request.method == "POST")
+            if problem:
+                return HttpResponseBadRequest(
+                    f"Invalid input: {where} {problem}.", content_type="text/plain; charset=utf-8"
+                )
+        return self.get_response(request)
+
+
+def first_text_problem(request, *, form: bool) -> tuple[str, str | None]:
+    """Where the request first carries text the database cannot store, and what is wrong."""
+    problem = text_problem(request.path_info)
+    if problem:
+        return "path", problem
+    fields = [("query parameter", request.GET)] + ([("form field", request.POST)] if form else [])
+    for kind, data in fields:
+        for key, values in data.lists():
+            problem = text_problem(key) or next(filter(None, map(text_problem, values)), None)
+            if problem:
+                return f"{kind} {key!r}", problem
+    return "", None
