@@ -122,6 +122,7 @@ class AvailabilityView(CallerMixin, APIView):
     )
     def post(self, request):
         agent = self.caller.require_agent()
+        registry.check_identity(self.caller, request.data)
         body = AvailabilitySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         agent = services.agent_set_availability(

@@ -224,6 +224,7 @@ class InboxReadView(CallerMixin, APIView):
     )
     def post(self, request):
         agent = self.caller.require_agent()
+        registry.check_identity(self.caller, request.data)
         body = InboxReadSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         marked = services.inbox_mark_read(agent=agent, item_ids=body.validated_data["ids"])

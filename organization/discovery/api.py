@@ -5,7 +5,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import discovery
+from .. import discovery, registry
 from ..caller import CallerMixin
 from ..schema import ERRORS
 from ..serializers import DiscoverQuerySerializer
@@ -86,6 +86,7 @@ class AgentStatusView(CallerMixin, APIView):
     )
     def post(self, request):
         agent = self.caller.require_agent()
+        registry.check_identity(self.caller, request.data)
         body = StatusReportSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         runtime = discovery.agent_report_status(agent=agent, status=body.validated_data["status"])
