@@ -3,11 +3,11 @@ reads at a glance, budgets with a bar of spent / held / remaining, unpriced call
 
 Budgets are written through `budgets.budget_set`, as at the API door."""
 
-from datetime import timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.template.response import TemplateResponse
@@ -20,6 +20,7 @@ from organization.admin.history import HistoryAdmin
 from organization.admin.scoping import STATUS_COLOURS, OrgOwnedAdmin, admin_org_ids, badge
 from organization.caller import caller_for_admin
 from organization.errors import DomainError
+from organization.inputs import parse_id
 from organization.models import Organization
 
 from .budgets import budget_delete, budget_set, current_view, state_of
@@ -85,17 +86,15 @@ class UsageRecordAdmin(OrgOwnedAdmin):
         group_by = request.GET.get("group_by", "agent")
         group_by = group_by if group_by in GROUPS else "agent"
         today = timezone.now().date()
-        since = parse_date(request.GET.get("since") or "") or today - timedelta(days=REPORT_DAYS)
-        until = parse_date(request.GET.get("until") or "") or today
+        since = _report_date(request, "since") or today - timedelta(days=REPORT_DAYS)
+        until = _report_date(request, "until") or today
         rows = []
         if org is not None:
             caller = caller_for_admin(request, org)
-            start = timezone.make_aware(
-                timezone.datetime.combine(since, timezone.datetime.min.time())
-            )
-            end = timezone.make_aware(
-                timezone.datetime.combine(until + timedelta(days=1), timezone.datetime.min.time())
-            )
+            # The calendar's first and last days have no midnight around them in every time
+            # zone: from the first is from the start, up to the last is up to the end.
+            start = None if since == date.min else _midnight(since)
+            end = None if until == date.max else _midnight(until + timedelta(days=1))
             rows = cost_rows(caller=caller, group_by=group_by, since=start, until=end)
         top = max([r["cost_usd"] for r in rows] + [Decimal(0)])
         for row in rows:
@@ -129,9 +128,37 @@ def _orgs(request):
 def _report_org(request) -> Organization | None:
     orgs = _orgs(request)
     chosen = request.GET.get("organization")
-    if chosen and chosen.isdigit():
-        return orgs.filter(pk=int(chosen)).first()
-    return orgs.first()
+    if not chosen:
+        return orgs.first()
+    pk = parse_id(chosen)
+    if pk is None:
+        _ignored(request, "organization", chosen, "not an organization's id")
+        return orgs.first()
+    return orgs.filter(pk=pk).first()
+
+
+def _report_date(request, name: str) -> date | None:
+    """The report's `since` or `until` (YYYY-MM-DD); a bad one is ignored, with a message,
+    so that a mistyped address still shows a report (the default period)."""
+    value = request.GET.get(name)
+    if not value:
+        return None
+    try:
+        parsed = parse_date(value)
+    except ValueError:  # well formed, but no such day (2024-02-30)
+        parsed = None
+    if parsed is None:
+        _ignored(request, name, value, "not a date (YYYY-MM-DD)")
+    return parsed
+
+
+def _ignored(request, name: str, value: str, why: str) -> None:
+    # repr: whatever the address held (a NUL, a control character) reads as text.
+    messages.warning(request, f"Ignored {name}={value[:40]!r}: {why}.")
+
+
+def _midnight(day: date):
+    return timezone.make_aware(timezone.datetime.combine(day, timezone.datetime.min.time()))
 
 
 class BudgetForm(forms.ModelForm):

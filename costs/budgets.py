@@ -31,6 +31,7 @@ from .metering import (
     worst_case_usd,
 )
 from .models import (
+    MONEY_MAX,
     MONTHLY_SCOPES,
     WARNING_SHARE,
     ZERO,
@@ -65,9 +66,10 @@ def current_view(budget: Budget, now=None) -> Budget:
 
 
 def spent_so_far(budget: Budget, now=None) -> Decimal:
-    """What the ledger already holds for a new budget's scope and period (it starts from it)."""
+    """What the ledger already holds for a new budget's scope and period (it starts from it),
+    up to what its counter holds (MONEY_MAX: exhausted whatever its limit)."""
     if budget.scope == BudgetScope.TASK:
-        return cost_of_task_tree(budget.task)
+        return min(cost_of_task_tree(budget.task), MONEY_MAX)
     rows = UsageRecord.objects.filter(organization_id=budget.organization_id).exclude(
         state=UsageState.RESERVED
     )
@@ -80,7 +82,7 @@ def spent_so_far(budget: Budget, now=None) -> Decimal:
         rows = rows.filter(agent_id=budget.agent_id)
     elif budget.scope == BudgetScope.COLLABORATION:
         rows = rows.filter(session_id=budget.session_id)
-    return rows.aggregate(total=Sum("cost_usd"))["total"] or ZERO
+    return min(rows.aggregate(total=Sum("cost_usd"))["total"] or ZERO, MONEY_MAX)
 
 
 _PARENT_OF = PreparedQuery(

@@ -25,7 +25,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Case, F, Q, Value, When
-from django.db.models.functions import Greatest
+from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
 from organization.errors import Conflict
@@ -34,6 +34,8 @@ from organization.prepared import insert_new
 from . import alerts, sql
 from .models import (
     LIFETIME,
+    MAX_CALL_TOKENS,
+    MONEY_MAX,
     ZERO,
     Budget,
     BudgetScope,
@@ -123,6 +125,26 @@ def roll(budget: Budget, now=None) -> bool:
 
 def remaining(budget: Budget) -> Decimal:
     return budget.limit_usd - budget.spent_usd - budget.reserved_usd
+
+
+def bounded_tokens(tokens: int, what: str = "tokens") -> int:
+    """A token count a provider reported, as the ledger books it: from 0 to MAX_CALL_TOKENS.
+    A provider (any OpenAI-compatible server can be one) that claims more than any call can use
+    would otherwise overflow the ledger's integer columns and lose the row."""
+    tokens = int(tokens or 0)
+    if 0 <= tokens <= MAX_CALL_TOKENS:
+        return tokens
+    log.warning("a provider reported %s %s: booked as %s", tokens, what, MAX_CALL_TOKENS)
+    return min(max(tokens, 0), MAX_CALL_TOKENS)
+
+
+def bounded_usd(amount: Decimal | None) -> Decimal | None:
+    """An amount as a MONEY column holds it: never past MONEY_MAX (an absurd price in
+    LLM_PRICES times a call's tokens must not lose the row; the error log says it happened)."""
+    if amount is None or amount <= MONEY_MAX:
+        return amount
+    log.error("$%s does not fit the ledger: booked as $%s", amount, MONEY_MAX)
+    return MONEY_MAX
 
 
 def worst_case_usd(price: Price, prompt_bound: int, max_tokens: int) -> Decimal | None:
@@ -295,10 +317,13 @@ def settle(
 ) -> UsageRecord | None:
     """Book what the call cost and release its hold (a failed call books what it reported)."""
     price = ticket.price
-    cost = price.cost(prompt_tokens, completion_tokens)
+    prompt_tokens = bounded_tokens(prompt_tokens, "prompt tokens")
+    completion_tokens = bounded_tokens(completion_tokens, "completion tokens")
+    cost = bounded_usd(price.cost(prompt_tokens, completion_tokens))
     input_rate, output_rate = (
         price.rates_for(prompt_tokens, completion_tokens) if price.known else (None, None)
     )
+    input_rate, output_rate = bounded_usd(input_rate), bounded_usd(output_rate)
     usage = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
@@ -353,20 +378,28 @@ def _book(
 def _spend(budgets: list[Budget], *, held: Decimal, cost: Decimal) -> None:
     """Release `held` and book `cost` on the locked `budgets` in one statement (a monthly budget
     last touched in an earlier month starts the new one at `cost`), then raise the alerts the
-    spending crossed into, from the values read under the lock."""
+    spending crossed into, from the values read under the lock.
+
+    What is spent saturates at MONEY_MAX rather than overflow its column: the spending was done
+    (a report, a call that returned), so refusing to book it would only lose its ledger row, and
+    a budget at MONEY_MAX is exhausted whatever its limit. The ledger keeps the exact sum."""
     now = timezone.now()
     period = current_period(now)
     same_period = Q(period=period) | Q(period=LIFETIME)
+    cost = bounded_usd(cost)
     Budget.objects.filter(pk__in=[b.pk for b in budgets]).update(
         reserved_usd=Greatest(F("reserved_usd") - held, Value(ZERO)),
-        spent_usd=Case(When(same_period, then=F("spent_usd") + cost), default=Value(cost)),
+        spent_usd=Case(
+            When(same_period, then=Least(F("spent_usd") + cost, Value(MONEY_MAX))),
+            default=Value(cost),
+        ),
         period=Case(When(period=LIFETIME, then=Value(LIFETIME)), default=Value(period)),
         updated_at=now,
     )
     for budget in budgets:
         spent_before = budget.spent_usd if not roll(budget, now) else ZERO
         budget.reserved_usd = max(budget.reserved_usd - held, ZERO)
-        budget.spent_usd = spent_before + cost
+        budget.spent_usd = min(spent_before + cost, MONEY_MAX)
         alerts.after_spending(budget)
 
 
@@ -397,11 +430,15 @@ def book_reported(
     when we know no price), marked self-reported, and booked on the budgets covering it. It was
     spent already: nothing could have refused it, but the budgets and their alerts see it."""
     price = price_of(provider, model)
+    prompt_tokens = bounded_tokens(prompt_tokens, "prompt tokens")
+    completion_tokens = bounded_tokens(completion_tokens, "completion tokens")
     cost = price.cost(prompt_tokens, completion_tokens)
     source = price.source
     if cost is None and cost_usd is not None:
         cost, source = cost_usd, PriceSource.REPORTED
+    cost = bounded_usd(cost)
     rates = price.rates_for(prompt_tokens, completion_tokens) if price.known else (None, None)
+    rates = (bounded_usd(rates[0]), bounded_usd(rates[1]))
     with transaction.atomic():
         budgets = list(Budget.objects.select_for_update().filter(meter.covering()).order_by("pk"))
         record = insert_new(UsageRecord(

@@ -21,6 +21,13 @@ from tasks.models import Task
 # Prices are per token fractions of a cent: 9 decimal places hold $0.000000001.
 MONEY = {"max_digits": 19, "decimal_places": 9}
 ZERO = Decimal(0)
+# The most a MONEY column holds. A budget's counters stop here rather than overflow (a budget
+# whose counter reached it is exhausted whatever its limit: limits stay below $10,000,000,000).
+MONEY_MAX = Decimal("9999999999.999999999")
+# The most tokens one call is booked with, in and out each: far above any model's context, far
+# below what the PositiveIntegerField columns hold (2**31 - 1). A provider that claims more is
+# booked at this.
+MAX_CALL_TOKENS = 100_000_000
 LIFETIME = "lifetime"
 WARNING_SHARE = Decimal("0.8")
 

@@ -1,16 +1,41 @@
 """The ledger, the totals and the budgets as the API shows them, and the bodies it takes."""
 
-from decimal import Decimal
+from decimal import Context, Decimal
 
 from rest_framework import serializers
 
 from organization.inputs import BIGINT_MAX
 
 from .budgets import remaining, state_of
-from .models import MONTHLY_SCOPES, ZERO, Budget, BudgetAlert, BudgetScope, UsageRecord
+from .models import (
+    MAX_CALL_TOKENS,
+    MONTHLY_SCOPES,
+    ZERO,
+    Budget,
+    BudgetAlert,
+    BudgetScope,
+    UsageRecord,
+)
 
-MAX_TOKENS = 100_000_000
-MONEY = {"max_digits": 19, "decimal_places": 9, "coerce_to_string": True}
+# The most one self-reported call may cost (docs/costs.md): ten times the dearest call a
+# published price list allows today, and small enough that no sum of reports an agent can make
+# comes near what the ledger's and the budgets' columns hold.
+MAX_REPORTED_COST_USD = Decimal(1000)
+
+
+class UsdField(serializers.DecimalField):
+    """An amount of USD in an answer, always with 9 decimal places and as many digits as it has.
+
+    Totals are the database's sums (`SUM` over numeric is unbounded), so no `max_digits` may cap
+    them: DRF would raise `InvalidOperation` (a 500) on a sum wider than the column."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("read_only", True)
+        super().__init__(max_digits=None, decimal_places=9, coerce_to_string=True, **kwargs)
+
+    def quantize(self, value: Decimal) -> Decimal:
+        digits = max(value.adjusted(), 0) + 1 + self.decimal_places
+        return value.quantize(Decimal(1).scaleb(-self.decimal_places), context=Context(digits))
 
 
 class UsageRecordSerializer(serializers.ModelSerializer):
@@ -19,10 +44,10 @@ class UsageRecordSerializer(serializers.ModelSerializer):
     session = serializers.UUIDField(source="session_id", read_only=True, allow_null=True)
     run = serializers.IntegerField(source="run_id", read_only=True, allow_null=True)
     task = serializers.IntegerField(source="task_id", read_only=True, allow_null=True)
-    cost_usd = serializers.DecimalField(read_only=True, allow_null=True, **MONEY)
-    reserved_usd = serializers.DecimalField(read_only=True, **MONEY)
-    input_usd_per_mtok = serializers.DecimalField(read_only=True, allow_null=True, **MONEY)
-    output_usd_per_mtok = serializers.DecimalField(read_only=True, allow_null=True, **MONEY)
+    cost_usd = UsdField(allow_null=True)
+    reserved_usd = UsdField()
+    input_usd_per_mtok = UsdField(allow_null=True)
+    output_usd_per_mtok = UsdField(allow_null=True)
 
     class Meta:
         model = UsageRecord
@@ -43,10 +68,10 @@ class UsageReportSerializer(serializers.Serializer):
     )
     model = serializers.CharField(max_length=100, help_text="The model, as the provider names it.")
     prompt_tokens = serializers.IntegerField(
-        min_value=0, max_value=MAX_TOKENS, help_text="Input tokens the provider reported."
+        min_value=0, max_value=MAX_CALL_TOKENS, help_text="Input tokens the provider reported."
     )
     completion_tokens = serializers.IntegerField(
-        min_value=0, max_value=MAX_TOKENS, help_text="Output tokens the provider reported."
+        min_value=0, max_value=MAX_CALL_TOKENS, help_text="Output tokens the provider reported."
     )
     task = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=BIGINT_MAX,
@@ -54,7 +79,13 @@ class UsageReportSerializer(serializers.Serializer):
     )  # fmt: skip
     cost_usd = serializers.DecimalField(
         required=False, allow_null=True, max_digits=19, decimal_places=9, min_value=Decimal(0),
-        help_text="What it cost, used only when the service knows no price for the model.",
+        max_value=MAX_REPORTED_COST_USD,
+        error_messages={"max_value": (
+            f"One call costs at most ${MAX_REPORTED_COST_USD} (USD) here; report each call "
+            "on its own."
+        )},
+        help_text="What it cost in USD (at most 1000), used only when the service knows no "
+        "price for the model.",
     )  # fmt: skip
 
 
@@ -71,7 +102,7 @@ class CostRowSerializer(serializers.Serializer):
     key = serializers.CharField(allow_null=True)
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
-    cost_usd = serializers.DecimalField(**MONEY)
+    cost_usd = UsdField()
     calls = serializers.IntegerField()
 
 
@@ -112,9 +143,9 @@ class BudgetSerializer(serializers.ModelSerializer):
     task = serializers.IntegerField(source="task_id", read_only=True, allow_null=True)
     collaboration = serializers.UUIDField(source="session_id", read_only=True, allow_null=True)
     monthly_limit_usd = serializers.SerializerMethodField()
-    limit_usd = serializers.DecimalField(read_only=True, **MONEY)
-    spent_usd = serializers.DecimalField(read_only=True, **MONEY)
-    reserved_usd = serializers.DecimalField(read_only=True, **MONEY)
+    limit_usd = UsdField()
+    spent_usd = UsdField()
+    reserved_usd = UsdField()
     remaining_usd = serializers.SerializerMethodField()
     state = serializers.SerializerMethodField()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from django.db import connection
 
-from .models import LIFETIME, MONTHLY_SCOPES, Budget, UsageRecord, UsageState
+from .models import LIFETIME, MONEY_MAX, MONTHLY_SCOPES, Budget, UsageRecord, UsageState
 
 MONTHLY = "(" + ", ".join(f"'{scope}'" for scope in MONTHLY_SCOPES) + ")"
 
@@ -82,8 +82,9 @@ settled AS (
 booked AS (
     UPDATE {{budget}} b
     SET reserved_usd = GREATEST(b.reserved_usd - %(held)s, 0),
+        -- saturates at the column's maximum rather than overflow it (metering._spend says why)
         spent_usd = CASE WHEN b.period IN (%(period)s, '{LIFETIME}')
-                         THEN b.spent_usd + %(booked)s ELSE %(booked)s END,
+                         THEN LEAST(b.spent_usd + %(booked)s, {MONEY_MAX}) ELSE %(booked)s END,
         period = CASE WHEN b.period = '{LIFETIME}' THEN b.period ELSE %(period)s END,
         updated_at = now()
     FROM locked
