@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from costs.selectors import cost_of_session
+from costs.serializers import UsdField
 from organization.caller import resolve_caller
 from organization.links import absolute_url
 
@@ -238,15 +239,15 @@ class EstimateBudgetSerializer(serializers.Serializer):
     id = serializers.IntegerField(allow_null=True, help_text="Null: the request's max_cost_usd.")
     scope = serializers.CharField()
     subject = serializers.CharField()
-    estimated_cost_usd = serializers.DecimalField(max_digits=19, decimal_places=9)
-    remaining_usd = serializers.DecimalField(max_digits=19, decimal_places=9)
+    estimated_cost_usd = UsdField()
+    remaining_usd = UsdField()
     fits = serializers.BooleanField()
 
 
 class EstimateSerializer(serializers.Serializer):
     """`POST /api/collaborations/estimate`: the worst case of the calls it plans."""
 
-    estimated_cost_usd = serializers.DecimalField(max_digits=19, decimal_places=9)
+    estimated_cost_usd = UsdField()
     estimated_tokens = serializers.IntegerField()
     unpriced_models = serializers.ListField(
         child=serializers.CharField(), help_text="Models with no known price (counted as 0)."
