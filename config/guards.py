@@ -16,12 +16,12 @@ log = logging.getLogger("agent_org.http")
 
 
 def guarded(app):
-    def application(environ, start_response):
-        refusal = _unusable_charset(environ.get("CONTENT_TYPE", ""))
+    def application(wsgi_environ, start_response):
+        refusal = _unusable_charset(wsgi_environ.get("CONTENT_TYPE", ""))
         if refusal is not None:
             return _answer(start_response, "415 Unsupported Media Type", refusal)
         try:
-            return app(environ, start_response)
+            return app(wsgi_environ, start_response)
         except Exception:  # Django turns a view's exception into a response; this one escaped it
             log.exception("request failed before Django could answer it")
             body = error_body("Internal server error.", "server_error")

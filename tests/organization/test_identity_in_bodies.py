@@ -1,4 +1,4 @@
-"""DESIGN.md: the caller's identity comes from the key; a body that names a different agent than
+"""docs/design.md: the caller's identity comes from the key; a body that names a different agent than
 the key → 403 `identity_mismatch` — on every door that acts as the key's agent, not only on
 call-tool and the task moves. (The roster's `agent` parameter is no identity: an agent key naming
 another gets its own roster, tests/organization/test_roster.py.)"""
