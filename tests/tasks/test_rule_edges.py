@@ -1,0 +1,73 @@
+"""Edges of the domain rules no other test reached (a reviewer's list): loops and depth are
+checked on every move that passes a task on, not only on delegate; a paused expert's queue
+waits; only the listed status transitions are allowed."""
+
+import pytest
+
+from tasks.models import Task
+from tests.factories import give_tasks
+from tests.tasks.conftest import assert_error, create, post
+
+
+@pytest.mark.parametrize("move", ["assign", "queue"])
+def test_passing_a_task_back_by_assign_or_queue_is_a_loop(cast, move):
+    task = create(cast.human, agent_id="agent-sarah").json()
+    delegated = post(cast.client(cast.sarah), f"/api/tasks/{task['id']}/delegate",
+                     {"agent_id": "agent-alex"})  # fmt: skip
+    assert delegated.status_code == 200, delegated.content
+    if move == "queue":
+        give_tasks(cast.sarah, 5)  # busy: queueing for her is otherwise allowed
+    response = post(cast.client(cast.alex), f"/api/tasks/{task['id']}/{move}",
+                    {"agent_id": "agent-sarah"})  # fmt: skip
+    assert_error(response, 409, "delegation_loop", "delegated to you by agent-sarah")
+
+
+@pytest.mark.parametrize("move", ["assign", "queue"])
+def test_passing_a_task_on_by_assign_or_queue_respects_the_maximum_depth(cast, move):
+    cast.rule.max_delegation_depth = 2
+    cast.rule.save()
+    task = create(cast.human, agent_id="agent-sarah").json()
+    delegated = post(cast.client(cast.sarah), f"/api/tasks/{task['id']}/delegate",
+                     {"agent_id": "agent-alex"})  # fmt: skip
+    assert delegated.status_code == 200, delegated.content
+    if move == "queue":
+        give_tasks(cast.morgan, 5)
+    response = post(cast.client(cast.alex), f"/api/tasks/{task['id']}/{move}",
+                    {"agent_id": "agent-morgan"})  # fmt: skip
+    assert_error(response, 409, "delegation_too_deep", "maximum delegation depth of 2")
+
+
+def test_a_paused_expert_takes_nothing_from_its_queue_when_room_frees(cast):
+    held = give_tasks(cast.morgan, 5, status="in_progress")
+    waiting = create(cast.human, title="Waits for Morgan").json()
+    queued = post(cast.human, f"/api/tasks/{waiting['id']}/queue", {"agent_id": "agent-morgan"})
+    assert queued.status_code == 200, queued.content
+    cast.morgan.is_paused = True
+    cast.morgan.save()
+    done = post(cast.client(cast.morgan), f"/api/tasks/{held[0].pk}/status",
+                {"status": "completed"})  # fmt: skip
+    assert done.status_code == 200, done.content
+    task = Task.objects.get(pk=waiting["id"])
+    assert (task.status, task.assignee, task.queued_for) == ("queued", None, cast.morgan)
+
+
+@pytest.mark.parametrize("start, wanted", [
+    ("blocked", "completed"), ("assigned", "failed"), ("blocked", "assigned"),
+    ("queued", "in_progress"), ("failed", "in_progress"),
+])  # fmt: skip
+def test_these_transitions_are_refused(cast, start, wanted):
+    task = Task.objects.create(
+        organization=cast.org, title="t", status=start,
+        assignee=None if start == "queued" else cast.alex,
+    )  # fmt: skip
+    response = post(cast.human, f"/api/tasks/{task.pk}/status", {"status": wanted})
+    assert_error(response, 409, "invalid_transition", f"Cannot transition from {start} to {wanted}")
+
+
+def test_a_blocked_task_may_fail(cast):
+    task = Task.objects.create(organization=cast.org, title="t", status="blocked",
+                               assignee=cast.alex)  # fmt: skip
+    response = post(cast.client(cast.alex), f"/api/tasks/{task.pk}/status",
+                    {"status": "failed", "note": "Cannot be done"})  # fmt: skip
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "failed"
