@@ -117,7 +117,7 @@ def role_set(*, caller: Caller, data) -> dict:
             setattr(role, name, value)
     role.save()
     if role_name != HierarchyRole.SUPERVISOR:
-        _drop_default_supervisor(agent)
+        drop_default_supervisor(agent)
     return role_dict(role)
 
 
@@ -128,11 +128,12 @@ def role_delete(*, caller: Caller, agent_id: str) -> None:
     deleted, _ = AgentRole.objects.filter(agent=agent).delete()
     if not deleted:
         raise NotFound(f"No role assigned to agent {agent.handle}", "role_not_found")
-    _drop_default_supervisor(agent)
+    drop_default_supervisor(agent)
 
 
-def _drop_default_supervisor(agent: Agent) -> None:
-    """The default supervisor must hold the supervisor role: losing it clears the rule's pointer."""
+def drop_default_supervisor(agent: Agent) -> None:
+    """The default supervisor must hold the supervisor role: losing it (or being deleted)
+    clears the rule's pointer, with its audit row."""
     rules = TeamRule.objects.filter(organization_id=agent.organization_id, default_supervisor=agent)
     if rules.update(default_supervisor=None):
         record_changes(TeamRule.objects.filter(organization_id=agent.organization_id))

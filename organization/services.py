@@ -7,13 +7,22 @@ from django.db.models import QuerySet
 from django.dispatch import Signal
 from django.utils import timezone
 
+from . import workload
 from .auth import generate_key
+from .caller import Caller
+from .errors import Conflict
+from .hierarchy import drop_default_supervisor
 from .history import record_changes
 from .models import Agent, ApiKey, Organization
 
 # Sent (inside the write's transaction) with `agent=` when an agent was resumed or given more
 # capacity by hand. The tasks app, built on this one, hands it the queued tasks that now fit.
 agent_gained_room = Signal()
+
+# Sent (inside the deletion's transaction) with `agent=` and `caller=` just before an agent is
+# deleted. The tasks app moves the tasks it holds or is queued for (rule 6: escalated, each move
+# with its TaskEvent) and returns them; without that they would be left held by nobody.
+agent_leaving = Signal()
 
 
 def api_key_create(
@@ -75,3 +84,39 @@ def agent_set_availability(*, agent: Agent, until: datetime | None) -> Agent:
     record_changes(Agent.objects.filter(pk=agent.pk))
     agent.availability_until = until
     return agent
+
+
+def agent_open_work(*, agent: Agent) -> tuple[int, int]:
+    """(tasks the agent holds, tasks queued for it): the work its deletion has to move on."""
+    held = agent.held_tasks.filter(status__in=workload.held_statuses()).count()
+    queued = agent.queued_tasks.filter(status=workload.queued_status()).count()
+    return held, queued
+
+
+@transaction.atomic
+def agent_delete(*, caller: Caller, agent: Agent) -> list:
+    """Delete an agent (a human's act); returns the tasks its deletion moved on.
+
+    Its work is not orphaned: the tasks it holds or is queued for are escalated first, each by
+    the engine's own move and event (`agent_leaving`); if any is still left, nothing is deleted
+    (409). The pointers to it that the database clears are audited as the services' writes are:
+    the team rule's default supervisor, its reports' senior.
+    """
+    caller.require_human()
+    drop_default_supervisor(agent)
+    moved = [task for _, tasks in agent_leaving.send(sender=Agent, agent=agent, caller=caller)
+             for task in tasks or []]  # fmt: skip
+    # Locked after the moves (a task's row before an agent's, as every move locks them): no
+    # move can give it work between this count and the deletion.
+    Agent.objects.select_for_update().filter(pk=agent.pk).first()
+    held, queued = agent_open_work(agent=agent)
+    if held or queued:
+        raise Conflict(
+            f"Cannot delete {agent.handle}: it still holds {held} task(s) and {queued} are "
+            "queued for it; escalate, reassign or cancel them first.",
+            "agent_has_work",
+        )
+    reports = list(agent.reports.order_by("pk").values_list("pk", flat=True))
+    agent.delete()
+    record_changes(Agent.objects.filter(pk__in=reports).order_by("pk"))
+    return moved

@@ -18,11 +18,11 @@ class TasksConfig(AppConfig):
 
     def ready(self) -> None:
         from organization import workload
-        from organization.services import agent_gained_room
+        from organization.services import agent_gained_room, agent_leaving
 
         from . import tools  # noqa: F401  registers the task tools
         from .models import HELD_STATUSES, TaskStatus
-        from .services import fill_from_queue
+        from .services import escalate_work_of_leaving_agent, fill_from_queue
 
         # The workload and queue organization computes (it does not import this app).
         workload.register_task_states(held=HELD_STATUSES, queued=TaskStatus.QUEUED)
@@ -30,4 +30,8 @@ class TasksConfig(AppConfig):
         # Rule 5: a resumed agent, or one given more capacity, receives its queue at once.
         agent_gained_room.connect(
             lambda agent, **kwargs: fill_from_queue(agent), weak=False, dispatch_uid="fill-queue"
+        )
+        # Rule 6: a deleted agent's work is escalated, each task by its move and event, first.
+        agent_leaving.connect(
+            escalate_work_of_leaving_agent, weak=False, dispatch_uid="escalate-leaving-agent"
         )

@@ -505,6 +505,25 @@ def task_escalate(
     return task
 
 
+def agent_work_escalate(*, agent: Agent, actor: Actor, reason: str) -> list[Task]:
+    """Escalate every task `agent` is queued for or holds (rule 6), each by `task_escalate`
+    with its event: run before the agent is deleted, so none is left held by no one.
+
+    Its queue first: escalating a held task frees room that its queue would otherwise refill.
+    """
+    queued = Task.objects.filter(queued_for=agent, status=TaskStatus.QUEUED)
+    held = Task.objects.filter(assignee=agent, status__in=HELD_STATUSES)
+    ids = [pk for rows in (queued, held) for pk in rows.order_by("pk").values_list("pk", flat=True)]
+    return [task_escalate(task=Task(pk=pk), actor=actor, reason=reason) for pk in ids]
+
+
+def escalate_work_of_leaving_agent(*, agent: Agent, caller, **kwargs) -> list[Task]:
+    """`organization.services.agent_leaving`'s receiver (tasks/apps.py connects it)."""
+    return agent_work_escalate(
+        agent=agent, actor=Actor.of(caller), reason=f"{agent.handle} was deleted."
+    )
+
+
 def _change_status(
     task: Task, status: str, *, holder_locked: bool = False
 ) -> tuple[dict, Agent | None]:

@@ -1,12 +1,14 @@
 """The admin is the hierarchy editor (issue 2 §3): the organization app's registrations.
 
 Scoped to the organizations the staff user administers by the toolkit in `scoping.py`; writes
-go through organization/services.py (pause/resume, API keys) in `save_model`, actions and
-custom views; the org chart is in `chart.py`.
+go through organization/services.py (pause/resume, deletion, API keys) and hierarchy.py (the
+role inline) in `save_model`, `save_formset`, `delete_model`, actions and custom views; the org
+chart is in `chart.py`.
 """
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.http import Http404
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -14,6 +16,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from .. import registry
+from ..caller import caller_for_admin
+from ..errors import DomainError
+from ..hierarchy import role_delete, role_set
 from ..inputs import parse_id
 from ..models import (
     Agent,
@@ -28,7 +33,14 @@ from ..models import (
     Team,
     TeamRule,
 )
-from ..services import agent_room_changed, agent_set_paused, api_key_issue, api_key_revoke
+from ..services import (
+    agent_delete,
+    agent_open_work,
+    agent_room_changed,
+    agent_set_paused,
+    api_key_issue,
+    api_key_revoke,
+)
 from ..workload import (
     at_capacity,
     count_of,
@@ -509,6 +521,80 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
         # Made managed: the service runs it from now on, starting with the work it holds.
         if change and {"is_paused", "workload_capacity", "runtime"} & set(form.changed_data):
             agent_room_changed(agent=obj)
+
+    def save_formset(self, request, form, formset, change):
+        if formset.model is not AgentRole:
+            return super().save_formset(request, form, formset, change)
+        # Through the REST door's services: a default supervisor that loses the supervisor
+        # role stops being the default supervisor (with its audit row), however it lost it.
+        formset.save(commit=False)
+        agent = form.instance
+        caller = caller_for_admin(request, agent.organization)
+        if formset.deleted_objects:  # one role per agent
+            role_delete(caller=caller, agent_id=agent.handle)
+        for role in [*formset.new_objects, *(role for role, _ in formset.changed_objects)]:
+            saved = role_set(
+                caller=caller,
+                data={
+                    "agent_id": agent.handle,
+                    "role": role.role,
+                    "can_assign_to_peers": role.can_assign_to_peers,
+                    "can_escalate_to_supervisor": role.can_escalate_to_supervisor,
+                },
+            )
+            role.pk = saved["id"]
+
+    def get_deleted_objects(self, objs, request):
+        deleted = super().get_deleted_objects(objs, request)
+        if not request.POST.get("post"):  # the confirmation page, single or bulk
+            for agent in objs:
+                held, queued = agent_open_work(agent=agent)
+                if held or queued:
+                    self.message_user(
+                        request,
+                        f"{agent} holds {held} task(s) and {queued} are queued for it: deleting "
+                        "it escalates them (to its senior, else the default supervisor, else "
+                        "humans), each recorded in the task's history.",
+                        messages.WARNING,
+                    )
+        return deleted
+
+    def delete_model(self, request, obj):
+        """Through the service: its tasks are escalated, never left held by no one."""
+        moved = agent_delete(caller=caller_for_admin(request, obj.organization), agent=obj)
+        if moved:
+            self.message_user(
+                request, f"Escalated the {len(moved)} task(s) of {obj}.", messages.INFO
+            )
+
+    def delete_queryset(self, request, queryset):
+        for agent in queryset.select_related("organization"):
+            self.delete_model(request, agent)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except DomainError as exc:  # the view's transaction rolled back: nothing was deleted
+            self.message_user(request, exc.message, messages.ERROR)
+            return redirect(reverse("admin:organization_agent_change", args=[object_id]))
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        if "delete_selected" in actions:
+            delete_selected, name, description = actions["delete_selected"]
+
+            # All or nothing, and a refusal is a message, not a 500 (as `delete_view`).
+            def delete_or_refuse(modeladmin, request, queryset):
+                try:
+                    with transaction.atomic():
+                        return delete_selected(modeladmin, request, queryset)
+                except DomainError as exc:
+                    modeladmin.message_user(
+                        request, f"Nothing was deleted: {exc.message}", messages.ERROR
+                    )
+
+            actions["delete_selected"] = (delete_or_refuse, name, description)
+        return actions
 
     @admin.action(description="Pause selected agents (offline: they receive nothing)")
     def pause_agents(self, request, queryset):
