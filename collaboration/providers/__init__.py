@@ -115,6 +115,10 @@ def _complete(provider: str, request: LLMRequest) -> LLMReply:
     reply = import_module(PROVIDERS[provider]).complete(request)
     reply.provider = reply.provider or provider
     reply.model = reply.model or request.model
+    # What a server claims is not trusted either: the sessions' and runs' token columns (and the
+    # ledger's) take the counts as the ledger books them.
+    reply.prompt_tokens = metering.bounded_tokens(reply.prompt_tokens, "prompt tokens")
+    reply.completion_tokens = metering.bounded_tokens(reply.completion_tokens, "completion tokens")
     return reply.storable()
 
 

@@ -60,3 +60,18 @@ def test_a_tool_call_the_service_cannot_keep_is_refused_and_the_session_reads(
         assert call["error"]["code"] == "invalid_arguments"
         if len(arguments) < 1_000:
             assert f"deeper than {MAX_ARGUMENT_DEPTH} levels" in call["error"]["error"]
+
+
+def test_token_counts_a_server_claims_are_bounded_before_anything_keeps_them(acme, fake_llm):
+    """2**31 would overflow the contribution's integer column (and the ledger's)."""
+    from costs.models import MAX_CALL_TOKENS
+
+    fake_llm.on(agent="a", replies=[
+        Reply("ok\nVERDICT: yes\nCONFIDENCE: 0.9", prompt_tokens=2**31, completion_tokens=2**40),
+    ])  # fmt: skip
+    session = run(session_create(caller=human(acme), payload={
+        "task": "t", "synthesis": "merge", "agents": specialists("a"),
+    }))  # fmt: skip
+    assert session.status == "completed", session.error
+    answer = session.contributions.get(agent_key="a")
+    assert answer.tokens_used == 2 * MAX_CALL_TOKENS
