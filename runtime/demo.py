@@ -13,6 +13,7 @@ import logging
 from django.db import connection, transaction
 
 from organization.errors import DomainError
+from organization.history import record_changes
 from organization.models import AgentRuntime, Organization
 from tasks import services as task_services
 from tasks.demo import DEMO_HUMAN
@@ -48,6 +49,8 @@ def seed_demo_runtime(org: Organization) -> Task | None:
     if alice is None:
         return None
     org.agents.filter(handle__in=DEMO_MANAGED).update(runtime=AgentRuntime.MANAGED)
+    # In their history too: the runtime sweep reads there since when an agent is managed.
+    record_changes(org.agents.filter(handle__in=DEMO_MANAGED).order_by("pk"))
     alice.refresh_from_db()
     try:
         with transaction.atomic():

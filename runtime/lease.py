@@ -13,12 +13,15 @@ import threading
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from costs.models import Budget
 from organization.prepared import INT, PreparedQuerySet
 from tasks.rules import NO_KEY
 
 from .models import Run, RunStatus
+from .services import held_for_budget
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +31,13 @@ HEARTBEAT_SECONDS = 1.0
 CLAIMED, MISSING, FINISHED, BUSY, HELD = "claimed", "missing", "finished", "busy", "held"
 
 
-# Every delivery of a run reads it with this lock (compiled once: organization/prepared.py).
+# Every delivery of a run reads it with this lock (compiled once: organization/prepared.py),
+# and whether its organization has any budget: most have none, and then none is searched.
 _LOCK_RUN = PreparedQuerySet(
     Run,
     lambda run_id: Run.objects.select_for_update(of=("self",), **NO_KEY)
     .select_related("agent", "agent__organization", "organization")
+    .annotate(any_budget=Exists(Budget.objects.filter(organization_id=OuterRef("organization_id"))))
     .filter(pk=run_id)
     .order_by()[:1],
     run_id=INT,
@@ -41,7 +46,8 @@ _LOCK_RUN = PreparedQuerySet(
 
 def claim(run_id: int, token: str) -> tuple[str, Run | None]:
     """Take the run's lease; returns the outcome and, when CLAIMED, the run (its agent read
-    with it). A run of a paused agent is HELD: it stays queued until the agent is resumed."""
+    with it). A run of a paused agent is HELD: it stays queued until the agent is resumed; so
+    is one of an agent out of budget, until the budget makes room (`wake_after_budget`)."""
     with transaction.atomic():
         run = next(iter(_LOCK_RUN.instances(run_id=run_id)), None)
         if run is None:
@@ -55,7 +61,9 @@ def claim(run_id: int, token: str) -> tuple[str, Run | None]:
             and (now - run.heartbeat_at).total_seconds() < settings.RUNTIME_LEASE_SECONDS
         ):
             return BUSY, None
-        if run.status == RunStatus.QUEUED and run.agent.is_paused:
+        if run.status == RunStatus.QUEUED and (
+            run.agent.is_paused or (run.any_budget and held_for_budget(run.agent))
+        ):
             return HELD, None
         run.attempts += 1
         run.lease_token = token

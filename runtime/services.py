@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
@@ -173,7 +173,7 @@ def _agents_talking_too_much(task: Task | None) -> bool:
     return wakes >= settings.RUNTIME_MAX_AGENT_COMMENT_WAKES
 
 
-def _held_for_budget(agent: Agent) -> bool:
+def held_for_budget(agent: Agent) -> bool:
     """No budget left for the agent: its work waits, and the humans see the budget's exhausted
     alert in "Needs attention" (raised once per period, here if no refused call raised it)."""
     budget = blocking_budget(agent)
@@ -256,7 +256,7 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     if trigger == COMMENT and _agents_talking_too_much(task):
         log.warning("%s not woken: managed agents' comments on task %s", agent.handle, task.pk)
         return None
-    if agent.is_paused or (budgets and _held_for_budget(agent)):
+    if agent.is_paused or (budgets and held_for_budget(agent)):
         # It waits: resuming the agent, or room in its budget, wakes it (run_resume).
         run = None
     elif connection.vendor == "postgresql":
@@ -278,14 +278,30 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     return run
 
 
+def _unseen_since_assigned(agent_field: str) -> Exists:
+    """A task (of the outer query) `agent_field` holds has no trigger for it since it was
+    assigned: no run of that agent was ever woken for it (a task a run saw and left assigned —
+    a question asked in a comment — has one)."""
+    return ~Exists(
+        RunTrigger.objects.filter(
+            agent_id=OuterRef(agent_field),
+            task_id=OuterRef("pk"),
+            created_at__gte=OuterRef("assigned_at"),
+        )
+    )
+
+
 @transaction.atomic
 def run_resume(*, agent_id: int) -> Run | None:
     """A managed agent was resumed (or given room): wake it if work is waiting — triggers that
-    arrived while it was paused, or tasks it holds and never started (`assigned`)."""
+    arrived while it was paused or out of budget, or tasks it holds, never started (`assigned`)
+    and no run was ever woken for (assigned while it was external, or its wake-up was lost).
+    An agent whose runs saw all it holds has nothing new: a change of its capacity, runtime or
+    budget does not wake it."""
     agent = _locked_agent(agent_id)
     if agent is None or not agent.is_managed or agent.is_paused:
         return None
-    if _held_for_budget(agent):
+    if held_for_budget(agent):
         return None  # still no room: budget_made_room wakes it when there is
     active = _active_run(agent)
     if active is not None:
@@ -298,6 +314,7 @@ def run_resume(*, agent_id: int) -> Run | None:
     known = {t.task_id for t in waiting}
     fresh = (
         Task.objects.filter(assignee=agent, status=TaskStatus.ASSIGNED)
+        .filter(_unseen_since_assigned("assignee_id"))
         .exclude(pk__in=[pk for pk in known if pk is not None])
         .order_by("created_at", "pk")
         .values_list("pk", flat=True)
@@ -331,7 +348,9 @@ def run_finish(
         setattr(run, name, value)
     if agent is not None and agent.is_managed and not agent.is_paused:
         waiting = _waiting(agent)
-        if waiting:
+        # Out of budget, the triggers wait as a paused agent's do: room in the budget wakes it
+        # (wake_after_budget). Read only when something waits: most runs end with nothing.
+        if waiting and not held_for_budget(agent):
             _start_run(agent, waiting, previous=run)
     return run
 
@@ -441,14 +460,16 @@ def sweep_runs() -> dict:
 
 def _never_woken(stale) -> list[tuple[int, str, int]]:
     """(agent, kind, task) of each wake-up that was lost: a managed agent, not paused, that an
-    inbox item older than `stale` asked to act on a task it still holds (assigned, in progress
-    or blocked: a lost `subtasks_done` leaves its parent in progress), with no trigger since;
-    the latest such item's kind. A wake-up runs after its move's commit, so a worker that died
-    in between, or a wake-up whose own transaction failed, left the task with no run. An
-    agent's own act gives it no inbox item (it is never woken by it), and a task a run saw and
-    left open (a question asked in a comment) has a trigger. A comment by a managed agent is
-    not sent again: its wake-up may have been withheld on purpose (`_agents_talking_too_much`),
-    and the agent that wrote it is at work anyway."""
+    inbox item older than `stale`, received while it was managed, asked to act on a task it
+    still holds (assigned, in progress or blocked: a lost `subtasks_done` leaves its parent in
+    progress), with no trigger since; the latest such item's kind. A wake-up runs after its
+    move's commit, so a worker that died in between, or a wake-up whose own transaction failed,
+    left the task with no run. An item received while the agent was external never asked for a
+    run (switching an agent to managed does not wake it: nothing reached it). An agent's own
+    act gives it no inbox item (it is never woken by it), and a task a run saw and left open (a
+    question asked in a comment) has a trigger. A comment by a managed agent is not sent
+    again: its wake-up may have been withheld on purpose (`_agents_talking_too_much`), and the
+    agent that wrote it is at work anyway."""
     reached = RunTrigger.objects.filter(
         agent_id=OuterRef("agent_id"), task_id=OuterRef("task_id"),
         created_at__gte=OuterRef("created_at"),
@@ -465,27 +486,69 @@ def _never_woken(stale) -> list[tuple[int, str, int]]:
         .exclude(Exists(reached))
         .exclude(kind=COMMENT, event__actor_agent__runtime=AgentRuntime.MANAGED)
         .order_by("agent_id", "task_id", "-created_at")
-        .values_list("agent_id", "kind", "task_id")
+        .values_list("agent_id", "kind", "task_id", "created_at")
     )
     latest = {}
-    for agent_id, kind, task_id in items:
-        latest.setdefault((agent_id, task_id), kind)
-    return [(agent_id, kind, task_id) for (agent_id, task_id), kind in latest.items()]
+    for agent_id, kind, task_id, created_at in items:
+        latest.setdefault((agent_id, task_id), (kind, created_at))
+    if not latest:
+        return []  # the sweep's usual answer: no history read
+    since = _managed_since({agent_id for agent_id, _ in latest})
+    return [
+        (agent_id, kind, task_id)
+        for (agent_id, task_id), (kind, created_at) in latest.items()
+        if agent_id in since and created_at >= since[agent_id]
+    ]
+
+
+# An agent whose history shows it managed throughout: every item it received asked for a run.
+ALWAYS_MANAGED = datetime.min.replace(tzinfo=UTC)
+
+
+def _managed_since(agent_ids: set[int]) -> dict[int, datetime]:
+    """When each agent last became managed, by its history (organization/history.py: a row at
+    every change of an agent): ALWAYS_MANAGED when no row shows it external. An agent whose
+    last row shows it external (its switch to managed went unrecorded) is left out: nothing
+    tells which of its items were received while it was managed."""
+    rows = (
+        Agent.history.filter(id__in=agent_ids)
+        .order_by("id", "history_date", "history_id")
+        .values_list("id", "history_date", "runtime")
+    )
+    since: dict[int, datetime | None] = dict.fromkeys(agent_ids, ALWAYS_MANAGED)
+    for agent_id, date, runtime in rows:
+        if runtime != AgentRuntime.MANAGED:
+            since[agent_id] = None  # external from here: the next managed row is the switch
+        elif since[agent_id] is None:
+            since[agent_id] = date
+    return {agent_id: date for agent_id, date in since.items() if date is not None}
 
 
 def wake_after_budget(*, organization_id: int) -> int:
     """A budget of the organization made room (raised, removed, a new month): wake its managed
-    agents that wait for work (run_resume checks their budgets again). Returns how many woke."""
+    agents whose work waited for it — triggers that waited, a queued run its claim held, tasks
+    they hold that no run was woken for (run_resume checks their budgets again). An agent with
+    nothing waiting is not woken. Returns how many woke."""
     waiting = (
         RunTrigger.objects.filter(organization_id=organization_id, run__isnull=True)
         .values_list("agent_id", flat=True)
         .distinct()
     )
-    holding = Task.objects.filter(
-        organization_id=organization_id, status=TaskStatus.ASSIGNED,
-        assignee__runtime=AgentRuntime.MANAGED, assignee__is_paused=False,
-    ).values_list("assignee_id", flat=True).distinct()  # fmt: skip
+    held = Run.objects.filter(
+        organization_id=organization_id, status=RunStatus.QUEUED, agent__is_paused=False
+    ).values_list("agent_id", flat=True)
+    unseen = (
+        Task.objects.filter(
+            organization_id=organization_id,
+            status=TaskStatus.ASSIGNED,
+            assignee__runtime=AgentRuntime.MANAGED,
+            assignee__is_paused=False,
+        )
+        .filter(_unseen_since_assigned("assignee_id"))
+        .values_list("assignee_id", flat=True)
+        .distinct()
+    )
     woke = 0
-    for agent_id in sorted(set(waiting) | set(holding)):
+    for agent_id in sorted(set(waiting) | set(held) | set(unseen)):
         woke += run_resume(agent_id=agent_id) is not None
     return woke

@@ -9,7 +9,8 @@ Most events reach one agent, the event's `recipient` (the agent that receives th
 finishing, a comment and a parent's subtasks all done reach the people involved instead
 (`_record_for`): the event has no recipient, and each of them gets its own inbox item. An inbox
 item that asks its agent to act (`signals.WAKING_KINDS`) also sends `work_reached_agent` once the
-transaction commits: the hook a managed agent runtime wakes its agents with.
+transaction commits: the hook a managed agent runtime wakes its agents with. A comment only tells
+the expert a queued task waits for (it does not hold the task yet): it sends nothing for it.
 
 The stale sweep escalates thousands of tasks at once: it builds the same escalation events
 (`escalation_event`) and writes them with `record_many`, a few statements per batch.
@@ -255,7 +256,9 @@ def task_cancelled_event(
 
 def task_commented_event(*, task: Task, actor: Actor, comment: TaskComment) -> TaskEvent:
     """A comment reaches the others involved in the task: its holder (or the expert it waits
-    for), its creator and whoever delegated it to the holder — never its author."""
+    for), its creator and whoever delegated it to the holder — never its author. The expert a
+    queued task waits for is told but not woken: it does not hold the task yet, and reads the
+    comments when the queue's refill gives it the task (that wakes it)."""
     holder = task.assignee or task.queued_for
     event = _event(
         task,
@@ -264,7 +267,9 @@ def task_commented_event(*, task: Task, actor: Actor, comment: TaskComment) -> T
         snapshot(task),
         message=f"{actor.label} commented on the task: {excerpt(comment.body)}",
     )
-    return _record_for(task, event, [holder, task.created_by_agent, *_delegator(task)])
+    waits_for = task.queued_for if task.assignee is None else None
+    return _record_for(task, event, [holder, task.created_by_agent, *_delegator(task)],
+                       unwoken=waits_for)  # fmt: skip
 
 
 def subtasks_done_event(*, parent: Task, actor: Actor, last: Task, counts: Counter) -> TaskEvent:
@@ -388,10 +393,16 @@ def _record(task: Task, event: TaskEvent) -> TaskEvent:
     return event
 
 
-def _record_for(task: Task, event: TaskEvent, recipients: Iterable[Agent | None]) -> TaskEvent:
+def _record_for(
+    task: Task,
+    event: TaskEvent,
+    recipients: Iterable[Agent | None],
+    *,
+    unwoken: Agent | None = None,
+) -> TaskEvent:
     """Write the audit row of `task` (no recipient: nobody receives the task through it); each
     of `recipients` but the actor (and the absent ones, once each) gets an inbox item and a
-    webhook."""
+    webhook. `unwoken` is told but not asked to act (`work_reached_agent` is not sent for it)."""
     told, seen = [], {event.actor_agent_id}
     for agent in recipients:
         if agent is not None and agent.pk not in seen:
@@ -402,22 +413,23 @@ def _record_for(task: Task, event: TaskEvent, recipients: Iterable[Agent | None]
         item = _inbox_item(event)
         event.recipient = None
         if _insert_together(event, item):
-            _deliver(task, event, told)
+            _deliver(task, event, told, unwoken)
             return event
     insert_new(event)
     InboxItem.objects.bulk_create(_inbox_item(event, agent) for agent in told)
-    _deliver(task, event, told)
+    _deliver(task, event, told, unwoken)
     return event
 
 
-def _deliver(task: Task, event: TaskEvent, told: list[Agent]) -> None:
+def _deliver(task: Task, event: TaskEvent, told: list[Agent], unwoken: Agent | None) -> None:
     hooked = [agent for agent in told if agent.webhook_url]
     if hooked:
         deliveries = WebhookDelivery.objects.bulk_create(
             webhooks.delivery_for(event, task, agent) for agent in hooked
         )
         webhooks.enqueue_deliveries([d.pk for d in deliveries])
-    announce([(agent, event.kind, task) for agent in told], event=event)
+    asked = [agent for agent in told if unwoken is None or agent.pk != unwoken.pk]
+    announce([(agent, event.kind, task) for agent in asked], event=event)
 
 
 def announce(reached: Iterable[tuple[Agent, str, Task]], *, event: TaskEvent | None = None) -> None:

@@ -71,3 +71,22 @@ def test_a_blocked_task_may_fail(cast):
                     {"status": "failed", "note": "Cannot be done"})  # fmt: skip
     assert response.status_code == 200, response.content
     assert response.json()["status"] == "failed"
+
+
+@pytest.mark.parametrize("paused", [False, True])
+def test_an_offline_default_supervisor_is_skipped_too(cast, paused):
+    """Rule 6: the senior, else the default supervisor, else humans — an offline one skipped."""
+    cast.boss.is_paused = paused
+    cast.boss.save()
+    cast.rule.default_supervisor = cast.boss
+    cast.rule.save()
+    task = create(cast.human, agent_id="agent-morgan").json()
+    cast.morgan.senior = None
+    cast.morgan.save()
+    response = post(cast.client(cast.morgan), f"/api/tasks/{task['id']}/escalate", {})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    if paused:
+        assert (body["status"], body["assignee"]) == ("escalated", None)
+    else:
+        assert (body["status"], body["assignee"]) == ("assigned", "agent-boss")

@@ -1,0 +1,175 @@
+"""A managed agent wakes only when work reaches it (docs/runtime.md, "What wakes a managed
+agent"): not for a comment on a task it only waits for, not by the sweep's timer for what it
+received while it was external, not when its capacity or a budget changes with nothing waiting
+for it; and out of budget it is held as a paused agent is, until the budget makes room."""
+
+from datetime import timedelta
+
+import pytest
+from django.db.models import F
+from django.utils import timezone
+
+from costs.budgets import blocking_budget, budget_set
+from costs.models import UsageRecord
+from organization.models import Agent
+from organization.services import agent_set_paused
+from runtime import services as runtime_services
+from runtime.lease import HELD
+from runtime.models import Run, RunStatus, RunTrigger
+from runtime.runner import run_agent
+from tasks import services
+from tasks.models import InboxItem
+from tests.factories import give_tasks
+from tests.organization.test_admin import change_url, form_of
+from tests.runtime.conftest import drain
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def runs_of(agent) -> list[tuple[str, str, int | None]]:
+    return [
+        (r.status, r.trigger, r.task_id) for r in Run.objects.filter(agent=agent).order_by("pk")
+    ]
+
+
+def triggers_of(run) -> list[tuple[str, int | None]]:
+    return list(run.triggers.order_by("pk").values_list("trigger", "task_id"))
+
+
+def seen_and_left(agent):
+    """Its run saw what it holds and ended, leaving it assigned (a question asked in a
+    comment, say)."""
+    Run.objects.filter(agent=agent).update(status=RunStatus.COMPLETED, finished_at=timezone.now())
+
+
+def edit_in_admin(client, agent, **changes):
+    url = change_url(agent)
+    data = form_of(client, url, "agent_form")
+    data.update({name: str(value) for name, value in changes.items()})
+    response = client.post(url, data)
+    assert response.status_code == 302, response.context["errors"]
+
+
+def hours_ago(hours: int):
+    return timezone.now() - timedelta(hours=hours)
+
+
+# --- a comment ---------------------------------------------------------------------------------
+
+
+def test_a_comment_on_a_task_queued_for_a_managed_expert_tells_it_without_waking_it(cast):
+    held = give_tasks(cast.alex, 5)  # Alex is full: the task waits for him
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="Tune the index")
+    task = services.task_queue(task=task, actor=cast.by_human, to=cast.alex)
+    services.task_comment(task=task, actor=cast.by_human, body="Any news?")
+    # Told (he reads it when the task is his), not woken: he does not hold the task.
+    assert InboxItem.objects.filter(agent=cast.alex, task=task, kind="comment").count() == 1
+    assert not Run.objects.filter(agent=cast.alex).exists()
+    assert not RunTrigger.objects.filter(agent=cast.alex).exists()
+    # The queue's refill gives him the task: that wakes him.
+    services.task_set_status(task=held[0], actor=cast.actor(cast.alex), status="in_progress")
+    services.task_set_status(task=held[0], actor=cast.actor(cast.alex), status="completed",
+                             result="done")  # fmt: skip
+    assert runs_of(cast.alex) == [("queued", "auto_assigned", task.pk)]
+
+
+# --- the sweep's timer -------------------------------------------------------------------------
+
+
+def test_the_sweep_does_not_wake_an_agent_made_managed_for_what_it_received_while_external(
+    cast, admin_client
+):
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.morgan)
+    services.task_set_status(task=task, actor=cast.actor(cast.morgan), status="in_progress")
+    edit_in_admin(admin_client, cast.morgan, runtime="managed")
+    assert not Run.objects.filter(agent=cast.morgan).exists()  # in progress: nothing to start
+    # The task reached Morgan four hours ago, while external; the switch was three hours ago.
+    InboxItem.objects.filter(agent=cast.morgan).update(created_at=hours_ago(4))
+    Agent.history.filter(id=cast.morgan.pk).update(history_date=F("history_date")
+                                                   - timedelta(hours=3))  # fmt: skip
+    assert runtime_services.sweep_runs() == {"resent": [], "woken": []}
+    assert not Run.objects.filter(agent=cast.morgan).exists()
+    # A wake-up lost since the switch is sent again.
+    services.task_comment(task=task, actor=cast.by_human, body="Any news?")
+    RunTrigger.objects.filter(agent=cast.morgan).delete()
+    Run.objects.filter(agent=cast.morgan).delete()
+    InboxItem.objects.filter(agent=cast.morgan, kind="comment").update(created_at=hours_ago(1))
+    assert runtime_services.sweep_runs() == {"resent": [], "woken": [cast.morgan.pk]}
+    assert runs_of(cast.morgan) == [("queued", "comment", task.pk)]
+
+
+# --- capacity, pause and budgets ---------------------------------------------------------------
+
+
+def test_giving_a_managed_agent_more_capacity_wakes_it_only_for_work_no_run_saw(cast, admin_client):
+    seen = services.task_create(org=cast.org, actor=cast.by_human, title="s", assignee=cast.alex)
+    seen_and_left(cast.alex)
+    edit_in_admin(admin_client, cast.alex, workload_capacity=9)
+    assert runs_of(cast.alex) == [("completed", "created", seen.pk)]
+    # A task whose wake-up never ran (its worker died in between) is work waiting.
+    lost = services.task_create(org=cast.org, actor=cast.by_human, title="l", assignee=cast.alex)
+    Run.objects.filter(agent=cast.alex, status="queued").delete()
+    edit_in_admin(admin_client, cast.alex, workload_capacity=10)
+    (run,) = Run.objects.filter(agent=cast.alex, status="queued")
+    assert triggers_of(run) == [("resumed", lost.pk)]
+
+
+def test_resuming_a_managed_agent_whose_runs_saw_all_it_holds_starts_no_run(cast):
+    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    seen_and_left(cast.alex)
+    agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=True)
+    agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=False)
+    assert not Run.objects.filter(agent=cast.alex, status="queued").exists()
+
+
+def test_raising_a_budget_wakes_only_the_agents_that_waited_for_it(cast):
+    budget_set(caller=cast.human, scope="organization", limit_usd="10")
+    services.task_create(org=cast.org, actor=cast.by_human, title="a", assignee=cast.alex)
+    seen_and_left(cast.alex)
+    budget_set(caller=cast.human, scope="agent", agent="agent-sarah", limit_usd="0")
+    waited = services.task_create(org=cast.org, actor=cast.by_human, title="s",
+                                  assignee=cast.sarah)  # fmt: skip
+    assert not Run.objects.filter(agent=cast.sarah).exists()
+    budget_set(caller=cast.human, scope="agent", agent="agent-sarah", limit_usd="5")
+    assert runs_of(cast.sarah) == [("queued", "created", waited.pk)]
+    assert not Run.objects.filter(agent=cast.alex, status="queued").exists()
+    budget_set(caller=cast.human, scope="organization", limit_usd="20")
+    assert not Run.objects.filter(agent=cast.alex, status="queued").exists()
+
+
+# --- out of budget: held as a paused agent -----------------------------------------------------
+
+
+def test_a_run_ending_out_of_budget_starts_no_follow_up_until_the_budget_makes_room(cast):
+    first = services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
+    (run,) = Run.objects.filter(agent=cast.alex)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, lease_token="tok",
+                                         heartbeat_at=timezone.now())  # fmt: skip
+    budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="0")
+    second = services.task_create(org=cast.org, actor=cast.by_human, title="2",
+                                  assignee=cast.alex)  # fmt: skip
+    runtime_services.run_finish(run=run, token="tok", status=RunStatus.COMPLETED)
+    assert runs_of(cast.alex) == [("completed", "created", first.pk)]
+    assert list(RunTrigger.objects.filter(agent=cast.alex, run__isnull=True)
+                .values_list("trigger", "task_id")) == [("created", second.pk)]  # fmt: skip
+    budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="5")
+    follow_up = Run.objects.get(agent=cast.alex, status="queued")
+    assert (follow_up.trigger, follow_up.task_id) == ("created", second.pk)
+    assert triggers_of(follow_up) == [("created", second.pk)]
+
+
+def test_a_queued_run_of_an_agent_out_of_budget_is_held_until_the_budget_makes_room(cast, offline):
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    (run,) = Run.objects.filter(agent=cast.alex)
+    budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="0")
+    assert blocking_budget(cast.alex) is not None
+    assert run_agent(run.pk) == HELD
+    run.refresh_from_db()
+    task.refresh_from_db()
+    assert (run.status, run.attempts, task.status) == ("queued", 0, "assigned")
+    assert not UsageRecord.objects.filter(run=run).exists()
+    budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="5")
+    assert drain() == [run.pk]
+    run.refresh_from_db()
+    task.refresh_from_db()
+    assert (run.status, task.status) == ("completed", "completed")
