@@ -3,6 +3,8 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from costs.serializers import UsdField
+
 from .models import TRIGGERS, Run, RunStatus, RunTrigger
 
 
@@ -42,10 +44,9 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="What the runtime did with each task once the model stopped.",
     )  # fmt: skip
     tokens_used = serializers.IntegerField(read_only=True)
-    cost_usd = serializers.DecimalField(
-        max_digits=19, decimal_places=9, read_only=True, default=None,
-        help_text="What its model calls cost (the cost ledger), in USD.",
-    )  # fmt: skip
+    cost_usd = UsdField(
+        default=None, help_text="What its model calls cost (the cost ledger), in USD."
+    )
 
     class Meta:
         model = Run
