@@ -31,7 +31,7 @@ TEMPLATE_ALLOWANCE = 4_000
 
 
 def planned_calls(
-    spec, org: Organization, starter_agent_id: int | None, session_id=None
+    spec, org: Organization, *, starter_agent_id: int | None, session_id=None
 ) -> list[Planned]:
     """The calls of a validated start (services.StartSpec) by a starter (its agent's id; None
     for a human), each with its worst case's inputs."""
@@ -77,8 +77,12 @@ def planned_calls(
 
 
 def estimate(
-    spec, org: Organization, starter_agent_id: int | None, max_cost_usd: Decimal | None = None
+    spec, org: Organization, *, starter_agent_id: int | None, max_cost_usd: Decimal | None = None
 ) -> dict:
     """`{estimated_cost_usd, estimated_tokens, budgets: [...]}`; each budget with what it has
     left and whether the estimate fits (max_cost_usd counts as the session's own budget)."""
-    return fit(org.pk, planned_calls(spec, org, starter_agent_id), extra_limit=max_cost_usd)
+    return fit(
+        org.pk,
+        planned_calls(spec, org, starter_agent_id=starter_agent_id),
+        extra_limit=max_cost_usd,
+    )

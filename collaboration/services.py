@@ -333,7 +333,9 @@ def session_estimate(*, caller: Caller, payload) -> dict:
     """`POST /api/collaborations/estimate`: the same body, validated the same way; nothing starts."""
     spec = validate_start(payload, org=caller.organization)
     check_tool_grants(caller, spec)
-    return estimate(spec, caller.organization, caller.agent_id, spec.max_cost_usd)
+    return estimate(
+        spec, caller.organization, starter_agent_id=caller.agent_id, max_cost_usd=spec.max_cost_usd
+    )
 
 
 def check_start_rate(org: Organization) -> None:
@@ -383,7 +385,14 @@ def session_create(*, caller: Caller, payload) -> CollaborationSession:
     check_tool_grants(caller, spec)
     Organization.objects.select_for_update().filter(pk=caller.organization.pk).first()
     check_start_rate(caller.organization)
-    check_fits(estimate(spec, caller.organization, caller.agent_id, spec.max_cost_usd))
+    check_fits(
+        estimate(
+            spec,
+            caller.organization,
+            starter_agent_id=caller.agent_id,
+            max_cost_usd=spec.max_cost_usd,
+        )
+    )
     session = CollaborationSession.objects.create(
         organization=caller.organization,
         created_by_agent=caller.agent,

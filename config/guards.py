@@ -10,6 +10,8 @@ import codecs
 import json
 import logging
 
+from django.utils.http import parse_header_parameters
+
 from organization.errors import error_body
 
 log = logging.getLogger("agent_org.http")
@@ -31,20 +33,24 @@ def guarded(app):
 
 
 def _unusable_charset(content_type: str) -> dict | None:
-    """A `charset` that names a codec but not a text encoding (`rot13`, `base64`): Django takes
-    it as the request's encoding and fails decoding the query string with it."""
-    for param in content_type.split(";")[1:]:
-        name, _, value = param.partition("=")
-        if name.strip().lower() != "charset":
-            continue
-        charset = value.strip().strip('"')
-        try:
-            if codecs.lookup(charset)._is_text_encoding:
-                return None
-        except LookupError:
-            return None  # Django ignores a charset it does not know
-        return error_body(f"Unsupported charset {charset!r}: send UTF-8.", "unsupported_media_type")
-    return None
+    """A Content-Type Django cannot build the request from: parameters it cannot parse (an
+    RFC 2231 value in an unknown charset), or a `charset` that names a codec but not a text
+    encoding (`rot13`, `base64`), which Django takes as the request's encoding and fails
+    decoding the query string with. Read with Django's own parser, so that what is checked is
+    what Django will use (the last of repeated parameters, RFC 2231 values, quoted `;`)."""
+    try:
+        _, params = parse_header_parameters(content_type)
+    except ValueError as exc:
+        return error_body(f"Unreadable Content-Type: {exc}", "unsupported_media_type")
+    charset = params.get("charset")
+    if charset is None:
+        return None
+    try:
+        if codecs.lookup(charset)._is_text_encoding:
+            return None
+    except LookupError:
+        return None  # Django ignores a charset it does not know
+    return error_body(f"Unsupported charset {charset!r}: send UTF-8.", "unsupported_media_type")
 
 
 def _answer(start_response, status: str, body: dict) -> list[bytes]:

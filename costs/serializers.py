@@ -34,7 +34,8 @@ class UsdField(serializers.DecimalField):
         super().__init__(max_digits=None, decimal_places=9, coerce_to_string=True, **kwargs)
 
     def quantize(self, value: Decimal) -> Decimal:
-        digits = max(value.adjusted(), 0) + 1 + self.decimal_places
+        # One more than the figures kept: rounding may carry into a new one (9.9999999996 → 10.0…).
+        digits = max(value.adjusted(), 0) + 2 + self.decimal_places
         return value.quantize(Decimal(1).scaleb(-self.decimal_places), context=Context(digits))
 
 

@@ -436,11 +436,15 @@ def sweep_runs() -> dict:
             "pk", "agent_id"
         )
     )
-    unsent = list(
-        Run.objects.filter(
+    unsent = [
+        (run.pk, run.agent_id)
+        for run in Run.objects.filter(
             status=RunStatus.QUEUED, dispatched_at__lt=stale, agent__is_paused=False
-        ).values_list("pk", "agent_id")
-    )
+        ).select_related("agent")
+        # One its claim held for the budget waits for room (wake_after_budget sends it then),
+        # as a paused agent's waits for its resumption: not sent again every lease for a month.
+        if blocking_budget(run.agent) is None
+    ]
     for pk, agent_id in lost + unsent:
         with transaction.atomic():
             _dispatch(Run(pk=pk, agent_id=agent_id))
@@ -465,9 +469,9 @@ def _never_woken(stale) -> list[tuple[int, str, int]]:
     progress), with no trigger since; the latest such item's kind. A wake-up runs after its
     move's commit, so a worker that died in between, or a wake-up whose own transaction failed,
     left the task with no run. An item received while the agent was external never asked for a
-    run (switching an agent to managed does not wake it: nothing reached it). An agent's own
-    act gives it no inbox item (it is never woken by it), and a task a run saw and left open (a
-    question asked in a comment) has a trigger. A comment by a managed agent is not sent
+    run (the switch to managed wakes it only for tasks it never started: run_resume). An
+    agent's own act gives it no inbox item (it is never woken by it), and a task a run saw and
+    left open (a question asked in a comment) has a trigger. A comment by a managed agent is not sent
     again: its wake-up may have been withheld on purpose (`_agents_talking_too_much`), and the
     agent that wrote it is at work anyway."""
     reached = RunTrigger.objects.filter(

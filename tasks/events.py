@@ -257,8 +257,8 @@ def task_cancelled_event(
 def task_commented_event(*, task: Task, actor: Actor, comment: TaskComment) -> TaskEvent:
     """A comment reaches the others involved in the task: its holder (or the expert it waits
     for), its creator and whoever delegated it to the holder — never its author. The expert a
-    queued task waits for is told but not woken: it does not hold the task yet, and reads the
-    comments when the queue's refill gives it the task (that wakes it)."""
+    queued task only waits for is told but not woken: it does not hold the task yet, and reads
+    the comments when the queue's refill gives it the task (that wakes it)."""
     holder = task.assignee or task.queued_for
     event = _event(
         task,
@@ -267,9 +267,18 @@ def task_commented_event(*, task: Task, actor: Actor, comment: TaskComment) -> T
         snapshot(task),
         message=f"{actor.label} commented on the task: {excerpt(comment.body)}",
     )
-    waits_for = task.queued_for if task.assignee is None else None
     return _record_for(task, event, [holder, task.created_by_agent, *_delegator(task)],
-                       unwoken=waits_for)  # fmt: skip
+                       unwoken=_only_waited_for(task))  # fmt: skip
+
+
+def _only_waited_for(task: Task) -> Agent | None:
+    """The expert a queued task waits for, unless it is also one who passed the task on (its
+    creator, or earlier in its delegation chain): a comment wakes those (docs/runtime.md)."""
+    expert = task.queued_for if task.assignee is None else None
+    if expert is None or task.created_by_agent_id == expert.pk:
+        return None
+    passed_on = list(task.delegation_chain)[:-1]
+    return None if expert.handle in passed_on else expert
 
 
 def subtasks_done_event(*, parent: Task, actor: Actor, last: Task, counts: Counter) -> TaskEvent:

@@ -78,6 +78,8 @@ class Reply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     headers: dict = field(default_factory=dict)
+    # The model the server says answered (default: the one asked for).
+    model: str | None = None
 
 
 @dataclass
@@ -477,7 +479,7 @@ class _Handler(BaseHTTPRequestHandler):
                         "id": f"chatcmpl-fake-{n}",
                         "object": "chat.completion",
                         "created": int(time.time()),
-                        "model": call.model,
+                        "model": reply.model or call.model,
                         "choices": [
                             {
                                 "index": 0,
@@ -496,7 +498,7 @@ class _Handler(BaseHTTPRequestHandler):
                         "id": f"msg_fake_{n}",
                         "type": "message",
                         "role": "assistant",
-                        "model": call.model,
+                        "model": reply.model or call.model,
                         "content": ([{"type": "text", "text": text}] if text or not uses else [])
                         + [
                             {

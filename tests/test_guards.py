@@ -49,6 +49,20 @@ def wsgi_get(app, path: str, query: str, content_type: str):
     return started[0], body
 
 
+@pytest.mark.parametrize("content_type", [
+    "text/plain; charset=utf-8; charset=rot13",  # Django keeps the last of repeated parameters
+    "text/plain; charset*=utf-8''rot13",  # RFC 2231
+    'text/plain; x="a;charset=utf-8"; charset=rot13',  # a quoted ";"
+    "text/plain; charset*=bogus''x",  # Django's parser refuses it: no request could be built
+])  # fmt: skip
+def test_the_charset_is_read_as_django_reads_it(content_type):
+    from config.wsgi import application
+
+    status, body = wsgi_get(application, "/api/agents", "limit=5", content_type)
+    assert status == "415 Unsupported Media Type"
+    assert json.loads(body)["code"] == "unsupported_media_type"
+
+
 def test_gunicorns_application_refuses_it_too():
     from config.wsgi import application
 

@@ -170,6 +170,9 @@ class LLMReply:
         ones are, so the tool loop answers the model with an error and never runs them."""
         self.text = _without_nul(self.text)
         self.tool_calls = [_storable_call(call) for call in self.tool_calls]
+        # What the server says answered is kept in a column of 100 characters.
+        self.model = _without_nul(self.model)[:100]
+        self.stop_reason = _without_nul(self.stop_reason)[:100]
         return self
 
 

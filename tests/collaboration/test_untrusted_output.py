@@ -75,3 +75,14 @@ def test_token_counts_a_server_claims_are_bounded_before_anything_keeps_them(acm
     assert session.status == "completed", session.error
     answer = session.contributions.get(agent_key="a")
     assert answer.tokens_used == 2 * MAX_CALL_TOKENS
+
+
+@pytest.mark.parametrize("model", ["fake\x00model", "m" * 300])
+def test_what_the_server_says_its_model_is_is_kept_as_it_fits(acme, fake_llm, model):
+    fake_llm.on(agent="a", replies=[Reply("ok\nVERDICT: yes\nCONFIDENCE: 0.9", model=model)])
+    session = run(session_create(caller=human(acme), payload={
+        "task": "t", "synthesis": "merge", "agents": specialists("a"),
+    }))  # fmt: skip
+    assert session.status == "completed", session.error
+    answer = session.contributions.get(agent_key="a")
+    assert answer.model == model.replace("\x00", "\ufffd")[:100]

@@ -42,7 +42,7 @@ def default_supervisor_of(org):
     return TeamRule.objects.get(organization=org).default_supervisor
 
 
-# --- V5: the role inline goes through the same service as the REST door ------------------------
+# --- the role inline goes through the same service as the REST door ------------------------
 
 
 def test_default_supervisor_changed_to_worker_in_its_form_stops_being_default(admin_client, boss):
@@ -87,7 +87,7 @@ def test_deleting_the_default_supervisors_role_inline_stops_it_being_default(adm
     assert default_supervisor_of(boss.organization) is None
 
 
-# --- V6: deleting an agent moves its work on, each move with its event --------------------------
+# --- deleting an agent moves its work on, each move with its event --------------------------
 
 
 def test_deleting_an_agent_escalates_the_tasks_it_holds_to_its_senior(admin_client, org, by_human):

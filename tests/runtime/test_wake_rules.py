@@ -73,6 +73,19 @@ def test_a_comment_on_a_task_queued_for_a_managed_expert_tells_it_without_waking
     assert runs_of(cast.alex) == [("queued", "auto_assigned", task.pk)]
 
 
+def test_a_comment_still_wakes_the_expert_it_waits_for_when_it_passed_the_task_on(cast):
+    """Lena created the task for Alex, who escalated it back to her: full, it waits for her. As
+    its creator she is one a comment wakes; that it now waits for her changes nothing."""
+    task = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="t",
+                                assignee=cast.alex)  # fmt: skip
+    give_tasks(cast.lena, 5)
+    task = services.task_escalate(task=task, actor=cast.actor(cast.alex))
+    assert (task.status, task.queued_for) == ("queued", cast.lena)
+    RunTrigger.objects.all().delete()
+    services.task_comment(task=task, actor=cast.by_human, body="Lena, this is urgent")
+    assert RunTrigger.objects.filter(agent=cast.lena, trigger="comment", task=task).exists()
+
+
 # --- the sweep's timer -------------------------------------------------------------------------
 
 
@@ -168,6 +181,9 @@ def test_a_queued_run_of_an_agent_out_of_budget_is_held_until_the_budget_makes_r
     task.refresh_from_db()
     assert (run.status, run.attempts, task.status) == ("queued", 0, "assigned")
     assert not UsageRecord.objects.filter(run=run).exists()
+    # The stale-run sweep leaves it to the budget's room, as a paused agent's run to its resumption.
+    Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now() - timedelta(hours=1))
+    assert runtime_services.sweep_runs()["resent"] == []
     budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="5")
     assert drain() == [run.pk]
     run.refresh_from_db()
