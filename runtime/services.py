@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, F, Max, Min, OuterRef, Q
 from django.utils import timezone
 
 from costs.alerts import raise_exhausted
@@ -513,19 +513,27 @@ def _managed_since(agent_ids: set[int]) -> dict[int, datetime]:
     """When each agent last became managed, by its history (organization/history.py: a row at
     every change of an agent): ALWAYS_MANAGED when no row shows it external. An agent whose
     last row shows it external (its switch to managed went unrecorded) is left out: nothing
-    tells which of its items were received while it was managed."""
-    rows = (
-        Agent.history.filter(id__in=agent_ids)
-        .order_by("id", "history_date", "history_id")
-        .values_list("id", "history_date", "runtime")
+    tells which of its items were received while it was managed. Two aggregates, whatever the
+    length of the histories (a row per availability change too)."""
+    history = Agent.history.filter(id__in=agent_ids)
+    last_external = dict(
+        history.exclude(runtime=AgentRuntime.MANAGED)
+        .values("id")
+        .annotate(at=Max("history_date"))
+        .values_list("id", "at")
     )
-    since: dict[int, datetime | None] = dict.fromkeys(agent_ids, ALWAYS_MANAGED)
-    for agent_id, date, runtime in rows:
-        if runtime != AgentRuntime.MANAGED:
-            since[agent_id] = None  # external from here: the next managed row is the switch
-        elif since[agent_id] is None:
-            since[agent_id] = date
-    return {agent_id: date for agent_id, date in since.items() if date is not None}
+    since = {agent_id: ALWAYS_MANAGED for agent_id in agent_ids if agent_id not in last_external}
+    if last_external:
+        after_external = Q()
+        for agent_id, at in last_external.items():
+            after_external |= Q(id=agent_id, history_date__gt=at)
+        since.update(
+            history.filter(after_external, runtime=AgentRuntime.MANAGED)
+            .values("id")
+            .annotate(at=Min("history_date"))
+            .values_list("id", "at")
+        )
+    return since
 
 
 def wake_after_budget(*, organization_id: int) -> int:

@@ -111,6 +111,32 @@ def test_the_sweep_does_not_wake_an_agent_made_managed_for_what_it_received_whil
     assert runs_of(cast.morgan) == [("queued", "comment", task.pk)]
 
 
+def test_the_sweep_counts_from_the_last_switch_to_managed(cast, admin_client):
+    """Managed, external, managed again: only what reached the agent since the last switch was
+    asked for a run; what reached it in an earlier managed time was answered or dropped then."""
+    tasks = []
+    for title in ("first managed time", "external time", "managed again"):
+        task = services.task_create(org=cast.org, actor=cast.by_human, title=title,
+                                    assignee=cast.morgan)  # fmt: skip
+        services.task_set_status(task=task, actor=cast.actor(cast.morgan), status="in_progress")
+        tasks.append(task)
+    for runtime in ("managed", "external", "managed"):
+        edit_in_admin(admin_client, cast.morgan, runtime=runtime)
+    rows = list(Agent.history.filter(id=cast.morgan.pk).order_by("history_id"))
+    assert [row.runtime for row in rows[-3:]] == ["managed", "external", "managed"]
+    for row, hours in zip(rows[-3:], (10, 6, 3), strict=True):
+        Agent.history.filter(history_id=row.history_id).update(history_date=hours_ago(hours))
+    Agent.history.filter(id=cast.morgan.pk, history_id__lt=rows[-3].history_id).update(
+        history_date=hours_ago(12)
+    )
+    for task, hours in zip(tasks, (8, 5, 1), strict=True):
+        InboxItem.objects.filter(agent=cast.morgan, task=task).update(created_at=hours_ago(hours))
+    RunTrigger.objects.filter(agent=cast.morgan).delete()
+    Run.objects.filter(agent=cast.morgan).delete()
+    assert runtime_services.sweep_runs() == {"resent": [], "woken": [cast.morgan.pk]}
+    assert [task_id for _, _, task_id in runs_of(cast.morgan)] == [tasks[2].pk]
+
+
 # --- capacity, pause and budgets ---------------------------------------------------------------
 
 
