@@ -2,8 +2,9 @@
 (answered as JSON); for the pages (admin, console) the path, query string and form fields."""
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
-from django.http import HttpResponseBadRequest, JsonResponse
+from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
+from django.http import HttpResponseBadRequest, JsonResponse, UnreadablePostError
+from django.http.multipartparser import MultiPartParserError
 
 from .errors import error_body, is_api_request
 from .inputs import text_problem
@@ -66,7 +67,12 @@ def first_text_problem(request, *, form: bool) -> tuple[str, str | None]:
     problem = text_problem(request.path_info)
     if problem:
         return "path", problem
-    fields = [("query parameter", request.GET)] + ([("form field", request.POST)] if form else [])
+    fields = [("query parameter", request.GET)]
+    if form:
+        try:
+            fields.append(("form field", request.POST))
+        except (UnreadablePostError, MultiPartParserError, SuspiciousOperation, BadRequest):
+            pass  # a body Django cannot read: left to its own handling (CSRF, the view's 400)
     for kind, data in fields:
         for key, values in data.lists():
             problem = text_problem(key) or next(filter(None, map(text_problem, values)), None)

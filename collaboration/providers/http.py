@@ -146,3 +146,5 @@ def sdk_call(name: str, sdk, state: CallState, create: Callable[[], object]):
         ) from exc
     except sdk.APIError as exc:
         raise ProviderError(f"{name}: {exc.message}") from exc
+    except RecursionError as exc:  # the SDK parsing a response nested past Python's limit
+        raise ProviderError(f"{name}: the response nests too deep to be read") from exc

@@ -561,15 +561,20 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
 
     def delete_model(self, request, obj):
         """Through the service: its tasks are escalated, never left held by no one."""
-        moved = agent_delete(caller=caller_for_admin(request, obj.organization), agent=obj)
-        if moved:
-            self.message_user(
-                request, f"Escalated the {len(moved)} task(s) of {obj}.", messages.INFO
-            )
+        self._say_escalated(request, [self._delete(request, obj)])
 
     def delete_queryset(self, request, queryset):
-        for agent in queryset.select_related("organization"):
-            self.delete_model(request, agent)
+        # Said once all are deleted: a refusal of a later agent undoes the earlier ones too.
+        moved = [self._delete(request, agent) for agent in queryset.select_related("organization")]
+        self._say_escalated(request, moved)
+
+    @staticmethod
+    def _delete(request, agent) -> int:
+        return len(agent_delete(caller=caller_for_admin(request, agent.organization), agent=agent))
+
+    def _say_escalated(self, request, moved: list[int]) -> None:
+        if sum(moved):
+            self.message_user(request, f"Escalated {sum(moved)} task(s) first.", messages.INFO)
 
     def delete_view(self, request, object_id, extra_context=None):
         try:

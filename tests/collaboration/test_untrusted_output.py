@@ -86,3 +86,18 @@ def test_what_the_server_says_its_model_is_is_kept_as_it_fits(acme, fake_llm, mo
     assert session.status == "completed", session.error
     answer = session.contributions.get(agent_key="a")
     assert answer.model == model.replace("\x00", "\ufffd")[:100]
+
+
+def test_a_response_nested_past_pythons_limit_is_a_provider_error_not_a_crash():
+    """The SDK parses the response before we see it: past ~1,000 levels its JSON parser raises
+    RecursionError, which must end the call as any failed call does (retried, then reported)."""
+    import anthropic
+
+    from collaboration.providers.base import ProviderError
+    from collaboration.providers.http import CallState, sdk_call
+
+    def parse_deep():
+        raise RecursionError("maximum recursion depth exceeded while decoding a JSON array")
+
+    with pytest.raises(ProviderError, match="anthropic: the response nests too deep to be read"):
+        sdk_call("anthropic", anthropic, CallState(deadline=None), parse_deep)
