@@ -26,11 +26,16 @@ def _raise(budget: Budget, kind: str, period: str, message: str) -> None:
     field = "warned_period" if kind == AlertKind.WARNING else "exhausted_period"
     try:
         with transaction.atomic():
+            # The budget's row first, then the alert's unique key: the order every path takes
+            # them in (a refused call locks the row to mark `refused_period`, a settle locks it
+            # to book the cost, and both then raise this alert). Inserting first would let a
+            # settle hold the key while waiting for the row a refusal holds while waiting for
+            # the key: a deadlock, and a lost reply or a 500 instead of a 409.
+            Budget.objects.filter(pk=budget.pk).update(**{field: period})
             alert = BudgetAlert.objects.create(
                 organization_id=budget.organization_id, budget=budget, kind=kind, period=period,
                 message=message,
             )  # fmt: skip
-            Budget.objects.filter(pk=budget.pk).update(**{field: period})
             _to_webhook(alert)
     except IntegrityError:
         return  # raised already in this period (by a concurrent call)
