@@ -5,7 +5,9 @@ claim, delegate, queue, escalate, the queue's auto-assignment and the stale swee
 services are what REST, the tool registry, the admin and MCP call. It must run inside
 `transaction.atomic` with the task row already locked: it locks the target agent's row (unless
 the caller has, `locked`) and counts the tasks it holds after the lock is held, in the same
-transaction, so that capacity holds under concurrent requests.
+transaction, so that capacity holds under concurrent requests. Whether the target is paused and
+its capacity are read by that lock too (`lock_agents` refreshes the agents it is given), never
+from the agent as the request read it before.
 """
 
 from dataclasses import dataclass
@@ -141,11 +143,13 @@ NO_KEY = {"no_key": True}
 
 
 def _lock_agents_query(ids):
+    # What the rules decide by is read by the lock itself: a value read before it (the agent as
+    # the request found it) may be one a concurrent pause or capacity change already replaced.
     return (
         Agent.objects.select_for_update(**NO_KEY)
         .filter(pk__in=ids)
         .order_by("pk")
-        .values_list("pk")
+        .values_list("pk", "is_paused", "workload_capacity")
     )
 
 
@@ -154,15 +158,32 @@ _LOCK_ONE = PreparedQuery(Agent, lambda a: _lock_agents_query([a]), a=INT)
 _LOCK_TWO = PreparedQuery(Agent, lambda a, b: _lock_agents_query([a, b]), a=INT, b=INT2)
 
 
-def lock_agents(agent_ids) -> None:
-    """Lock the agents' rows in pk order, so two transactions never deadlock."""
-    ids = sorted(set(agent_ids))
+def _refresh(agent: Agent, is_paused: bool, workload_capacity: int) -> None:
+    agent.is_paused, agent.workload_capacity = is_paused, workload_capacity
+
+
+def lock_agents(agents) -> None:
+    """Lock the agents' rows in pk order, so two transactions never deadlock.
+
+    `agents` are ids or `Agent`s (None ignored). Each `Agent` given is refreshed from its locked
+    row: whether it is paused and its capacity are then as current as the lock (rules 2 and 3).
+    """
+    given: dict[int, list[Agent]] = {}
+    for agent in agents:
+        if isinstance(agent, Agent):
+            given.setdefault(agent.pk, []).append(agent)
+        elif agent is not None:
+            given.setdefault(agent, [])
+    ids = sorted(given)
     if len(ids) == 1:
-        _LOCK_ONE.rows(a=ids[0])
+        rows = _LOCK_ONE.rows(a=ids[0])
     elif len(ids) == 2:
-        _LOCK_TWO.rows(a=ids[0], b=ids[1])
-    elif ids:
-        list(_lock_agents_query(ids))
+        rows = _LOCK_TWO.rows(a=ids[0], b=ids[1])
+    else:
+        rows = list(_lock_agents_query(ids)) if ids else []
+    for pk, is_paused, workload_capacity in rows:
+        for agent in given[pk]:
+            _refresh(agent, is_paused, workload_capacity)
 
 
 # The read that locks a move's target named by handle (and the task's holder), compiled once.
@@ -180,20 +201,29 @@ _LOCK_NAMED = PreparedQuerySet(
 )
 
 
-def lock_agent_named(*, org: Organization, handle: str, with_id: int | None = None) -> Agent | None:
-    """Lock the agent `handle` of `org` and the agent `with_id`, in pk order, in one statement,
-    and return the named one read in full with its team and role (None if there is none)."""
-    rows = _LOCK_NAMED.instances(organization_id=org.pk, handle=handle, with_id=with_id or 0)
+def lock_agent_named(
+    *, org: Organization, handle: str, holder: Agent | None = None
+) -> Agent | None:
+    """Lock the agent `handle` of `org` and the agent `holder`, in pk order, in one statement,
+    and return the named one read in full with its team and role (None if there is none);
+    `holder` is refreshed from its locked row (`lock_agents`)."""
+    rows = _LOCK_NAMED.instances(
+        organization_id=org.pk, handle=handle, with_id=holder.pk if holder is not None else 0
+    )
+    for row in rows:
+        if holder is not None and row.pk == holder.pk:
+            _refresh(holder, row.is_paused, row.workload_capacity)
     return next((a for a in rows if a.handle == handle and a.organization_id == org.pk), None)
 
 
-def lock_workloads(agent_ids) -> dict[int, int]:
-    """Lock the agents' rows (in pk order) and count the tasks each holds."""
-    ids = sorted(set(agent_ids))
-    if not ids:
+def lock_workloads(agents) -> dict[int, int]:
+    """Lock the agents' rows (ids or `Agent`s, refreshed: `lock_agents`) and count the tasks
+    each holds."""
+    agents = list(agents)
+    if not agents:
         return {}
-    lock_agents(ids)
-    return workloads_of(ids)
+    lock_agents(agents)
+    return workloads_of({a.pk if isinstance(a, Agent) else a for a in agents})
 
 
 def delegated_by(chain: list[str], handle: str) -> str | None:
@@ -226,6 +256,8 @@ def check_assignment(
     QUEUE the target must be full, 409 expert_available; ESCALATE reports the verdict instead).
     `workload` is passed by a caller that already locked and counted (the batch sweep); `locked`
     by one that holds the target's row lock already (the moves), so only the count is left.
+    Whether the target is offline, and its capacity, are read from its locked row (`lock_agents`
+    refreshes `target`): never from the agent as read before the lock.
     """
     if target.organization_id != org.pk:
         raise NotFound(f"Agent not found: {target.handle}", "agent_not_found")
@@ -236,6 +268,9 @@ def check_assignment(
         if violation:
             raise Forbidden(violation, "role_forbidden")
 
+    if workload is None and not locked:
+        lock_agents([target])
+        locked = True
     if target.is_paused:
         hint = "escalate instead" if move == Move.QUEUE else "choose someone else or escalate"
         raise Conflict(
@@ -264,8 +299,7 @@ def check_assignment(
 
     if workload is None:
         # Counted after the lock is held: a count read before it could miss a concurrent move.
-        count = workloads_of if locked else lock_workloads
-        workload = count([target.pk])[target.pk]
+        workload = workloads_of([target.pk])[target.pk]
     verdict = Verdict(workload=workload, capacity=target.workload_capacity)
     if move == Move.QUEUE:
         if verdict.has_room:
@@ -315,15 +349,27 @@ def escalation_source(task: Task) -> Agent | None:
     )
 
 
+def escalation_candidates(
+    *, rule: TeamRule, source: Agent | None, queued_for_id: int | None = None
+) -> list[Agent]:
+    """Whom an escalation may go to, first choice first: the source's senior, then the default
+    supervisor. Never an offline agent, the source itself, nor the expert the task already
+    waits for."""
+    exclude = {pk for pk in (getattr(source, "pk", None), queued_for_id) if pk}
+    return [
+        candidate
+        for candidate in (source.senior if source else None, rule.default_supervisor)
+        if candidate is not None and not candidate.is_paused and candidate.pk not in exclude
+    ]
+
+
 def escalation_target(
     *, rule: TeamRule, source: Agent | None, queued_for_id: int | None = None
 ) -> Agent | None:
-    """The source's senior, else the default supervisor; None = humans.
+    """The source's senior, else the default supervisor; None = humans (`escalation_candidates`).
 
-    Never an offline agent, the source itself, nor the expert the task already waits for.
+    A move locks the candidates (`lock_agents`, which refreshes them) and asks again: whether
+    one is offline is then read under its lock.
     """
-    exclude = {pk for pk in (getattr(source, "pk", None), queued_for_id) if pk}
-    for candidate in (source.senior if source else None, rule.default_supervisor):
-        if candidate is not None and not candidate.is_paused and candidate.pk not in exclude:
-            return candidate
-    return None
+    candidates = escalation_candidates(rule=rule, source=source, queued_for_id=queued_for_id)
+    return candidates[0] if candidates else None

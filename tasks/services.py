@@ -13,7 +13,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Unpack
 
-from django.db import connections, router
+from django.db import connections, router, transaction
 from django.db.models import Count, F, Func, Q, Subquery
 from django.utils import timezone
 
@@ -30,7 +30,7 @@ from organization.prepared import (
     PreparedQuery,
     PreparedQuerySet,
 )
-from organization.workload import workload_subquery_of
+from organization.workload import workload_subquery_of, workloads_of
 
 from . import events, rules
 from .events import snapshot
@@ -167,12 +167,13 @@ def _lock_agents(task: Task, target: Agent | str) -> Agent:
     """Lock the target's and the current holder's rows (after the task's, in pk order).
 
     A handle is looked up in the task's organization by the same statement (404 if absent), so a
-    move that names its target costs no read of its own.
+    move that names its target costs no read of its own. The agents are refreshed from their
+    locked rows (`rules.lock_agents`): the rules and the holder's refill read them as locked.
     """
     if isinstance(target, Agent):
-        rules.lock_agents([target.pk, task.assignee_id] if task.assignee_id else [target.pk])
+        rules.lock_agents([target, task.assignee])
         return target
-    found = rules.lock_agent_named(org=task.organization, handle=target, with_id=task.assignee_id)
+    found = rules.lock_agent_named(org=task.organization, handle=target, holder=task.assignee)
     if found is None:
         raise NotFound(f"Agent not found: {target}", "agent_not_found")
     return found
@@ -271,14 +272,16 @@ def _next_queued(agent: Agent, workload: int | None) -> Task | None:
     return next(iter(rows[:1]), None)
 
 
-# Whether anything waits in an agent's queue: most moves that free room find it empty, and the
+# How many tasks wait in an agent's queue: most moves that free room find it empty, and the
 # full read (`_next_queued`: locked, with the rule and the room) costs ~8 ms of CPU to build.
-_QUEUE_NOT_EMPTY = PreparedQuery(
+_QUEUED_COUNT = PreparedQuery(
     Task,
     lambda agent_id: (
         Task.objects.filter(queued_for_id=agent_id, status=TaskStatus.QUEUED)
         .order_by()
-        .values_list("pk")[:1]
+        .values("queued_for_id")
+        .annotate(n=Count("pk"))
+        .values_list("n")
     ),
     agent_id=INT,
 )
@@ -286,17 +289,19 @@ _QUEUE_NOT_EMPTY = PreparedQuery(
 
 def fill_from_queue(agent: Agent, *, locked: bool = False) -> list[Task]:
     """Give `agent` its most urgent, oldest queued tasks while it has room (agent row locked;
-    `locked` when the caller holds the lock already).
+    `locked` when the caller holds the lock already, having refreshed `agent` with it).
 
     Also run when an agent is resumed or given more capacity (organization's `agent_gained_room`
     signal, connected in apps.py).
     """
+    if not locked:
+        rules.lock_agents([agent])
+    # Read from the locked row (`rules.lock_agents`): an agent paused meanwhile receives nothing.
     if agent.is_paused:
         return []
-    if not locked:
-        rules.lock_agents([agent.pk])
     # Read under the agent's lock, which queueing for it takes too: nothing queued now stays so.
-    if not _QUEUE_NOT_EMPTY.rows(agent_id=agent.pk):
+    waiting = next(iter(_QUEUED_COUNT.rows(agent_id=agent.pk)), (0,))[0]
+    if not waiting:
         return []
     workload = None
     given = []
@@ -313,7 +318,33 @@ def fill_from_queue(agent: Agent, *, locked: bool = False) -> list[Task]:
         events.task_auto_assigned_event(task=task, before=before, to=agent)
         workload += 1
         given.append(task)
+    if len(given) < waiting:
+        if workload is None:
+            workload = workloads_of([agent.pk])[agent.pk]
+        if workload < agent.workload_capacity:
+            # Room is left and tasks still wait: rows another move holds were skipped. That move
+            # may leave its task queued here (it fails, or it only locked the task as a parent),
+            # and nothing else would refill this agent until it frees another slot.
+            transaction.on_commit(lambda: _refill_when_unlocked(agent), robust=True)
     return given
+
+
+@atomic
+def _refill_when_unlocked(agent: Agent) -> list[Task]:
+    """`fill_from_queue` again, once the moves that held the agent's queued tasks are done.
+
+    Run after the commit of the refill that skipped them, holding no lock: it waits for those
+    rows first (task rows in pk order, before any agent's row: the order every move keeps, and
+    nobody waits for a task's row while holding an agent's, the refill skipping locked ones), so
+    it cannot deadlock. Locked, they are its own, and `fill_from_queue` skips none of them.
+    """
+    list(
+        Task.objects.select_for_update(of=("self",), **NO_KEY)
+        .filter(queued_for=agent, status=TaskStatus.QUEUED)
+        .order_by("pk")
+        .values_list("pk")
+    )
+    return fill_from_queue(agent)
 
 
 def _refill_if_dropped(previous: Agent | None, task: Task, *, locked: bool = True) -> None:
@@ -486,12 +517,16 @@ def task_escalate(
         raise invalid_transition(task.status, TaskStatus.ESCALATED, "it already waits for humans.")
     _ensure_may_move(task, actor, TaskStatus.ESCALATED)
     source = actor.agent if actor.is_agent else rules.escalation_source(task)
-    target = rules.escalation_target(
-        rule=_rule_of(task), source=source, queued_for_id=task.queued_for_id
+    rule, previous, target, verdict = _rule_of(task), task.assignee, None, None
+    candidates = rules.escalation_candidates(
+        rule=rule, source=source, queued_for_id=task.queued_for_id
     )
-    previous, verdict = task.assignee, None
+    if candidates:
+        # All of them locked with the holder, in one statement, before one is chosen: whether
+        # each is offline is read under its lock (a senior paused meanwhile is passed over).
+        rules.lock_agents([*candidates, previous])
+        target = rules.escalation_target(rule=rule, source=source, queued_for_id=task.queued_for_id)
     if target is not None:
-        _lock_agents(task, target)
         verdict = _check_move(task, actor, target, Move.ESCALATE)
     before = snapshot(task)
     apply_escalation(task, target=target, verdict=verdict, queued_by=source, now=timezone.now())
@@ -500,8 +535,8 @@ def task_escalate(
         task=task, actor=actor, before=before, target=target, verdict=verdict,
         **{**decision, "reasoning": decision.get("reasoning") or reason},
     )  # fmt: skip
-    # Escalated to humans, the holder's row was not locked yet: fill_from_queue locks it.
-    _refill_if_dropped(previous, task, locked=target is not None)
+    # With no candidate to lock, the holder's row was not locked yet: fill_from_queue locks it.
+    _refill_if_dropped(previous, task, locked=bool(candidates))
     return task
 
 
@@ -533,7 +568,7 @@ def _change_status(
     may refill); a move between held statuses changes no count that a lock must order."""
     holder = task.assignee if task.status in HELD_STATUSES else None
     if holder is not None and not holder_locked and status in FINISHED_STATUSES:
-        rules.lock_agents([holder.pk])
+        rules.lock_agents([holder])
     before = snapshot(task)
     task.status = status
     if status in FINISHED_STATUSES:
@@ -669,7 +704,7 @@ def task_cancel(
         )
     # Every holder freed, locked at once in pk order (as every move locks agents).
     everything = [task, *subtasks]
-    rules.lock_agents(t.assignee_id for t in everything if t.status in HELD_STATUSES)
+    rules.lock_agents(t.assignee for t in everything if t.status in HELD_STATUSES)
     freed = []
     for one in everything:
         before, holder = _change_status(one, TaskStatus.CANCELLED, holder_locked=True)
