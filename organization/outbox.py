@@ -10,9 +10,12 @@ A row never tried is its hook's for OUTBOX_HOOK_GRACE_SECONDS (30 by default) af
 written: the relay leaves it alone meanwhile, so the hook needs no lock nor read (a locked read, a
 save and a transaction of their own cost three times the send), and the two never send one
 message together. The relay takes it after that if its process died before the hook ran. A
-hook slower than that, or a crash between a send and its mark, can send a message twice, which
-the consumers tolerate (a session resumes, a run is claimed once, a webhook delivery is sent
-only while pending).
+hook that runs longer than a third of the grace (a big batch, a slow broker) marks what it sent
+so far and holds the rest for another grace, moving their `created_at` on (two statements, on
+that slow path only), so the relay takes neither a message the hook sent nor one it has still
+to send. A single publish slower than two thirds of the grace, or a crash between a send and
+its mark, can still send a message twice, which the consumers tolerate (a session resumes, a
+run is claimed once, a webhook delivery is claimed by one attempt).
 """
 
 from __future__ import annotations
@@ -103,23 +106,49 @@ def _record_failure(pks: list[int], exc: Exception) -> None:
 def dispatch(messages: list[OutboxMessage]) -> int:
     """Send these messages now (their transaction committed), then mark those sent in one
     statement; returns how many were sent. When the broker is away the rest are not tried: all
-    are marked failed, and the relay sends them once it is back."""
-    sent = []
-    for n, message in enumerate(messages):
+    are marked failed, and the relay sends them once it is back. A batch that takes longer than
+    a third of the hook's grace marks and holds as it goes (`_hold`)."""
+    pending = list(messages)
+    sent, count, n = [], 0, 0
+    every = settings.OUTBOX_HOOK_GRACE / 3
+    # The grace runs from the rows' writing, so a long transaction has used some of it already.
+    hold_at = min((m.created_at for m in pending if m.created_at), default=timezone.now()) + every
+    while n < len(pending):
+        if timezone.now() >= hold_at:
+            count += _mark_sent(sent)
+            sent, pending, n = [], _hold(pending[n:]), 0
+            hold_at = timezone.now() + every
+            continue
+        message = pending[n]
         error = _send(message)
         if error is None:
             sent.append(message.pk)
         elif _broker_down(error):
-            _record_failure([m.pk for m in messages[n:]], error)
+            _record_failure([m.pk for m in pending[n:]], error)
             break
         else:
             _record_failure([message.pk], error)
-    if sent:
-        _mark_sent(sent)
-    return len(sent)
+        n += 1
+    return count + _mark_sent(sent)
 
 
-def _mark_sent(pks: list[int]) -> None:
+def _hold(messages: list[OutboxMessage]) -> list[OutboxMessage]:
+    """Keep the messages this hook has still to send from the relay for another grace (the
+    relay takes a row never tried only once its `created_at` is older than the grace); the
+    ones the relay has taken meanwhile are its own, and are left out of what is returned."""
+    mine = OutboxMessage.objects.filter(
+        pk__in=[m.pk for m in messages], dispatched_at__isnull=True, attempts=0
+    )
+    # A row the relay holds locked is waited for; once it commits, the row is no longer ours.
+    mine.update(created_at=timezone.now())
+    held = set(mine.values_list("pk", flat=True))
+    return [m for m in messages if m.pk in held]
+
+
+def _mark_sent(pks: list[int]) -> int:
+    """Mark these messages sent; returns how many they are (none: no statement)."""
+    if not pks:
+        return 0
     # The hook's one statement, written out: the ORM's compiling of this UPDATE cost as much CPU
     # as the publish itself. A row the relay sent meanwhile keeps its own mark.
     meta, qn = OutboxMessage._meta, connection.ops.quote_name
@@ -130,6 +159,7 @@ def _mark_sent(pks: list[int]) -> None:
             f"last_error = '' WHERE {qn(meta.pk.column)} IN ({marks}) AND dispatched_at IS NULL",
             [timezone.now(), *pks],
         )
+    return len(pks)
 
 
 def _relay_send(message: OutboxMessage) -> Exception | None:

@@ -5,10 +5,16 @@ from organization.schedules import periodic_seeder
 
 STALE_SWEEP_NAME = "Escalate stale queued tasks"
 STALE_SWEEP_TASK = "tasks.sweep_stale_tasks"
+WEBHOOK_SWEEP_NAME = "Send lost webhook deliveries again"
+WEBHOOK_SWEEP_TASK = "tasks.sweep_webhook_deliveries"
 
 
 ensure_stale_sweep_schedule = periodic_seeder(
     name=STALE_SWEEP_NAME, task=STALE_SWEEP_TASK, interval_setting="STALE_CHECK_INTERVAL"
+)
+# The engine's other sweep, on the same interval (STALE_CHECK_SECONDS).
+ensure_webhook_sweep_schedule = periodic_seeder(
+    name=WEBHOOK_SWEEP_NAME, task=WEBHOOK_SWEEP_TASK, interval_setting="STALE_CHECK_INTERVAL"
 )
 
 
@@ -27,6 +33,7 @@ class TasksConfig(AppConfig):
         # The workload and queue organization computes (it does not import this app).
         workload.register_task_states(held=HELD_STATUSES, queued=TaskStatus.QUEUED)
         post_migrate.connect(ensure_stale_sweep_schedule, sender=self)
+        post_migrate.connect(ensure_webhook_sweep_schedule, sender=self)
         # Rule 5: a resumed agent, or one given more capacity, receives its queue at once.
         agent_gained_room.connect(
             lambda agent, **kwargs: fill_from_queue(agent), weak=False, dispatch_uid="fill-queue"

@@ -273,10 +273,22 @@ class WebhookDelivery(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # While an attempt runs, the end of its lease: a copy of the message does nothing until
+    # then. Once it ended, when it ended; the sweep sends again a pending delivery left alone
+    # too long after it (tasks/webhooks.py).
+    leased_until = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
         verbose_name_plural = "webhook deliveries"
+        indexes = [
+            # The sweep reads only the pending deliveries.
+            models.Index(
+                fields=["id"],
+                name="webhookdelivery_pending_idx",
+                condition=models.Q(status="pending"),
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.url} ({self.status})"

@@ -9,7 +9,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from .apps import STALE_SWEEP_TASK
+from .apps import STALE_SWEEP_TASK, WEBHOOK_SWEEP_TASK
 from .webhooks import DELIVER_WEBHOOK
 
 log = logging.getLogger(__name__)
@@ -31,13 +31,36 @@ def sweep_stale_tasks() -> dict:
     return {"escalated": result.escalated, "skipped": result.skipped}
 
 
-@shared_task(bind=True, name=DELIVER_WEBHOOK, ignore_result=True, max_retries=None)
+@shared_task(
+    bind=True,
+    name=DELIVER_WEBHOOK,
+    ignore_result=True,
+    # At-least-once, like run_agent and run_session: acked once the attempt is recorded and its
+    # retry queued, re-queued if the worker process dies. A copy finds the delivery claimed or
+    # done and does nothing; a message lost anyway is the sweep's (sweep_webhook_deliveries).
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,
+)
 def deliver_webhook(self, delivery_id: int) -> None:
     """POST the signed event; retried with exponential backoff, each attempt recorded."""
-    from .webhooks import RetryLater, webhook_deliver
+    from .webhooks import RetryLater, retry_countdown, webhook_deliver
 
     try:
         webhook_deliver(delivery_id=delivery_id, max_retries=settings.TASKS_WEBHOOK_MAX_RETRIES)
     except RetryLater as exc:
-        countdown = settings.TASKS_WEBHOOK_RETRY_BASE_SECONDS * 2 ** (exc.attempts - 1)
-        raise self.retry(exc=exc.error, countdown=countdown) from exc.error
+        raise self.retry(exc=exc.error, countdown=retry_countdown(exc.attempts)) from exc.error
+
+
+@shared_task(name=WEBHOOK_SWEEP_TASK, ignore_result=True)
+def sweep_webhook_deliveries() -> dict:
+    """Queue again the pending deliveries whose message was lost (scheduled by the beat)."""
+    from .webhooks import webhook_sweep
+
+    result = webhook_sweep()
+    if result["queued"] or result["failed"]:
+        log.warning(
+            "Webhook sweep queued again %d lost delivery(ies), failed %d out of attempts",
+            result["queued"], result["failed"],
+        )  # fmt: skip
+    return result

@@ -4,6 +4,12 @@
 `webhook_url`, and queues it through the outbox (`enqueue_deliveries`). The Celery task
 `tasks.deliver_webhook` calls `webhook_deliver` once per attempt and owns the retry policy.
 Where a URL may point (the SSRF rule) is `organization.webhooks`, shared with the agent forms.
+
+Each attempt first claims its delivery with one conditional UPDATE (a lease, `leased_until`),
+and records only what it changed, never turning a delivered row back: two copies of one message
+(the outbox and the broker deliver at least once) POST once. The message may be lost too (a
+worker dies mid-attempt, a retry is never published): the beat's `webhook_sweep` queues again
+every pending delivery left alone past its longest retry wait.
 """
 
 from __future__ import annotations
@@ -12,9 +18,12 @@ import hashlib
 import hmac
 import json
 import logging
+from datetime import timedelta
 
 import httpx
 from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from organization import outbox
@@ -28,6 +37,12 @@ log = logging.getLogger(__name__)
 SIGNATURE_HEADER = "X-Agent-Org-Signature"
 # The Celery task's name: the outbox queues it by name, so nothing here imports tasks.tasks.
 DELIVER_WEBHOOK = "tasks.deliver_webhook"
+# The sweep queues again a pending delivery left alone this long past its longest retry wait:
+# enough for a busy queue to reach its message first (a copy would do nothing anyway).
+SWEEP_GRACE = timedelta(minutes=1)
+SWEEP_BATCH = 500
+# Workers' clocks differ a little: a retry due on one worker's clock may run on another's.
+CLOCK_SKEW = timedelta(seconds=5)
 
 
 # --- payload and signature ------------------------------------------------------------------
@@ -103,18 +118,63 @@ class RetryLater(Exception):
         self.attempts = attempts
 
 
+def retry_countdown(attempts: int) -> float:
+    """Seconds between attempt `attempts` and the next: base × 2^(attempts-1) (10 s, 20 s, …)."""
+    return settings.TASKS_WEBHOOK_RETRY_BASE_SECONDS * 2 ** (attempts - 1)
+
+
+def attempt_lease() -> timedelta:
+    """How long an attempt holds its delivery: httpx applies the timeout to the connection, the
+    request and the answer each, and the name lookup has none; a margin covers them."""
+    return timedelta(seconds=4 * settings.TASKS_WEBHOOK_TIMEOUT_SECONDS + 30)
+
+
+def _claim(delivery_id: int, max_retries: int) -> WebhookDelivery | None:
+    """Take the next attempt of a pending delivery no attempt holds, in one conditional UPDATE;
+    None when it is not ours (delivered, failed, out of attempts, or another attempt runs)."""
+    now = timezone.now()
+    claimed = WebhookDelivery.objects.filter(
+        Q(leased_until__isnull=True) | Q(leased_until__lte=now + CLOCK_SKEW),
+        pk=delivery_id,
+        status=DeliveryStatus.PENDING,
+        attempts__lte=max_retries,
+    ).update(attempts=F("attempts") + 1, last_attempt_at=now, leased_until=now + attempt_lease())
+    if not claimed:
+        return None
+    return WebhookDelivery.objects.select_related("organization").get(pk=delivery_id)
+
+
+def _record_attempt(delivery: WebhookDelivery, **fields) -> bool:
+    """Write what a failed attempt changed, while the delivery is still this attempt's (pending,
+    not taken over after its lease); False when it is not."""
+    return bool(
+        WebhookDelivery.objects.filter(
+            pk=delivery.pk, status=DeliveryStatus.PENDING, attempts=delivery.attempts
+        ).update(leased_until=timezone.now(), **fields)
+    )
+
+
+def _record_delivered(delivery: WebhookDelivery, response_status: int) -> None:
+    # The receiver took it: delivered, whatever an attempt that outlived its lease recorded.
+    now = timezone.now()
+    WebhookDelivery.objects.filter(pk=delivery.pk).exclude(status=DeliveryStatus.DELIVERED).update(
+        status=DeliveryStatus.DELIVERED,
+        delivered_at=now,
+        response_status=response_status,
+        last_error="",
+        leased_until=now,
+    )
+
+
 def webhook_deliver(*, delivery_id: int, max_retries: int) -> None:
     """POST the signed event once and record the attempt.
 
-    A pending delivery only (a repeated message finds it delivered or failed and does nothing).
-    Raises RetryLater while attempts remain; after `max_retries` retries, or when the URL breaks
-    the rule (which will not change between retries), the delivery is failed for good.
+    A pending delivery only, claimed first: a repeated message finds it delivered, failed or
+    held by the attempt running now, and does nothing. Raises RetryLater while attempts remain;
+    after `max_retries` retries, or when the URL breaks the rule (which will not change between
+    retries), the delivery is failed for good.
     """
-    delivery = (
-        WebhookDelivery.objects.select_related("organization")
-        .filter(pk=delivery_id, status=DeliveryStatus.PENDING)
-        .first()
-    )
+    delivery = _claim(delivery_id, max_retries)
     if delivery is None:
         return
     body = json.dumps(delivery.payload, sort_keys=True, separators=(",", ":")).encode()
@@ -124,8 +184,7 @@ def webhook_deliver(*, delivery_id: int, max_retries: int) -> None:
         "X-Agent-Org-Delivery": str(delivery.pk),
         "X-Agent-Org-Event": str(delivery.payload.get("event", "")),
     }
-    delivery.attempts += 1
-    delivery.last_attempt_at = timezone.now()
+    answered = {}
     try:
         response = url_rule.post(
             delivery.url,
@@ -133,29 +192,64 @@ def webhook_deliver(*, delivery_id: int, max_retries: int) -> None:
             headers=headers,
             timeout=settings.TASKS_WEBHOOK_TIMEOUT_SECONDS,
         )
-        delivery.response_status = response.status_code
+        answered["response_status"] = response.status_code
         if not 200 <= response.status_code < 300:
             raise DeliveryFailed(f"HTTP {response.status_code}")
     except url_rule.WebhookRefused as exc:
         # The rule will not change between retries: failed for good.
         log.warning("Webhook delivery %s refused: %s", delivery.pk, exc)
-        delivery.last_error = exc.outcome
-        delivery.status = DeliveryStatus.FAILED
-        delivery.save()
+        _record_attempt(delivery, status=DeliveryStatus.FAILED, last_error=exc.outcome)
         return
     except (httpx.HTTPError, DeliveryFailed) as exc:
         # Staff see a coarse outcome (the admin must not tell which internal ports answer);
         # the worker's log keeps the detail.
         log.info("Webhook delivery %s attempt failed: %s: %s", delivery.pk, type(exc).__name__, exc)
-        delivery.last_error = str(exc) if isinstance(exc, DeliveryFailed) else url_rule.NO_ANSWER
+        error = str(exc) if isinstance(exc, DeliveryFailed) else url_rule.NO_ANSWER
         if delivery.attempts > max_retries:
-            delivery.status = DeliveryStatus.FAILED
-            delivery.save()
-            log.warning("Webhook delivery %s failed for good: %s", delivery.pk, delivery.last_error)
+            if _record_attempt(
+                delivery, status=DeliveryStatus.FAILED, last_error=error, **answered
+            ):
+                log.warning("Webhook delivery %s failed for good: %s", delivery.pk, error)
             return
-        delivery.save()
+        if not _record_attempt(delivery, last_error=error, **answered):
+            return  # delivered meanwhile, or another attempt took over after this one's lease
         raise RetryLater(exc, delivery.attempts) from exc
-    delivery.status = DeliveryStatus.DELIVERED
-    delivery.delivered_at = timezone.now()
-    delivery.last_error = ""
-    delivery.save()
+    _record_delivered(delivery, answered["response_status"])
+
+
+def webhook_sweep(*, batch_size: int = SWEEP_BATCH) -> dict:
+    """Queue again every pending delivery no attempt touched for its longest retry wait and the
+    grace (its message was lost); fail those whose attempts ran out without being recorded.
+
+    Run by the beat (`tasks.sweep_webhook_deliveries`); safe when two sweeps overlap. Each row
+    it queues is marked as just attempted, so it is queued again only after another wait.
+    """
+    max_retries = settings.TASKS_WEBHOOK_MAX_RETRIES
+    wait = timedelta(seconds=retry_countdown(max(max_retries, 1))) + SWEEP_GRACE
+    queued, failed, after = 0, 0, 0
+    while True:
+        now = timezone.now()
+        left_alone = Q(leased_until__lt=now - wait) | Q(
+            leased_until__isnull=True, created_at__lt=now - wait
+        )
+        with transaction.atomic():
+            batch = list(
+                WebhookDelivery.objects.select_for_update(skip_locked=True)
+                .filter(left_alone, status=DeliveryStatus.PENDING, pk__gt=after)
+                .order_by("pk")
+                .values_list("pk", "attempts")[:batch_size]
+            )
+            if not batch:
+                break
+            after = batch[-1][0]
+            spent = [pk for pk, attempts in batch if attempts > max_retries]
+            again = [pk for pk, attempts in batch if attempts <= max_retries]
+            # Its last attempt died before recording an answer.
+            failed += WebhookDelivery.objects.filter(pk__in=spent).update(
+                status=DeliveryStatus.FAILED, last_error=url_rule.NO_ANSWER, leased_until=now
+            )
+            queued += WebhookDelivery.objects.filter(pk__in=again).update(leased_until=now)
+            enqueue_deliveries(again)
+        if len(batch) < batch_size:
+            break
+    return {"queued": queued, "failed": failed}
