@@ -173,7 +173,9 @@ def _sweep_batch(now: datetime, batch_size: int, after: int) -> tuple[int, int, 
                 continue
         planned.append((row, target_of[source]))
 
-    workloads = rules.lock_workloads({t.pk for _, t in planned if t is not None})
+    # The targets themselves, refreshed from their locked rows: one paused since they were read
+    # is refused (`agent_offline`, the row skipped), and the next sweep escalates it elsewhere.
+    workloads = rules.lock_workloads([t for _, t in planned if t is not None])
     orgs = {org_id: Organization(pk=org_id) for org_id in org_ids}
     outcomes: dict[tuple, _Outcome] = {}
     escalated: list[tuple[int, str, _Outcome]] = []

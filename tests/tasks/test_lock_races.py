@@ -296,3 +296,33 @@ def test_completions_and_failing_assignments_at_once_leave_no_room_beside_a_queu
     assert set(results[5:]) <= {(409, "capacity_exceeded"), (409, "invalid_transition")}
     assert held_by(expert) == 5
     assert Task.objects.filter(queued_for=expert, status=TaskStatus.QUEUED).count() == 3
+
+
+def test_the_stale_sweep_does_not_escalate_to_a_senior_being_paused():
+    """The sweep reads its targets before it locks them: the paused flag is the locked row's, so
+    the row is skipped (reported) and the next sweep escalates it elsewhere."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tasks.sweep import sweep_stale_queued
+
+    org = make_org("pause-sweep")
+    boss = make_agent(org, "agent-boss")
+    worker = make_agent(org, "agent-worker", senior=boss)
+    expert = make_agent(org, "agent-expert")
+    task = task_create(org=org, actor=SYSTEM, title="stale")
+    Task.objects.filter(pk=task.pk).update(
+        status=TaskStatus.QUEUED, queued_for=expert, queued_by=worker,
+        queued_at=timezone.now() - timedelta(days=2),
+    )  # fmt: skip
+    pause, release = pausing(boss)
+    sweeping = Side(sweep_stale_queued)
+    wait_until(lambda: lock_waiters() >= 1, "the sweep waits for the senior's lock")
+    release.set()
+    pause.result()
+    result = sweeping.result()
+    assert not isinstance(result, Exception), result
+    assert (result.escalated, result.skipped) == (0, [task.pk])
+    assert held_by(boss) == 0
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.QUEUED
