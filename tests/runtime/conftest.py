@@ -70,3 +70,14 @@ def drain(limit: int = 30) -> list[int]:
 
 
 __all__ = ["SYSTEM", "Cast", "drain"]
+
+
+def runs_of(agent) -> list[tuple[str, str, int | None]]:
+    """The agent's runs as (status, trigger, task), oldest first."""
+    return [
+        (r.status, r.trigger, r.task_id) for r in Run.objects.filter(agent=agent).order_by("pk")
+    ]
+
+
+def triggers_of(run) -> list[tuple[str, int | None]]:
+    return list(run.triggers.order_by("pk").values_list("trigger", "task_id"))

@@ -17,19 +17,9 @@ from tasks.models import Task
 from tasks.sweep import sweep_stale_queued
 from tests.conftest import requires_postgres
 from tests.factories import give_tasks
-from tests.runtime.conftest import SYSTEM, drain
+from tests.runtime.conftest import SYSTEM, drain, runs_of, triggers_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def runs_of(agent) -> list[tuple[str, str, int | None]]:
-    return [
-        (r.status, r.trigger, r.task_id) for r in Run.objects.filter(agent=agent).order_by("pk")
-    ]
-
-
-def triggers_of(run) -> list[tuple[str, int | None]]:
-    return list(run.triggers.order_by("pk").values_list("trigger", "task_id"))
 
 
 def test_a_task_created_for_a_managed_agent_queues_a_run(cast):

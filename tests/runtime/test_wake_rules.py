@@ -21,19 +21,9 @@ from tasks import services
 from tasks.models import InboxItem
 from tests.factories import give_tasks
 from tests.organization.test_admin import change_url, form_of
-from tests.runtime.conftest import drain
+from tests.runtime.conftest import drain, runs_of, triggers_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def runs_of(agent) -> list[tuple[str, str, int | None]]:
-    return [
-        (r.status, r.trigger, r.task_id) for r in Run.objects.filter(agent=agent).order_by("pk")
-    ]
-
-
-def triggers_of(run) -> list[tuple[str, int | None]]:
-    return list(run.triggers.order_by("pk").values_list("trigger", "task_id"))
 
 
 def seen_and_left(agent):

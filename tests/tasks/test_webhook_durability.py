@@ -25,6 +25,7 @@ from tests.concurrency import run_at_once
 from tests.conftest import requires_postgres
 from tests.factories import make_agent, make_org
 from tests.tasks.test_sweep import ROOT, database_url, stop_process
+from tests.tasks.test_webhooks import poll
 
 DELIVER = "tasks.deliver_webhook"
 
@@ -69,15 +70,6 @@ class Receiver:
         self.closing.set()
         self.server.shutdown()
         self.server.server_close()
-
-
-def wait_for(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture
@@ -173,7 +165,7 @@ def test_a_delivery_whose_worker_was_killed_during_the_post_is_sent_again_once(
             [sys.executable, "-c", script], cwd=ROOT, env=env, start_new_session=True
         )
         try:
-            assert wait_for(lambda: receiver.posts), "the worker never POSTed"
+            assert poll(lambda: receiver.posts, timeout=60.0), "the worker never POSTed"
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait(10)
         finally:
