@@ -42,6 +42,13 @@ def browser():
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
         )
         yield browser
+        # With Playwright's loop running in this thread, asgiref's Local (Django's connections)
+        # keeps this thread's connections per context, apart from the thread's own: the ORM
+        # calls the test made meanwhile opened one that pytest-django's teardown never sees. It
+        # outlived the test and held the test database, which could not be dropped at the end.
+        from django.db import connections
+
+        connections.close_all()
         browser.close()
 
 
