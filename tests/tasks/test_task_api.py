@@ -109,7 +109,9 @@ def test_the_assignee_moves_its_task_through_the_lifecycle(cast):
 @pytest.mark.parametrize(
     "start, wanted",
     [("queued", "completed"), ("assigned", "completed"), ("assigned", "blocked"),
-     ("in_progress", "assigned"), ("completed", "failed")],
+     ("in_progress", "assigned"), ("completed", "failed"), ("blocked", "completed"),
+     ("assigned", "failed"), ("blocked", "assigned"), ("queued", "in_progress"),
+     ("failed", "in_progress")],
 )  # fmt: skip
 def test_disallowed_transitions_are_409(cast, start, wanted):
     task = Task.objects.create(
