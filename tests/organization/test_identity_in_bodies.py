@@ -31,3 +31,20 @@ def test_a_body_naming_another_agent_is_refused(alpha, path, body):
     assert refused.status_code == 403
     assert refused.json()["code"] == "identity_mismatch"
     assert client.post(path, {**body, "agentId": "agent-a"}, format="json").status_code == 200
+
+
+def test_a_refused_body_changes_nothing(alpha):
+    """Refused before the service runs: the availability is not set, no inbox item is read."""
+    from tasks.models import InboxItem
+    from tasks.rules import SYSTEM
+    from tasks.services import task_create
+
+    org, a, _ = alpha
+    task_create(org=org, actor=SYSTEM, title="t", assignee=a)  # an unread `created` item for a
+    client = KeyClient(make_key(org, a))
+    until = {"availability_until": "2031-01-01T00:00:00Z", "agentId": "agent-b"}
+    assert client.post("/api/agents/me/availability", until, format="json").status_code == 403
+    assert client.post("/api/inbox/read", {"agentId": "agent-b"}, format="json").status_code == 403
+    a.refresh_from_db()
+    assert a.availability_until is None
+    assert InboxItem.objects.filter(agent=a, read_at__isnull=True).count() == 1
