@@ -80,6 +80,19 @@ _CODES = {
 
 
 def exception_handler(exc, context):
+    response = _error_response(exc, context)
+    request = context.get("request")
+    if response is not None and request is not None:
+        # An error is JSON even for a browser that asked for the browsable API (`?format=api`,
+        # `Accept: text/html`): DRF renders the response with the request's chosen renderer.
+        from organization.renderers import OrjsonRenderer
+
+        request.accepted_renderer = OrjsonRenderer()
+        request.accepted_media_type = OrjsonRenderer.media_type
+    return response
+
+
+def _error_response(exc, context):
     # Imported here: rest_framework.views loads the API settings, which import this module.
     from rest_framework.views import exception_handler as drf_exception_handler
 

@@ -47,3 +47,22 @@ def test_the_api_negotiates_with_it(demo, org_client):
     refused = client.get("/api/roster", HTTP_ACCEPT="application/xml")
     assert refused.status_code == 406
     assert refused.json()["code"] == "not_acceptable"
+
+
+@pytest.mark.parametrize(
+    ("path", "accept"),
+    [("/api/tasks/999999", "text/html"), ("/api/tasks/999999?format=api", None)],
+)
+def test_an_error_is_json_for_the_browsable_api_too(demo, org_client, path, accept):
+    headers = {} if accept is None else {"HTTP_ACCEPT": accept}
+    response = org_client(demo).get(path, **headers)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["code"] == "task_not_found"
+
+
+def test_an_unauthenticated_browser_gets_json_too(client):
+    response = client.get("/api/roster", HTTP_ACCEPT="text/html")
+    assert response.status_code == 401
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["code"] == "authentication_required"
