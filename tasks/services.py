@@ -725,7 +725,12 @@ def task_cancel(
 @atomic
 def task_comment(*, task: Task, actor: Actor, body: str) -> TaskComment:
     """Comment on a task the caller may see (`task` read through the caller's view): the others
-    involved — holder, creator, whoever delegated it — are told, never its author."""
+    involved — holder, creator, whoever delegated it — are told, never its author.
+
+    The task is locked and read again, as by a move: a move that landed since the caller read it
+    must not leave the comment's event with a stale snapshot (the audit replay) or tell the
+    former holder."""
+    task = _locked(task)
     comment = TaskComment.objects.create(
         organization_id=task.organization_id,
         task=task,

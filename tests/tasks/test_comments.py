@@ -5,8 +5,18 @@ comment reaches the others involved (holder, creator, delegator), never its auth
 import pytest
 from django.test import Client
 
+from organization.caller import caller_for_agent
 from organization.models import Agent
-from tasks.models import COMMENT_MAX_LENGTH, InboxItem, TaskComment, TaskEvent, WebhookDelivery
+from tasks import services
+from tasks.models import (
+    COMMENT_MAX_LENGTH,
+    InboxItem,
+    Task,
+    TaskComment,
+    TaskEvent,
+    WebhookDelivery,
+)
+from tasks.rules import Actor
 from tests.factories import give_tasks, make_admin_user
 from tests.tasks.conftest import assert_error, create, post
 from tests.tasks.test_query_counts import used_just_now
@@ -186,3 +196,17 @@ def test_a_comment_and_a_result_reach_webhooks_too(cast, task):
     assert (payloads[1]["task"]["result"], payloads[1]["task"]["result_data"]) == (
         "Migrated.", {"rows": 3},
     )  # fmt: skip
+
+
+def test_a_comment_after_a_move_the_caller_did_not_see_records_the_task_as_it_is(cast, task):
+    """The comment reads its task under lock, as a move does: the caller's copy, read before a
+    human gave the task back to Sarah, must not leave a stale snapshot in the audit trail."""
+    stale = Task.objects.get(pk=task["id"])
+    response = post(cast.human, f"/api/tasks/{task['id']}/assign", {"agent_id": "agent-sarah"})
+    assert response.status_code == 200, response.content
+    InboxItem.objects.all().delete()
+    services.task_comment(task=stale, actor=Actor.of(caller_for_agent(cast.morgan)), body="Hi")
+    events = list(TaskEvent.objects.filter(task_id=task["id"]).order_by("pk"))
+    assert events[-1].kind == "comment"
+    assert events[-1].before == events[-2].after
+    assert events[-1].after["assignee"] == "agent-sarah"
