@@ -1,12 +1,13 @@
 """Thin views of the A2A agent cards (protocol 0.3): one agent's card and the index."""
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ..caller import CallerMixin
 from ..links import absolute_url
+from ..pagination import LimitOffsetPagination
 from ..schema import ERRORS
 from . import cards
 
@@ -58,8 +59,10 @@ class AgentCardSerializer(serializers.Serializer):
 
 
 class AgentCardIndexSerializer(serializers.Serializer):
-    count = serializers.IntegerField()
-    cards = AgentCardSerializer(many=True)
+    count = serializers.IntegerField(help_text="All the organization's agents.")
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    cards = AgentCardSerializer(many=True, help_text="A page of cards (`limit`, `offset`).")
 
 
 CARD = OpenApiResponse(AgentCardSerializer, description="An A2A Agent Card (protocol 0.3)")
@@ -69,20 +72,38 @@ class AgentCardView(CallerMixin, APIView):
     @extend_schema(responses={200: CARD, **ERRORS}, summary="The A2A Agent Card of an agent")
     def get(self, request, agent_id: str):
         base_url = absolute_url(request)
-        return Response(
-            cards.card_for(org=self.caller.organization, handle=agent_id, base_url=base_url)
-        )
+        card = cards.card_for(
+            org=self.caller.organization, handle=agent_id, base_url=base_url,
+            viewer=self.caller.agent,
+        )  # fmt: skip
+        return Response(card)
 
 
 class AgentCardIndexView(CallerMixin, APIView):
+    # Paged like every list under /api/: a card is large (a skill per expertise).
+    pagination_class = LimitOffsetPagination
+
     @extend_schema(
         responses={
             200: OpenApiResponse(AgentCardIndexSerializer, description="Every agent's A2A card"),
             **ERRORS,
         },
-        summary="The organization's A2A card index",
+        summary="The organization's A2A card index, a page at a time",
+        parameters=[
+            OpenApiParameter(
+                "limit", int, description="How many cards (API_MAX_PAGE_SIZE at most)."
+            ),
+            OpenApiParameter("offset", int, description="How many agents to skip, by agent id."),
+        ],
     )
     def get(self, request):
-        base_url = absolute_url(request)
-        found = cards.cards_of(org=self.caller.organization, base_url=base_url)
-        return Response({"count": len(found), "cards": found})
+        paginator = self.pagination_class()
+        agents = cards.agents_for_cards(org=self.caller.organization)
+        page = paginator.paginate_queryset(agents, request, view=self)
+        found = cards.cards_for(page, base_url=absolute_url(request), viewer=self.caller.agent)
+        return Response({
+            "count": paginator.count,
+            "next": paginator.get_next_link(),
+            "previous": paginator.get_previous_link(),
+            "cards": found,
+        })  # fmt: skip

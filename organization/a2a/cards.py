@@ -14,6 +14,7 @@ task to the tasks API, or call the tools over MCP or REST call-tool.
 
 from __future__ import annotations
 
+from django.db.models import QuerySet
 from django.utils.text import slugify
 
 from ..discovery.status import runtime_status_of
@@ -50,18 +51,25 @@ def skill_of(expertise: str, agent: Agent, taken: set[str]) -> dict:
     }
 
 
-def organization_extension(agent: Agent, reports: list[str]) -> dict:
+def shows_worktree(agent: Agent, viewer: Agent | None) -> bool:
+    """Seed 002's worktree isolation: an agent learns another's worktree (and its expert id)
+    only when they share it, as on `/api/experts`; a human (`viewer` None) sees every one."""
+    return viewer is None or viewer.worktree_path == agent.worktree_path
+
+
+def organization_extension(agent: Agent, reports: list[str], viewer: Agent | None) -> dict:
     workload = agent.current_workload
     # The reverse one-to-one raises RelatedObjectDoesNotExist (an AttributeError) when absent.
     hierarchy_role = getattr(agent, "hierarchy_role", None)
     runtime = runtime_status_of(agent)
+    worktree = shows_worktree(agent, viewer)
     return {
         "uri": EXTENSION_URI,
         "description": "Agent Org: the agent's place in its organization, status and workload.",
         "required": False,
         "params": {
             "agent_id": agent.handle,
-            "expert_id": agent.pk,
+            "expert_id": agent.pk if worktree else None,
             "organization": agent.organization.slug,
             "status": status_for(
                 is_paused=agent.is_paused, workload=workload, capacity=agent.workload_capacity
@@ -76,7 +84,7 @@ def organization_extension(agent: Agent, reports: list[str]) -> dict:
             "availability_until": (
                 agent.availability_until.isoformat() if agent.availability_until else None
             ),
-            "worktree_path": agent.worktree_path,
+            "worktree_path": agent.worktree_path if worktree else None,
             "runtime_status": runtime.status,
         },
     }
@@ -109,8 +117,9 @@ def intake_extension(agent: Agent, base_url: str) -> dict:
     }
 
 
-def agent_card(agent: Agent, *, base_url: str, reports: list[str]) -> dict:
-    """The A2A Agent Card of `agent` (annotated with `current_workload`)."""
+def agent_card(agent: Agent, *, base_url: str, reports: list[str], viewer: Agent | None) -> dict:
+    """The A2A Agent Card of `agent` (annotated with `current_workload`) as `viewer` (the
+    calling agent; None for a human) may read it."""
     base_url = base_url.rstrip("/")
     org = agent.organization
     taken: set[str] = set()
@@ -131,10 +140,12 @@ def agent_card(agent: Agent, *, base_url: str, reports: list[str]) -> dict:
         "documentationUrl": f"{base_url}/api/docs/",
         "capabilities": {
             "streaming": False,
-            "pushNotifications": bool(agent.webhook_url),
+            # A2A's push notifications are set up by the client for its own task (not
+            # implemented); the agent's webhook is the admin's, and private.
+            "pushNotifications": False,
             "stateTransitionHistory": True,
             "extensions": [
-                organization_extension(agent, reports),
+                organization_extension(agent, reports, viewer),
                 intake_extension(agent, base_url),
             ],
         },
@@ -152,19 +163,26 @@ def agent_card(agent: Agent, *, base_url: str, reports: list[str]) -> dict:
     }
 
 
-def card_for(*, org: Organization, handle: str, base_url: str) -> dict:
+def card_for(*, org: Organization, handle: str, base_url: str, viewer: Agent | None) -> dict:
     agent = agent_by_handle(org=org, handle=handle, with_workload=True)
     reports = list(
         org.agents.filter(senior=agent).order_by("handle").values_list("handle", flat=True)
     )
-    return agent_card(agent, base_url=base_url, reports=reports)
+    return agent_card(agent, base_url=base_url, reports=reports, viewer=viewer)
 
 
-def cards_of(*, org: Organization, base_url: str) -> list[dict]:
-    """The organization's card index: every agent's card, by agent id."""
-    agents = list(agents_with_workload(org=org).select_related("organization").order_by("handle"))
+def agents_for_cards(*, org: Organization) -> QuerySet[Agent]:
+    """The agents of the card index, by agent id (paged by the view)."""
+    return agents_with_workload(org=org).select_related("organization").order_by("handle")
+
+
+def cards_for(agents: list[Agent], *, base_url: str, viewer: Agent | None) -> list[dict]:
+    """The cards of a page of `agents_for_cards` (one more query: their reports)."""
     reports: dict[int, list[str]] = {}
-    for agent in agents:
-        if agent.senior_id:
-            reports.setdefault(agent.senior_id, []).append(agent.handle)
-    return [agent_card(a, base_url=base_url, reports=reports.get(a.pk, [])) for a in agents]
+    rows = Agent.objects.filter(senior__in=[a.pk for a in agents]).order_by("handle")
+    for senior_id, handle in rows.values_list("senior_id", "handle"):
+        reports.setdefault(senior_id, []).append(handle)
+    return [
+        agent_card(a, base_url=base_url, reports=reports.get(a.pk, []), viewer=viewer)
+        for a in agents
+    ]

@@ -3,9 +3,11 @@
 import jsonschema
 import pytest
 from a2a.compat.v0_3.types import AgentCard
+from django.test import override_settings
 
 from organization.a2a.cards import EXTENSION_URI, INTAKE_EXTENSION_URI
 from tasks.models import Task
+from tests.factories import make_agent, make_org
 
 pytestmark = pytest.mark.django_db
 
@@ -77,7 +79,7 @@ def test_duplicate_skill_ids_are_made_unique(acme, agent_client):
 
 def test_the_card_index_lists_every_agent(demo, org_client, django_assert_max_num_queries):
     client = org_client(demo)
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(5):
         response = client.get("/api/agent-cards")
     body = response.json()
     assert body["count"] == 7
@@ -123,3 +125,46 @@ def test_the_card_says_it_is_no_a2a_message_endpoint_and_how_to_send_work(demo, 
     assert response.status_code == 201, response.content
     task = Task.objects.get(title="Review the login form")
     assert task.assignee.handle == "agent-sarah"
+
+
+def test_a_card_shows_a_worktree_only_to_who_shares_it_and_to_humans(agent_client, org_client):
+    """Seed 002's worktree isolation holds on the card as on /api/experts: another worktree's
+    path (and its expert id) is not told to an agent; a human sees every one."""
+    org = make_org("wt")
+    make_agent(org, "agent-ivan", worktree_path="/home/build/secret-client/wt-1")
+    outsider = make_agent(org, "agent-smerdy", worktree_path="/repo/wt-2")
+    neighbour = make_agent(org, "agent-nina", worktree_path="/home/build/secret-client/wt-1")
+    client = agent_client(outsider)
+    card = client.get("/api/agents/agent-ivan/card")
+    assert card.status_code == 200
+    assert extension_of(card.json())["worktree_path"] is None
+    assert extension_of(card.json())["expert_id"] is None
+    assert b"secret-client" not in client.get("/api/agent-cards").content
+    for client in (agent_client(neighbour), org_client(org)):
+        params = extension_of(client.get("/api/agents/agent-ivan/card").json())
+        assert params["worktree_path"] == "/home/build/secret-client/wt-1"
+        assert params["expert_id"] == org.agents.get(handle="agent-ivan").pk
+
+
+def test_a_card_claims_no_push_notifications_even_with_a_webhook(agent_client):
+    """A2A's push notifications are configured by the client for its own task, which we do not
+    implement; the agent's webhook is the admin's setting, and not told to colleagues."""
+    org = make_org("hooks")
+    make_agent(org, "agent-hooked", webhook_url="https://hooks.example.com/agent")
+    card = agent_client(make_agent(org, "agent-reader")).get("/api/agents/agent-hooked/card")
+    assert card.json()["capabilities"]["pushNotifications"] is False
+
+
+@override_settings(API_MAX_PAGE_SIZE=2)
+def test_the_card_index_is_paged_like_every_list(org_client):
+    org = make_org("big")
+    for n in range(3):
+        make_agent(org, f"agent-{n}")
+    client = org_client(org)
+    first = client.get("/api/agent-cards?limit=5").json()
+    assert first["count"] == 3 and len(first["cards"]) == 2 and first["previous"] is None
+    second = client.get(first["next"]).json()
+    assert [extension_of(c)["agent_id"] for c in second["cards"]] == ["agent-2"]
+    assert second["next"] is None
+    refused = client.get("/api/agent-cards?limit=abc")
+    assert refused.status_code == 400 and refused.json()["code"] == "invalid"
