@@ -3,7 +3,7 @@
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -106,9 +106,12 @@ def agent_delete(*, caller: Caller, agent: Agent) -> list:
     drop_default_supervisor(agent)
     moved = [task for _, tasks in agent_leaving.send(sender=Agent, agent=agent, caller=caller)
              for task in tasks or []]  # fmt: skip
-    # Locked after the moves (a task's row before an agent's, as every move locks them): no
-    # move can give it work between this count and the deletion.
-    Agent.objects.select_for_update().filter(pk=agent.pk).first()
+    # Locked after the moves and their tasks (a task's row before an agent's, as every move
+    # locks them), with its reports, whose senior the deletion clears, by pk as moves lock
+    # agents: no move can give it work between this count and the deletion.
+    reports = list(agent.reports.order_by("pk").values_list("pk", flat=True))
+    locked = Agent.objects.filter(Q(pk=agent.pk) | Q(senior=agent)).order_by("pk")
+    list(locked.select_for_update().values_list("pk", flat=True))
     held, queued = agent_open_work(agent=agent)
     if held or queued:
         raise Conflict(
@@ -116,7 +119,6 @@ def agent_delete(*, caller: Caller, agent: Agent) -> list:
             "queued for it; escalate, reassign or cancel them first.",
             "agent_has_work",
         )
-    reports = list(agent.reports.order_by("pk").values_list("pk", flat=True))
     agent.delete()
     record_changes(Agent.objects.filter(pk__in=reports).order_by("pk"))
     return moved

@@ -553,10 +553,19 @@ def agent_work_escalate(*, agent: Agent, actor: Actor, reason: str) -> list[Task
 
 
 def escalate_work_of_leaving_agent(*, agent: Agent, caller, **kwargs) -> list[Task]:
-    """`organization.services.agent_leaving`'s receiver (tasks/apps.py connects it)."""
-    return agent_work_escalate(
+    """`organization.services.agent_leaving`'s receiver (tasks/apps.py connects it).
+
+    Then the tasks whose pointer to the agent its deletion clears are locked, by pk, before the
+    deletion locks the agent: a move locks its task before any agent, and one holding a task the
+    agent created while it tells the agent (an inbox item's key share on the agent's row) would
+    otherwise deadlock with the deletion's update of that task."""
+    moved = agent_work_escalate(
         agent=agent, actor=Actor.of(caller), reason=f"{agent.handle} was deleted."
     )
+    pointing = Q(assignee=agent) | Q(queued_for=agent) | Q(created_by_agent=agent)
+    locked = Task.objects.filter(pointing).order_by("pk").select_for_update(of=("self",))
+    list(locked.values_list("pk", flat=True))
+    return moved
 
 
 def _change_status(

@@ -15,15 +15,16 @@ from collections import Counter
 import pytest
 from django.db import connection, transaction
 
+from organization.caller import Caller
 from organization.errors import Conflict
 from organization.models import Agent, TeamRule
-from organization.services import agent_set_paused
-from tasks.models import HELD_STATUSES, ActorKind, Task, TaskStatus
+from organization.services import agent_delete, agent_set_paused
+from tasks.models import HELD_STATUSES, ActorKind, InboxItem, Task, TaskStatus
 from tasks.rules import SYSTEM, Actor, lock_agents
 from tasks.services import task_assign, task_create, task_escalate, task_set_status
 from tests.concurrency import run_at_once
 from tests.conftest import KeyClient, requires_postgres
-from tests.factories import give_tasks, make_agent, make_key, make_org
+from tests.factories import give_tasks, make_admin_user, make_agent, make_key, make_org
 
 pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -326,3 +327,40 @@ def test_the_stale_sweep_does_not_escalate_to_a_senior_being_paused():
     assert (result.escalated, result.skipped) == (0, [task.pk])
     assert held_by(boss) == 0
     assert Task.objects.get(pk=task.pk).status == TaskStatus.QUEUED
+
+
+# --- deleting an agent while a move tells it of a task it created --------------------------
+
+
+def test_deleting_an_agent_waits_for_a_move_on_a_task_it_created_without_deadlock():
+    """The deletion clears the task's pointer to its creator; a move holding that task tells the
+    creator (an inbox item: a key share on the agent's row). The deletion locks the task before
+    the agent, as moves do, so the two queue one behind the other instead of deadlocking."""
+    org = make_org("leaving")
+    creator = make_agent(org, "agent-creator")
+    holder = make_agent(org, "agent-holder")
+    task = task_create(org=org, actor=Actor(ActorKind.AGENT, creator.handle, agent=creator),
+                       title="x", assignee=holder)  # fmt: skip
+    actor = Actor(ActorKind.AGENT, holder.handle, agent=holder)
+    task_set_status(task=Task(pk=task.pk), actor=actor, status=TaskStatus.IN_PROGRESS)
+    ready, go = threading.Event(), threading.Event()
+
+    def complete():
+        with transaction.atomic():
+            list(Task.objects.select_for_update().filter(pk=task.pk))
+            ready.set()
+            assert go.wait(DEADLINE), "never let go"
+            task_set_status(task=Task(pk=task.pk), actor=actor, status=TaskStatus.COMPLETED)
+        return InboxItem.objects.filter(agent=creator, task=task).exists()
+
+    completing = Side(complete)
+    assert ready.wait(DEADLINE)
+    human = Caller(organization=org, user=make_admin_user(org))
+    deleting = Side(lambda: agent_delete(caller=human, agent=Agent.objects.get(pk=creator.pk)))
+    wait_until(lambda: lock_waiters() >= 1, "the deletion waits for the task's lock")
+    go.set()
+    assert completing.result() is True, completing.answer
+    assert not isinstance(deleting.result(), Exception), deleting.answer
+    task.refresh_from_db()
+    assert (task.status, task.created_by_agent_id) == (TaskStatus.COMPLETED, None)
+    assert not Agent.objects.filter(pk=creator.pk).exists()
