@@ -23,7 +23,7 @@ from organization.models import Agent
 from runtime.admin import AgentAdminWithRuns, TaskAdminWithRuns
 from tasks import services
 from tasks.admin import TaskAdmin, admin_actor
-from tasks.models import COMMENT_MAX_LENGTH, Task
+from tasks.models import COMMENT_MAX_LENGTH, NOTE_MAX_LENGTH, Task
 
 from .agent_state import agent_state, money
 from .story import collaboration_outcome, task_story
@@ -83,6 +83,7 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
                 "runs": self.managed_runs(obj),
                 "task": obj,
                 "comment_max_length": COMMENT_MAX_LENGTH,
+                "reason_max_length": NOTE_MAX_LENGTH,
             }
         return super().render_change_form(request, context, add, change, form_url, obj)
 
@@ -157,6 +158,11 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
         except _NotPost:
             return HttpResponseNotAllowed(["POST"])
         reason = request.POST.get("reason", "").strip() or "Cancelled in the admin."
+        if len(reason) > NOTE_MAX_LENGTH:  # as the API's reason (the task's events carry it)
+            self.message_user(
+                request, f"A reason holds at most {NOTE_MAX_LENGTH} characters.", messages.ERROR
+            )
+            return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
         return self._moved(
             request, task,
             lambda actor: services.task_cancel(task=task, actor=actor, reason=reason),

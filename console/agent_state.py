@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 
-from django.db.models import Count, Max, Sum
+from django.db.models import Count, Max, Sum, Window
 from django.urls import reverse
 from django.utils import timezone
 
@@ -115,17 +115,23 @@ def budget_lines(agent: Agent) -> list[BudgetLine]:
     return lines
 
 
+def _first_and_total(tasks, *order) -> tuple[list[Task], int]:
+    """The first SHOWN of `tasks` and how many there are, in one query (a window's count is
+    taken before the LIMIT), whatever their number."""
+    rows = list(tasks.annotate(total=Window(Count("pk"))).order_by(*order)[:SHOWN])
+    return rows, rows[0].total if rows else 0
+
+
 def agent_state(agent: Agent) -> AgentState:
     now = timezone.now()
-    held = list(
-        Task.objects.filter(assignee=agent, status__in=HELD_STATUSES).order_by(
-            "-urgency_rank", "assigned_at", "pk"
-        )
-    )
-    queued = Task.objects.filter(queued_for=agent, status=TaskStatus.QUEUED)
-    queue = list(queued.order_by("-urgency_rank", "queued_at", "pk")[:SHOWN])
-    queue_total = len(queue) if len(queue) < SHOWN else queued.count()
-    workload = len(held)
+    held, workload = _first_and_total(
+        Task.objects.filter(assignee=agent, status__in=HELD_STATUSES),
+        "-urgency_rank", "assigned_at", "pk",
+    )  # fmt: skip
+    queue, queue_total = _first_and_total(
+        Task.objects.filter(queued_for=agent, status=TaskStatus.QUEUED),
+        "-urgency_rank", "queued_at", "pk",
+    )  # fmt: skip
     status = status_for(
         is_paused=agent.is_paused, workload=workload, capacity=agent.workload_capacity
     )

@@ -258,10 +258,13 @@ register(
 
 
 def _top_spenders(org: Organization) -> dict:
-    """This month's costliest agents (one query)."""
+    """This month's costliest agents (one query), and the cost report of the same
+    organization and month."""
+    since = cost_selectors.start_of_month()
+    query = urlencode({"organization": org.pk, "since": since.date().isoformat()})
     return {
-        "rows": cost_selectors.top_spenders(org, cost_selectors.start_of_month()),
-        "report": reverse("admin:costs_usagerecord_report"),
+        "rows": cost_selectors.top_spenders(org, since),
+        "report": f"{reverse('admin:costs_usagerecord_report')}?{query}",
     }
 
 

@@ -55,6 +55,10 @@ class RunTriggerInline(ReadOnlyInline):
     verbose_name = "trigger"
     verbose_name_plural = "what woke the agent"
 
+    def get_queryset(self, request):
+        # A row's label and links read these: not a query each per trigger.
+        return super().get_queryset(request).select_related("agent", "task", "woken_by__agent")
+
 
 @admin.register(Run)
 class RunAdmin(OrgOwnedAdmin):

@@ -51,7 +51,7 @@ SUBTASKS_LISTED = 100
 class Task(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="tasks")
     title = models.CharField(max_length=300)
-    description = models.TextField(blank=True)
+    description = models.TextField(blank=True, max_length=DESCRIPTION_MAX_LENGTH)
     required_expertise = models.CharField(max_length=100, blank=True)
     urgency = models.CharField(max_length=10, choices=Urgency.choices, default=Urgency.NORMAL)
     urgency_rank = models.PositiveSmallIntegerField(default=2, editable=False)
@@ -85,7 +85,7 @@ class Task(models.Model):
     assigned_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # Given by whoever completes or fails the task (issue 11 §1).
-    result = models.TextField(blank=True, default="", db_default="")
+    result = models.TextField(blank=True, default="", db_default="", max_length=RESULT_MAX_LENGTH)
     result_data = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

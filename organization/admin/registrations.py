@@ -131,6 +131,17 @@ class MembershipInline(OrgScoped, admin.TabularInline):
     fields = ["user", "is_admin"]
     verbose_name_plural = "members (humans)"
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("user", "organization")
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        if db_field.name == "user":
+            # Read once for the page: every member's row renders the same drop-down, which
+            # would otherwise query the users again per row.
+            field.choices = list(field.choices)
+        return field
+
 
 class TeamRuleInline(OrgScoped, admin.StackedInline):
     model = TeamRule

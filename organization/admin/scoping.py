@@ -26,9 +26,11 @@ so such a user needs no Django model permissions to work.
   kinds when it loads: `STATUS_COLOURS["task"] = {...}`).
 """
 
+import functools
 import re
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.widgets import AutocompleteSelect, ForeignKeyRawIdWidget
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -176,6 +178,21 @@ def _has_organization(model) -> bool:
     return any(field.name == "organization" for field in model._meta.concrete_fields)
 
 
+@functools.cache
+def _bounded_dates(changelist_class):
+    """`changelist_class` refusing a date drill-down past year 9999 as any bad filter (Django
+    redirects with `?e=1`): its end of period, a day, month or year later, overflowed (500)."""
+
+    class BoundedDatesChangeList(changelist_class):
+        def get_filters(self, request):
+            try:
+                return super().get_filters(request)
+            except (ValueError, OverflowError) as exc:
+                raise IncorrectLookupParameters(exc) from exc
+
+    return BoundedDatesChangeList
+
+
 class OrgScoped:
     """Scopes querysets, foreign-key choices and permissions to the user's organizations.
 
@@ -192,6 +209,9 @@ class OrgScoped:
         if ids is None:
             return qs
         return qs.filter(**{f"{self.org_path}__in": ids})
+
+    def get_changelist(self, request, **kwargs):
+        return _bounded_dates(super().get_changelist(request, **kwargs))
 
     def _obj_org_id(self, obj) -> int | None:
         if self.parent_org_path is not None:
