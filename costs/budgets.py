@@ -110,9 +110,13 @@ def parse_usd(value, name: str) -> Decimal:
         limit = Decimal(str(value))
     except ArithmeticError:
         limit = None
-    if limit is None or not limit.is_finite() or limit < 0 or limit >= Decimal(10) ** 10:
-        raise Invalid(f'{name}: must be a decimal amount of USD from 0, e.g. "50.00".')
-    return limit.quantize(Decimal("0.000000001"))
+    # The bound is checked again once rounded: 9999999999.9999999999 rounds up to 10**10,
+    # which the ledger's columns cannot hold.
+    if limit is not None and limit.is_finite() and 0 <= limit < Decimal(10) ** 10:
+        limit = limit.quantize(Decimal("0.000000001"))
+        if limit < Decimal(10) ** 10:
+            return limit
+    raise Invalid(f'{name}: must be a decimal amount of USD from 0, e.g. "50.00".')
 
 
 @transaction.atomic
