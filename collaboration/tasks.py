@@ -7,6 +7,7 @@ inside its body (HackSoft's Celery rule), so importing it stays light and nothin
 from celery import shared_task
 from celery.signals import worker_init, worker_process_init
 from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
 
 from . import providers
 
@@ -32,7 +33,13 @@ def _warm_up_providers(**kwargs) -> None:
 def run_collaboration(self, session_id: str) -> str:
     from .runner import BUSY, run_session
 
-    outcome = run_session(session_id)
+    try:
+        outcome = run_session(session_id)
+    except (OperationalError, InterfaceError) as exc:
+        # The database went away (a restart, a failover): acked as failed, the session would
+        # stay "running" with nothing to resume it. Run it again once the database is back.
+        connection.close()
+        raise self.retry(exc=exc, countdown=min(2**self.request.retries, 60)) from exc
     if outcome == BUSY:
         # Another worker holds a live lease on this session: look again once it could have expired.
         raise self.retry(countdown=settings.COLLAB_LEASE_SECONDS)

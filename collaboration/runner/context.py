@@ -22,12 +22,16 @@ class Slot:
 @dataclass
 class RunContext:
     session: CollaborationSession
+    # The lease this run took (lease.claim): only the run holding it writes the outcome.
+    token: str = ""
     # The session's mode (modes.mode_for), set by run_session: one agent's run asks it for its
     # brief, and the agent module does not import the modes (they run agents).
     mode: object = None
     # Set when run_session is over: an agent not started by then never starts.
     stop: threading.Event = field(default_factory=threading.Event)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    # Set by the heartbeat when another run took the lease (this one was thought dead).
+    lease_lost: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     inflight: int = 0
     peak: int = 0

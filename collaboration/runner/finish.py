@@ -86,9 +86,13 @@ def synthesize_and_finish(ctx: RunContext) -> None:
         reasons = "; ".join(failures)
         finish(ctx, status=SessionStatus.FAILED, result="", error=f"every agent failed — {reasons}")
         return
-    CollaborationSession.objects.filter(
+    ours = CollaborationSession.objects.filter(
         pk=session.pk, status__in=[SessionStatus.RUNNING, SessionStatus.SYNTHESIZING]
-    ).update(status=SessionStatus.SYNTHESIZING)
+    )
+    if ctx.token:
+        ours = ours.filter(lease_token=ctx.token)
+    if not ours.update(status=SessionStatus.SYNTHESIZING):
+        return  # finished meanwhile, or another run took the session over: it synthesizes
     events.synthesis_started_event(session.pk, strategy=session.synthesis)
     consensus = consensus_of(answers)
     outcome = strategy_for(session.synthesis).combine(
@@ -126,12 +130,17 @@ def finish(
     extra: dict | None = None,
     contributions: list | None = None,
 ) -> None:
-    """Write the outcome and the `complete` event once, whichever run gets here first.
+    """Write the outcome and the `complete` event once, by the run that holds the lease.
 
-    `contributions`: as the synthesis read them, every agent settled (else they are read)."""
+    A cancel accepted meanwhile (during the synthesis: the runner looked before it) wins: the
+    session ends cancelled, as its caller was told. `contributions`: as the synthesis read
+    them, every agent settled (else they are read)."""
     with transaction.atomic():
         session = CollaborationSession.objects.select_for_update().get(pk=ctx.session_id)
-        if session.is_finished:
+        if session.is_finished or (ctx.token and session.lease_token != ctx.token):
+            return
+        if session.cancel_requested:
+            session_finish_cancelled(session)
             return
         now = timezone.now()
         if contributions is None:

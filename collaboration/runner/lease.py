@@ -37,14 +37,27 @@ class Heartbeat(threading.Thread):
         try:
             while not self._halt.wait(HEARTBEAT_SECONDS):
                 try:
-                    qs = CollaborationSession.objects.filter(pk=self.ctx.session_id)
-                    qs.filter(lease_token=self.token).update(heartbeat_at=timezone.now())
-                    if qs.filter(cancel_requested=True).exists():
-                        self.ctx.cancelled.set()
+                    self.beat()
                 except Exception:  # a database hiccup must not end the session
                     log.exception("collaboration heartbeat failed")
+                    # The connection may be broken (a restart, a failover): the next beat
+                    # takes a new one, or the lease would lapse while the run is alive.
+                    connection.close()
+                if self.ctx.lease_lost.is_set():
+                    return
         finally:
             connection.close()
+
+    def beat(self) -> None:
+        qs = CollaborationSession.objects.filter(pk=self.ctx.session_id)
+        if not qs.filter(lease_token=self.token).update(heartbeat_at=timezone.now()):
+            # Another run took the session over (this one's beats had stopped): stop starting
+            # agents, and leave the outcome to that run (finish checks the lease).
+            log.warning("collaboration session %s: lease lost", self.ctx.session_id)
+            self.ctx.lease_lost.set()
+            self.ctx.stop.set()
+        elif qs.filter(cancel_requested=True).exists():
+            self.ctx.cancelled.set()
 
     def halt(self) -> None:
         self._halt.set()

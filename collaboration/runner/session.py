@@ -3,7 +3,7 @@
 import logging
 import uuid
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from ..models import CollaborationSession, SessionStatus
 from .agent import internal_error
@@ -15,6 +15,9 @@ from .pool import session_ended, session_started
 
 log = logging.getLogger(__name__)
 
+# What a dropped database connection raises (psycopg's errors, as Django wraps them).
+DATABASE_GONE = (OperationalError, InterfaceError)
+
 
 def run_session(session_id) -> str:
     """Run (or resume) the session; returns claimed/missing/finished/busy."""
@@ -22,16 +25,27 @@ def run_session(session_id) -> str:
     outcome, session = claim(session_id, token)
     if outcome != CLAIMED:
         return outcome
-    ctx = RunContext(session=session)
+    ctx = RunContext(session=session, token=token)
     ctx.load_tokens()
     heartbeat = Heartbeat(ctx, token)
     heartbeat.start()
     session_started()
     try:
         execute(ctx)
+    except DATABASE_GONE:
+        # The database went away under the run (a restart, a failover): the session is not
+        # at fault. Its lease is handed back and the error raised, so that the task runs it
+        # again, resuming it (the agents that had answered keep their answers).
+        log.exception("collaboration session %s lost its database; it will resume", session_id)
+        ctx.stop.set()
+        heartbeat.halt()
+        connection.close()
+        CollaborationSession.objects.filter(pk=session_id, lease_token=token).update(lease_token="")
+        raise
     except Exception as exc:
         # acks_late would otherwise ack a crashed run and leave the session "running" forever.
         log.exception("collaboration session %s crashed", session_id)
+        connection.close()  # it may be what broke
         finish(
             ctx,
             status=SessionStatus.FAILED,
@@ -51,6 +65,8 @@ def execute(ctx: RunContext) -> None:
     ctx.contributions = contributions
     ctx.mode = mode_for(session.mode)
     ctx.mode.run(ctx, contributions)
+    if ctx.lease_lost.is_set():
+        return  # the run that took the session over synthesizes and finishes it
     if ctx.cancelled.is_set():
         with transaction.atomic():
             locked = CollaborationSession.objects.select_for_update().get(pk=session.pk)
