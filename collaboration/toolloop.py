@@ -46,13 +46,14 @@ import contextlib
 import copy
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import OperationalError, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from organization import registry
@@ -71,6 +72,8 @@ MAX_RESULT_CHARS = 20_000
 # A call undone by a transient database error (a deadlock) is tried again this many times in
 # all, waiting TRANSIENT_BACKOFF x 2^n seconds in between.
 TRANSIENT_ATTEMPTS = 3
+# SQLSTATEs of a transaction PostgreSQL rolled back itself: serialization failure, deadlock.
+ROLLED_BACK_STATES = {"40001", "40P01"}
 TRANSIENT_BACKOFF = 0.05
 
 
@@ -278,13 +281,7 @@ class _Loop:
             elif self.atomic_record or self.may_run_again(call.name):
                 self.settle(turn, call)
             else:
-                turn.update(
-                    _refusal(
-                        f"The call of {call.name} was interrupted and its outcome is unknown: "
-                        "check before calling it again.",
-                        "tool_interrupted",
-                    )
-                )
+                turn.update(_interrupted(call.name))
                 self.notify(turn)
             messages.append(_result_message(turn))
         self.record_read_only()  # before the next model call
@@ -294,8 +291,11 @@ class _Loop:
         """Run the call and record its outcome; with `atomic_record`, in one transaction (a
         read-only call: none, its record waits for the next batch).
 
-        A transient database error (a deadlock, a serialization failure: OperationalError) undid
-        the call whole, so it is tried again, a few times, before the model is told it failed."""
+        A transient database error PostgreSQL undid whole (a deadlock, a serialization failure)
+        is tried again, a few times, before the model is told it failed; so is a read-only call
+        on any database error. A writing call whose connection was lost is not: it may have
+        committed (the COMMIT's answer lost on the way back), so the model is told its outcome
+        is unknown, as for a call a crash interrupted."""
         read_only = self.atomic_record and self.may_run_again(call.name, read_only=True)
         if not read_only:
             self.record_read_only()  # a writing call's record never precedes those before it
@@ -309,7 +309,13 @@ class _Loop:
                 elif self.settle_atomically(turn, call):
                     return
                 break
-            except OperationalError:
+            except OperationalError as exc:
+                if not (read_only or undone_for_sure(exc)):
+                    log.warning("tool %s for %s: the database connection was lost; outcome unknown",
+                                call.name, self.caller.label, exc_info=True)  # fmt: skip
+                    connection.close()  # broken: the record below takes a new one
+                    turn.update(_interrupted(call.name))
+                    break
                 log.warning("tool %s for %s: transient database error (attempt %d)",
                             call.name, self.caller.label, attempt + 1, exc_info=True)  # fmt: skip
                 time.sleep(TRANSIENT_BACKOFF * 2**attempt)
@@ -410,6 +416,24 @@ def _timing(started_at, started: float) -> dict:
 
 def _refusal(message: str, code: str) -> dict:
     return {"status": CallStatus.ERROR, "error": error_body(message, code)}
+
+
+def _interrupted(name: str) -> dict:
+    return _refusal(
+        f"The call of {name} was interrupted and its outcome is unknown: check before calling "
+        "it again.",
+        "tool_interrupted",
+    )
+
+
+def undone_for_sure(exc: OperationalError) -> bool:
+    """The database undid the transaction itself (its work may run again): PostgreSQL's deadlock
+    or serialization failure, SQLite's busy database. Not a lost connection: a COMMIT sent may
+    have committed though its answer never came back."""
+    cause = exc.__cause__
+    if isinstance(cause, sqlite3.OperationalError):
+        return "locked" in str(cause) or "busy" in str(cause)
+    return getattr(cause, "sqlstate", None) in ROLLED_BACK_STATES
 
 
 def _json(value) -> str:

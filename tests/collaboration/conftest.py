@@ -4,6 +4,7 @@ import time
 
 import pytest
 from django.conf import settings as django_settings
+from django.db import connection
 
 from collaboration import providers, runner
 from collaboration.models import CollaborationSession
@@ -76,3 +77,17 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
 
 def event_names(session) -> list[str]:
     return [e.name.removeprefix("tool:collaborative:") for e in session.events.order_by("id")]
+
+
+def _renew_pool() -> None:
+    connection.close()
+    connection.close_pool()  # the next connection makes a new pool: none of the killed ones
+
+
+@pytest.fixture
+def fresh_pool(transactional_db):
+    """For tests that kill or cut database connections: the idle pooled connections they break
+    must not reach the tests after them."""
+    _renew_pool()
+    yield
+    _renew_pool()

@@ -37,19 +37,6 @@ WHERE datname = current_database() AND pid <> pg_backend_pid()
 """
 
 
-def _renew_pool() -> None:
-    connection.close()
-    connection.close_pool()  # the next connection makes a new pool: none of the killed ones
-
-
-@pytest.fixture
-def fresh_pool(transactional_db):
-    """The idle pooled connections a test kills must not reach the tests after it."""
-    _renew_pool()
-    yield
-    _renew_pool()
-
-
 def in_thread(session_id, outcome: dict | None = None) -> threading.Thread:
     outcome = {} if outcome is None else outcome
 

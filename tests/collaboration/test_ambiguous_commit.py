@@ -1,0 +1,68 @@
+"""A tool call whose connection is lost during its COMMIT (the server committed; its answer never
+came back) is not made again: the model is told its outcome is unknown. A transaction the
+database undid itself (a deadlock, a serialization failure) is still tried again."""
+
+import pytest
+from django.db import OperationalError, connection
+
+from collaboration.providers import LLMRequest
+from collaboration.toolloop import run_tool_loop, undone_for_sure
+from organization.caller import caller_for_agent
+from tasks.models import Task
+from tests.conftest import agent_of, requires_postgres
+from tests.fake_llm import Reply, ToolUse
+from tests.pg_proxy import PgProxy
+
+pytestmark = [
+    requires_postgres(),
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_pool"),
+]
+
+
+@pytest.fixture
+def via_proxy(acme):
+    """Every new database connection of this process goes through a PgProxy."""
+    settings_dict = connection.settings_dict
+    saved = settings_dict["HOST"], settings_dict["PORT"], dict(settings_dict["OPTIONS"])
+    proxy = PgProxy(settings_dict["HOST"] or "127.0.0.1", int(settings_dict["PORT"] or 5432))
+    connection.close()
+    connection.close_pool()
+    settings_dict["HOST"], settings_dict["PORT"] = "127.0.0.1", str(proxy.port)
+    settings_dict["OPTIONS"] = {**saved[2], "sslmode": "disable", "gssencmode": "disable"}
+    try:
+        yield proxy
+    finally:
+        connection.close()
+        connection.close_pool()
+        settings_dict["HOST"], settings_dict["PORT"], settings_dict["OPTIONS"] = saved
+        proxy.close()
+
+
+@pytest.mark.parametrize("atomic_record", [True, False])
+def test_a_call_whose_commit_was_lost_in_transit_is_not_made_again(
+    acme, fake_llm, via_proxy, atomic_record
+):
+    fake_llm.on(agent="sarah", replies=[
+        Reply(tool_calls=[ToolUse("create_task", {"title": "Index migration"}, id="w")]),
+        Reply("done"),
+    ])  # fmt: skip
+    sarah = caller_for_agent(agent_of(acme, "agent-sarah"))
+    request = LLMRequest(system="You are Sarah.", prompt="Plan the index migration.",
+                         model="fake-model", label="sarah")  # fmt: skip
+    via_proxy.armed.set()  # the next COMMIT, the tool call's, is lost on its way back
+    result = run_tool_loop(sarah, provider="openai", request=request, tool_names=["create_task"],
+                           max_turns=3, atomic_record=atomic_record, on_turn=lambda turn: None)  # fmt: skip
+    assert via_proxy.dropped.is_set()
+    assert Task.objects.filter(title="Index migration").count() == 1, result.turns
+    (call,) = [t for t in result.turns if t["kind"] == "tool_call"]
+    assert (call["status"], call["error"]["code"]) == ("error", "tool_interrupted")
+    assert result.text == "done"
+
+
+@pytest.mark.parametrize(("state", "undone"), [("40P01", True), ("40001", True), ("57P01", False)])
+def test_only_a_transaction_the_database_undid_itself_is_tried_again(state, undone):
+    with pytest.raises(OperationalError) as raised, connection.cursor() as cursor:
+        cursor.execute(f"DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = '{state}'; END $$")
+    assert undone_for_sure(raised.value) is undone

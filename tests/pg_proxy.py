@@ -1,0 +1,103 @@
+"""A TCP forwarder in front of PostgreSQL that can lose a COMMIT's answer: an ambiguous commit.
+
+Armed, it forwards the next `COMMIT` (simple query protocol, as psycopg sends it) to the server,
+reads the server's answer (the commit happened) and then closes the client's connection without
+passing that answer on: the client sees its connection lost during COMMIT.
+"""
+
+import socket
+import struct
+import threading
+
+SPECIAL_REQUESTS = {80877103, 80877104, 80877102}  # SSL, GSSENC, cancel
+
+
+def _recv_exact(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError
+        data += chunk
+    return data
+
+
+class PgProxy:
+    def __init__(self, host: str, port: int):
+        self.upstream = (host, port)
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.armed = threading.Event()
+        self.dropped = threading.Event()
+        self._closing = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._closing = True
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while not self._closing:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            state = {"drop": False}
+            threading.Thread(target=self._client_to_server, args=(client, server, state),
+                             daemon=True).start()  # fmt: skip
+            threading.Thread(target=self._server_to_client, args=(client, server, state),
+                             daemon=True).start()  # fmt: skip
+
+    @staticmethod
+    def _shut(*socks) -> None:
+        for sock in socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def _client_to_server(self, client, server, state) -> None:
+        try:
+            while True:  # untyped startup messages
+                head = _recv_exact(client, 4)
+                (length,) = struct.unpack("!I", head)
+                body = _recv_exact(client, length - 4)
+                server.sendall(head + body)
+                (code,) = struct.unpack("!I", body[:4])
+                if code not in SPECIAL_REQUESTS:
+                    break
+            while True:
+                kind = _recv_exact(client, 1)
+                head = _recv_exact(client, 4)
+                (length,) = struct.unpack("!I", head)
+                body = _recv_exact(client, length - 4)
+                if (
+                    kind == b"Q"
+                    and body.rstrip(b"\0").strip().upper() == b"COMMIT"
+                    and (self.armed.is_set())
+                ):
+                    self.armed.clear()
+                    state["drop"] = True
+                server.sendall(kind + head + body)
+        except (ConnectionError, OSError):
+            self._shut(client, server)
+
+    def _server_to_client(self, client, server, state) -> None:
+        try:
+            while True:
+                data = server.recv(65536)
+                if not data:
+                    raise ConnectionError
+                if state["drop"]:
+                    # The server answered the COMMIT: it is done. The client never hears it.
+                    self.dropped.set()
+                    self._shut(client, server)
+                    return
+                client.sendall(data)
+        except (ConnectionError, OSError):
+            self._shut(client, server)
