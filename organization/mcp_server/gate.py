@@ -75,11 +75,106 @@ def refusal_of(scope) -> tuple[int, dict] | None:
     return None
 
 
+# What a browser on an allowed origin may send and read (CORS): the MCP Inspector sends its
+# key, the protocol's headers and a session's id, and reads the session id back.
+CORS_ALLOW_HEADERS = (
+    b"authorization, content-type, accept, mcp-protocol-version, mcp-session-id, mcp-method, "
+    b"mcp-name, last-event-id"
+)
+CORS_EXPOSE_HEADERS = b"mcp-session-id, www-authenticate"
+
+
+def with_cors(send, origin: str):
+    """`send` adding the headers that let a browser on `origin` (allowed) read the answer."""
+
+    async def send_with_cors(message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [
+                *message.get("headers", []),
+                (b"access-control-allow-origin", origin.encode("latin-1")),
+                (b"access-control-expose-headers", CORS_EXPOSE_HEADERS),
+                (b"vary", b"Origin"),
+            ]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return send_with_cors
+
+
+async def send_preflight(send) -> None:
+    """The answer to a CORS preflight (no credentials: it comes before the key is sent)."""
+    headers = [
+        (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+        (b"access-control-allow-headers", CORS_ALLOW_HEADERS),
+        (b"access-control-max-age", b"600"),
+        (b"content-length", b"0"),
+    ]
+    await send({"type": "http.response.start", "status": 204, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+class TooLarge(Exception):
+    pass
+
+
+async def read_body(receive, limit: int) -> bytes:
+    """The whole request body; TooLarge past `limit` bytes (read no further)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break  # the client went away: the SDK sees an empty body
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def replaying(body: bytes, receive):
+    """A `receive` that gives `body` first, then what the client sends (a disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive_again():
+        return pending.pop() if pending else await receive()
+
+    return receive_again
+
+
+async def checked_body(scope, receive, send):
+    """For a POST: the `receive` to hand on once its body is JSON within
+    DATA_UPLOAD_MAX_MEMORY_SIZE, or None once refused in our error shape (the SDK would answer
+    text/plain): 415 `unsupported_media_type`, 413 `too_large`."""
+    content_type = (header_of(scope, b"content-type") or "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        body = error_body(
+            "Send the JSON-RPC message as application/json.", "unsupported_media_type"
+        )
+        await send_json(send, 415, body)
+        return None
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    declared = header_of(scope, b"content-length")
+    try:
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise TooLarge
+        body = await read_body(receive, limit)
+    except TooLarge:
+        message = f"The request body is over {limit} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)."
+        await send_json(send, 413, error_body(message, "too_large"))
+        return None
+    return replaying(body, receive)
+
+
 class McpHttpApp:
     """ASGI app for /mcp: checks the key of every request, then hands over to the SDK.
 
     A Host outside ALLOWED_HOSTS → 400 `disallowed_host`; a browser Origin outside
-    MCP_ALLOWED_ORIGINS → 403 `origin_not_allowed`. No key → 401 `authentication_required`; a bad or revoked key → 401
+    MCP_ALLOWED_ORIGINS → 403 `origin_not_allowed` (an allowed one gets CORS headers, and its
+    preflight a 204). A POST not application/json → 415 `unsupported_media_type`, over
+    DATA_UPLOAD_MAX_MEMORY_SIZE → 413 `too_large`. No key → 401 `authentication_required`; a bad or revoked key → 401
     `authentication_failed` (our error shape, with `WWW-Authenticate: Bearer`). The key is
     also handed to the SDK as its authenticated user, so a stateful MCP session
     (MCP_STATELESS=false) can only be continued with the key that opened it.
@@ -92,8 +187,9 @@ class McpHttpApp:
         if stateless is None:
             stateless = settings.MCP_STATELESS
         self.session_manager = StreamableHTTPSessionManager(
-            app=self.server, json_response=json_response, stateless=stateless
-        )
+            app=self.server, json_response=json_response, stateless=stateless,
+            max_request_body_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+        )  # fmt: skip
         self._stack: AsyncExitStack | None = None
 
     async def startup(self) -> None:
@@ -111,6 +207,12 @@ class McpHttpApp:
         if refusal is not None:
             await send_json(send, *refusal)
             return
+        origin = header_of(scope, b"origin")
+        if origin is not None:  # allowed (refusal_of): a browser host such as the Inspector
+            send = with_cors(send, origin)
+            if scope["method"] == "OPTIONS":
+                await send_preflight(send)
+                return
         if self._stack is None:
             # The session manager runs in the ASGI lifespan; a server started without one
             # (e.g. `uvicorn --lifespan off`) cannot serve MCP.
@@ -135,6 +237,10 @@ class McpHttpApp:
             body = error_body("Invalid or revoked API key.", "authentication_failed")
             await send_json(send, 401, body, challenge)
             return
+        if scope["method"] == "POST":
+            receive = await checked_body(scope, receive, send)
+            if receive is None:
+                return
         token = AccessToken(token=plaintext, client_id=f"ao_{key.prefix}", scopes=[])
         scope = {**scope, SCOPE_KEY: key, "user": AuthenticatedUser(token)}
         await self.session_manager.handle_request(scope, receive, send)
