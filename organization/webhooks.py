@@ -172,7 +172,11 @@ class PinnedTransport(httpx.HTTPTransport):
 
 
 def post(url: str, *, content: bytes, headers: dict, timeout: float) -> httpx.Response:
-    """POST under the rule: raises WebhookRefused, or httpx errors when nothing answers."""
+    """POST under the rule: raises WebhookRefused, or httpx errors when nothing answers.
+
+    The answer's status and headers only: its body is never read, since httpx's timeout bounds
+    each read, not the whole, and a receiver could send a body that never ends (holding the
+    worker past the attempt's lease, after which another copy would POST again)."""
     check_url(url)
     with httpx.Client(
         transport=PinnedTransport(),
@@ -182,6 +186,7 @@ def post(url: str, *, content: bytes, headers: dict, timeout: float) -> httpx.Re
         timeout=timeout,
     ) as client:
         try:
-            return client.post(url, content=content, headers=headers)
+            with client.stream("POST", url, content=content, headers=headers) as response:
+                return response
         except httpx.InvalidURL as exc:  # a stored row no form checked
             raise WebhookRefused(REFUSED_ADDRESS, f"malformed URL: {exc}") from exc
