@@ -186,6 +186,7 @@ class McpHttpApp:
         # any worker of `config.serve` answers any request; each request is checked by its key.
         if stateless is None:
             stateless = settings.MCP_STATELESS
+        self.stateless = stateless
         self.session_manager = StreamableHTTPSessionManager(
             app=self.server, json_response=json_response, stateless=stateless,
             max_request_body_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
@@ -221,6 +222,14 @@ class McpHttpApp:
                 "mcp_unavailable",
             )
             await send_json(send, 503, body)
+            return
+        if self.stateless and scope["method"] == "GET":
+            # The stream a GET opens carries what the server sends unasked, and a stateless
+            # server has nothing to send on it: it would only hold a connection open forever.
+            # The spec's answer for a server without that stream is 405.
+            body = error_body("No server-sent stream here (MCP_STATELESS): POST requests.",
+                              "method_not_allowed")  # fmt: skip
+            await send_json(send, 405, body, [(b"allow", b"POST, DELETE, OPTIONS")])
             return
         header = header_of(scope, b"authorization")
         challenge = [(b"www-authenticate", b'Bearer realm="mcp"')]

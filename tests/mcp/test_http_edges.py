@@ -128,3 +128,16 @@ def test_a_chunked_body_over_the_limit_is_413_too(live_url, demo_org, key_of):
         assert response.status_code == 413 and response.json()["code"] == "too_large"
         small = http.post("/mcp", content=iter([json.dumps(PING).encode()]), headers=headers)
     assert small.status_code == 200, small.text
+
+
+def test_a_stateless_server_opens_no_stream_on_get(live_url, demo_org, key_of):
+    """A GET's stream would carry what the server sends unasked; stateless, it has nothing to send,
+    so the stream would only hold a connection for ever: 405, as the MCP spec says."""
+    key = key_of(demo_org, "agent-sarah")
+    with raw_http(live_url) as http:
+        response = http.get(
+            "/mcp", headers={"Authorization": f"Bearer {key}", "Accept": "text/event-stream"}
+        )
+    assert response.status_code == 405
+    assert response.json()["code"] == "method_not_allowed"
+    assert "POST" in response.headers["allow"]
