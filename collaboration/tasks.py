@@ -7,7 +7,9 @@ inside its body (HackSoft's Celery rule), so importing it stays light and nothin
 from celery import shared_task
 from celery.signals import worker_init, worker_process_init
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
+from django.db import connection
+
+from organization.atomic import DATABASE_GONE
 
 from . import providers
 
@@ -35,7 +37,7 @@ def run_collaboration(self, session_id: str) -> str:
 
     try:
         outcome = run_session(session_id)
-    except (OperationalError, InterfaceError) as exc:
+    except DATABASE_GONE as exc:
         # The database went away (a restart, a failover): acked as failed, the session would
         # stay "running" with nothing to resume it. Run it again once the database is back.
         connection.close()

@@ -214,8 +214,14 @@ def new_month_wake() -> int:
         (Q(refused_period__lt=period) & ~Q(refused_period=""))
         | (Q(exhausted_period__lt=period) & ~Q(exhausted_period=""))
     )
-    organization_ids = set(stale.values_list("organization_id", flat=True))
-    stale.update(refused_period="", exhausted_period="")
+    with transaction.atomic():
+        # Locked in id order, as every writer of budgets locks them (costs/sql.py): one UPDATE
+        # would lock them in the table's order, and deadlock with a call marking two.
+        rows = list(stale.order_by("pk").select_for_update().values_list("pk", "organization_id"))
+        Budget.objects.filter(pk__in=[pk for pk, _ in rows]).update(
+            refused_period="", exhausted_period=""
+        )
+    organization_ids = {organization_id for _, organization_id in rows}
     for organization_id in organization_ids:
         budget_made_room.send_robust(sender=Budget, organization_id=organization_id)
     return len(organization_ids)

@@ -15,7 +15,7 @@ import contextvars
 import functools
 from collections.abc import Iterator
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 _UNDONE_WHOLE = contextvars.ContextVar("agent_org_undone_whole", default=False)
 
@@ -45,3 +45,22 @@ def atomic(func):
             _UNDONE_WHOLE.reset(token)
 
     return wrapper
+
+
+# What a dropped database connection raises (a restart, a failover, an idle timeout), as Django
+# wraps psycopg's errors: a worker's run hands its lease back and is retried on it.
+DATABASE_GONE = (OperationalError, InterfaceError)
+
+
+def once_reconnected(work, attempts: int = 4):
+    """`work()` after the database connection was lost, on a new one. The pool may hand out
+    idle connections that died with it (a restart kills them all): each is discarded once it
+    fails, so the work is tried again, a few times."""
+    for attempt in range(attempts):
+        connection.close()
+        try:
+            return work()
+        except DATABASE_GONE:
+            if attempt == attempts - 1:
+                raise
+    return None

@@ -24,6 +24,9 @@ import logging
 import time
 import uuid
 
+from django.db import connection
+from django.utils import timezone
+
 from collaboration import providers
 from collaboration.providers import LLMReply, LLMRequest, Purpose
 from collaboration.toolloop import CallStatus, LoopStop, TurnKind, run_tool_loop
@@ -31,7 +34,7 @@ from costs.budgets import task_ancestry
 from costs.metering import Meter
 from costs.models import UsagePurpose
 from organization import registry
-from organization.atomic import undone_whole
+from organization.atomic import DATABASE_GONE, once_reconnected, undone_whole
 from organization.caller import caller_for_agent
 from organization.errors import DomainError
 from organization.prepared import INT, INT2, PreparedQuerySet, among
@@ -66,10 +69,23 @@ def run_agent(run_id: int) -> str:
         execute(run, token)
     except LeaseLost:
         log.warning("run %s: the lease was lost to another worker; stopping here", run_id)
+    except DATABASE_GONE:
+        # The database went away under the run (a restart, a failover): the run is not at
+        # fault. Its lease is handed back and the error raised, so that the task runs it again
+        # at once, resuming it from its recorded turns (not failed, not left for the sweep).
+        log.exception("run %s lost its database; it will resume", run_id)
+        once_reconnected(
+            lambda: Run.objects.filter(pk=run_id, lease_token=token).update(lease_token="")
+        )
+        raise
     except Exception as exc:
         log.exception("run %s crashed", run_id)
         # acks_late would otherwise ack a crashed run and leave it "running" until the sweep.
-        _settle_failed(run, token, f"internal error: {type(exc).__name__}: {exc}"[:2000])
+        connection.close()  # it may be what broke
+        try:
+            _settle_failed(run, token, f"internal error: {type(exc).__name__}: {exc}"[:2000])
+        except LeaseLost:
+            log.warning("run %s: the lease was lost to another worker; stopping here", run_id)
     finally:
         heartbeats.release(token)
     return CLAIMED
@@ -256,7 +272,7 @@ def settle(run: Run, token: str, result) -> None:
             elif _open_subtasks(task):
                 outcome.append({"task": task.pk, "action": "none", "why": "open subtasks"})
             else:
-                _safely(outcome, task, lambda t=task: _move(
+                _safely(run, token, outcome, task, lambda t=task: _move(
                     t, actor, TaskStatus.COMPLETED, result=answer[:20_000],
                     note=f"Managed run #{run.pk}: its final answer is the result.",
                 ), "completed")  # fmt: skip
@@ -284,16 +300,24 @@ def _settle_failed(run: Run, token: str, error: str, actor: Actor | None = None)
         log.exception("run %s: could not read its tasks", run.pk)
         tasks = []
     for task in tasks:
-        _safely(outcome, task, lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note),
-                "blocked")  # fmt: skip
+        _safely(run, token, outcome, task,
+                lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note), "blocked")  # fmt: skip
     services.run_finish(run=run, token=token, status=RunStatus.FAILED, error=error, outcome=outcome)
 
 
-def _safely(outcome: list, task: Task, move, action: str) -> None:
-    """Make the move in its own transaction; a refusal (someone moved the task meanwhile) is
-    noted, not raised."""
+def _safely(run: Run, token: str, outcome: list, task: Task, move, action: str) -> None:
+    """Make the move in its own transaction, while the run still holds its lease (LeaseLost
+    otherwise: the run that took it over settles the tasks); a refusal (someone moved the task
+    meanwhile) is noted, not raised.
+
+    The lease is held by locking the run's row first: a claim by another worker waits for the
+    move's commit, or comes first and the move is not made."""
     try:
         with undone_whole():
+            if not Run.objects.filter(pk=run.pk, lease_token=token).update(
+                heartbeat_at=timezone.now()
+            ):
+                raise LeaseLost
             move()
     except DomainError as exc:
         outcome.append({"task": task.pk, "action": "none", "why": f"{exc.code}: {exc.message}"})

@@ -6,6 +6,9 @@ nothing imports this module but Celery; the runner is imported inside the task b
 
 from celery import shared_task
 from django.conf import settings
+from django.db import connection
+
+from organization.atomic import DATABASE_GONE
 
 from .apps import SWEEP_RUNS_TASK
 from .models import RUN_AGENT_TASK
@@ -26,7 +29,13 @@ def run_agent(self, run_id: int) -> str:
     from .lease import BUSY
     from .runner import run_agent as run
 
-    outcome = run(run_id)
+    try:
+        outcome = run(run_id)
+    except DATABASE_GONE as exc:
+        # The database went away (a restart, a failover): acked as failed, the run would wait
+        # for the sweep. Run it again once the database is back.
+        connection.close()
+        raise self.retry(exc=exc, countdown=min(2**self.request.retries, 60)) from exc
     if outcome == BUSY:
         # Another worker holds a live lease on this run: look again once it could have expired.
         raise self.retry(countdown=settings.RUNTIME_LEASE_SECONDS)

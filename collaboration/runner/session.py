@@ -3,7 +3,9 @@
 import logging
 import uuid
 
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import connection, transaction
+
+from organization.atomic import DATABASE_GONE, once_reconnected
 
 from ..models import CollaborationSession, SessionStatus
 from .agent import internal_error
@@ -14,9 +16,6 @@ from .modes import mode_for
 from .pool import session_ended, session_started
 
 log = logging.getLogger(__name__)
-
-# What a dropped database connection raises (psycopg's errors, as Django wraps them).
-DATABASE_GONE = (OperationalError, InterfaceError)
 
 
 def run_session(session_id) -> str:
@@ -39,8 +38,8 @@ def run_session(session_id) -> str:
         log.exception("collaboration session %s lost its database; it will resume", session_id)
         ctx.stop.set()
         heartbeat.halt()
-        connection.close()
-        CollaborationSession.objects.filter(pk=session_id, lease_token=token).update(lease_token="")
+        released = CollaborationSession.objects.filter(pk=session_id, lease_token=token)
+        once_reconnected(lambda: released.update(lease_token=""))
         raise
     except Exception as exc:
         # acks_late would otherwise ack a crashed run and leave the session "running" forever.

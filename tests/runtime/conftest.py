@@ -8,7 +8,7 @@ from organization.models import AgentRuntime, TeamRule
 from runtime.models import Run, RunStatus
 from runtime.runner import run_agent
 from tasks.rules import SYSTEM, Actor
-from tests.collaboration.conftest import fake_llm, offline, wait_for  # noqa: F401  (fixtures)
+from tests.collaboration.conftest import fake_llm, fresh_pool, offline, wait_for  # noqa: F401  (fixtures)
 from tests.factories import make_admin_user, make_agent, make_org, make_team
 
 MANAGED = AgentRuntime.MANAGED

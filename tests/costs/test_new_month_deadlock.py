@@ -1,0 +1,63 @@
+"""`new_month_wake` clears the marks of stale budgets by one UPDATE with no order (suspicion 2):
+it takes their row locks in the heap's order, not in id order, the order every budget writer
+takes them in (costs/sql.py: "ORDER BY id FOR UPDATE ... so concurrent calls never deadlock";
+metering's refusal loop marks its budgets one statement each, in id order)."""
+
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from costs.budgets import new_month_wake
+from costs.metering import current_period
+from costs.models import Budget
+from tests.collaboration.conftest import wait_for
+from tests.conftest import requires_postgres
+
+pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+LAST_MONTH = "2000-01"
+
+
+def waiting_on_a_lock() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_new_month_wake_does_not_deadlock_with_a_writer_taking_budgets_in_id_order(cast):
+    period = current_period()
+    first = Budget.objects.create(organization=cast.org, scope="agent", agent=cast.alex,
+                                  limit_usd=1, period=period, exhausted_period=LAST_MONTH)  # fmt: skip
+    second = Budget.objects.create(organization=cast.org, scope="agent", agent=cast.sarah,
+                                   limit_usd=1, period=period, exhausted_period=LAST_MONTH)  # fmt: skip
+    assert first.pk < second.pk
+    # An ordinary write of the first budget (a settle, say): its row now lies after the second's.
+    Budget.objects.filter(pk=first.pk).update(refused_period=LAST_MONTH)
+    outcome = {}
+
+    def sweep():
+        try:
+            outcome["woken"] = new_month_wake()
+        except Exception as exc:
+            outcome["raised"] = exc
+        finally:
+            connection.close()
+
+    with transaction.atomic():
+        # A writer marks its budgets in id order, one statement each (metering's refusal loop).
+        Budget.objects.filter(pk=first.pk).update(refused_period=period)
+        thread = threading.Thread(target=sweep, daemon=True)
+        thread.start()
+        wait_for(waiting_on_a_lock, timeout=10)  # the sweep holds the second, waits for the first
+        try:
+            Budget.objects.filter(pk=second.pk).update(refused_period=period)
+        except Exception as exc:
+            outcome["writer_raised"] = exc
+            raise
+        finally:
+            thread.join(timeout=30)
+    assert "raised" not in outcome and "writer_raised" not in outcome, outcome

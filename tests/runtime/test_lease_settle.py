@@ -1,0 +1,87 @@
+"""A run whose lease another worker took must not settle its tasks (suspicion 1)."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from runtime.models import Run
+from runtime.runner import run_agent
+from tasks import services
+from tests.collaboration.conftest import wait_for
+from tests.conftest import requires_postgres
+from tests.fake_llm import Reply
+
+pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def in_thread(run_id) -> threading.Thread:
+    def work():
+        try:
+            run_agent(run_id)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_run_that_lost_its_lease_does_not_block_the_tasks_of_the_run_that_took_it(cast, fake_llm):
+    """Worker A's heartbeats stopped long enough for worker B to claim the run (the token in
+    the row changed); A's model call then fails. A cannot record nor finish, but its settle
+    still blocks the task B is now working on."""
+    cast.alex.llm_provider, cast.alex.llm_model = "openai", "m"
+    cast.alex.save()
+    fake_llm.on(agent="agent-alex", replies=[Reply(status=400, hang=True)])
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    run = Run.objects.get(agent=cast.alex)
+    thread = in_thread(run.pk)
+    try:
+        wait_for(lambda: fake_llm.calls_for(agent="agent-alex"), timeout=30)
+        Run.objects.filter(pk=run.pk).update(lease_token="worker-b")  # B claimed it
+    finally:
+        fake_llm.release()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+    run.refresh_from_db()
+    assert (run.status, run.lease_token) == ("running", "worker-b")  # A could not finish it
+    task.refresh_from_db()
+    # B owns the run now: A must leave its task as it was.
+    assert task.status == "assigned", f"task {task.status} by a run that lost its lease"
+
+
+def waiting_on_a_lock() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_a_run_that_lost_its_lease_does_not_complete_the_tasks_of_the_run_that_took_it(
+    cast, fake_llm
+):
+    """The same at the answer's end: A recorded the final answer, then lost the lease before
+    its settle's move committed (held here on the task's row lock): A still completes it."""
+    from django.db import transaction
+
+    from tasks.models import Task
+
+    cast.alex.llm_provider, cast.alex.llm_model = "openai", "m"
+    cast.alex.save()
+    fake_llm.on(agent="agent-alex", replies=[Reply("A's answer")])
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    run = Run.objects.get(agent=cast.alex)
+    with transaction.atomic():
+        Task.objects.select_for_update(no_key=True).get(pk=task.pk)  # not the FK checks
+        thread = in_thread(run.pk)
+        wait_for(waiting_on_a_lock, timeout=30)  # A's settle waits for the task's row
+        Run.objects.filter(pk=run.pk).update(lease_token="worker-b")  # B claimed it meanwhile
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    run.refresh_from_db()
+    assert (run.status, run.lease_token) == ("running", "worker-b")
+    task.refresh_from_db()
+    assert task.status == "assigned", f"task {task.status} by a run that lost its lease"
