@@ -22,8 +22,7 @@ from organization.models import Organization
 from organization.prompt import system_prompt_for
 
 from .models import Contribution, Mode
-from .providers import default_provider_name
-from .runner.agent import SYNTHESIS_MAX_TOKENS, coordinator_model_for, llm_settings
+from .runner.agent import SYNTHESIS_MAX_TOKENS, llm_settings, synthesis_settings
 from .selectors import starter_may_read_prompt_of
 
 # The fixed text of our prompt templates around the task, focus and context.
@@ -40,7 +39,7 @@ def planned_calls(
         return Meter.for_agent(agent, purpose, organization_id=org.pk, session_id=session_id)
 
     base = len(spec.task.encode()) + len(json.dumps(spec.context, default=str).encode())
-    calls, answers = [], 0
+    calls, answers, coordinating = [], 0, None
     for i, agent_spec in enumerate(spec.agents):
         contribution = Contribution(agent=agent_spec.agent, config=agent_spec.config)
         provider, model, _, max_tokens = llm_settings(contribution)
@@ -50,6 +49,9 @@ def planned_calls(
             system = system_prompt_for(agent_spec.agent, include_custom=custom)
         prompt = base + len(system.encode()) + len(agent_spec.focus.encode()) + TEMPLATE_ALLOWANCE
         if spec.mode == Mode.HIERARCHICAL and i == 0:
+            # The coordinating agent plans with the coordinator's model (runner/plan.py).
+            coordinating = contribution
+            provider, model, _, max_tokens = llm_settings(contribution, coordinator=True)
             plan_tokens = max(max_tokens, SYNTHESIS_MAX_TOKENS)
             calls += 2 * [
                 Planned(meter(agent_spec.agent, UsagePurpose.PLAN), provider, model, prompt,
@@ -64,25 +66,26 @@ def planned_calls(
                     max_tokens)
         ]  # fmt: skip
         answers += max_tokens
-    config = spec.coordinator_config or {}
-    provider = config.get("provider") or default_provider_name()
-    model = config.get("model") or coordinator_model_for(provider)
+    provider, model, _, max_tokens = synthesis_settings(spec.coordinator_config or {}, coordinating)
     calls.append(
         Planned(
             meter(None, UsagePurpose.SYNTHESIS), provider, model,
-            base + answers + TEMPLATE_ALLOWANCE, config.get("max_tokens") or SYNTHESIS_MAX_TOKENS,
+            base + answers + TEMPLATE_ALLOWANCE, max_tokens,
         )
     )  # fmt: skip
     return calls
 
 
 def estimate(
-    spec, org: Organization, *, starter_agent_id: int | None, max_cost_usd: Decimal | None = None
-) -> dict:
+    spec, org: Organization, *, starter_agent_id: int | None, max_cost_usd: Decimal | None = None,
+    viewer=None,
+) -> dict:  # fmt: skip
     """`{estimated_cost_usd, estimated_tokens, budgets: [...]}`; each budget with what it has
-    left and whether the estimate fits (max_cost_usd counts as the session's own budget)."""
+    left and whether the estimate fits (max_cost_usd counts as the session's own budget), as
+    the agent `viewer` may read them (costs.budgets.fit; None: a human, who reads them all)."""
     return fit(
         org.pk,
         planned_calls(spec, org, starter_agent_id=starter_agent_id),
         extra_limit=max_cost_usd,
+        viewer=viewer,
     )

@@ -240,7 +240,9 @@ class EstimateBudgetSerializer(serializers.Serializer):
     scope = serializers.CharField()
     subject = serializers.CharField()
     estimated_cost_usd = UsdField()
-    remaining_usd = UsdField()
+    remaining_usd = UsdField(
+        allow_null=True, help_text="Null for an agent when the budget does not cover its own calls."
+    )
     fits = serializers.BooleanField()
 
 

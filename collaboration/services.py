@@ -334,8 +334,9 @@ def session_estimate(*, caller: Caller, payload) -> dict:
     spec = validate_start(payload, org=caller.organization)
     check_tool_grants(caller, spec)
     return estimate(
-        spec, caller.organization, starter_agent_id=caller.agent_id, max_cost_usd=spec.max_cost_usd
-    )
+        spec, caller.organization, starter_agent_id=caller.agent_id,
+        max_cost_usd=spec.max_cost_usd, viewer=caller.agent,
+    )  # fmt: skip
 
 
 def check_start_rate(org: Organization) -> None:
@@ -391,6 +392,7 @@ def session_create(*, caller: Caller, payload) -> CollaborationSession:
             caller.organization,
             starter_agent_id=caller.agent_id,
             max_cost_usd=spec.max_cost_usd,
+            viewer=caller.agent,
         )
     )
     session = CollaborationSession.objects.create(

@@ -93,7 +93,8 @@ def after_spending(budget: Budget) -> None:
     period, limit = budget.period, budget.limit_usd
     if budget.spent_usd >= limit > 0 or (limit == 0 and budget.spent_usd > 0):
         raise_exhausted(budget, period)
-    elif budget.spent_usd >= limit * WARNING_SHARE and budget.warned_period != period:
+    elif 0 < limit * WARNING_SHARE <= budget.spent_usd and budget.warned_period != period:
+        # (A $0 limit has no 80 %: nothing spent on it is nothing to warn of.)
         _raise(
             budget, AlertKind.WARNING, period,
             f"The {budget.scope} budget of {budget.subject} is at "

@@ -238,9 +238,19 @@ class Planned:
     max_tokens: int
 
 
-def fit(organization_id: int, calls: list[Planned], extra_limit: Decimal | None = None) -> dict:
+HIDDEN_SUBJECT = "a budget that does not cover your own calls"
+
+
+def fit(
+    organization_id: int, calls: list[Planned], extra_limit: Decimal | None = None,
+    viewer: Agent | None = None,
+) -> dict:  # fmt: skip
     """What `calls` could cost at worst, against each budget that would cover one of them (and
-    `extra_limit`, a new collaboration's own max_cost_usd). Unpriced calls count 0 and are named."""
+    `extra_limit`, a new collaboration's own max_cost_usd). Unpriced calls count 0 and are named.
+
+    For an agent (`viewer`), a budget it may not read (one not covering its own calls, as on
+    /api/budgets: a colleague's, another team's) shows whether the calls fit, not what it is nor
+    what it has left."""
     total, tokens, unpriced = ZERO, 0, set()
     per_budget: dict[int, Decimal] = {}
     budgets: dict[int, Budget] = {}
@@ -255,14 +265,20 @@ def fit(organization_id: int, calls: list[Planned], extra_limit: Decimal | None 
         for budget in Budget.objects.filter(call.meter.covering()).select_related("team", "agent"):
             budgets.setdefault(budget.pk, current_view(budget))
             per_budget[budget.pk] = per_budget.get(budget.pk, ZERO) + worst
-    rows = [
-        {
+    readable = set(budgets)
+    if viewer is not None and budgets:
+        own = Budget.objects.filter(Meter.for_agent(viewer, "run").covering(), pk__in=budgets)
+        readable = set(own.values_list("pk", flat=True))
+    rows = []
+    for pk, amount in sorted(per_budget.items()):
+        row = {
             "id": pk, "scope": budgets[pk].scope, "subject": budgets[pk].subject,
             "estimated_cost_usd": amount, "remaining_usd": max(remaining(budgets[pk]), ZERO),
             "fits": amount <= remaining(budgets[pk]),
-        }
-        for pk, amount in sorted(per_budget.items())
-    ]  # fmt: skip
+        }  # fmt: skip
+        if pk not in readable:
+            row.update(id=None, subject=HIDDEN_SUBJECT, remaining_usd=None)
+        rows.append(row)
     if extra_limit is not None:
         rows.append({
             "id": None, "scope": BudgetScope.COLLABORATION, "subject": "max_cost_usd",
@@ -280,6 +296,11 @@ def fit(organization_id: int, calls: list[Planned], extra_limit: Decimal | None 
 def check_fits(estimate: dict) -> None:
     """409 `budget_exhausted` naming the first budget the estimate does not fit."""
     for row in estimate["budgets"]:
+        if not row["fits"] and row["remaining_usd"] is None:
+            raise BudgetExhausted(
+                f"This collaboration could cost up to ${row['estimated_cost_usd']:.6f}, more "
+                f"than {HIDDEN_SUBJECT} (a {row['scope']} budget) has left."
+            )
         if not row["fits"]:
             raise BudgetExhausted(
                 f"This collaboration could cost up to ${row['estimated_cost_usd']:.6f}; the "

@@ -127,11 +127,18 @@ def remaining(budget: Budget) -> Decimal:
     return budget.limit_usd - budget.spent_usd - budget.reserved_usd
 
 
-def bounded_tokens(tokens: int, what: str = "tokens") -> int:
+def bounded_tokens(tokens: int, what: str = "tokens", *, unknown=lambda: 0) -> int:
     """A token count a provider reported, as the ledger books it: from 0 to MAX_CALL_TOKENS.
     A provider (any OpenAI-compatible server can be one) that claims more than any call can use
-    would otherwise overflow the ledger's integer columns and lose the row."""
-    tokens = int(tokens or 0)
+    would otherwise overflow the ledger's integer columns and lose the row; one that claims no
+    number at all (NaN, infinity, a word) is booked at `unknown()` (the caller's bound of the
+    call), not at nothing, and its answer kept."""
+    try:
+        tokens = int(tokens or 0)
+    except (TypeError, ValueError, OverflowError):
+        fallback = min(unknown(), MAX_CALL_TOKENS)
+        log.warning("a provider reported %r %s: booked as %s", tokens, what, fallback)
+        return fallback
     if 0 <= tokens <= MAX_CALL_TOKENS:
         return tokens
     log.warning("a provider reported %s %s: booked as %s", tokens, what, MAX_CALL_TOKENS)
@@ -333,10 +340,7 @@ def settle(
         "error": error[:2000],
     }
     if ticket.record_id is None:
-        return insert_new(UsageRecord(
-            **_row(ticket.meter, ticket.provider, ticket.model, price), **usage,
-            state=UsageState.RECORDED, settled_at=timezone.now(),
-        ))  # fmt: skip
+        return _book_unheld(ticket, price, usage, cost)
     if cost is not None and ticket.worst_usd is not None and cost > ticket.worst_usd:
         log.error(
             "%s/%s cost $%s, above its reserved worst case $%s",
@@ -349,6 +353,26 @@ def settle(
         _book(ticket.record_id, ticket.budget_ids, ticket.worst_usd, cost or ZERO, usage,
               UsageState.RECORDED, _row(ticket.meter, ticket.provider, ticket.model, price))  # fmt: skip
     return None
+
+
+def _book_unheld(ticket: Ticket, price: Price, usage: dict, cost: Decimal | None) -> UsageRecord:
+    """A call no budget held (none covered it when it began): its row, and — when it cost
+    something — the budgets covering it now, set while it ran, which would otherwise never see
+    it (it was under way, so no reservation of theirs counted it either)."""
+    record = UsageRecord(
+        **_row(ticket.meter, ticket.provider, ticket.model, price), **usage,
+        state=UsageState.RECORDED, settled_at=timezone.now(),
+    )  # fmt: skip
+    covering = Budget.objects.filter(ticket.meter.covering())
+    if not cost or not covering.exists():  # one read, not a transaction, for most calls
+        return insert_new(record)
+    with transaction.atomic():
+        budgets = list(covering.select_for_update().order_by("pk"))
+        record.budget_ids = [b.pk for b in budgets]
+        insert_new(record)
+        if budgets:
+            _spend(budgets, held=ZERO, cost=cost)
+    return record
 
 
 def _book(

@@ -76,7 +76,9 @@ settled AS (
     SET state = %(state)s, prompt_tokens = %(prompt)s, completion_tokens = %(completion)s,
         cost_usd = %(cost)s, input_usd_per_mtok = %(input_rate)s,
         output_usd_per_mtok = %(output_rate)s, error = %(error)s, settled_at = now()
-    WHERE id = %(record)s AND state = 'reserved'
+    -- The budgets are locked first, as every writer of them and the ledger locks (the sweep's
+    -- booking included): only referenced here is `locked` run before this row is updated.
+    WHERE id = %(record)s AND state = 'reserved' AND (SELECT count(*) FROM locked) >= 0
     RETURNING id
 ),
 booked AS (

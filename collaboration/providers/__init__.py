@@ -117,8 +117,12 @@ def _complete(provider: str, request: LLMRequest) -> LLMReply:
     reply.model = reply.model or request.model
     # What a server claims is not trusted either: the sessions' and runs' token columns (and the
     # ledger's) take the counts as the ledger books them.
-    reply.prompt_tokens = metering.bounded_tokens(reply.prompt_tokens, "prompt tokens")
-    reply.completion_tokens = metering.bounded_tokens(reply.completion_tokens, "completion tokens")
+    reply.prompt_tokens = metering.bounded_tokens(
+        reply.prompt_tokens, "prompt tokens", unknown=lambda: prompt_bound(request)
+    )
+    reply.completion_tokens = metering.bounded_tokens(
+        reply.completion_tokens, "completion tokens", unknown=lambda: request.max_tokens
+    )
     return reply.storable()
 
 

@@ -213,6 +213,21 @@ def llm_settings(
     return provider, model, temperature, max_tokens or DEFAULT_MAX_TOKENS
 
 
+def synthesis_settings(
+    config: dict, coordinating: Contribution | None
+) -> tuple[str, str, float | None, int]:
+    """The synthesis call's provider, model, temperature and max tokens: the session's
+    coordinator_config, else (hierarchical) the coordinating agent's, else the defaults. The
+    run and the up-front estimate (collaboration/estimate.py) both read them here."""
+    if not config and coordinating is not None:
+        provider, model, temperature, max_tokens = llm_settings(coordinating, coordinator=True)
+        return provider, model, temperature, max(max_tokens, SYNTHESIS_MAX_TOKENS)
+    provider = config.get("provider") or providers.default_provider_name()
+    model = config.get("model") or coordinator_model_for(provider)
+    temperature = config.get("temperature", settings.COLLAB_COORDINATOR_TEMPERATURE)
+    return provider, model, temperature, config.get("max_tokens") or SYNTHESIS_MAX_TOKENS
+
+
 def system_prompt(session: CollaborationSession, contribution: Contribution) -> str:
     """An org agent's prompt (its custom prompt if the starter may read it + organizational
     context); an ad-hoc one's config."""

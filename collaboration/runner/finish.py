@@ -8,17 +8,16 @@ coordinator are counted in the session's token budget.
 import time
 from functools import partial
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .. import events, providers
+from .. import events
 from ..models import COORDINATOR_ROLE, CollaborationSession, ContributionStatus, SessionStatus
 from ..providers import LLMRequest
 from ..synthesis import strategy_for
 from ..synthesis.base import Ballot, answers_of
 from ..synthesis.consensus import consensus_of
-from .agent import SYNTHESIS_MAX_TOKENS, call, coordinator_model_for, llm_settings
+from .agent import call, synthesis_settings
 from .context import RunContext
 from .modes import mode_for
 
@@ -27,13 +26,7 @@ def _coordinator_settings(session: CollaborationSession) -> tuple[str, str, floa
     """coordinator_config, else (hierarchical) the coordinating agent's settings, else defaults."""
     config = session.coordinator_config or {}
     coordinating = None if config else mode_for(session.mode).coordinator_of(session)
-    if coordinating is not None:
-        provider, model, temperature, max_tokens = llm_settings(coordinating, coordinator=True)
-        return provider, model, temperature, max(max_tokens, SYNTHESIS_MAX_TOKENS)
-    provider = config.get("provider") or providers.default_provider_name()
-    model = config.get("model") or coordinator_model_for(provider)
-    temperature = config.get("temperature", settings.COLLAB_COORDINATOR_TEMPERATURE)
-    return provider, model, temperature, config.get("max_tokens") or SYNTHESIS_MAX_TOKENS
+    return synthesis_settings(config, coordinating)
 
 
 def _coordinator_call(ctx: RunContext, purpose: str, prompt: str, hints: dict) -> str:
