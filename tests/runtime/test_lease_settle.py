@@ -3,7 +3,7 @@
 import threading
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from runtime.models import Run
 from runtime.runner import run_agent
@@ -63,23 +63,26 @@ def waiting_on_a_lock() -> int:
 def test_a_run_that_lost_its_lease_does_not_complete_the_tasks_of_the_run_that_took_it(
     cast, fake_llm
 ):
-    """The same at the answer's end: A recorded the final answer, then lost the lease before
-    its settle's move committed (held here on the task's row lock): A still completes it."""
-    from django.db import transaction
-
-    from tasks.models import Task
-
+    """The same at the answer's end: worker B claims the run (its row locked by the claim until
+    it commits) as A gets its final answer; A's writes wait for the claim, then find the run
+    is not theirs any more: A neither records, nor finishes, nor completes the task. (This held
+    before the settle's own check too — the answer's record stops A first; the test guards the
+    order. The settle's check is the first test's: A's failure is settled with no record.)"""
     cast.alex.llm_provider, cast.alex.llm_model = "openai", "m"
     cast.alex.save()
-    fake_llm.on(agent="agent-alex", replies=[Reply("A's answer")])
+    fake_llm.on(agent="agent-alex", replies=[Reply("A's answer", hang=True)])
     task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
     run = Run.objects.get(agent=cast.alex)
-    with transaction.atomic():
-        Task.objects.select_for_update(no_key=True).get(pk=task.pk)  # not the FK checks
-        thread = in_thread(run.pk)
-        wait_for(waiting_on_a_lock, timeout=30)  # A's settle waits for the task's row
-        Run.objects.filter(pk=run.pk).update(lease_token="worker-b")  # B claimed it meanwhile
-    thread.join(timeout=30)
+    thread = in_thread(run.pk)
+    try:
+        wait_for(lambda: fake_llm.calls_for(agent="agent-alex"), timeout=30)  # A's model call
+        with transaction.atomic():
+            Run.objects.filter(pk=run.pk).update(lease_token="worker-b")  # B's claim, uncommitted
+            fake_llm.release()  # A has its answer
+            wait_for(waiting_on_a_lock, timeout=30)  # A's next write waits for the run's row
+    finally:
+        fake_llm.release()
+        thread.join(timeout=30)
     assert not thread.is_alive()
     run.refresh_from_db()
     assert (run.status, run.lease_token) == ("running", "worker-b")
