@@ -3,8 +3,16 @@ import re
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models.signals import post_migrate
 
-from organization.schedules import check_visibility_outlasts
+from organization.schedules import check_visibility_outlasts, periodic_seeder
+
+SESSION_SWEEP_NAME = "Resume lost collaboration sessions"
+
+ensure_session_sweep_schedule = periodic_seeder(
+    name=SESSION_SWEEP_NAME, task="collaboration.sweep_sessions",
+    interval_setting="COLLAB_SWEEP_INTERVAL",
+)  # fmt: skip
 
 
 def check_visibility_timeout() -> None:
@@ -47,4 +55,5 @@ class CollaborationConfig(AppConfig):
     def ready(self) -> None:
         check_visibility_timeout()
         check_settings()
+        post_migrate.connect(ensure_session_sweep_schedule, sender=self)
         from . import tools  # noqa: F401  (registers start_collaboration / get_collaboration)

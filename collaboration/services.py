@@ -5,6 +5,7 @@ which validates the seed-004 contract in one place and queues the run on a Celer
 """
 
 import json
+import logging
 import math
 import re
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from costs.budgets import check_fits, parse_usd
@@ -36,6 +38,8 @@ from .models import (
 from .providers import PROVIDERS
 from .runner.finish import session_finish_cancelled
 from .tasks import run_collaboration as _run_collaboration_task
+
+log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,99}$")
 TOP_LEVEL_FIELDS = {
@@ -400,6 +404,7 @@ def session_create(*, caller: Caller, payload) -> CollaborationSession:
         created_by_agent=caller.agent,
         created_by_user=caller.user if caller.user is not None and caller.agent is None else None,
         created_by=caller.label,
+        dispatched_at=timezone.now(),
         task=spec.task,
         mode=spec.mode,
         synthesis=spec.synthesis,
@@ -433,6 +438,33 @@ def session_create(*, caller: Caller, payload) -> CollaborationSession:
     # Through the outbox: the session is accepted (202) even while the broker is away.
     outbox.enqueue(_run_collaboration_task.name, str(session.id))
     return session
+
+
+SWEEP_BATCH = 500
+
+
+def sweep_sessions() -> list:
+    """Send again the sessions a worker lost (beat, every COLLAB_SWEEP_SECONDS): running with a
+    heartbeat older than the lease (the worker died; a broker without re-delivery forgot its
+    message), or queued and not sent for as long (a message lost before a worker took it). A
+    second delivery of a live session backs off at its lease and resumes a dead one, so sending
+    again is always safe; each is sent at most once a lease. Returns the ids sent."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.COLLAB_LEASE_SECONDS)
+    running = [SessionStatus.RUNNING, SessionStatus.SYNTHESIZING]
+    lost = CollaborationSession.objects.filter(
+        Q(status__in=running, heartbeat_at__lt=stale)
+        | Q(status=SessionStatus.QUEUED, created_at__lt=stale),
+        Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=stale),
+    )
+    with transaction.atomic():
+        ids = list(lost.order_by("pk").select_for_update(skip_locked=True)
+                   .values_list("pk", flat=True)[:SWEEP_BATCH])  # fmt: skip
+        CollaborationSession.objects.filter(pk__in=ids).update(dispatched_at=now)
+        outbox.enqueue_many(_run_collaboration_task.name, [[str(pk)] for pk in ids])
+    if ids:
+        log.warning("collaboration sweep sent again %d lost session(s): %s", len(ids), ids)
+    return ids
 
 
 def can_manage(caller: Caller, session: CollaborationSession) -> bool:

@@ -46,3 +46,10 @@ def run_collaboration(self, session_id: str) -> str:
         # Another worker holds a live lease on this session: look again once it could have expired.
         raise self.retry(countdown=settings.COLLAB_LEASE_SECONDS)
     return outcome
+
+
+@shared_task(name="collaboration.sweep_sessions")
+def sweep_sessions() -> list:
+    from .services import sweep_sessions as sweep
+
+    return [str(pk) for pk in sweep()]

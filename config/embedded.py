@@ -89,6 +89,9 @@ def child_env(var: Path, port: int) -> dict:
     # The server listens on 127.0.0.1 only; a local webhook receiver is the usual demo (issue 8 §2
     # lets `make run` lift the private-address rule). Both can be overridden from the environment.
     env.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
+    # One server process: the throttle's counters live in its memory (no Redis here), and SQLite
+    # takes one writer at a time anyway.
+    env.setdefault("WEB_WORKERS", "1")
     env.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
     return env
 
@@ -152,6 +155,17 @@ class Child:
             except ProcessLookupError:
                 pass
 
+    def kill(self) -> None:
+        """SIGKILL the child's whole process group (its own session): the server's workers
+        too, which would otherwise outlive it, still serving on the port."""
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+
 
 def setup(env: dict) -> bool:
     """Database, static files, the demo and the admin user: output to this terminal."""
@@ -182,8 +196,12 @@ def write_state(var: Path, port: int, children: list[Child]) -> None:
 
 
 def main() -> int:
+    # var/ holds the database (webhook secrets, admin sessions), the logs and the broker's
+    # messages: this user's alone, the children's files too (they inherit the umask).
+    os.umask(0o077)
     var = var_dir()
     var.mkdir(parents=True, exist_ok=True)
+    var.chmod(0o700)
     try:
         port = int(os.environ.get("PORT") or 8000)
     except ValueError:
@@ -244,8 +262,7 @@ def main() -> int:
     for child in children:
         if child.alive():
             say(f"the {child.name} did not stop in time: killed")
-            child.signal(signal.SIGKILL)
-            child.process.wait()
+        child.kill()  # its group, even once it is gone: what it started may still run
     (var / "run.json").unlink(missing_ok=True)
     say("stopped.")
     return 0

@@ -242,7 +242,14 @@ if os.environ.get("TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # SQLite serialises writers; a busy timeout lets the worker and the server share the file.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # A transaction takes the write lock as it begins (IMMEDIATE): one that read first and then
+    # wrote could not upgrade its lock while another process wrote, and failed at once ("database
+    # is locked") without waiting. WAL lets readers go on while one writes.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        timeout=20,
+        transaction_mode="IMMEDIATE",
+        init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -455,6 +462,9 @@ TASKS_WEBHOOK_TIMEOUT_SECONDS = env_float("TASKS_WEBHOOK_TIMEOUT_SECONDS", 5.0)
 WEBHOOK_ALLOW_PRIVATE_NETWORKS = env_bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS")
 # A re-delivered session task backs off while another worker's heartbeat is younger than this.
 COLLAB_LEASE_SECONDS = env_float("COLLAB_LEASE_SECONDS", 30.0)
+# How often beat sends again the sessions a worker lost (a broker without re-delivery, such as
+# the embedded filesystem one, forgets a message its worker took and died with).
+COLLAB_SWEEP_INTERVAL = timedelta(seconds=env_int("COLLAB_SWEEP_SECONDS", 60, minimum=1))
 # A worker's agent threads close their database connections this long after its last session
 # ends (0: at once; the test suite uses 0 so that its database can be dropped).
 COLLAB_IDLE_CLOSE_SECONDS = env_float("COLLAB_IDLE_CLOSE_SECONDS", 30.0)

@@ -5,6 +5,7 @@ Every error answers `{"success": false, "error": "<sentence>", "code": "<machine
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import OperationalError
 from django.http import Http404, JsonResponse
 from django.views import defaults
 from rest_framework import exceptions, status
@@ -96,6 +97,11 @@ def _error_response(exc, context):
     # Imported here: rest_framework.views loads the API settings, which import this module.
     from rest_framework.views import exception_handler as drf_exception_handler
 
+    if isinstance(exc, OperationalError) and "database is locked" in str(exc):
+        # SQLite (the embedded default) under more writers than its busy timeout waits for:
+        # the caller may simply try again.
+        body = error_body("The database is busy; try again in a moment.", "database_busy")
+        return Response(body, status=503, headers={"Retry-After": "1"})
     if isinstance(exc, DomainError):
         headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimited) else None
         return Response(error_body(exc.message, exc.code), status=exc.status, headers=headers)

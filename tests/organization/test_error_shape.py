@@ -3,8 +3,10 @@ limit and an unexpected failure answer {"success": false, "error", "code"}, neve
 HTML page; paths outside /api/ (the admin) keep Django's pages."""
 
 import pytest
+from django.db import OperationalError
 from django.test import Client, override_settings
 from django.urls import path
+from rest_framework.decorators import api_view, authentication_classes, permission_classes
 
 from config.urls import urlpatterns as real_urlpatterns
 from tests.conftest import agent_of
@@ -17,8 +19,16 @@ def boom(request):
     raise RuntimeError("secret detail")
 
 
+@api_view(["GET"])
+@authentication_classes([])
+@permission_classes([])
+def busy(request):
+    raise OperationalError("database is locked")  # SQLite past its busy timeout
+
+
 # A URL conf with one view that fails, under /api/ and outside it.
-urlpatterns = [path("api/boom", boom), path("boom", boom), *real_urlpatterns]
+urlpatterns = [path("api/boom", boom), path("boom", boom), path("api/busy", busy),
+               *real_urlpatterns]  # fmt: skip
 handler400 = "organization.errors.bad_request"
 handler404 = "organization.errors.page_not_found"
 handler500 = "organization.errors.server_error"
@@ -84,3 +94,10 @@ def test_an_unexpected_failure_outside_the_api_keeps_django_s_html_500():
     response = Client(raise_request_exception=False).get("/boom")
     assert response.status_code == 500
     assert response["Content-Type"].startswith("text/html")
+
+
+@override_settings(ROOT_URLCONF=__name__)
+def test_a_database_busy_past_its_timeout_is_a_503_to_try_again():
+    response = Client(raise_request_exception=False).get("/api/busy")
+    assert_error(response, 503, "database_busy")
+    assert response["Retry-After"] == "1"
