@@ -112,8 +112,8 @@ class CollaborationSession(models.Model):
     # finds a fresh heartbeat of another run backs off instead of running the session twice.
     lease_token = models.CharField(max_length=36, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    # When its run task was last sent (at start, then by the sweep): the sweep sends again only
-    # a session lost for a lease since, not every session still waiting in a long queue.
+    # When its run task was last sent (at start, then by the sweep): the sweep sends a session
+    # again at most once a lease (one waiting in a long queue too: a copy backs off at its lease).
     dispatched_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)

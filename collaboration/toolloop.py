@@ -310,12 +310,13 @@ class _Loop:
                     return
                 break
             except OperationalError as exc:
-                if not (read_only or undone_for_sure(exc)):
-                    log.warning("tool %s for %s: the database connection was lost; outcome unknown",
-                                call.name, self.caller.label, exc_info=True)  # fmt: skip
-                    connection.close()  # broken: the record below takes a new one
-                    turn.update(_interrupted(call.name))
-                    break
+                if not undone_for_sure(exc):
+                    connection.close()  # broken: what follows takes a new one
+                    if not self.may_run_again(call.name, read_only=True):
+                        log.warning("tool %s for %s: the database connection was lost; outcome "
+                                    "unknown", call.name, self.caller.label, exc_info=True)  # fmt: skip
+                        turn.update(_interrupted(call.name))
+                        break
                 log.warning("tool %s for %s: transient database error (attempt %d)",
                             call.name, self.caller.label, attempt + 1, exc_info=True)  # fmt: skip
                 time.sleep(TRANSIENT_BACKOFF * 2**attempt)

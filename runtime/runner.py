@@ -310,15 +310,16 @@ def _safely(run: Run, token: str, outcome: list, task: Task, move, action: str) 
     otherwise: the run that took it over settles the tasks); a refusal (someone moved the task
     meanwhile) is noted, not raised.
 
-    The lease is held by locking the run's row first: a claim by another worker waits for the
-    move's commit, or comes first and the move is not made."""
+    The lease is checked after the move, in its transaction, by locking the run's row last (a
+    move locks its task, then agents; deleting the agent locks the run after those too): a claim
+    by another worker waits for the move's commit, or came first and the move is undone."""
     try:
         with undone_whole():
+            move()
             if not Run.objects.filter(pk=run.pk, lease_token=token).update(
                 heartbeat_at=timezone.now()
             ):
                 raise LeaseLost
-            move()
     except DomainError as exc:
         outcome.append({"task": task.pk, "action": "none", "why": f"{exc.code}: {exc.message}"})
     else:

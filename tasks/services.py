@@ -552,6 +552,10 @@ def agent_work_escalate(*, agent: Agent, actor: Actor, reason: str) -> list[Task
     return [task_escalate(task=Task(pk=pk), actor=actor, reason=reason) for pk in ids]
 
 
+# Every foreign key from a task to an agent: an agent's deletion clears them all.
+AGENT_POINTERS = [f.name for f in Task._meta.concrete_fields if f.related_model is Agent]
+
+
 def escalate_work_of_leaving_agent(*, agent: Agent, caller, **kwargs) -> list[Task]:
     """`organization.services.agent_leaving`'s receiver (tasks/apps.py connects it).
 
@@ -562,7 +566,9 @@ def escalate_work_of_leaving_agent(*, agent: Agent, caller, **kwargs) -> list[Ta
     moved = agent_work_escalate(
         agent=agent, actor=Actor.of(caller), reason=f"{agent.handle} was deleted."
     )
-    pointing = Q(assignee=agent) | Q(queued_for=agent) | Q(created_by_agent=agent)
+    pointing = Q()
+    for name in AGENT_POINTERS:  # holder, expert waited for, who queued it, creator …
+        pointing |= Q(**{name: agent})
     locked = Task.objects.filter(pointing).order_by("pk").select_for_update(of=("self",))
     list(locked.values_list("pk", flat=True))
     return moved

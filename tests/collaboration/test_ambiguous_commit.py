@@ -66,3 +66,22 @@ def test_only_a_transaction_the_database_undid_itself_is_tried_again(state, undo
     with pytest.raises(OperationalError) as raised, connection.cursor() as cursor:
         cursor.execute(f"DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = '{state}'; END $$")
     assert undone_for_sure(raised.value) is undone
+
+
+def test_a_read_only_call_whose_connection_was_lost_is_simply_made_again(acme, fake_llm, via_proxy):
+    """A specialist's loop (no atomic record) runs each call in a transaction of its own: a
+    read-only one lost at its COMMIT changed nothing, so it is made again, not `interrupted`."""
+    fake_llm.on(agent="sarah", replies=[
+        Reply(tool_calls=[ToolUse("get_organization_roster", {}, id="r")]),
+        Reply("done"),
+    ])  # fmt: skip
+    sarah = caller_for_agent(agent_of(acme, "agent-sarah"))
+    request = LLMRequest(system="You are Sarah.", prompt="Who is here?", model="fake-model",
+                         label="sarah")  # fmt: skip
+    via_proxy.armed.set()  # the next COMMIT is lost on its way back
+    result = run_tool_loop(sarah, provider="openai", request=request,
+                           tool_names=["get_organization_roster"], max_turns=3,
+                           atomic_record=False, on_turn=lambda turn: None)  # fmt: skip
+    assert via_proxy.dropped.is_set()
+    (call,) = [t for t in result.turns if t["kind"] == "tool_call"]
+    assert call["status"] == "ok", call
