@@ -14,7 +14,6 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from costs.budgets import check_fits, parse_usd
@@ -438,33 +437,6 @@ def session_create(*, caller: Caller, payload) -> CollaborationSession:
     # Through the outbox: the session is accepted (202) even while the broker is away.
     outbox.enqueue(_run_collaboration_task.name, str(session.id))
     return session
-
-
-SWEEP_BATCH = 500
-
-
-def sweep_sessions() -> list:
-    """Send again the sessions a worker lost (beat, every COLLAB_SWEEP_SECONDS): running with a
-    heartbeat older than the lease (the worker died; a broker without re-delivery forgot its
-    message), or queued and not sent for as long (a message lost before a worker took it). A
-    second delivery of a live session backs off at its lease and resumes a dead one, so sending
-    again is always safe; each is sent at most once a lease. Returns the ids sent."""
-    now = timezone.now()
-    stale = now - timedelta(seconds=settings.COLLAB_LEASE_SECONDS)
-    running = [SessionStatus.RUNNING, SessionStatus.SYNTHESIZING]
-    lost = CollaborationSession.objects.filter(
-        Q(status__in=running, heartbeat_at__lt=stale)
-        | Q(status=SessionStatus.QUEUED, created_at__lt=stale),
-        Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=stale),
-    )
-    with transaction.atomic():
-        ids = list(lost.order_by("pk").select_for_update(skip_locked=True)
-                   .values_list("pk", flat=True)[:SWEEP_BATCH])  # fmt: skip
-        CollaborationSession.objects.filter(pk__in=ids).update(dispatched_at=now)
-        outbox.enqueue_many(_run_collaboration_task.name, [[str(pk)] for pk in ids])
-    if ids:
-        log.warning("collaboration sweep sent again %d lost session(s): %s", len(ids), ids)
-    return ids
 
 
 def can_manage(caller: Caller, session: CollaborationSession) -> bool:

@@ -50,6 +50,6 @@ def run_collaboration(self, session_id: str) -> str:
 
 @shared_task(name="collaboration.sweep_sessions")
 def sweep_sessions() -> list:
-    from .services import sweep_sessions as sweep
+    from .sweep import sweep_sessions as sweep
 
     return [str(pk) for pk in sweep()]

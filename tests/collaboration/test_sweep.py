@@ -11,7 +11,9 @@ from django.utils import timezone
 from collaboration import runner
 from collaboration.apps import SESSION_SWEEP_NAME, ensure_session_sweep_schedule
 from collaboration.models import CollaborationSession
-from collaboration.services import session_create, sweep_sessions
+from collaboration.services import session_create
+from collaboration.sweep import RUN_SESSION_TASK, sweep_sessions
+from collaboration.tasks import run_collaboration
 from organization.models import OutboxMessage
 from tests.collaboration.conftest import human, specialists
 
@@ -71,4 +73,5 @@ def test_the_sweeps_beat_schedule_is_seeded_once(db, settings):
     ensure_session_sweep_schedule()
     task = PeriodicTask.objects.get(name=SESSION_SWEEP_NAME)
     assert task.task == "collaboration.sweep_sessions"
+    assert run_collaboration.name == RUN_TASK == RUN_SESSION_TASK  # what the sweep queues
     assert task.interval.every == int(settings.COLLAB_SWEEP_INTERVAL.total_seconds())
