@@ -5,7 +5,6 @@ which validates the seed-004 contract in one place and queues the run on a Celer
 """
 
 import json
-import logging
 import math
 import re
 from dataclasses import dataclass, field
@@ -37,8 +36,6 @@ from .models import (
 from .providers import PROVIDERS
 from .runner.finish import session_finish_cancelled
 from .tasks import run_collaboration as _run_collaboration_task
-
-log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,99}$")
 TOP_LEVEL_FIELDS = {
