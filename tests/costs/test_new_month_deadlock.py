@@ -58,6 +58,7 @@ def test_new_month_wake_does_not_deadlock_with_a_writer_taking_budgets_in_id_ord
         except Exception as exc:
             outcome["writer_raised"] = exc
             raise
-        finally:
-            thread.join(timeout=30)
+    thread.join(timeout=30)  # the sweep goes on once the writer has committed
+    assert not thread.is_alive()
     assert "raised" not in outcome and "writer_raised" not in outcome, outcome
+    assert outcome["woken"] == 1
