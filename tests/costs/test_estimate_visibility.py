@@ -14,8 +14,8 @@ pytestmark = pytest.mark.django_db
 
 def test_an_agents_estimate_does_not_show_a_colleagues_agent_budget(client, cast, fake_llm):
     """GET /api/budgets shows an agent only the budgets covering its own calls (Morgan's budget
-    is not Alex's to read); the estimate of a session naming Morgan shows it, with its limit's
-    remainder, to Alex."""
+    is not Alex's to read); so does the estimate of a session naming Morgan: whether it fits,
+    not what it is nor what it has left."""
     admin = caller_for_member(make_admin_user(cast.org), cast.org)
     secret, _ = budget_set(caller=admin, scope="agent", agent="agent-morgan", limit_usd="7.123456")
     listed = client.get("/api/budgets", **auth(cast.alex_key))

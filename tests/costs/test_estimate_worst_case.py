@@ -51,8 +51,8 @@ def estimate_then_run(client, cast, body):
 def test_the_estimate_prices_a_hierarchical_plan_with_the_coordinator_model(
     client, cast, fake_llm, settings
 ):
-    """The run's plan call uses COLLAB_COORDINATOR_MODEL (llm_settings(..., coordinator=True));
-    the estimate prices the plan with LLM_MODEL (llm_settings(contribution))."""
+    """The run's plan call uses COLLAB_COORDINATOR_MODEL (llm_settings(..., coordinator=True)),
+    and so does the estimate's price of it (it priced LLM_MODEL)."""
     settings.LLM_PRICES = {"openai/fake-model": FAKE_PRICE, "openai/pricey-model": PRICEY}
     settings.COLLAB_COORDINATOR_MODEL = "pricey-model"
     body = {
@@ -71,7 +71,8 @@ def test_the_estimate_prices_a_hierarchical_synthesis_with_the_coordinating_agen
     client, cast, fake_llm, settings
 ):
     """With no coordinator_config, a hierarchical synthesis runs with the coordinating agent's
-    settings (runner/finish._coordinator_settings); the estimate prices it with the defaults."""
+    settings (runner.agent.synthesis_settings), and the estimate prices it so (it priced the
+    defaults)."""
     settings.LLM_PRICES = {"openai/fake-model": FAKE_PRICE, "openai/pricey-model": PRICEY}
     cast.alex.llm_model = "pricey-model"
     cast.alex.save(update_fields=["llm_model"])

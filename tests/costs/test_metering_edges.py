@@ -23,7 +23,7 @@ def path(request, monkeypatch):
 def test_a_call_under_way_when_a_budget_is_set_is_counted_by_it(cast, path):
     """No budget when the call starts (nothing reserved, its row written at settle); the
     organization's budget is set while the model answers. The call is paid this month, in this
-    organization: the budget never sees it (spent 0 while the ledger holds $0.003)."""
+    organization: the budget counts it (it stayed at 0 while the ledger held $0.003)."""
     ticket = reserve(
         Meter.for_agent(cast.alex, "run"),
         "openai",
@@ -41,8 +41,8 @@ def test_a_call_under_way_when_a_budget_is_set_is_counted_by_it(cast, path):
 
 def test_a_failed_call_settled_after_its_limit_was_lowered_to_zero(cast, path):
     """A call holds $0.003 of a $1 budget; a human lowers the limit to 0 meanwhile; the call
-    fails having used no tokens (cost 0). Settling it raises the 80 % warning of 0 of 0 and
-    divides 0 by 0: decimal.InvalidOperation out of settle (out of providers.complete)."""
+    fails having used no tokens (cost 0). Its settle books it (it raised the 80 % warning of 0
+    of 0, dividing 0 by 0: InvalidOperation out of settle, out of providers.complete)."""
     admin = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=admin, scope="agent", agent="agent-alex", limit_usd="1")
     ticket = reserve(

@@ -1,7 +1,7 @@
-"""`new_month_wake` clears the marks of stale budgets by one UPDATE with no order (suspicion 2):
-it takes their row locks in the heap's order, not in id order, the order every budget writer
-takes them in (costs/sql.py: "ORDER BY id FOR UPDATE ... so concurrent calls never deadlock";
-metering's refusal loop marks its budgets one statement each, in id order)."""
+"""`new_month_wake` clears the marks of stale budgets locking them in id order, the order every
+budget writer takes them in (costs/sql.py; metering's refusal loop marks its budgets one
+statement each, in id order). One UPDATE with no order took them in the heap's order and
+deadlocked with such a writer."""
 
 import threading
 
@@ -13,19 +13,11 @@ from costs.metering import current_period
 from costs.models import Budget
 from tests.collaboration.conftest import wait_for
 from tests.conftest import requires_postgres
+from tests.tasks.test_lock_races import lock_waiters
 
 pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 LAST_MONTH = "2000-01"
-
-
-def waiting_on_a_lock() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0]
 
 
 def test_new_month_wake_does_not_deadlock_with_a_writer_taking_budgets_in_id_order(cast):
@@ -52,7 +44,7 @@ def test_new_month_wake_does_not_deadlock_with_a_writer_taking_budgets_in_id_ord
         Budget.objects.filter(pk=first.pk).update(refused_period=period)
         thread = threading.Thread(target=sweep, daemon=True)
         thread.start()
-        wait_for(waiting_on_a_lock, timeout=10)  # the sweep holds the second, waits for the first
+        wait_for(lock_waiters, timeout=10)  # the sweep holds the second, waits for the first
         try:
             Budget.objects.filter(pk=second.pk).update(refused_period=period)
         except Exception as exc:

@@ -15,9 +15,8 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_provider_claiming_nan_tokens_keeps_its_answer_and_is_not_booked_at_zero(cast, fake_llm):
-    """bounded_tokens bounds negative and huge counts, but int(nan) raises ValueError inside
-    providers._complete: the answer the provider gave (and was paid for) is thrown away and
-    the call is booked at 0 tokens, $0, with "ValueError: cannot convert float NaN to integer"."""
+    """A count that is no number (NaN) is booked at the call's own bound, and the answer the
+    provider gave, paid for, is kept (int(nan) raised: the answer was lost, the call booked $0)."""
     admin = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=admin, scope="organization", limit_usd="10")
     fake_llm.on(replies=Reply(text="the answer", prompt_tokens=float("nan"), completion_tokens=10))

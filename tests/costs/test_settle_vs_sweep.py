@@ -1,11 +1,10 @@
 """A late settle and the sweep booking the same reservation at once (real threads, PostgreSQL).
 
-`_book` (the sweep) locks the budgets, then the ledger row; the one-statement settle
-(costs/sql.py SETTLE) updates the ledger row first (`booked`'s one-time filter
-`EXISTS (SELECT 1 FROM settled)` runs before its join reads `locked`), then locks the budgets:
-the opposite order. When each holds its first lock, PostgreSQL aborts one of them: the settle
-(its caller, providers.complete, loses the reply it paid for to an OperationalError) or the
-sweep (the beat task errors). Which one is the deadlock detector's choice; a deadlock it is.
+`_book` (the sweep) locks the budgets, then the ledger row; so must the one-statement settle
+(costs/sql.py SETTLE), whose ledger update names `locked` for that: without it, `booked`'s
+one-time filter `EXISTS (SELECT 1 FROM settled)` ran before its join read `locked`, locking the
+budgets after the ledger row, and PostgreSQL aborted one of the two: the settle (its caller,
+providers.complete, lost the reply it paid for) or the sweep (the beat task errored).
 """
 
 import threading

@@ -12,8 +12,8 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_zero_cost_report_on_a_zero_limit_budget_is_not_a_500(client, cast):
-    """after_spending: spent 0 >= limit 0 * 0.8, so it raises the warning, whose message
-    divides spent by limit: Decimal 0/0 -> InvalidOperation -> 500."""
+    """A $0 budget has no 80 %: nothing spent on it raises no warning (its message divided 0
+    by 0, a 500)."""
     admin = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=admin, scope="agent", agent="agent-alex", limit_usd="0")
     body = {"provider": "openai", "model": "fake-model", "prompt_tokens": 0, "completion_tokens": 0}

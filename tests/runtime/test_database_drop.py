@@ -1,6 +1,6 @@
 """A run whose database connections are dropped mid-run (pg_terminate_backend: a restart, a
-failover) on a real worker (suspicion 3): it must be resumed, once, not failed; nothing run
-twice; and not left `running` for long."""
+failover) on a real worker: it is resumed, once, not failed; nothing is run twice; and it is not
+left `running` until the sweep."""
 
 import time
 
@@ -82,10 +82,9 @@ def test_a_run_that_lost_its_database_mid_call_is_resumed_once_and_soon(
 
 
 def test_a_run_that_lost_its_database_is_not_left_running_until_the_sweep(cast, fake_llm, worker):
-    """The run's crash handler fails again on the dead connection: the Celery task fails and is
-    acked, the lease stays taken, and only the sweep (once the lease is stale: 30 s, then up to
-    one sweep interval) sends it again. The collaboration's runner hands its lease back and
-    retries at once (collaboration/tasks.py); a managed run should too."""
+    """The run hands its lease back on a live connection and the Celery task retries at once
+    (its crash handler used to fail again on the dead connection: the task failed, was acked,
+    and only the sweep sent the run again, once its lease was stale)."""
     assert settings.RUNTIME_LEASE_SECONDS >= 30  # the default: no sweep within this test
     cast.alex.llm_provider, cast.alex.llm_model = "openai", "m"
     cast.alex.save()

@@ -1,4 +1,4 @@
-"""A run whose lease another worker took must not settle its tasks (suspicion 1)."""
+"""A run whose lease another worker took does not settle its tasks."""
 
 import threading
 
@@ -11,6 +11,7 @@ from tasks import services
 from tests.collaboration.conftest import wait_for
 from tests.conftest import requires_postgres
 from tests.fake_llm import Reply
+from tests.tasks.test_lock_races import lock_waiters
 
 pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -29,8 +30,8 @@ def in_thread(run_id) -> threading.Thread:
 
 def test_a_run_that_lost_its_lease_does_not_block_the_tasks_of_the_run_that_took_it(cast, fake_llm):
     """Worker A's heartbeats stopped long enough for worker B to claim the run (the token in
-    the row changed); A's model call then fails. A cannot record nor finish, but its settle
-    still blocks the task B is now working on."""
+    the row changed); A's model call then fails. A can neither record nor finish, nor block
+    the task B is now working on (its settle's move is undone when the lease is not A's)."""
     cast.alex.llm_provider, cast.alex.llm_model = "openai", "m"
     cast.alex.save()
     fake_llm.on(agent="agent-alex", replies=[Reply(status=400, hang=True)])
@@ -49,15 +50,6 @@ def test_a_run_that_lost_its_lease_does_not_block_the_tasks_of_the_run_that_took
     task.refresh_from_db()
     # B owns the run now: A must leave its task as it was.
     assert task.status == "assigned", f"task {task.status} by a run that lost its lease"
-
-
-def waiting_on_a_lock() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0]
 
 
 def test_a_run_that_lost_its_lease_does_not_complete_the_tasks_of_the_run_that_took_it(
@@ -79,7 +71,7 @@ def test_a_run_that_lost_its_lease_does_not_complete_the_tasks_of_the_run_that_t
         with transaction.atomic():
             Run.objects.filter(pk=run.pk).update(lease_token="worker-b")  # B's claim, uncommitted
             fake_llm.release()  # A has its answer
-            wait_for(waiting_on_a_lock, timeout=30)  # A's next write waits for the run's row
+            wait_for(lock_waiters, timeout=30)  # A's next write waits for the run's row
     finally:
         fake_llm.release()
         thread.join(timeout=30)

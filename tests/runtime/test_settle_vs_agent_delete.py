@@ -6,7 +6,7 @@ managed agent deleted while its run settles would deadlock with it."""
 import threading
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from organization.models import Agent
 from organization.services import agent_delete
@@ -17,39 +17,11 @@ from tasks.models import Task
 from tests.collaboration.conftest import wait_for
 from tests.conftest import requires_postgres
 from tests.fake_llm import Reply
+from tests.tasks.test_lock_races import Side, lock_waiters
 
 pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 DEADLINE = 30
-
-
-class Side:
-    def __init__(self, job):
-        self.answer = None
-        self.thread = threading.Thread(target=self._run, args=(job,), daemon=True)
-        self.thread.start()
-
-    def _run(self, job):
-        try:
-            self.answer = job()
-        except Exception as exc:  # noqa: BLE001  (asserted on)
-            self.answer = exc
-        finally:
-            connection.close()
-
-    def result(self):
-        self.thread.join(DEADLINE)
-        assert not self.thread.is_alive(), "the side never finished"
-        return self.answer
-
-
-def waiting_on_a_lock() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0]
 
 
 def test_deleting_a_managed_agent_while_its_run_settles_does_not_deadlock(cast, fake_llm):
@@ -74,7 +46,7 @@ def test_deleting_a_managed_agent_while_its_run_settles_does_not_deadlock(cast, 
         deleting = Side(delete)
         assert ready.wait(DEADLINE)
         fake_llm.release()  # Alex has its answer: the run settles, completing its task
-        wait_for(waiting_on_a_lock, timeout=DEADLINE)  # the settle's move waits for the task
+        wait_for(lock_waiters, timeout=DEADLINE)  # the settle's move waits for the task
     finally:
         go.set()
         fake_llm.release()
