@@ -109,9 +109,9 @@ def agent_delete(*, caller: Caller, agent: Agent) -> list:
     # Locked after the moves and their tasks (a task's row before an agent's, as every move
     # locks them), with its reports, whose senior the deletion clears, by pk as moves lock
     # agents: no move can give it work between this count and the deletion.
-    reports = list(agent.reports.order_by("pk").values_list("pk", flat=True))
     locked = Agent.objects.filter(Q(pk=agent.pk) | Q(senior=agent)).order_by("pk")
-    list(locked.select_for_update().values_list("pk", flat=True))
+    rows = locked.select_for_update().values_list("pk", "senior_id")
+    reports = [pk for pk, senior_id in rows if senior_id == agent.pk and pk != agent.pk]
     held, queued = agent_open_work(agent=agent)
     if held or queued:
         raise Conflict(

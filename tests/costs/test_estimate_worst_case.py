@@ -18,6 +18,15 @@ from tests.fake_llm import Reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PRICEY = {"input": Decimal(100), "output": Decimal(1000)}
+# Alex coordinates: it plans, and (with no coordinator_config) synthesizes.
+HIERARCHICAL = {
+    "task": "Design the cache",
+    "mode": "hierarchical",
+    "agents": [
+        {"agent_id": "agent-alex", "focus": "lead"},
+        {"name": "a", "role": "a", "focus": "the a view"},
+    ],
+}
 
 
 def estimate_then_run(client, cast, body):
@@ -55,15 +64,7 @@ def test_the_estimate_prices_a_hierarchical_plan_with_the_coordinator_model(
     and so does the estimate's price of it (it priced LLM_MODEL)."""
     settings.LLM_PRICES = {"openai/fake-model": FAKE_PRICE, "openai/pricey-model": PRICEY}
     settings.COLLAB_COORDINATOR_MODEL = "pricey-model"
-    body = {
-        "task": "Design the cache",
-        "mode": "hierarchical",
-        "agents": [
-            {"agent_id": "agent-alex", "focus": "lead"},
-            {"name": "a", "role": "a", "focus": "the a view"},
-        ],
-    }
-    estimated, held, rows = estimate_then_run(client, cast, body)
+    estimated, held, rows = estimate_then_run(client, cast, HIERARCHICAL)
     assert held <= estimated, (estimated, held, rows)
 
 
@@ -78,13 +79,5 @@ def test_the_estimate_prices_a_hierarchical_synthesis_with_the_coordinating_agen
     cast.alex.save(update_fields=["llm_model"])
     # The plan is tried twice (as the estimate counts it): the first answer is no plan.
     fake_llm.on(purpose="plan", replies=Reply(text="no plan in this answer"))
-    body = {
-        "task": "Design the cache",
-        "mode": "hierarchical",
-        "agents": [
-            {"agent_id": "agent-alex", "focus": "lead"},
-            {"name": "a", "role": "a", "focus": "the a view"},
-        ],
-    }
-    estimated, held, rows = estimate_then_run(client, cast, body)
+    estimated, held, rows = estimate_then_run(client, cast, HIERARCHICAL)
     assert held <= estimated, (estimated, held, rows)

@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from costs import metering
 from costs.budgets import budget_set
-from costs.metering import Meter, reserve, settle, sweep_expired
+from costs.metering import reserve, settle, sweep_expired
 from costs.models import UsageRecord
 from organization.caller import caller_for_member
+from tests.costs.test_metering import meter
 from tests.factories import make_admin_user
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
@@ -48,13 +49,7 @@ def test_a_late_settle_racing_the_sweep_is_not_a_deadlock(cast, monkeypatch):
     monkeypatch.setattr(metering, "ONE_STATEMENT", True)
     admin = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=admin, scope="organization", limit_usd="10")
-    ticket = reserve(
-        Meter.for_agent(cast.alex, "run"),
-        "openai",
-        "fake-model",
-        prompt_bound=1000,
-        max_tokens=1000,
-    )
+    ticket = reserve(meter(cast.alex), "openai", "fake-model", prompt_bound=1000, max_tokens=1000)
     hold, release = threading.Event(), threading.Event()
     pids = {"settle": {}, "sweep": {}}
     errors = {}

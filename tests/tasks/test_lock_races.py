@@ -21,7 +21,13 @@ from organization.models import Agent, TeamRule
 from organization.services import agent_delete, agent_set_paused
 from tasks.models import HELD_STATUSES, ActorKind, InboxItem, Task, TaskStatus
 from tasks.rules import SYSTEM, Actor, lock_agents
-from tasks.services import task_assign, task_create, task_escalate, task_set_status
+from tasks.services import (
+    task_assign,
+    task_comment,
+    task_create,
+    task_escalate,
+    task_set_status,
+)
 from tests.concurrency import run_at_once
 from tests.conftest import KeyClient, requires_postgres
 from tests.factories import give_tasks, make_admin_user, make_agent, make_key, make_org
@@ -364,3 +370,40 @@ def test_deleting_an_agent_waits_for_a_move_on_a_task_it_created_without_deadloc
     task.refresh_from_db()
     assert (task.status, task.created_by_agent_id) == (TaskStatus.COMPLETED, None)
     assert not Agent.objects.filter(pk=creator.pk).exists()
+
+
+def test_deleting_the_agent_that_queued_a_task_does_not_deadlock_with_a_comment_on_it():
+    """`queued_by` is such a pointer too: the agent that passed a task to an expert whose queue
+    was full is told of a comment on it (its delegator)."""
+    org = make_org("leaving-queuer")
+    queuer = make_agent(org, "agent-queuer")
+    expert = make_agent(org, "agent-expert")
+    task = task_create(org=org, actor=HUMAN, title="x", assignee=queuer)
+    # The queuer passed it on to the expert, whose queue was full: it waits, queued by the
+    # queuer (as services._wait_for leaves it). The queuer holds nothing any more.
+    Task.objects.filter(pk=task.pk).update(
+        status=TaskStatus.QUEUED, assignee=None, queued_for=expert, queued_by=queuer,
+        delegation_chain=[queuer.handle, expert.handle],
+    )  # fmt: skip
+    ready, go = threading.Event(), threading.Event()
+
+    def comment():
+        with transaction.atomic():
+            list(Task.objects.select_for_update().filter(pk=task.pk))
+            ready.set()
+            assert go.wait(DEADLINE), "never let go"
+            task_comment(task=Task.objects.get(pk=task.pk), actor=HUMAN, body="Any news?")
+        return InboxItem.objects.filter(agent=queuer, task=task).exists()
+
+    commenting = Side(comment)
+    assert ready.wait(DEADLINE)
+    human = Caller(organization=org, user=make_admin_user(org))
+    deleting = Side(lambda: agent_delete(caller=human, agent=Agent.objects.get(pk=queuer.pk)))
+    wait_until(lambda: lock_waiters() >= 1, "the deletion waits for the task's lock")
+    go.set()
+    commented, deleted = commenting.result(), deleting.result()
+    assert not isinstance(commented, Exception), commented
+    assert not isinstance(deleted, Exception), deleted
+    task.refresh_from_db()
+    assert task.queued_by_id is None
+    assert not Agent.objects.filter(pk=queuer.pk).exists()
