@@ -462,6 +462,8 @@ TASKS_WEBHOOK_TIMEOUT_SECONDS = env_float("TASKS_WEBHOOK_TIMEOUT_SECONDS", 5.0)
 WEBHOOK_ALLOW_PRIVATE_NETWORKS = env_bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS")
 # A re-delivered session task backs off while another worker's heartbeat is younger than this.
 COLLAB_LEASE_SECONDS = env_float("COLLAB_LEASE_SECONDS", 30.0)
+# As RUNTIME_MAX_ATTEMPTS, for a collaboration session: failed once started this many times.
+COLLAB_MAX_ATTEMPTS = env_int("COLLAB_MAX_ATTEMPTS", 5, minimum=1)
 # How often beat sends again the sessions a worker lost (a broker without re-delivery, such as
 # the embedded filesystem one, forgets a message its worker took and died with).
 COLLAB_SWEEP_INTERVAL = timedelta(seconds=env_int("COLLAB_SWEEP_SECONDS", 60, minimum=1))
@@ -477,6 +479,11 @@ RUNTIME_LEASE_SECONDS = env_float("RUNTIME_LEASE_SECONDS", 30.0, minimum=1)
 RUNTIME_SWEEP_INTERVAL = timedelta(seconds=env_int("RUNTIME_SWEEP_SECONDS", 30, minimum=1))
 # The run task's hard time limit (Celery's prefork pool enforces it; a killed run is resumed).
 RUNTIME_RUN_TIME_LIMIT = env_int("RUNTIME_RUN_TIME_LIMIT", 1800, minimum=1)
+# A run started this many times without finishing (its worker crashed, was killed or hit the time
+# limit each time) is failed, its tasks blocked: a poisoned run must not loop for ever, paying
+# its model on every start. (A start counts once it has the lease: while the database is
+# down, none does.)
+RUNTIME_MAX_ATTEMPTS = env_int("RUNTIME_MAX_ATTEMPTS", 5, minimum=1)
 # Managed agents answering each other's comments on one task wake each other at most this many
 # times an hour: two models politely thanking each other would otherwise run forever.
 RUNTIME_MAX_AGENT_COMMENT_WAKES = env_int("RUNTIME_MAX_AGENT_COMMENT_WAKES", 6, minimum=1)

@@ -24,6 +24,7 @@ import logging
 import time
 import uuid
 
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -66,7 +67,10 @@ def run_agent(run_id: int) -> str:
         return outcome
     heartbeats.hold(token)
     try:
-        execute(run, token)
+        if run.attempts > settings.RUNTIME_MAX_ATTEMPTS:
+            _give_up(run, token)
+        else:
+            execute(run, token)
     except LeaseLost:
         log.warning("run %s: the lease was lost to another worker; stopping here", run_id)
     except DATABASE_GONE:
@@ -89,6 +93,25 @@ def run_agent(run_id: int) -> str:
     finally:
         heartbeats.release(token)
     return CLAIMED
+
+
+def _give_up(run: Run, token: str) -> None:
+    """The run was started RUNTIME_MAX_ATTEMPTS times and never finished: whatever stops it
+    (a crash that kills its worker, the time limit) would stop it again. Fail it and block its
+    tasks, as for a provider error; if blocking them is what fails, the run is failed anyway."""
+    error = (
+        f"Given up after {run.attempts - 1} starts that did not finish: its worker crashed, "
+        "was killed or reached RUNTIME_RUN_TIME_LIMIT each time (RUNTIME_MAX_ATTEMPTS)."
+    )
+    log.error("run %s: %s", run.pk, error)
+    try:
+        _settle_failed(run, token, error)
+    except (LeaseLost, DATABASE_GONE):
+        raise
+    except Exception:
+        log.exception("run %s: its tasks could not be blocked", run.pk)
+        connection.close()
+        services.run_finish(run=run, token=token, status=RunStatus.FAILED, error=error)
 
 
 def llm_settings(agent) -> tuple[str, str, float | None, int]:

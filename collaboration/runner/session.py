@@ -3,6 +3,7 @@
 import logging
 import uuid
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from organization.atomic import DATABASE_GONE, once_reconnected
@@ -30,7 +31,10 @@ def run_session(session_id) -> str:
     heartbeat.start()
     session_started()
     try:
-        execute(ctx)
+        if session.attempts > settings.COLLAB_MAX_ATTEMPTS:
+            give_up(ctx)
+        else:
+            execute(ctx)
     except DATABASE_GONE:
         # The database went away under the run (a restart, a failover): the session is not
         # at fault. Its lease is handed back and the error raised, so that the task runs it
@@ -56,6 +60,17 @@ def run_session(session_id) -> str:
         heartbeat.halt()
         session_ended()
     return CLAIMED
+
+
+def give_up(ctx: RunContext) -> None:
+    """The session was started COLLAB_MAX_ATTEMPTS times and never finished: whatever stops it
+    (a crash that kills its worker, the time limit) would stop it again. It fails, saying so."""
+    error = (
+        f"Given up after {ctx.session.attempts - 1} starts that did not finish: its worker "
+        "crashed, was killed or reached COLLAB_SESSION_TIME_LIMIT each time (COLLAB_MAX_ATTEMPTS)."
+    )
+    log.error("collaboration session %s: %s", ctx.session_id, error)
+    finish(ctx, status=SessionStatus.FAILED, result="", error=error)
 
 
 def execute(ctx: RunContext) -> None:

@@ -228,6 +228,28 @@ def test_a_redelivered_session_resumes_without_rerunning_finished_agents(acme, f
     assert session.metadata["attempts"] == 2
 
 
+def test_a_session_started_its_maximum_times_without_finishing_is_given_up(
+    acme, fake_llm, settings
+):
+    """Its worker died on every start (a crash, the time limit): the next start fails it,
+    saying so, without calling a model again; one start fewer still resumes it."""
+    settings.COLLAB_MAX_ATTEMPTS = 2
+    session = create(acme, agents=specialists("a", "b"), synthesis="merge")
+    died = {"status": "running", "lease_token": "dead", "started_at": timezone.now(),
+            "heartbeat_at": timezone.now() - timedelta(minutes=5)}  # fmt: skip
+    CollaborationSession.objects.filter(pk=session.pk).update(attempts=2, **died)
+    session.contributions.filter(agent_key="b").update(status="running", started_at=timezone.now())
+    session = run(session)
+    assert (session.status, session.attempts) == ("failed", 3)
+    assert session.error.startswith("Given up after 2 starts that did not finish")
+    assert not fake_llm.calls
+    assert event_names(session).count("complete") == 1
+
+    again = create(acme, agents=specialists("a"), synthesis="merge")
+    CollaborationSession.objects.filter(pk=again.pk).update(attempts=1, **died)
+    assert run(again).status == "completed"
+
+
 def test_a_synthesis_run_again_after_a_resume_counts_every_calls_tokens(acme, fake_llm):
     """The first run loses its lease while its synthesis is in flight; a resumed run synthesizes
     again and finishes; the first run's answer comes later. Both calls spent tokens: the total

@@ -315,3 +315,36 @@ def test_a_paused_agents_queued_run_is_held_until_it_is_resumed(cast, offline):
     assert run_agent(run.pk) == CLAIMED
     run.refresh_from_db()
     assert run.status == "completed"
+
+
+def test_a_run_that_never_finishes_is_given_up_after_its_maximum_starts(
+    cast, alex_on_openai, monkeypatch, settings
+):
+    """A run that kills its worker every time (a crash, a time limit) is failed on the start
+    after RUNTIME_MAX_ATTEMPTS, without another model call, and its task blocked with the
+    reason: it does not loop for ever, paying its model on every start."""
+    settings.RUNTIME_MAX_ATTEMPTS = 2
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    alex_on_openai.on(agent="agent-alex", replies=[Reply("never heard")] * 3)
+    real = runner.TurnRecorder.complete
+
+    def dies_after_the_model_answers(self, request):
+        real(self, request)
+        raise WorkerDied
+
+    monkeypatch.setattr(runner.TurnRecorder, "complete", dies_after_the_model_answers)
+    run = Run.objects.get(agent=cast.alex)
+    for _ in range(2):
+        with pytest.raises(WorkerDied):
+            run_agent(run.pk)
+        expire_lease(run.pk)
+    assert run_agent(run.pk) == CLAIMED
+    run.refresh_from_db()
+    task.refresh_from_db()
+    assert (run.status, run.attempts) == ("failed", 3)
+    assert run.error.startswith("Given up after 2 starts that did not finish")
+    assert task.status == "blocked"
+    assert "Given up after 2 starts" in task.events.filter(kind="status_changed").last().message
+    assert len(alex_on_openai.calls_for(agent="agent-alex")) == 2
+    assert claim(run.pk, "again")[0] == FINISHED
+    no_event_twice(task)
