@@ -1,3 +1,4 @@
+import logging
 import os
 
 import pytest
@@ -17,6 +18,16 @@ settings.COLLAB_IDLE_CLOSE_SECONDS = 0
 # The schema fuzz sends thousands of requests with one key; the throttle still runs (its
 # cache is exercised), at a rate no test reaches. tests/organization/test_throttling.py lowers it.
 settings.API_THROTTLE_RATE = "1000000/min"
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_level_restored():
+    """A Celery worker a test starts (celery.contrib.testing) sets the root logger's level and
+    leaves it: the tests after it would see no warning in caplog, depending on their order."""
+    root = logging.getLogger()
+    level = root.level
+    yield
+    root.setLevel(level)
 
 
 _flush = TransactionTestCase._fixture_teardown

@@ -178,7 +178,6 @@ def test_offline_calls_cost_nothing_and_hold_nothing(cast):
 def test_an_unpriced_model_is_recorded_with_a_null_cost(
     cast, caplog, django_assert_max_num_queries
 ):
-    # Whatever level an earlier test's Celery worker left on the root logger (it sets ERROR).
     caplog.set_level(logging.WARNING, logger="costs.metering")
     budget_set(caller=human(cast.org), scope="organization", limit_usd="1")
     # Nothing can be held without a price: one read (are there budgets to warn about?), no lock.
