@@ -12,7 +12,7 @@ from .caller import Caller
 from .errors import Invalid, NotFound
 from .history import record_changes
 from .models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
-from .selectors import agents_of, role_of, roles_of, team_rule_of
+from .selectors import agents_of, roles_of, team_rule_of
 
 ROLE_FLAGS = ("can_assign_to_peers", "can_escalate_to_supervisor")
 RULE_FLAGS = ("allow_peer_assignment", "require_supervisor_for_tasks")
@@ -154,7 +154,9 @@ def rules_set(*, caller: Caller, data) -> dict:
         )
     caller.require_human()
     if supervisor is not None:
-        role = role_of(agent=supervisor)
+        # Locked: a demotion (role_set, which locks the same row) waits for this rule, or came
+        # first and is seen; either way the default supervisor holds the role.
+        role = AgentRole.objects.select_for_update().filter(agent=supervisor).first()
         if role is None or role.role != HierarchyRole.SUPERVISOR:
             raise Invalid(
                 "Agent must have supervisor role to be default supervisor", "not_a_supervisor"

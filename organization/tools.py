@@ -49,7 +49,7 @@ def visible_prompt_subject(caller: Caller, agent_id: str | None) -> Agent:
     Organization keys and admin members read any agent's of their organization.
     """
     if caller.agent is not None:
-        if agent_id is not None and agent_id != caller.agent.handle:
+        if agent_id and agent_id != caller.agent.handle:  # blank is "not given", as elsewhere
             raise NotFound(f"Agent not found: {agent_id}", "agent_not_found")
         return caller.agent
     if not agent_id:

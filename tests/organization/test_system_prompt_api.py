@@ -60,9 +60,11 @@ def test_the_prompt_is_fresh_at_every_call(demo, agent_client):
     assert "Current Workload: 3/5 tasks" in prompt_of(client, "agent-alex").json()["system_prompt"]
 
 
-def test_get_my_context_returns_the_callers_prompt(demo, agent_client):
+@pytest.mark.parametrize("params", [None, {"agent": ""}, {"agent": None}, {"agent": "agent-sarah"}])
+def test_get_my_context_returns_the_callers_prompt(demo, agent_client, params):
+    """A blank or null `agent` is "not given" (what a strict-mode client sends for it)."""
     sarah = agent_of(demo, "agent-sarah")
-    response = call(agent_client(sarah))
+    response = call(agent_client(sarah), params)
     assert response.status_code == 200
     assert response.json() == {"system_prompt": system_prompt_for(sarah)}
 

@@ -407,3 +407,33 @@ def test_deleting_the_agent_that_queued_a_task_does_not_deadlock_with_a_comment_
     task.refresh_from_db()
     assert task.queued_by_id is None
     assert not Agent.objects.filter(pk=queuer.pk).exists()
+
+
+def test_a_supervisor_demoted_while_named_default_supervisor_does_not_stay_default():
+    """The default supervisor holds the supervisor role (seed 003): naming one waits for a
+    demotion of that agent under way, and then refuses it; it never keeps a worker as default."""
+    from organization import hierarchy
+    from organization.errors import Invalid
+    from organization.models import AgentRole, HierarchyRole
+
+    org = make_org("race")
+    make_agent(org, "agent-alice", hierarchy_role=HierarchyRole.SUPERVISOR)
+    human = Caller(organization=org)
+    release = threading.Event()
+
+    def demote_and_hold():
+        with transaction.atomic():
+            hierarchy.role_set(caller=human, data={"agent_id": "agent-alice", "role": "worker"})
+            release.wait(DEADLINE)
+
+    demotion = Side(demote_and_hold)
+    wait_until(lambda: AgentRole.objects.filter(role=HierarchyRole.SUPERVISOR).exists()
+               and lock_waiters() == 0 and not demotion.done(), "the demotion under way")  # fmt: skip
+    naming = Side(lambda: hierarchy.rules_set(
+        caller=human, data={"default_supervisor_agent_id": "agent-alice"}))  # fmt: skip
+    wait_until(lambda: lock_waiters() >= 1 or naming.done(), "the naming waiting or done")
+    release.set()
+    assert demotion.result() is None
+    answer = naming.result()
+    assert isinstance(answer, Invalid) and answer.code == "not_a_supervisor", answer
+    assert not TeamRule.objects.filter(organization=org, default_supervisor__isnull=False).exists()
