@@ -193,7 +193,8 @@ def recommend(
         )
     )
 
-    escalate_to = escalation_target(rule=rule, source=me)
+    # Where the escalate move would send a task the caller creates (the same candidates).
+    escalate_to = escalation_target(rule=rule, source=me, by_roles=me is not None)
     escalation = {
         "id": escalate_to.handle if escalate_to else None,
         "name": escalate_to.name if escalate_to else "humans",

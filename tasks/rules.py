@@ -115,6 +115,13 @@ def _role_of(agent: Agent) -> AgentRole | None:
         return None
 
 
+def roles_apply(actor: Actor, task: Task | None) -> bool:
+    """Whether seed 003's role checks apply to `actor` moving `task` (None: a task it creates):
+    never to a human or the system, nor to a human-created task ("Human-created tasks (no
+    created_by_agent_id) bypass all role checks"), whoever passes it on."""
+    return actor.is_agent and (task is None or task.created_by_agent_id is not None)
+
+
 def role_violation(*, rule: TeamRule, source: Agent, target: Agent) -> str | None:
     """Seed 003's enforcement: the sentence of the rule `source → target` breaks, or None."""
     if not rule.require_supervisor_for_tasks or source.pk == target.pk:
@@ -263,7 +270,7 @@ def check_assignment(
         raise NotFound(f"Agent not found: {target.handle}", "agent_not_found")
     rule = rule or team_rule_of(org=org)
 
-    if actor.is_agent and move != Move.AUTO:
+    if move != Move.AUTO and roles_apply(actor, task):
         violation = role_violation(rule=rule, source=actor.agent, target=target)
         if violation:
             raise Forbidden(violation, "role_forbidden")
@@ -350,26 +357,53 @@ def escalation_source(task: Task) -> Agent | None:
 
 
 def escalation_candidates(
-    *, rule: TeamRule, source: Agent | None, queued_for_id: int | None = None
+    *,
+    rule: TeamRule,
+    source: Agent | None,
+    queued_for_id: int | None = None,
+    by_roles: bool = False,
 ) -> list[Agent]:
     """Whom an escalation may go to, first choice first: the source's senior, then the default
-    supervisor. Never an offline agent, the source itself, nor the expert the task already
-    waits for."""
-    exclude = {pk for pk in (getattr(source, "pk", None), queued_for_id) if pk}
-    return [
-        candidate
-        for candidate in (source.senior if source else None, rule.default_supervisor)
-        if candidate is not None and not candidate.is_paused and candidate.pk not in exclude
-    ]
+    supervisor (rule 6). Never an offline agent nor the source itself; and only up from the one
+    the task already waits for: a task stale at the senior goes on to the default supervisor,
+    one stale there to humans — never back down to the senior it waited for.
+
+    `by_roles` (an agent escalating under seed 003's enforcement, `roles_apply`): a candidate
+    the source may not hand work to as a peer (a senior who is no supervisor) is passed over,
+    so the escalation goes on up instead of being refused; one it may not escalate to
+    (`can_escalate_to_supervisor` off) stays, and the move answers 403 for it."""
+    order = [c for c in (source.senior if source else None, rule.default_supervisor) if c]
+    waiting_at = next((i for i, c in enumerate(order) if c.pk == queued_for_id), None)
+    if waiting_at is not None:
+        order = order[waiting_at + 1 :]
+    seen = {pk for pk in (getattr(source, "pk", None), queued_for_id) if pk}
+    candidates = []
+    for candidate in order:
+        if candidate.pk in seen or candidate.is_paused:
+            continue
+        seen.add(candidate.pk)
+        if by_roles and role_violation(rule=rule, source=source, target=candidate) in (
+            NO_PEER_PERMISSION,
+            NO_ROLE,
+        ):
+            continue
+        candidates.append(candidate)
+    return candidates
 
 
 def escalation_target(
-    *, rule: TeamRule, source: Agent | None, queued_for_id: int | None = None
+    *,
+    rule: TeamRule,
+    source: Agent | None,
+    queued_for_id: int | None = None,
+    by_roles: bool = False,
 ) -> Agent | None:
     """The source's senior, else the default supervisor; None = humans (`escalation_candidates`).
 
     A move locks the candidates (`lock_agents`, which refreshes them) and asks again: whether
     one is offline is then read under its lock.
     """
-    candidates = escalation_candidates(rule=rule, source=source, queued_for_id=queued_for_id)
+    candidates = escalation_candidates(
+        rule=rule, source=source, queued_for_id=queued_for_id, by_roles=by_roles
+    )
     return candidates[0] if candidates else None

@@ -518,14 +518,14 @@ def task_escalate(
     _ensure_may_move(task, actor, TaskStatus.ESCALATED)
     source = actor.agent if actor.is_agent else rules.escalation_source(task)
     rule, previous, target, verdict = _rule_of(task), task.assignee, None, None
-    candidates = rules.escalation_candidates(
-        rule=rule, source=source, queued_for_id=task.queued_for_id
-    )
+    up = {"rule": rule, "source": source, "queued_for_id": task.queued_for_id,
+          "by_roles": rules.roles_apply(actor, task)}  # fmt: skip
+    candidates = rules.escalation_candidates(**up)
     if candidates:
         # All of them locked with the holder, in one statement, before one is chosen: whether
         # each is offline is read under its lock (a senior paused meanwhile is passed over).
         rules.lock_agents([*candidates, previous])
-        target = rules.escalation_target(rule=rule, source=source, queued_for_id=task.queued_for_id)
+        target = rules.escalation_target(**up)
     if target is not None:
         verdict = _check_move(task, actor, target, Move.ESCALATE)
     before = snapshot(task)

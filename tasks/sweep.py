@@ -29,9 +29,11 @@ from django.db import connection, transaction
 from django.db.models import (
     DateTimeField,
     DurationField,
+    Exists,
     ExpressionWrapper,
     F,
     Model,
+    OuterRef,
     Q,
     TextField,
     Value,
@@ -43,7 +45,15 @@ from organization.models import Agent, Organization, TeamRule
 
 from . import events, rules, webhooks
 from .events import snapshot
-from .models import InboxItem, Task, TaskEvent, TaskStatus, Urgency, WebhookDelivery
+from .models import (
+    EventKind,
+    InboxItem,
+    Task,
+    TaskEvent,
+    TaskStatus,
+    Urgency,
+    WebhookDelivery,
+)
 from .rules import ESCALATION_SOURCE_FIELDS, NO_KEY, SYSTEM, Move
 from .services import apply_escalation
 
@@ -59,7 +69,12 @@ STALE_DEFAULTS = {
 
 
 def stale_queued(now: datetime):
-    """Queued tasks waiting longer than their organization's threshold, or past their deadline."""
+    """Queued tasks waiting longer than their organization's threshold, or past their deadline.
+
+    A deadline makes a task stale once: escalated since it passed (queued for a full senior),
+    the task waits the threshold of its urgency from then, as any queued task — else every
+    sweep would escalate it again, a minute apart, all the way up. (The events are read only
+    for tasks queued after their deadline, on the index of a task's events by time.)"""
     waited_too_long = Q()
     for urgency, default in STALE_DEFAULTS.items():
         limit = ExpressionWrapper(
@@ -72,7 +87,14 @@ def stale_queued(now: datetime):
         )
         waited_too_long |= Q(urgency=urgency, queued_at__lt=limit)
     return Task.objects.filter(status=TaskStatus.QUEUED).filter(
-        waited_too_long | Q(deadline__lt=now)
+        waited_too_long
+        | Q(deadline__lt=now, queued_at__lt=F("deadline"))
+        | Q(deadline__lt=now, queued_at__gte=F("deadline"))
+        & ~Exists(
+            TaskEvent.objects.filter(
+                task=OuterRef("pk"), created_at__gte=OuterRef("deadline"), kind=EventKind.ESCALATED
+            )
+        )
     )
 
 

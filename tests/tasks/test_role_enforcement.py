@@ -114,15 +114,33 @@ def test_no_role_is_a_worker_without_peer_rights(cast):
     assert create(cast.client(cast.sarah), agent_id="agent-boss").status_code == 201
 
 
-def test_escalation_to_a_non_supervisor_senior_is_refused_when_enforced(cast):
+def test_escalation_passes_over_a_senior_who_is_no_supervisor_as_the_recommendation_says(cast):
+    """Under enforcement a worker may not hand work to a peer senior: the escalation goes on up
+    (the default supervisor, else humans), where the recommendation's `escalate_to` points —
+    never a 403 that leaves the worker no way to escalate."""
     cast.sarah.senior = cast.alex
     cast.sarah.save()
-    task = create(cast.client(cast.sarah), agent_id="agent-sarah").json()
-    cast.enforce()
-    response = post(
-        cast.client(cast.sarah), f"/api/tasks/{task['id']}/escalate", {"reason": "stuck"}
-    )
-    assert_error(response, 403, "role_forbidden", PEER)
+    sarah = cast.client(cast.sarah)
+    task = create(sarah, agent_id="agent-sarah").json()
+    cast.enforce(allow_peer=False)
+    advice = sarah.get("/api/delegation/recommendation?expertise=Nothing-here").json()
+    assert advice["decision"] == "ESCALATE"
+    response = post(sarah, f"/api/tasks/{task['id']}/escalate", {"reason": "stuck"})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert advice["escalate_to"]["id"] != "agent-alex"
+    assert (body["assignee"] or body["queued_for"]) == advice["escalate_to"]["id"]
+
+
+def test_a_human_created_task_bypasses_enforcement_whoever_passes_it_on(cast):
+    """Seed 003: "Human-created tasks (no created_by_agent_id) bypass all role checks" — also
+    when the agent it was given delegates it to a peer."""
+    cast.enforce(allow_peer=False)
+    task = create(cast.human, agent_id="agent-sarah").json()
+    response = post(cast.client(cast.sarah), f"/api/tasks/{task['id']}/delegate",
+                    {"agent_id": "agent-alex"})  # fmt: skip
+    assert response.status_code == 200, response.content
+    assert response.json()["assignee"] == "agent-alex"
 
 
 def test_escalation_respects_can_escalate_when_enforced(cast):

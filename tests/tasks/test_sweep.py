@@ -394,3 +394,38 @@ def test_the_celery_task_returns_what_it_escalated_and_skipped(team):
     poison = queued(org, by=rogue, for_=expert, age=timedelta(hours=5))
     assert sweep_stale_tasks() == {"escalated": 1, "skipped": [poison.pk]}
     assert Task.objects.get(pk=task.pk).assignee == boss
+
+
+def test_a_past_deadline_task_queued_for_a_full_senior_is_escalated_for_its_deadline_once(db):
+    """Rule 7: escalated past its deadline and queued for a full senior, the task then waits
+    its urgency's threshold: the next sweeps (a minute apart) leave it where it is."""
+    org, chief, boss, worker, expert = make_team_of("late-bounce")
+    give_tasks(boss, 5)
+    give_tasks(chief, 5)
+    task = queued(org, by=worker, for_=expert, deadline=timezone.now() - timedelta(minutes=1))
+    assert sweep_stale_queued().escalated == 1
+    task.refresh_from_db()
+    assert (task.status, task.queued_for) == ("queued", boss)
+    for minutes in (1, 2, 3):
+        assert sweep_stale_queued(now=timezone.now() + timedelta(minutes=minutes)).escalated == 0
+    assert TaskEvent.objects.filter(task=task, kind="escalated").count() == 1
+    # …and its urgency's threshold (4 h for normal) from the escalation still applies.
+    assert sweep_stale_queued(now=timezone.now() + timedelta(hours=5)).escalated == 1
+    task.refresh_from_db()
+    assert task.queued_for == chief
+
+
+def test_a_task_stale_at_each_level_goes_up_to_humans_never_back_down(db):
+    """Rule 6's order, one level a stale period: the senior, then the default supervisor, then
+    humans — a task stale at the default supervisor does not go back to the senior."""
+    org, chief, boss, worker, expert = make_team_of("bounce")
+    give_tasks(boss, 5)
+    give_tasks(chief, 5)
+    task = queued(org, by=worker, for_=expert, age=timedelta(hours=5))
+    visited = []
+    for _ in range(3):
+        assert sweep_stale_queued().escalated == 1
+        task.refresh_from_db()
+        visited.append(task.queued_for.handle if task.queued_for else task.status)
+        Task.objects.filter(pk=task.pk).update(queued_at=timezone.now() - timedelta(hours=5))
+    assert visited == ["agent-boss", "agent-chief", "escalated"]
