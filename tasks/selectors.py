@@ -5,7 +5,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet, Window
+from django.db.models import Count, F, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from organization.caller import Caller
@@ -152,6 +153,8 @@ def completion_seconds(agent_ids) -> dict[int, float]:
     """Each agent's mean measured completion time (assigned → completed); the default without history."""
     default = float(settings.TASKS_DEFAULT_COMPLETION_SECONDS)
     found = defaultdict(list)
+    # Each agent's own last COMPLETION_SAMPLE (a window per agent): a sample shared by all of
+    # them let one busy expert's history push the others' out, to the default.
     rows = (
         Task.objects.filter(
             assignee_id__in=list(agent_ids),
@@ -159,12 +162,16 @@ def completion_seconds(agent_ids) -> dict[int, float]:
             assigned_at__isnull=False,
             finished_at__isnull=False,
         )
-        .order_by("-finished_at")
-        .values_list("assignee_id", "assigned_at", "finished_at")[: 50 * COMPLETION_SAMPLE]
+        .annotate(
+            recent=Window(
+                RowNumber(), partition_by=[F("assignee_id")], order_by=F("finished_at").desc()
+            )
+        )
+        .filter(recent__lte=COMPLETION_SAMPLE)
+        .values_list("assignee_id", "assigned_at", "finished_at")
     )
     for agent_id, assigned_at, finished_at in rows:
-        if len(found[agent_id]) < COMPLETION_SAMPLE:
-            found[agent_id].append(max((finished_at - assigned_at).total_seconds(), 0.0))
+        found[agent_id].append(max((finished_at - assigned_at).total_seconds(), 0.0))
     return {pk: (sum(found[pk]) / len(found[pk]) if found[pk] else default) for pk in agent_ids}
 
 

@@ -281,6 +281,37 @@ def test_the_estimated_wait_comes_from_the_experts_measured_completion_times(cas
     assert sorted(t["estimated_wait_seconds"] for t in listed) == [120, 240]
 
 
+def test_each_expert_is_estimated_from_its_own_last_completions_whatever_the_others_did(cast):
+    """Estimated together (a list), a busy colleague's 1,000 recent completions do not push
+    Morgan's own history out of the sample: the list and the move agree."""
+    now = timezone.now()
+    history = [
+        Task(organization=cast.org, title="done", status="completed", assignee=agent,
+             delegation_chain=[agent.handle], finished_at=finished,
+             assigned_at=finished - timedelta(minutes=minutes))
+        for agent, count, minutes, finished in (
+            (cast.morgan, 2, 10, now - timedelta(days=1)),
+            (cast.alex, 1000, 1, now - timedelta(hours=1)),
+        )
+        for _ in range(count)
+    ]  # fmt: skip
+    for task in history:
+        task.keep_urgency_rank()
+    Task.objects.bulk_create(history)
+    give_tasks(cast.morgan, 5)
+    give_tasks(cast.alex, 5)
+    mine = create(cast.human, agent_id="agent-sarah").json()
+    moved = post(cast.client(cast.sarah), f"/api/tasks/{mine['id']}/queue",
+                 {"agent_id": "agent-morgan"})  # fmt: skip
+    assert moved.json()["estimated_wait_seconds"] == 120  # 600 s over capacity 5, first in line
+    other = create(cast.human).json()
+    assert post(cast.human, f"/api/tasks/{other['id']}/queue",
+                {"agent_id": "agent-alex"}).status_code == 200  # fmt: skip
+    listed = cast.human.get("/api/tasks?status=queued").json()["results"]
+    waits = {t["queued_for"]: t["estimated_wait_seconds"] for t in listed}
+    assert waits == {"agent-morgan": 120, "agent-alex": 12}
+
+
 def test_when_the_expert_drops_below_capacity_the_most_urgent_oldest_queued_task_is_assigned(cast):
     held = give_tasks(cast.morgan, 5)
     low = create(cast.human, urgency="low").json()
