@@ -1,10 +1,13 @@
 """Limit/offset pages with a maximum size (API_MAX_PAGE_SIZE) and strict parameters."""
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from rest_framework import pagination
 
 from .errors import Invalid
 from .inputs import BIGINT_MAX
+from .links import absolute_url
 
 
 def _whole_number(request, name: str, minimum: int) -> int | None:
@@ -36,6 +39,14 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
     def get_offset(self, request) -> int:
         return _whole_number(request, self.offset_query_param, 0) or 0
 
+    # A page's links are absolute URLs a client follows: built from PUBLIC_BASE_URL when set,
+    # as every URL handed out, never from the request's Host and scheme (a TLS proxy's http).
+    def get_next_link(self) -> str | None:
+        return _public(super().get_next_link())
+
+    def get_previous_link(self) -> str | None:
+        return _public(super().get_previous_link())
+
     def get_schema_operation_parameters(self, view):
         parameters = super().get_schema_operation_parameters(view)
         for parameter in parameters:
@@ -46,3 +57,10 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
             else:
                 schema.update(minimum=0, maximum=BIGINT_MAX)
         return parameters
+
+
+def _public(url: str | None) -> str | None:
+    if url is None or not settings.PUBLIC_BASE_URL:
+        return url
+    parts = urlsplit(url)
+    return absolute_url(None, parts.path + (f"?{parts.query}" if parts.query else ""))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import KeyClient, agent_of
 from tests.factories import make_agent, make_key, make_org
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -139,3 +140,24 @@ def test_cards_and_locations_use_public_base_url_not_the_host(sarah, client, set
     assert response["Location"] == url
     assert response.json()["url"] == url
     assert "evil.example" not in response.content.decode() + json.dumps(card) + json.dumps(index)
+
+
+PUBLIC = "https://agents.example.com"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "path",
+    ["/api/agents?limit=1", "/api/agent-cards?limit=1", "/api/teams?limit=1", "/api/tasks?limit=1"],
+)
+def test_pagination_links_are_built_from_public_base_url_not_the_request_host(demo, settings, path):
+    """A page's links are URLs handed out: behind a TLS proxy (the request arrives as
+    http://agents.example.com) they still read https://agents.example.com/…"""
+    settings.PUBLIC_BASE_URL = PUBLIC
+    # What config/settings.py makes of PUBLIC_BASE_URL by default: this machine + its host.
+    settings.ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]", "agents.example.com"]
+    client = KeyClient(make_key(demo, agent_of(demo, "agent-sarah")))
+    # A TLS-terminating proxy forwards plain http with the public Host.
+    page = client.get(path, HTTP_HOST="agents.example.com").json()
+    assert page["next"] is not None
+    assert page["next"].startswith(PUBLIC + "/api/"), page["next"]
