@@ -9,6 +9,7 @@ from costs.selectors import cost_of_session
 from costs.serializers import UsdField
 from organization.caller import resolve_caller
 from organization.links import absolute_url
+from organization.serializers import JSONObjectField
 
 from .models import CollaborationSession, Contribution, Mode, SessionEvent, Synthesis
 from .providers import PROVIDERS
@@ -84,7 +85,10 @@ class StartCollaborationSerializer(serializers.Serializer):
         required=False, help_text="The coordinator's LLM settings"
     )
     # Free-form by seed 004's contract: the one object here that stays open.
-    context = serializers.DictField(required=False, help_text="Shared context passed to all agents")
+    context = JSONObjectField(
+        required=False,
+        help_text="Shared context passed to all agents (an object, or it as JSON text)",
+    )
     max_parallel = serializers.IntegerField(
         required=False, min_value=1, help_text="At most this many agents at once."
     )

@@ -1,3 +1,5 @@
+import json
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -6,6 +8,27 @@ from .history import ActorKind
 from .models import AgentRole, AgentRuntime, AgentStatus, HierarchyRole
 from .roster import EXACT, EXPERTISE_MATCHES, ROSTER_FILTERS
 from .workload import status_for
+
+
+@extend_schema_field(
+    {"anyOf": [{"type": "object", "additionalProperties": {}}, {"type": "string"}]}
+)
+class JSONObjectField(serializers.DictField):
+    """A free-form JSON object, or the same object as JSON text.
+
+    OpenAI's strict mode (and the Agents SDK's) closes every object of a tool's schema: a
+    free-form one could then only ever be `{}`. So the tools' schemas offer it as JSON text too,
+    which every door parses into the object."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except ValueError:
+                self.fail("not_a_dict", input_type="text that is not JSON")
+            if not isinstance(data, dict):
+                self.fail("not_a_dict", input_type=f"JSON text of a {type(data).__name__}")
+        return super().to_internal_value(data)
 
 
 class ErrorSerializer(serializers.Serializer):

@@ -7,6 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from organization.inputs import BIGINT_MAX
+from organization.serializers import JSONObjectField
 
 from .models import (
     COMMENT_MAX_LENGTH,
@@ -114,11 +115,11 @@ class ResultSerializer(serializers.Serializer):
         max_length=RESULT_MAX_LENGTH, required=False, allow_blank=True, default="",
         help_text="With completed or failed: the outcome in words, for whoever gave you the task.",
     )  # fmt: skip
-    result_data = serializers.DictField(
+    result_data = JSONObjectField(
         required=False,
         help_text=(
             "With completed or failed: the outcome as a JSON object (e.g. links, figures), "
-            f"at most {RESULT_DATA_MAX_BYTES:,} bytes."
+            f"or that object as JSON text; at most {RESULT_DATA_MAX_BYTES:,} bytes."
         ),
     )
 

@@ -152,6 +152,13 @@ def strict_schema(schema: dict) -> dict:
             return
         for keyword in NOT_IN_STRICT_MODE & set(node):
             del node[keyword]
+        kind = node.get("type")
+        if (kind == "object" or isinstance(kind, list) and "object" in kind) and not isinstance(
+            node.get("properties"), dict
+        ):
+            # A free-form object cannot be strict: closed, it can only be {} (the registry's
+            # free-form objects are offered as JSON text beside it).
+            node["properties"] = {}
         properties = node.get("properties")
         if isinstance(properties, dict):
             required = set(node.get("required", []))
@@ -177,6 +184,8 @@ def _nullable(schema: dict) -> dict:
         return schema
     if isinstance(kind, str) and "enum" not in schema:
         return {**schema, "type": [kind, "null"]}
+    if isinstance(schema.get("anyOf"), list):  # one more choice, not an anyOf in an anyOf
+        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
     return {"anyOf": [schema, {"type": "null"}]}
 
 

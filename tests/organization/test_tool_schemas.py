@@ -2,6 +2,7 @@
 MCP annotations, and OpenAI's strict mode (null for an optional param left out)."""
 
 import copy
+import json
 
 import pytest
 from django.db import transaction
@@ -103,6 +104,52 @@ def test_every_tool_schema_survives_openai_strict_mode(name):
     for where, schema in object_schemas(strict, name):
         assert schema["additionalProperties"] is False, where
         assert sorted(schema.get("required", [])) == sorted(schema.get("properties", {})), where
+
+
+FREE_FORM = [("complete_task", "result_data"), ("update_task_status", "result_data"),
+             ("start_collaboration", "context")]  # fmt: skip
+
+
+@pytest.mark.parametrize("tool, param", FREE_FORM)
+def test_a_strict_mode_client_sends_a_free_form_object_as_json_text(tool, param):
+    """Strict mode closes every object (a free-form one could only be {}): the tool offers it
+    as JSON text too, valid under both strict transformations (the SDK's and ours)."""
+    from collaboration.providers.openai import strict_schema
+
+    schema = REGISTRY[tool].input_schema
+    value = json.dumps({"url": "https://x.test/report", "rows": 3})
+    for strict in (strict_mode(schema), strict_schema(schema)):
+        Draft202012Validator.check_schema(strict)
+        sent = with_nulls(schema, {"task_id": 1, "status": "completed", "task": "t",
+                                   "agents": [{"name": "a"}], param: value})  # fmt: skip
+        sent = {k: v for k, v in sent.items() if k in strict["properties"]}
+        assert list(Draft202012Validator(strict).iter_errors(sent)) == []
+    open_objects = [where for where, node in object_schemas(strict_schema(schema), tool)
+                    if node.get("additionalProperties") is not False]  # fmt: skip
+    assert open_objects == []
+
+
+def test_result_data_as_json_text_is_stored_as_the_object(db):
+    org = make_org()
+    sarah = make_agent(org, "agent-sarah")
+    client = KeyClient(make_key(org, sarah))
+    me = Caller(organization=org, agent=sarah)
+
+    def started():
+        task = call_tool(me, "create_task", {"title": "t", "agent_id": "agent-sarah"})
+        call_tool(me, "update_task_status", {"task_id": task["id"], "status": "in_progress"})
+        return task
+
+    task = started()
+    body = {"toolName": "complete_task", "params": {
+        "task_id": task["id"], "result": "done", "result_data": '{"rows": 3}'}}  # fmt: skip
+    response = client.post("/api/agent-engine/call-tool", body, format="json")
+    assert response.status_code == 200, response.json()
+    assert client.get(f"/api/tasks/{task['id']}").json()["result_data"] == {"rows": 3}
+    for text in ("[1, 2]", "not json"):
+        body["params"].update(task_id=started()["id"], result_data=text)
+        refused = client.post("/api/agent-engine/call-tool", body, format="json")
+        assert (refused.status_code, refused.json()["code"]) == (400, "invalid")
 
 
 # What each required param needs to be called for real; anything else is derived from its schema.
