@@ -46,6 +46,10 @@ NOT_IN_STRICT_MODE = {
     "minLength", "maxLength", "uniqueItems", "minProperties", "maxProperties",
     "patternProperties", "unevaluatedProperties", "contains",
 }  # fmt: skip
+# The string formats strict mode knows; any other `format` is refused.
+STRICT_FORMATS = {
+    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+}  # fmt: skip
 
 
 def complete(request: LLMRequest) -> LLMReply:
@@ -152,6 +156,8 @@ def strict_schema(schema: dict) -> dict:
             return
         for keyword in NOT_IN_STRICT_MODE & set(node):
             del node[keyword]
+        if "format" in node and node["format"] not in STRICT_FORMATS:
+            del node["format"]  # int64, double, decimal: the registry checks them itself
         kind = node.get("type")
         if (kind == "object" or isinstance(kind, list) and "object" in kind) and not isinstance(
             node.get("properties"), dict
