@@ -1,10 +1,11 @@
 """`GET /healthz`: is the database reachable, is the broker reachable."""
 
 import os
+import threading
 
-import redis
 from django.db import connection
 from django.http import JsonResponse
+from kombu import Connection
 
 
 def check_database() -> str:
@@ -16,34 +17,49 @@ def check_database() -> str:
         return f"error: {exc.__class__.__name__}"
 
 
-# One Redis client per broker URL, kept for the life of the process: a health check every few
-# seconds from a load balancer must not open (and tear down) a broker connection each time.
-_redis_clients: dict[str, redis.Redis] = {}
+# One broker connection per broker configuration, kept for the life of the process: a health
+# check every few seconds from a load balancer must not open (and tear down) a broker connection
+# each time. It is kombu's, made by Celery as the producers' are, so the broker URL's options
+# (rediss://…?ssl_cert_reqs=…) and broker_use_ssl apply: /healthz reaches the broker as the
+# workers do, not with redis-py's own defaults.
+_broker_connections: dict[str, Connection] = {}
+# A kombu connection is not thread-safe, and health checks arrive on several server threads.
+_broker_lock = threading.Lock()
 
 
-def _redis_client(url: str) -> redis.Redis:
-    client = _redis_clients.get(url)
-    if client is None:
-        client = redis.Redis.from_url(
-            url,
-            socket_connect_timeout=2,
-            socket_timeout=2,
-            client_name=f"agent-org-health-{os.getpid()}",  # seen in CLIENT LIST
-        )
-        _redis_clients[url] = client
-    return client
+def health_transport_options() -> dict:
+    return {
+        "socket_connect_timeout": 2,
+        "socket_timeout": 2,
+        "client_name": f"agent-org-health-{os.getpid()}",  # seen in CLIENT LIST
+    }
+
+
+def _broker_connection(app) -> Connection:
+    conf = app.conf
+    key = repr((conf.broker_write_url, conf.broker_use_ssl, conf.broker_transport_options))
+    conn = _broker_connections.get(key)
+    if conn is None:
+        # Made once: kombu warns on every Connection to a rediss:// URL without SSL options.
+        conn = app.connection_for_write(transport_options=health_transport_options())
+        _broker_connections[key] = conn
+    return conn
 
 
 def check_broker() -> str:
     from config.celery import app
 
     try:
-        url = app.connection_for_write().as_uri(include_password=True)
-        if url.startswith(("redis://", "rediss://")):
-            _redis_client(url).ping()
-        else:  # the embedded filesystem broker: a directory, no connection to keep
-            with app.connection_for_write() as conn:
-                conn.ensure_connection(max_retries=1, timeout=2)
+        with _broker_lock:
+            conn = _broker_connection(app)
+            if conn.transport.driver_type == "redis":
+                # Connects on the first call only (one attempt, no retry loop); later calls
+                # ping through the connection the channel's client keeps.
+                conn.ensure_connection(max_retries=0)
+                conn.default_channel.client.ping()
+            else:  # the embedded filesystem broker: a directory, nothing to keep open
+                with conn.clone() as fs:
+                    fs.ensure_connection(max_retries=1, timeout=2)
         return "ok"
     except Exception as exc:
         return f"error: {exc.__class__.__name__}"

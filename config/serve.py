@@ -21,6 +21,10 @@ import time
 
 EARLY_DEATH_SECONDS = 5
 STOP_GRACE_SECONDS = 15
+DEFAULT_HOST = "127.0.0.1"
+MAX_WORKERS = 256
+# uvicorn's own names (uvicorn.config.LOG_LEVELS); it fails on any other with a bare KeyError.
+SERVE_LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 
 def listening_socket(host: str, port: int, *, reuse_port: bool = True) -> socket.socket:
@@ -34,10 +38,21 @@ def listening_socket(host: str, port: int, *, reuse_port: bool = True) -> socket
     return sock
 
 
+def serve_log_level() -> str:
+    """SERVE_LOG_LEVEL, or info when unset or empty; a typo stops with a message naming it."""
+    raw = os.environ.get("SERVE_LOG_LEVEL", "").strip()
+    if not raw:
+        return "info"
+    if raw.lower() not in SERVE_LOG_LEVELS:
+        sys.exit(f"SERVE_LOG_LEVEL={raw!r}: use one of {', '.join(SERVE_LOG_LEVELS)}.")
+    return raw.lower()
+
+
 def run_worker(host: str, port: int) -> None:
     """One server process: uvicorn on its own SO_REUSEPORT socket."""
     import uvicorn
 
+    log_level = serve_log_level()
     sock = listening_socket(host, port)
     config = uvicorn.Config(
         "config.asgi:application",
@@ -46,7 +61,7 @@ def run_worker(host: str, port: int) -> None:
         ws="none",
         lifespan="on",
         access_log=False,
-        log_level=os.environ.get("SERVE_LOG_LEVEL", "info"),
+        log_level=log_level,
         timeout_graceful_shutdown=STOP_GRACE_SECONDS - 5,
     )
     uvicorn.Server(config).run(sockets=[sock])
@@ -60,6 +75,17 @@ def env_int(name: str, default: int, *, low: int, high: int) -> int:
     if not raw.isdigit() or not low <= int(raw) <= high:
         sys.exit(f"{name}={raw!r}: must be a whole number from {low} to {high}.")
     return int(raw)
+
+
+def bounded(low: int, high: int):
+    """An argparse type: a whole number from low to high (anything else: parser.error)."""
+
+    def parse(raw: str) -> int:
+        if not (raw.isascii() and raw.strip().isdigit()) or not low <= int(raw) <= high:
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}")
+        return int(raw)
+
+    return parse
 
 
 def port_is_taken(host: str, port: int) -> bool:
@@ -131,15 +157,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m config.serve", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
-    parser.add_argument("--port", type=int, default=env_int("PORT", 8000, low=1, high=65535))
-    parser.add_argument("--workers", type=int, default=None)
+    # An empty HOST is the default: bind() would take "" as every interface of the machine.
+    parser.add_argument("--host", default=os.environ.get("HOST", "").strip() or DEFAULT_HOST)
+    parser.add_argument(
+        "--port", type=bounded(1, 65535), default=env_int("PORT", 8000, low=1, high=65535)
+    )
+    parser.add_argument("--workers", type=bounded(1, MAX_WORKERS), default=None)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if not args.host.strip():
+        parser.error(f"argument --host: give an address, e.g. {DEFAULT_HOST} or 0.0.0.0")
     if args.worker:
         run_worker(args.host, args.port)
         return 0
-    workers = args.workers or env_int("WEB_WORKERS", os.cpu_count() or 1, low=1, high=256)
+    serve_log_level()  # a typo stops here, not as "a worker exited at start"
+    workers = args.workers
+    if workers is None:
+        workers = env_int("WEB_WORKERS", os.cpu_count() or 1, low=1, high=MAX_WORKERS)
     return supervise(args.host, args.port, workers)
 
 

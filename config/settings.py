@@ -5,6 +5,7 @@ SQLite under var/, a filesystem broker, the offline LLM provider.
 """
 
 import json
+import logging
 import os
 import re
 from datetime import timedelta
@@ -16,8 +17,6 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
-
 
 # Strict parsing (healthchecks' `envbool`/`envint` in hc/settings.py): a value we do not understand
 # stops start-up with a message naming the variable, instead of quietly meaning "off" or crashing
@@ -25,6 +24,11 @@ VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
 # here is listed in docs/configuration.md (tests/test_configuration.py compares the two).
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+
+
+def env_str(name: str, default: str = "") -> str:
+    """The variable's value without surrounding spaces; unset, empty or blank: the default."""
+    return os.environ.get(name, "").strip() or default
 
 
 def env_bool(name: str, default: bool = False) -> bool:
@@ -63,7 +67,12 @@ def env_float(name: str, default: float, *, minimum: float = 0) -> float:
 
 
 def env_list(name: str, default: str = "") -> list[str]:
-    return [v.strip() for v in os.environ.get(name, default).split(",") if v.strip()]
+    return [v.strip() for v in env_str(name, default).split(",") if v.strip()]
+
+
+# Where the embedded setup keeps its state; an empty VAR_DIR is the default, as in `make run`
+# (config/embedded.py), not the current directory.
+VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
 
 
 DEBUG = env_bool("DEBUG")
@@ -76,8 +85,8 @@ def read_secret_key() -> str:
     sessions, so a production server refuses to start instead. The test suite sets its own
     (tests/settings.py).
     """
-    key = os.environ.get("SECRET_KEY", "").strip()
-    path = os.environ.get("SECRET_KEY_FILE", "").strip()
+    key = env_str("SECRET_KEY")
+    path = env_str("SECRET_KEY_FILE")
     if not key and not path and (VAR_DIR / "secret_key").is_file():
         # The key `make run` generated: management commands typed in the same checkout use it.
         path = str(VAR_DIR / "secret_key")
@@ -101,7 +110,7 @@ SECRET_KEY = read_secret_key()
 
 # The service's public address, e.g. https://agents.example.com. When set, every absolute URL
 # we hand out (A2A cards, Location headers) is built from it, never from the request's Host.
-PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "").strip().rstrip("/")
+PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL").rstrip("/")
 _public = urlsplit(PUBLIC_BASE_URL)
 if PUBLIC_BASE_URL and (
     _public.scheme not in ("http", "https")
@@ -201,9 +210,7 @@ TEMPLATES = [
 
 # DATABASE_URL picks the database; SQLite under var/ is the zero-setup default.
 DATABASES = {
-    "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
-    )
+    "default": dj_database_url.parse(env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"))
 }
 # Connecting costs more than a whole API request (bench/README.md), so connections are reused:
 # on PostgreSQL through psycopg's pool (DATABASE_POOL, on by default: safe under the threads of
@@ -218,9 +225,17 @@ if DATABASE_POOL:
             "CONN_MAX_AGE and DATABASE_POOL exclude each other: set DATABASE_POOL=false to keep "
             "connections per thread, or leave CONN_MAX_AGE unset to use the pool."
         )
+    _pool_min = env_int("DATABASE_POOL_MIN_SIZE", 2, minimum=0)
+    _pool_max = env_int("DATABASE_POOL_MAX_SIZE", 20, minimum=1)
+    if _pool_min > _pool_max:
+        # psycopg_pool would refuse it only at the first query: a 500 on every request.
+        raise ImproperlyConfigured(
+            f"DATABASE_POOL_MIN_SIZE ({_pool_min}) must not exceed DATABASE_POOL_MAX_SIZE "
+            f"({_pool_max})."
+        )
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": env_int("DATABASE_POOL_MIN_SIZE", 2, minimum=0),
-        "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20, minimum=1),
+        "min_size": _pool_min,
+        "max_size": _pool_max,
         # Seconds a request waits for a free connection before it fails (500).
         "timeout": env_float("DATABASE_POOL_TIMEOUT", 10, minimum=0.1),
     }
@@ -238,8 +253,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
         server_side_binding=True, prepare_threshold=5
     )
 # Lets several test runs share one PostgreSQL server without dropping each other's database.
-if os.environ.get("TEST_DATABASE_NAME"):
-    DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
+if env_str("TEST_DATABASE_NAME"):
+    DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # SQLite serialises writers; a busy timeout lets the worker and the server share the file.
     # A transaction takes the write lock as it begins (IMMEDIATE): one that read first and then
@@ -312,8 +327,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Redis when REDIS_URL is set (production, tests); otherwise a broker that needs no server.
-REDIS_URL = os.environ.get("REDIS_URL", "")
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
+REDIS_URL = env_str("REDIS_URL")
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
     _broker_dir = VAR_DIR / "broker"
     for _sub in ("out", "processed", "control"):
@@ -342,16 +357,22 @@ CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
+# Checked here: logging.config would stop start-up with a ValueError naming neither.
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
+if LOG_LEVEL not in logging.getLevelNamesMapping():
+    raise ImproperlyConfigured(
+        f"LOG_LEVEL={os.environ['LOG_LEVEL']!r}: use DEBUG, INFO, WARNING, ERROR or CRITICAL."
+    )
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # The MCP SDK logs every stateless request ("Terminating session: None") and the HTTP
     # clients every call at INFO: warnings only, unless LOG_LEVEL asks for DEBUG. The LLM and
     # MCP SDKs use httpx2 (logger "httpx2", core "httpcore2"), others httpx.
     "loggers": {
-        name: {"level": "DEBUG" if os.environ.get("LOG_LEVEL") == "DEBUG" else "WARNING"}
+        name: {"level": "DEBUG" if LOG_LEVEL == "DEBUG" else "WARNING"}
         for name in ("mcp", "httpx", "httpcore", "httpx2", "httpcore2")
     },
 }
@@ -372,8 +393,8 @@ OUTBOX_HOOK_GRACE = timedelta(seconds=env_int("OUTBOX_HOOK_GRACE_SECONDS", 30, m
 # LLM provider for agents without their own setting: offline | openai | anthropic. When unset,
 # openai if OPENAI_API_KEY is set, else anthropic if ANTHROPIC_API_KEY is, else offline.
 # The keys themselves are read by the SDKs from the environment only, never stored here.
-LLM_PROVIDER = os.environ.get("LLM_PROVIDER", "").strip().lower()
-LLM_MODEL = os.environ.get("LLM_MODEL", "").strip()
+LLM_PROVIDER = env_str("LLM_PROVIDER").lower()
+LLM_MODEL = env_str("LLM_MODEL")
 # Used when neither the agent, the session nor LLM_MODEL names a model.
 LLM_DEFAULT_MODELS = {
     "openai": "gpt-4o-mini",
@@ -433,13 +454,13 @@ COLLAB_COORDINATOR_TEMPERATURE = env_float("COLLAB_COORDINATOR_TEMPERATURE", 0.3
 # Seed 004's tool config (`default_mode`, `default_synthesis`, `coordinator.model`) for a start
 # that names none. Checked at start-up (collaboration/apps.py): a value it does not know stops
 # the server and the workers with a message, rather than failing every session later.
-COLLAB_DEFAULT_MODE = os.environ.get("COLLAB_DEFAULT_MODE", "").strip() or "parallel"
-COLLAB_DEFAULT_SYNTHESIS = os.environ.get("COLLAB_DEFAULT_SYNTHESIS", "").strip() or "coordinator"
+COLLAB_DEFAULT_MODE = env_str("COLLAB_DEFAULT_MODE", "parallel")
+COLLAB_DEFAULT_SYNTHESIS = env_str("COLLAB_DEFAULT_SYNTHESIS", "coordinator")
 # The coordinator's model on the default provider (as LLM_MODEL is the agents'); empty: LLM_MODEL.
-COLLAB_COORDINATOR_MODEL = os.environ.get("COLLAB_COORDINATOR_MODEL", "").strip()
+COLLAB_COORDINATOR_MODEL = env_str("COLLAB_COORDINATOR_MODEL")
 # Sessions one organization may start in any hour, whichever door (REST, tool, MCP, admin);
 # above it a start answers 429 `rate_limited` with Retry-After. Checked at start-up too.
-_starts = os.environ.get("COLLAB_MAX_STARTS_PER_HOUR", "").strip() or "120"
+_starts = env_str("COLLAB_MAX_STARTS_PER_HOUR", "120")
 COLLAB_MAX_STARTS_PER_HOUR = int(_starts) if _starts.isdecimal() else _starts
 # Worst case of one session: a hierarchical plan tried twice, every agent one after the other
 # (sequential), then synthesis — (max_agents + 3) LLM calls of at most agent_timeout each, plus
@@ -510,7 +531,7 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
 # Largest page of any list (`?limit=` above it is capped); pinned by issue 8.
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 200, minimum=1)
 # Requests per API key (or logged-in user): "<n>/<second|minute|hour|day>", or "off".
-API_THROTTLE_RATE = os.environ.get("API_THROTTLE_RATE", "").strip() or "600/min"
+API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/min")
 # DRF's rate format, checked here: a typo would otherwise answer 500 on every request.
 if API_THROTTLE_RATE.lower() != "off" and not re.fullmatch(
     r"[1-9]\d*/(s|sec|second|m|min|minute|h|hour|d|day)", API_THROTTLE_RATE
@@ -540,4 +561,4 @@ else:
 # --- expert discovery (issue 5) ---
 # Seed 002's files: <dir>/<org slug>/experts_manifest.json and <dir>/<org slug>/status/expert{id}.
 # Empty: no files are written and the on-commit manifest refresh is off.
-AGENT_ORG_MANIFEST_DIR = os.environ.get("AGENT_ORG_MANIFEST_DIR", "")
+AGENT_ORG_MANIFEST_DIR = env_str("AGENT_ORG_MANIFEST_DIR")

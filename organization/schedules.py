@@ -7,9 +7,12 @@ def ensure_periodic_task(*, name: str, task: str, every: timedelta, using: str =
     """Seed one periodic task once; later edits in the admin are kept (get_or_create, not update)."""
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-    interval, _ = IntervalSchedule.objects.using(using).get_or_create(
-        every=max(int(every.total_seconds()), 1), period=IntervalSchedule.SECONDS
-    )
+    # IntervalSchedule has no unique constraint: the admin's "add interval" (or two migrates at
+    # once) can leave two rows of one length, where get_or_create fails on every later migrate.
+    # Any of them will do.
+    schedules = IntervalSchedule.objects.using(using)
+    same = {"every": max(int(every.total_seconds()), 1), "period": IntervalSchedule.SECONDS}
+    interval = schedules.filter(**same).order_by("pk").first() or schedules.create(**same)
     PeriodicTask.objects.using(using).get_or_create(
         name=name, defaults={"task": task, "interval": interval}
     )

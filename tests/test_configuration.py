@@ -4,13 +4,14 @@ The scope (stated in docs/configuration.md): the variables read by the service's
 every module of config/, manage.py and the apps organization/, tasks/, collaboration/, runtime/
 (migrations aside) — found by reading their source, plus the variables the LLM SDKs read for us. A read is
 `os.environ.get("X")`, `os.environ["X"]`, `"X" in os.environ`, `os.getenv("X")`,
-`os.environ.setdefault("X", …)` or one of the settings' helpers `env_bool/env_int/env_float/
+`os.environ.setdefault("X", …)` or one of the settings' helpers `env_str/env_bool/env_int/env_float/
 env_list/env_prices("X", …)`. A name computed at run time (`os.environ.get(variable)`) is not a read of a
 name; the providers' key variables are read by name elsewhere too. The test suite's, benchmarks'
 and example's variables are out of scope (listed at the end of the page, not checked).
 """
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -25,7 +26,7 @@ from config.settings import env_bool, env_float, env_int
 BASE_DIR = Path(__file__).resolve().parents[1]
 DOC = BASE_DIR / "docs" / "configuration.md"
 SERVICE_CODE = ["config", "organization", "tasks", "collaboration", "runtime", "manage.py"]
-HELPERS = {"env_bool", "env_int", "env_float", "env_list", "env_prices"}
+HELPERS = {"env_str", "env_bool", "env_int", "env_float", "env_list", "env_prices"}
 # Read by a library on our behalf, not by our code; documented all the same.
 # The SDKs read these themselves; the service only looks them up by name (providers.base.SDK_KEYS).
 READ_BY_LIBRARIES = {"OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
@@ -194,7 +195,8 @@ def start_up(command: list[str], **env: str) -> subprocess.CompletedProcess:
      ("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "yes please", "WEBHOOK_ALLOW_PRIVATE_NETWORKS='yes please'"),
      ("COLLAB_MAX_AGENTS", "5x", "COLLAB_MAX_AGENTS='5x': must be a whole number, e.g. 5."),
      ("API_MAX_PAGE_SIZE", "0", "API_MAX_PAGE_SIZE='0': must be at least 1."),
-     ("COLLAB_AGENT_TIMEOUT", "5min", "COLLAB_AGENT_TIMEOUT='5min': must be a number")],
+     ("COLLAB_AGENT_TIMEOUT", "5min", "COLLAB_AGENT_TIMEOUT='5min': must be a number"),
+     ("LOG_LEVEL", "verbose", "LOG_LEVEL='verbose': use DEBUG, INFO, WARNING, ERROR or CRITICAL.")],
 )  # fmt: skip
 def test_a_typo_in_the_environment_stops_start_up_with_a_message(name, value, message):
     done = start_up(
@@ -209,3 +211,63 @@ def test_a_port_typo_stops_make_run_with_a_message(tmp_path):
     assert done.returncode == 2
     assert "PORT must be a number from 1 to 65535, not '80x'." in done.stdout
     assert not (tmp_path / "run.lock").exists()  # stopped before it took the instance lock
+
+
+def settings_of(tmp_path, **env: str) -> dict[str, str]:
+    """repr() of every setting, as a fresh process started in `tmp_path` with `env` reads them
+    (the variables this page documents unset unless given; the state under tmp_path)."""
+    documented = variables_documented() | {"TEST_DATABASE_NAME"}
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith("PYTEST") and k not in documented
+    }
+    # A fixed hash seed: a frozenset's repr follows it.
+    base = {"DJANGO_SETTINGS_MODULE": "config.settings", "SECRET_KEY": "x",
+            "VAR_DIR": str(tmp_path / "var"), "PYTHONHASHSEED": "0"}  # fmt: skip
+    code = (
+        f"import sys, json; sys.path.insert(0, {str(BASE_DIR)!r}); import django; django.setup(); "
+        "from django.conf import settings as s; "
+        "print(json.dumps({k: repr(getattr(s, k)) for k in dir(s) if k.isupper()}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env={**clean, **base, **env},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def test_every_variable_set_empty_means_its_default(tmp_path):
+    """`X=` (a compose file's or a script's unset variable) is the default, for every variable
+    the settings read: DATABASE_URL= failed with "Scheme '://' is unknown", LOG_LEVEL= with
+    "Unable to configure root logger", MCP_ALLOWED_ORIGINS= refused every browser origin."""
+    empty = {name: "" for name in variables_documented()} | {"TEST_DATABASE_NAME": ""}
+    del empty["DJANGO_SETTINGS_MODULE"], empty["SECRET_KEY"], empty["VAR_DIR"]
+    assert settings_of(tmp_path, **empty) == settings_of(tmp_path)
+
+
+def test_an_empty_var_dir_means_the_default_not_the_current_directory(tmp_path):
+    """VAR_DIR= kept the state in the current directory (`Path("")`), while `make run`
+    (config/embedded.py) uses var/ in the checkout: static files, broker and database landed
+    wherever the command was started."""
+    read = settings_of(tmp_path, VAR_DIR="", DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}")
+    assert read["VAR_DIR"] == repr(BASE_DIR / "var")
+    assert not (tmp_path / "static").exists()
+
+
+def test_log_level_is_taken_in_any_case(tmp_path):
+    read = settings_of(tmp_path, LOG_LEVEL="debug")
+    assert "'root': {'handlers': ['console'], 'level': 'DEBUG'}" in read["LOGGING"]
+
+
+def test_a_pool_min_size_above_its_max_stops_start_up_naming_both():
+    """psycopg_pool refused it only at the first query: a 500 on every request, /healthz too."""
+    done = start_up(
+        ["manage.py", "check"], DJANGO_SETTINGS_MODULE="config.settings",
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/test", DATABASE_POOL="true",
+        DATABASE_POOL_MIN_SIZE="30", DATABASE_POOL_MAX_SIZE="",
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert (
+        "ImproperlyConfigured: DATABASE_POOL_MIN_SIZE (30) must not exceed "
+        "DATABASE_POOL_MAX_SIZE (20)." in done.stderr
+    ), done.stderr[-800:]

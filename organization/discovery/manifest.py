@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from django.conf import settings
+from django.core.validators import slug_re
 
 from ..models import Agent, Organization
 from ..selectors import agents_of
@@ -29,14 +30,21 @@ def manifest_dir() -> Path | None:
     """`settings.AGENT_ORG_MANIFEST_DIR`, else the environment variable of that name."""
     value = getattr(settings, "AGENT_ORG_MANIFEST_DIR", None)
     if value is None:
-        value = os.environ.get("AGENT_ORG_MANIFEST_DIR", "")
+        value = os.environ.get("AGENT_ORG_MANIFEST_DIR", "").strip()
     return Path(value) if value else None
 
 
 def org_dir(org: Organization) -> Path | None:
-    """`<AGENT_ORG_MANIFEST_DIR>/<org slug>`: each organization's files apart from the others'."""
+    """`<AGENT_ORG_MANIFEST_DIR>/<org slug>`: each organization's files apart from the others'.
+
+    ValueError for a slug that is not one (`..`, `/`, empty): its files would land elsewhere.
+    """
     base = manifest_dir()
-    return base / org.slug if base is not None else None
+    if base is None:
+        return None
+    if not slug_re.match(org.slug):
+        raise ValueError(f"Organization slug {org.slug!r} is not a slug: no files under {base}.")
+    return base / org.slug
 
 
 def manifest_path(org: Organization) -> Path | None:

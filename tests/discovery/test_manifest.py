@@ -6,9 +6,14 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from organization.discovery.manifest import generate_manifest, manifest_json, write_manifest
-from organization.models import AgentRole
-from tests.factories import make_agent
+from organization.discovery.manifest import (
+    generate_manifest,
+    manifest_json,
+    manifest_path,
+    write_manifest,
+)
+from organization.models import AgentRole, Organization
+from tests.factories import make_agent, make_org
 
 pytestmark = pytest.mark.django_db
 
@@ -146,6 +151,53 @@ def test_export_manifest_to_dash_prints_even_with_a_dir(acme, cast, manifest_dir
     assert not (manifest_dir / "acme" / "experts_manifest.json").exists()
 
 
+def test_export_manifest_named_bare_exports_the_only_organization_else_the_demo(
+    acme, cast, no_manifest_dir
+):
+    """docs/design.md names `export_manifest` without flags."""
+    out = StringIO()
+    call_command("export_manifest", stdout=out)
+    assert json.loads(out.getvalue()) == generate_manifest(org=acme)
+    make_org("other")
+    with pytest.raises(
+        CommandError, match=r"Several organizations: name one with --org \(acme, other\)"
+    ):
+        call_command("export_manifest")
+    demo = make_org("demo")
+    out = StringIO()
+    call_command("export_manifest", stdout=out)
+    assert json.loads(out.getvalue()) == generate_manifest(org=demo)
+
+
 def test_export_manifest_of_an_unknown_org_fails(db, no_manifest_dir):
     with pytest.raises(CommandError, match="Organization not found: nope"):
         call_command("export_manifest", "--org", "nope")
+
+
+def test_export_manifest_to_a_directory_is_refused_with_a_message(acme, tmp_path, no_manifest_dir):
+    """--out names the file: a directory there is a CommandError, not os.replace's traceback."""
+    with pytest.raises(CommandError, match="is a directory"):
+        call_command("export_manifest", "--org", "acme", "--out", str(tmp_path))
+
+
+def test_export_manifest_to_an_unwritable_place_is_refused_with_a_message(
+    acme, tmp_path, no_manifest_dir
+):
+    """A parent that is a file (or any OSError of the write) becomes a CommandError."""
+    (tmp_path / "file").write_text("")
+    with pytest.raises(CommandError, match="Cannot write"):
+        call_command("export_manifest", "--org", "acme", "--out", str(tmp_path / "file" / "m.json"))
+
+
+@pytest.mark.parametrize("slug", ["..", "../../tmp/elsewhere", ""])
+def test_an_organization_whose_slug_is_no_slug_gets_no_files_outside_the_manifest_dir(
+    acme, manifest_dir, slug
+):
+    """AGENT_ORG_MANIFEST_DIR/<slug> is built only from a real slug: `..` or `/` in a stored
+    slug (made before seed_demo checked its --org) would lead the files out of the directory."""
+    Organization.objects.filter(pk=acme.pk).update(slug=slug)
+    acme.refresh_from_db()
+    with pytest.raises(ValueError, match="is not a slug"):
+        manifest_path(acme)
+    with pytest.raises(CommandError, match="is not a slug"):
+        call_command("export_manifest", "--org", slug)

@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 from organization.models import Agent, ApiKey, Organization, TeamRule
 from tasks.models import HELD_STATUSES, Task
 from tests.conftest import KeyClient
+from tests.factories import make_agent, make_org
 
 pytestmark = pytest.mark.django_db
 
@@ -103,6 +104,15 @@ def test_seed_demo_takes_the_organization_slug(db):
     assert not Organization.objects.filter(slug="demo").exists()
 
 
+@pytest.mark.parametrize("slug", ["", "Not a slug!", "../../tmp/elsewhere", "x" * 101])
+def test_seed_demo_refuses_an_org_that_is_not_a_slug(db, slug):
+    """get_or_create skips the field's validation: an empty slug, spaces or `../..` (which
+    AGENT_ORG_MANIFEST_DIR/<slug> would follow out of its directory) are refused, not stored."""
+    with pytest.raises(CommandError, match="--org"):
+        run("seed_demo", "--org", slug)
+    assert not Organization.objects.filter(slug=slug).exists()
+
+
 def test_create_api_key_prints_only_a_working_agent_key(demo):
     out = run("create_api_key", "--org", "demo", "--agent", "agent-sarah", "--name", "ci")
     key = out.strip()
@@ -126,6 +136,25 @@ def test_create_api_key_refuses_unknown_organization_or_agent(demo):
         run("create_api_key", "--org", "nope")
     with pytest.raises(CommandError, match="Agent not found"):
         run("create_api_key", "--org", "demo", "--agent", "agent-nobody")
+
+
+def test_create_api_key_with_an_empty_agent_is_refused_not_an_organization_key(db):
+    """`--agent "$AGENT"` with the variable unset asks for an agent key: an organization key
+    (an administrator of the whole organization) in its place would be a silent promotion."""
+    org = make_org("acme")
+    make_agent(org, "agent-sarah")
+    for empty in ["", "  "]:
+        with pytest.raises(CommandError, match="--agent is empty"):
+            run("create_api_key", "--org", "acme", "--agent", empty)
+    assert not ApiKey.objects.filter(organization=org).exists()
+
+
+def test_create_api_key_refuses_a_name_longer_than_its_column(db):
+    """A message naming the limit (100), not the database's DataError traceback."""
+    make_org("acme")
+    with pytest.raises(CommandError, match="at most 100"):
+        run("create_api_key", "--org", "acme", "--name", "n" * 101)
+    assert run("create_api_key", "--org", "acme", "--name", "n" * 100).strip()
 
 
 def test_ensure_admin_creates_the_admin_once_and_reset_gives_a_new_password(demo, client):
