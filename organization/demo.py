@@ -5,8 +5,6 @@ the user has changed stays changed. The demo's work (tasks, a collaboration) is 
 apps that own it: `tasks.demo` and `collaboration.demo`, called by the `seed_demo` command.
 """
 
-from django.core.exceptions import ValidationError
-from django.core.management import CommandError
 from django.db import transaction
 
 from .models import Agent, AgentRole, ExpertiseGroup, Organization, Team, TeamRule
@@ -40,14 +38,10 @@ DEMO_EXPERTISE_GROUPS = {
 @transaction.atomic
 def seed_demo_organization(*, slug: str = "demo") -> Organization:
     """Add what is missing of organization `slug`'s people; never change what exists."""
-    try:
-        # get_or_create skips the field's validation: an empty slug, spaces or `../..` (which
-        # AGENT_ORG_MANIFEST_DIR/<slug> follows out of its directory) would be stored as given.
-        Organization._meta.get_field("slug").clean(slug, None)
-    except ValidationError as exc:
-        # CommandError: this seeds for the `seed_demo` command (runtime/, the top app), whose
-        # message it then is.
-        raise CommandError(f"--org {slug!r}: {' '.join(exc.messages)}") from exc
+    # get_or_create skips the field's validation: an empty slug, spaces or `../..` (which
+    # AGENT_ORG_MANIFEST_DIR/<slug> follows out of its directory) would be stored as given.
+    # A ValidationError, which the seed_demo command turns into its message.
+    Organization._meta.get_field("slug").clean(slug, None)
     org, _ = Organization.objects.get_or_create(
         slug=slug, defaults={"name": "Demo" if slug == "demo" else slug.replace("-", " ").title()}
     )

@@ -1,4 +1,5 @@
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 
 from collaboration.demo import seed_demo_collaboration
 from organization.demo import DEMO_AGENTS, seed_demo_organization
@@ -20,7 +21,10 @@ class Command(BaseCommand):
         parser.add_argument("--org", default="demo", help="Organization slug (default: demo)")
 
     def handle(self, *args, **options):
-        org = seed_demo_organization(slug=options["org"])
+        try:
+            org = seed_demo_organization(slug=options["org"])
+        except ValidationError as exc:
+            raise CommandError(f"--org {options['org']!r}: {' '.join(exc.messages)}") from exc
         work = seed_demo_work(org)
         session = seed_demo_collaboration(org)
         story = seed_demo_runtime(org)
