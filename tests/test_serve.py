@@ -36,22 +36,17 @@ def test_an_empty_host_argument_is_refused(supervised):
     assert supervised == []
 
 
-@pytest.mark.parametrize("workers", ["-2", "0", "257", "two"])
-def test_a_worker_count_outside_1_to_256_is_refused(supervised, capsys, workers):
+@pytest.mark.parametrize(
+    "flag, value, limits",
+    [("--workers", v, "1 to 256") for v in ("-2", "0", "257", "two")]
+    + [("--port", v, "1 to 65535") for v in ("0", "70000", "-1", "80x")],
+)
+def test_a_worker_count_or_port_out_of_range_is_refused(supervised, capsys, flag, value, limits):
     """--workers -2 started no worker and served nothing; 0 fell back to WEB_WORKERS."""
     with pytest.raises(SystemExit) as exited:
-        serve.main(["--workers", workers])
+        serve.main([flag, value])
     assert exited.value.code == 2
-    assert "argument --workers: must be a whole number from 1 to 256" in capsys.readouterr().err
-    assert supervised == []
-
-
-@pytest.mark.parametrize("port", ["0", "70000", "-1", "80x"])
-def test_a_port_outside_1_to_65535_is_refused(supervised, capsys, port):
-    with pytest.raises(SystemExit) as exited:
-        serve.main(["--port", port])
-    assert exited.value.code == 2
-    assert "argument --port: must be a whole number from 1 to 65535" in capsys.readouterr().err
+    assert f"argument {flag}: must be a whole number from {limits}" in capsys.readouterr().err
     assert supervised == []
 
 
