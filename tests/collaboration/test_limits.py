@@ -33,16 +33,16 @@ def test_six_agents_max_parallel_3_one_hung_agent(acme, fake_llm, settings):
     assert len(fake_llm.calls_for(agent="hung")) == 1
 
 
-def test_parallel_wall_time_approaches_the_slowest_agent(acme, fake_llm):
+def test_parallel_agents_run_at_the_same_time(acme, fake_llm):
+    """Their wall time approaches the slowest agent's: every one started before any finished
+    (structure, not a timer: a loaded machine stretches the times, not their order)."""
     for name, delay in {"a": 0.5, "b": 0.6, "c": 0.8}.items():
         fake_llm.on(agent=name, replies=Reply(f"answer {name}", delay=delay))
     session = run(session_create(caller=human(acme), payload={
         "task": "t", "agents": specialists("a", "b", "c"), "synthesis": "merge"}))  # fmt: skip
     assert session.status == "completed"
     contributions = list(session.contributions.all())
-    span = max(c.finished_at for c in contributions) - min(c.started_at for c in contributions)
-    # The delays sum to 1.9 s; run in parallel the agents take the slowest one's 0.8 s + overhead.
-    assert span.total_seconds() < 1.3, span
+    assert max(c.started_at for c in contributions) < min(c.finished_at for c in contributions)
     assert fake_llm.peak_concurrency == 3
 
 
