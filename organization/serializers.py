@@ -5,6 +5,7 @@ from rest_framework import serializers
 
 from .errors import Invalid
 from .history import ActorKind
+from .inputs import value_problem
 from .models import AgentRole, AgentRuntime, AgentStatus, HierarchyRole
 from .roster import EXACT, EXPERTISE_MATCHES, ROSTER_FILTERS
 from .workload import status_for
@@ -24,10 +25,14 @@ class JSONObjectField(serializers.DictField):
         if isinstance(data, str):
             try:
                 data = json.loads(data)
-            except ValueError:
+            except (ValueError, RecursionError):
                 self.fail("not_a_dict", input_type="text that is not JSON")
             if not isinstance(data, dict):
                 self.fail("not_a_dict", input_type=f"JSON text of a {type(data).__name__}")
+            # Parsed here, past the body's guard: the same check (NaN, NUL, depth…).
+            problem = value_problem(data, self.field_name)
+            if problem:
+                raise serializers.ValidationError(problem)
         return super().to_internal_value(data)
 
 

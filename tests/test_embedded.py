@@ -96,12 +96,17 @@ def running(tmp_path_factory):
         wait_for(lambda: len(state(var).get("children", {})) == 3, 30, "three children")
         yield proc, var, port, log
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_stack(proc)
+
+
+def stop_stack(proc) -> None:
+    """Ctrl-C, as a user stops `make run`; killed if it does not stop within a minute."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def test_it_serves_with_a_kept_secret_key_file_and_logs_under_var_log(running):

@@ -29,6 +29,7 @@ from tests.test_embedded import (
     healthy,
     start,
     state,
+    stop_stack,
     wait_for,
 )
 
@@ -52,15 +53,6 @@ def start_stack(tmp_path_factory, extra_env: dict | None = None):
     wait_for(lambda: len(state(var).get("children", {})) == 3, 30, "three children")
     wait_for(lambda: " ready." in (var / "log" / "worker.log").read_text(), 120, "the worker")
     return proc, var, port
-
-
-def stop_stack(proc) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def manage(var: Path, port: int, *args) -> str:

@@ -165,7 +165,9 @@ def test_result_data_as_json_text_is_stored_as_the_object(db):
     response = client.post("/api/agent-engine/call-tool", body, format="json")
     assert response.status_code == 200, response.json()
     assert client.get(f"/api/tasks/{task['id']}").json()["result_data"] == {"rows": 3}
-    for text in ("[1, 2]", "not json"):
+    # Not an object, not JSON, or what the database cannot store (the body's own guard).
+    deep = '{"a": ' + "[" * 100 + "]" * 100 + "}"
+    for text in ("[1, 2]", "not json", '{"a": NaN}', '{"a": "\\u0000"}', deep):
         body["params"].update(task_id=started()["id"], result_data=text)
         refused = client.post("/api/agent-engine/call-tool", body, format="json")
         assert (refused.status_code, refused.json()["code"]) == (400, "invalid")

@@ -338,6 +338,32 @@ def test_the_stale_sweep_does_not_escalate_to_a_senior_being_paused():
 # --- deleting an agent while a move tells it of a task it created --------------------------
 
 
+def delete_during_move(org, task, leaving, move) -> tuple:
+    """`move()` runs holding `task`'s lock while `leaving` is deleted: the deletion must wait
+    for it (not deadlock). Returns (the move's answer, the deletion's)."""
+    ready, go = threading.Event(), threading.Event()
+
+    def held_then_moved():
+        with transaction.atomic():
+            list(Task.objects.select_for_update().filter(pk=task.pk))
+            ready.set()
+            assert go.wait(DEADLINE), "never let go"
+            move()
+        return InboxItem.objects.filter(agent=leaving, task=task).exists()
+
+    moving = Side(held_then_moved)
+    assert ready.wait(DEADLINE)
+    human = Caller(organization=org, user=make_admin_user(org))
+    deleting = Side(lambda: agent_delete(caller=human, agent=Agent.objects.get(pk=leaving.pk)))
+    wait_until(lambda: lock_waiters() >= 1, "the deletion waits for the task's lock")
+    go.set()
+    moved, deleted = moving.result(), deleting.result()
+    assert not isinstance(deleted, Exception), deleted
+    assert not Agent.objects.filter(pk=leaving.pk).exists()
+    task.refresh_from_db()
+    return moved
+
+
 def test_deleting_an_agent_waits_for_a_move_on_a_task_it_created_without_deadlock():
     """The deletion clears the task's pointer to its creator; a move holding that task tells the
     creator (an inbox item: a key share on the agent's row). The deletion locks the task before
@@ -349,27 +375,10 @@ def test_deleting_an_agent_waits_for_a_move_on_a_task_it_created_without_deadloc
                        title="x", assignee=holder)  # fmt: skip
     actor = Actor(ActorKind.AGENT, holder.handle, agent=holder)
     task_set_status(task=Task(pk=task.pk), actor=actor, status=TaskStatus.IN_PROGRESS)
-    ready, go = threading.Event(), threading.Event()
-
-    def complete():
-        with transaction.atomic():
-            list(Task.objects.select_for_update().filter(pk=task.pk))
-            ready.set()
-            assert go.wait(DEADLINE), "never let go"
-            task_set_status(task=Task(pk=task.pk), actor=actor, status=TaskStatus.COMPLETED)
-        return InboxItem.objects.filter(agent=creator, task=task).exists()
-
-    completing = Side(complete)
-    assert ready.wait(DEADLINE)
-    human = Caller(organization=org, user=make_admin_user(org))
-    deleting = Side(lambda: agent_delete(caller=human, agent=Agent.objects.get(pk=creator.pk)))
-    wait_until(lambda: lock_waiters() >= 1, "the deletion waits for the task's lock")
-    go.set()
-    assert completing.result() is True, completing.answer
-    assert not isinstance(deleting.result(), Exception), deleting.answer
-    task.refresh_from_db()
+    told = delete_during_move(org, task, creator, lambda: task_set_status(
+        task=Task(pk=task.pk), actor=actor, status=TaskStatus.COMPLETED))  # fmt: skip
+    assert told is True  # the creator was told before it left
     assert (task.status, task.created_by_agent_id) == (TaskStatus.COMPLETED, None)
-    assert not Agent.objects.filter(pk=creator.pk).exists()
 
 
 def test_deleting_the_agent_that_queued_a_task_does_not_deadlock_with_a_comment_on_it():
@@ -385,28 +394,10 @@ def test_deleting_the_agent_that_queued_a_task_does_not_deadlock_with_a_comment_
         status=TaskStatus.QUEUED, assignee=None, queued_for=expert, queued_by=queuer,
         delegation_chain=[queuer.handle, expert.handle],
     )  # fmt: skip
-    ready, go = threading.Event(), threading.Event()
-
-    def comment():
-        with transaction.atomic():
-            list(Task.objects.select_for_update().filter(pk=task.pk))
-            ready.set()
-            assert go.wait(DEADLINE), "never let go"
-            task_comment(task=Task.objects.get(pk=task.pk), actor=HUMAN, body="Any news?")
-        return InboxItem.objects.filter(agent=queuer, task=task).exists()
-
-    commenting = Side(comment)
-    assert ready.wait(DEADLINE)
-    human = Caller(organization=org, user=make_admin_user(org))
-    deleting = Side(lambda: agent_delete(caller=human, agent=Agent.objects.get(pk=queuer.pk)))
-    wait_until(lambda: lock_waiters() >= 1, "the deletion waits for the task's lock")
-    go.set()
-    commented, deleted = commenting.result(), deleting.result()
+    commented = delete_during_move(org, task, queuer, lambda: task_comment(
+        task=Task.objects.get(pk=task.pk), actor=HUMAN, body="Any news?"))  # fmt: skip
     assert not isinstance(commented, Exception), commented
-    assert not isinstance(deleted, Exception), deleted
-    task.refresh_from_db()
     assert task.queued_by_id is None
-    assert not Agent.objects.filter(pk=queuer.pk).exists()
 
 
 def test_a_supervisor_demoted_while_named_default_supervisor_does_not_stay_default():
