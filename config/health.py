@@ -7,11 +7,22 @@ from django.db import connection
 from django.http import JsonResponse
 from kombu import Connection
 
+# Seconds the check waits for a pooled connection: the pool's own wait (DATABASE_POOL_TIMEOUT,
+# 10 s by default, for requests) would hold a load balancer's probe that long while PostgreSQL
+# is down.
+DATABASE_TIMEOUT = 2
+
 
 def check_database() -> str:
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+        pool = getattr(connection, "pool", None)  # only PostgreSQL's backend has one
+        if pool is not None and connection.connection is None:
+            pool.open()  # as Django does before its first query; opening twice is a no-op
+            with pool.connection(timeout=DATABASE_TIMEOUT) as conn:
+                conn.execute("SELECT 1")
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
         return "ok"
     except Exception as exc:  # any failure means "not healthy", reported, not raised
         return f"error: {exc.__class__.__name__}"

@@ -216,9 +216,8 @@ DATABASES = {
 # on PostgreSQL through psycopg's pool (DATABASE_POOL, on by default: safe under the threads of
 # the ASGI server, where per-thread persistent connections pile up), elsewhere kept open for
 # CONN_MAX_AGE seconds. The two are exclusive: Django refuses persistent pooled connections.
-DATABASE_POOL = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
-    "DATABASE_POOL", True
-)
+_POSTGRESQL = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+DATABASE_POOL = _POSTGRESQL and env_bool("DATABASE_POOL", True)
 if DATABASE_POOL:
     if env_int("CONN_MAX_AGE", 0, minimum=0):
         raise ImproperlyConfigured(
@@ -239,6 +238,9 @@ if DATABASE_POOL:
         # Seconds a request waits for a free connection before it fails (500).
         "timeout": env_float("DATABASE_POOL_TIMEOUT", 10, minimum=0.1),
     }
+    # Django's backend whose pool skips connections the server closed (a restart left one 500
+    # per pooled connection): config/postgresql/base.py.
+    DATABASES["default"]["ENGINE"] = "config.postgresql"
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("CONN_MAX_AGE", 60, minimum=0)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -246,9 +248,7 @@ else:
 # (Django leaves psycopg's preparing off): PostgreSQL then skips parsing and planning, most of a
 # small query's cost (bench/api.py). DATABASE_PREPARED=false turns both off (e.g. behind a
 # transaction-mode PgBouncer without prepared-statement support).
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
-    "DATABASE_PREPARED", True
-):
+if _POSTGRESQL and env_bool("DATABASE_PREPARED", True):
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         server_side_binding=True, prepare_threshold=5
     )
