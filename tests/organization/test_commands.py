@@ -172,3 +172,15 @@ def test_ensure_admin_creates_the_admin_once_and_reset_gives_a_new_password(demo
     assert admin.check_password(new) and not admin.check_password(password)
     assert client.login(username="admin", password=new)
     assert client.get("/admin/").status_code == 200
+
+
+def test_ensure_admin_refuses_an_organization_that_does_not_exist(demo):
+    """A mistyped --org made the superuser with no membership and said nothing."""
+    from django.contrib.auth import get_user_model
+
+    with pytest.raises(CommandError, match="No organization with slug 'dmeo'"):
+        run("ensure_admin", "--org", "dmeo")
+    assert not get_user_model().objects.filter(username="admin").exists()
+    run("ensure_admin", "--org", "demo")
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.memberships.get().organization.slug == "demo"

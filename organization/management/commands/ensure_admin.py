@@ -1,7 +1,7 @@
 import secrets
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from organization.models import Membership, Organization
 
@@ -14,7 +14,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--username", default="admin")
-        parser.add_argument("--org", default="demo", help="Make the admin a member of this org")
+        parser.add_argument(
+            "--org",
+            help="Make the new admin a member of this organization (slug; default: demo, if it exists)",
+        )
         parser.add_argument(
             "--reset", action="store_true", help="Set a new random password and print it once"
         )
@@ -22,6 +25,10 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         User = get_user_model()
         username = options["username"]
+        # A slug given and not found is a typo to report, not a membership silently skipped.
+        org = Organization.objects.filter(slug=options["org"] or "demo").first()
+        if org is None and options["org"]:
+            raise CommandError(f"No organization with slug {options['org']!r}.")
         user = User.objects.filter(username=username).first()
         password = secrets.token_urlsafe(12)
         if user is not None and not options["reset"]:
@@ -39,7 +46,6 @@ class Command(BaseCommand):
             )
             return
         user = User.objects.create_superuser(username=username, email="", password=password)
-        org = Organization.objects.filter(slug=options["org"]).first()
         if org is not None:
             Membership.objects.get_or_create(
                 user=user, organization=org, defaults={"is_admin": True}
