@@ -38,6 +38,9 @@ class Tool:
     idempotent: bool = False
     # The serializer that validates the params (None only for a tool given a bare JSON Schema).
     validator: type[serializers.Serializer] | None = None
+    # What the params' JSON Schema check accepts, where it is wider than `input_schema`: a
+    # free-form object offered as JSON text is taken as an object too (JSONObjectField).
+    accepted_schema: dict | None = None
 
     def annotations(self) -> dict:
         """MCP tool annotations (served as they are over MCP and on GET /api/tools)."""
@@ -50,7 +53,7 @@ class Tool:
     @functools.cached_property
     def schema_validator(self) -> Draft202012Validator:
         """The JSON Schema check of the params, built once per tool (the schema never changes)."""
-        return Draft202012Validator(self.input_schema)
+        return Draft202012Validator(self.accepted_schema or self.input_schema)
 
     def describe(self) -> dict:
         return {
@@ -91,8 +94,9 @@ def register_tool(
     """
     if isinstance(validator, type) and issubclass(validator, serializers.Serializer):
         schema, serializer = input_schema_of(validator), validator
+        accepted = input_schema_of(validator, json_text=False)
     else:
-        schema, serializer = dict(validator or {}), None
+        schema, serializer, accepted = dict(validator or {}), None, None
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
     schema.setdefault("additionalProperties", False)
@@ -102,7 +106,7 @@ def register_tool(
     def decorator(handler):
         REGISTRY[name] = Tool(
             name, description, schema, handler, read_only, needs_agent, title, destructive,
-            idempotent, serializer,
+            idempotent, serializer, accepted if accepted != schema else None,
         )  # fmt: skip
         return handler
 

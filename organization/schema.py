@@ -47,11 +47,13 @@ def errors(*codes: int) -> dict:
 _DROPPED = {"default"}
 
 
-def input_schema_of(serializer_class) -> dict:
+def input_schema_of(serializer_class, *, json_text: bool = True) -> dict:
     """The JSON Schema (2020-12) of `serializer_class`'s input, for a tool's `inputSchema`:
     drf-spectacular's request mapping (the one the REST schema is made of) in its OpenAPI 3.1
     form (nullable as `type: [..., "null"]`), nested serializers inlined, every object with
-    named fields closed (`additionalProperties: false`)."""
+    named fields closed (`additionalProperties: false`). With `json_text`, a free-form object
+    (JSONObjectField) is offered as JSON text alone, as a tool publishes it; without, as an
+    object or JSON text, as the registry accepts it."""
     # Imported here: spectacular's AutoSchema loads DRF's settings, which import the API's
     # exception handler; this module is imported while the apps load.
     from drf_spectacular.openapi import AutoSchema
@@ -73,18 +75,22 @@ def input_schema_of(serializer_class) -> dict:
         auto.view, auto.method, auto.path = view, "POST", "/"
         schema = auto._map_serializer(serializer_class(), "request")
         components = {name: c.schema for (name, _), c in auto.registry._components.items()}
-    schema = _json_schema(schema, components)
+    schema = _json_schema(schema, components, json_text)
     # The serializer's docstring is for the API's readers; the tool has its own description.
     schema.pop("description", None)
     return schema
 
 
-def _json_schema(node, components: dict):
+def _json_schema(node, components: dict, json_text: bool):
     if isinstance(node, list):
-        return [_json_schema(item, components) for item in node]
+        return [_json_schema(item, components, json_text) for item in node]
     if not isinstance(node, dict):
         return node
     node = dict(node)
+    if json_text and node.get("x-json-text"):
+        # A free-form object (JSONObjectField) as JSON text: strict mode cannot express an open
+        # object, and a strict client (the Agents SDK) drops strict mode for the whole tool.
+        return {"type": "string", **{k: v for k, v in node.items() if k == "description"}}
     ref = node.pop("$ref", None)
     if ref is not None:
         # The field's own keys (its description) win over the nested serializer's.
@@ -92,7 +98,7 @@ def _json_schema(node, components: dict):
     all_of = node.pop("allOf", None)
     if all_of is not None and len(all_of) == 1:
         node = {**all_of[0], **node}
-        return _json_schema(node, components)
+        return _json_schema(node, components, json_text)
     elif all_of is not None:
         node["allOf"] = all_of
     out = {}
@@ -100,9 +106,11 @@ def _json_schema(node, components: dict):
         if key in _DROPPED or key.startswith("x-"):
             continue
         if key == "properties":
-            out[key] = {name: _json_schema(sub, components) for name, sub in value.items()}
+            out[key] = {
+                name: _json_schema(sub, components, json_text) for name, sub in value.items()
+            }
         else:
-            out[key] = _json_schema(value, components)
+            out[key] = _json_schema(value, components, json_text)
     if out.get("additionalProperties") == {}:
         # A free-form map (spectacular's DictField): the same as saying nothing.
         del out["additionalProperties"]

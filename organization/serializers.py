@@ -11,15 +11,20 @@ from .roster import EXACT, EXPERTISE_MATCHES, ROSTER_FILTERS
 from .workload import status_for
 
 
+# `x-json-text`: a tool's schema offers it as JSON text alone (organization/schema.py).
 @extend_schema_field(
-    {"anyOf": [{"type": "object", "additionalProperties": {}}, {"type": "string"}]}
+    {
+        "anyOf": [{"type": "object", "additionalProperties": {}}, {"type": "string"}],
+        "x-json-text": True,
+    }
 )
 class JSONObjectField(serializers.DictField):
     """A free-form JSON object, or the same object as JSON text.
 
-    OpenAI's strict mode (and the Agents SDK's) closes every object of a tool's schema: a
-    free-form one could then only ever be `{}`. So the tools' schemas offer it as JSON text too,
-    which every door parses into the object."""
+    OpenAI's strict mode cannot express a free-form object (it closes every object: `{}` only),
+    and the Agents SDK gives up strict mode for a whole tool that has one. So a tool's schema
+    offers it as JSON text alone, the REST schema as either; every door parses the text into
+    the object and takes the object itself too."""
 
     def to_internal_value(self, data):
         if isinstance(data, str):

@@ -132,7 +132,8 @@ FREE_FORM = [("complete_task", "result_data"), ("update_task_status", "result_da
 @pytest.mark.parametrize("tool, param", FREE_FORM)
 def test_a_strict_mode_client_sends_a_free_form_object_as_json_text(tool, param):
     """Strict mode closes every object (a free-form one could only be {}): the tool offers it
-    as JSON text too, valid under both strict transformations (the SDK's and ours)."""
+    as JSON text alone, valid under both strict transformations (the SDK's and ours); the
+    registry still takes the object (tests/tasks/test_results.py)."""
     from collaboration.providers.openai import strict_schema
 
     schema = REGISTRY[tool].input_schema

@@ -1,0 +1,86 @@
+"""The OpenAI Agents SDK, unmodified, in strict mode against our /mcp: a client no one here wrote.
+
+The SDK lists our tools over streamable HTTP, turns each schema strict (every object closed, every
+property required: what OpenAI's strict function calling accepts), offers them to its model — the
+fake LLM, a real HTTP server speaking chat completions — and calls the tool the model picks with
+the arguments a strict-mode model sends (every property present, null for those it leaves out).
+"""
+
+import json
+
+import pytest
+from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+from agents.mcp import MCPServerStreamableHttp
+from openai import AsyncOpenAI
+
+from tasks.models import Task
+from tests.fake_llm import FakeLLM, Reply, ToolUse
+
+from .live import run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Traces would be exported to OpenAI's servers, which a test must not reach.
+set_tracing_disabled(True)
+
+
+async def run_agent(url: str, key: str, fake: FakeLLM, prompt: str):
+    server = MCPServerStreamableHttp(
+        params={"url": f"{url}/mcp", "headers": {"Authorization": f"Bearer {key}"}},
+        client_session_timeout_seconds=30,
+    )
+    async with server:
+        model = OpenAIChatCompletionsModel(
+            model="fake-model",
+            openai_client=AsyncOpenAI(base_url=fake.openai_base_url, api_key="fake", max_retries=0),
+        )
+        agent = Agent(
+            name="sarah", instructions="You work here.", model=model, mcp_servers=[server],
+            mcp_config={"convert_schemas_to_strict": True},
+        )  # fmt: skip
+        return await Runner.run(agent, prompt, max_turns=4)
+
+
+def test_every_tool_is_offered_strict_and_a_strict_call_creates_the_task(
+    live_url, demo_org, key_of
+):
+    create = {
+        "title": "Speed up the orders query", "description": "", "required_expertise": "PostgreSQL",
+        "urgency": "high", "deadline": None, "agent_id": None, "parent": None,
+    }  # fmt: skip
+    with FakeLLM() as fake:
+        fake.on(
+            contains="Speed up", replies=[Reply(tool_calls=[ToolUse("create_task", create)]),
+                                          Reply("Queued it.")],
+        )  # fmt: skip
+        result = run(
+            run_agent(live_url, key_of(demo_org, "agent-sarah"), fake, "Speed up the orders query")
+        )
+        first, second = fake.calls
+
+    assert result.final_output == "Queued it."
+    offered = {t["function"]["name"]: t["function"] for t in first.body["tools"]}
+    assert "create_task" in offered and "get_organization_roster" in offered
+    # The SDK falls back to a non-strict tool when it cannot make a schema strict: none did.
+    assert [name for name, f in offered.items() if f.get("strict") is not True] == []
+
+    task = Task.objects.get(title="Speed up the orders query")
+    assert task.created_by_agent.handle == "agent-sarah"  # the key's agent, not the body's
+    assert (task.urgency, task.required_expertise) == ("high", "PostgreSQL")
+    [answer] = second.tool_results
+    assert json.loads(answer["content"])["id"] == task.pk
+
+
+def test_a_refusal_reaches_the_model_as_the_tools_answer(live_url, demo_org, key_of):
+    with FakeLLM() as fake:
+        fake.on(
+            contains="Look at task", replies=[Reply(tool_calls=[ToolUse("get_task", {"task_id": 987654})]),
+                                              Reply("It does not exist.")],
+        )  # fmt: skip
+        result = run(
+            run_agent(live_url, key_of(demo_org, "agent-sarah"), fake, "Look at task 987654")
+        )
+        [answer] = fake.calls[1].tool_results
+
+    assert result.final_output == "It does not exist."
+    assert "task_not_found" in answer["content"]
