@@ -9,7 +9,7 @@ show is escaped by the templates.
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import DecimalField, OuterRef, Subquery, Sum
+from django.db.models import DecimalField, F, OuterRef, Subquery, Sum
 from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import path, reverse
@@ -42,10 +42,15 @@ def cost_of(since=None, **match) -> Subquery:
     return Subquery(rows, output_field=DecimalField(max_digits=19, decimal_places=9))
 
 
+# Nothing spent (NULL: no model call) sorts as the cheapest: PostgreSQL puts NULLs first in a
+# descending sort, which listed them above the costliest rows.
+BY_COST = F("cost_usd").asc(nulls_first=True)
+
+
 class CostColumn:
     """A sortable "cost" column from a `cost_usd` annotation (None: no model call)."""
 
-    @admin.display(description="cost", ordering="cost_usd")
+    @admin.display(description="cost", ordering=BY_COST)
     def cost(self, obj):
         return money(obj.cost_usd) if obj.cost_usd is not None else "—"
 
@@ -64,6 +69,11 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(cost_usd=cost_of(task_id=OuterRef("pk")))
+
+    # The calls on the task itself (one subquery a row); its page and the API add its subtasks'.
+    @admin.display(description="own cost", ordering=BY_COST)
+    def cost(self, obj):
+        return CostColumn.cost(self, obj)
 
     def get_fieldsets(self, request, obj=None):
         sets = TaskAdmin.get_fieldsets(self, request, obj)
@@ -220,7 +230,7 @@ class ConsoleAgentAdmin(CostColumn, AgentAdminWithRuns):
         month = cost_of(since=start_of_month(), agent_id=OuterRef("pk"))
         return super().get_queryset(request).annotate(cost_usd=month)
 
-    @admin.display(description="cost this month", ordering="cost_usd")
+    @admin.display(description="cost this month", ordering=BY_COST)
     def cost(self, obj):
         return money(obj.cost_usd) if obj.cost_usd is not None else "—"
 

@@ -26,7 +26,7 @@ from organization.workload import status_for
 from runtime.models import Run
 from tasks.models import HELD_STATUSES, DeliveryStatus, Task, TaskEvent, TaskStatus, WebhookDelivery
 
-from .story import Moment, moment_of
+from .story import Moment, moment_of, usd_figure
 
 # How many rows each list of the panel shows (the lists behind the links have them all).
 SHOWN = 10
@@ -35,9 +35,7 @@ WEBHOOK_WINDOW = timedelta(days=7)
 
 
 def money(amount: Decimal | None) -> str:
-    if amount is None:
-        return "—"
-    return f"${amount:,.2f}" if abs(amount) >= 1 or amount == 0 else f"${amount:.4f}"
+    return "—" if amount is None else f"${usd_figure(amount)}"
 
 
 @dataclass

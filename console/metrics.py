@@ -34,6 +34,8 @@ from runtime.models import Run, RunStatus
 from tasks.models import DeliveryStatus, Task, TaskStatus, WebhookDelivery
 from tasks.sweep import stale_queued
 
+from .story import usd_figure
+
 # The groups, in the order the page shows them: (name, heading).
 ATTENTION = "attention"
 PEOPLE = "people"
@@ -224,10 +226,6 @@ register_panel(
 # `costs` sits below `console`, so they are registered here, calling its selectors.
 
 
-def _money(amount) -> str:
-    return f"{amount:.2f}"
-
-
 def _usage_link(org: Organization, since) -> str:
     return changelist(UsageRecord, org, created_at__gte=since.isoformat())
 
@@ -244,7 +242,7 @@ register(
         "cost_today_usd", "Cost today (USD)",
         lambda org: cost_selectors.cost_since(org, cost_selectors.start_of_day()),
         lambda org: _usage_link(org, cost_selectors.start_of_day()),
-        COST, help="Model calls since midnight UTC.", text=_money,
+        COST, help="Model calls since midnight UTC.", text=usd_figure,
     )
 )  # fmt: skip
 register(
@@ -252,7 +250,7 @@ register(
         "cost_month_usd", "Cost this month (USD)",
         lambda org: cost_selectors.cost_since(org, cost_selectors.start_of_month()),
         lambda org: _usage_link(org, cost_selectors.start_of_month()),
-        COST, help="Model calls since the 1st, UTC.", text=_money,
+        COST, help="Model calls since the 1st, UTC.", text=usd_figure,
     )
 )  # fmt: skip
 

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Sum
+from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
 
 from collaboration.models import COORDINATOR_ROLE, CollaborationSession, ContributionStatus
@@ -110,15 +110,20 @@ class Suggestion:
 
 
 def suggestions(task: Task) -> tuple[list[Suggestion], str]:
-    """Who could take the task: the recommendation's candidates for its expertise (a human
-    asking), else the least loaded agents online; and where they come from, in words."""
+    """Who could take the task now: the recommendation's candidates with room for its
+    expertise (a human asking), else — no expertise asked, or no expert with room — the least
+    loaded agents online with room; and where they come from, in words."""
     exclude = (task.assignee.handle,) if task.assignee_id else ()
     if task.required_expertise:
         ranked = recommend(
             org=task.organization, agent=None, expertise=task.required_expertise,
             urgency=task.urgency, exclude=exclude,
         )  # fmt: skip
-        candidates = [c for c in ranked["candidates"] if c["tier"] < 5][:SUGGESTED]
+        # Only who has room: each suggestion's button assigns, which a full expert refuses (409).
+        candidates = [
+            c for c in ranked["candidates"]
+            if c["tier"] < 5 and c["current_workload"] < c["workload_capacity"]
+        ][:SUGGESTED]  # fmt: skip
         expertise = dict(
             Agent.objects.filter(
                 organization=task.organization, handle__in=[c["id"] for c in candidates]
@@ -133,17 +138,20 @@ def suggestions(task: Task) -> tuple[list[Suggestion], str]:
             )
             for c in candidates
         ]  # fmt: skip
-        return found, f"The recommendation for {task.required_expertise} (seed 001's priorities)."
+        if found:
+            return found, (
+                f"The recommendation for {task.required_expertise} (seed 001's priorities)."
+            )
     agents = (
         agents_with_workload(org=task.organization)
         .filter(is_paused=False)
         .exclude(handle__in=exclude)
+        # In SQL: skipping full agents after a slice hid whoever had room behind them.
+        .filter(current_workload__lt=F("workload_capacity"))
         .order_by("current_workload", "name")
     )
     found = []
-    for agent in agents[: SUGGESTED * 3]:
-        if agent.current_workload >= agent.workload_capacity:
-            continue
+    for agent in agents[:SUGGESTED]:
         status = status_for(
             is_paused=False, workload=agent.current_workload, capacity=agent.workload_capacity
         )
@@ -154,8 +162,10 @@ def suggestions(task: Task) -> tuple[list[Suggestion], str]:
                 "has room", agent.expertise,
             )
         )  # fmt: skip
-        if len(found) == SUGGESTED:
-            break
+    if task.required_expertise:
+        return found, (
+            f"Nobody with {task.required_expertise} has room: the least loaded agents online."
+        )
     return found, "The task asks for no expertise: the least loaded agents online."
 
 
@@ -276,11 +286,15 @@ def tool_calls_of(contribution) -> str:
     )
 
 
+def usd_figure(amount) -> str:
+    """12.34 from a dollar up, 0.0123 under one (a model call costs fractions of a cent: two
+    decimals showed most days as 0.00), 0.00 for nothing: every console page's money."""
+    return f"{amount:,.2f}" if abs(amount) >= 1 or amount == 0 else f"{amount:.4f}"
+
+
 def usd(amount) -> str:
-    """$0.0123 (four decimals under a dollar), $12.34 above; "" for no calls."""
-    if amount is None:
-        return ""
-    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}"
+    """$0.0123, $12.34; "" for no calls."""
+    return "" if amount is None else f"${usd_figure(amount)}"
 
 
 def collaboration_outcome(session: CollaborationSession) -> dict:

@@ -34,6 +34,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.widgets import AutocompleteSelect, ForeignKeyRawIdWidget
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.db import DataError
 from django.utils.html import format_html
 
 from ..caller import admin_organizations
@@ -180,14 +181,22 @@ def _has_organization(model) -> bool:
 
 @functools.cache
 def _bounded_dates(changelist_class):
-    """`changelist_class` refusing a date drill-down past year 9999 as any bad filter (Django
-    redirects with `?e=1`): its end of period, a day, month or year later, overflowed (500)."""
+    """`changelist_class` refusing what the database or the SQL compiler cannot take in a
+    list's query string as any bad filter (Django redirects with `?e=1`), not a 500: a date
+    drill-down past year 9999 (its end of period overflows), `?created_at__year=99999`,
+    `?title__regex=(` (PostgreSQL refuses the pattern as the page counts its rows)."""
 
     class BoundedDatesChangeList(changelist_class):
         def get_filters(self, request):
             try:
                 return super().get_filters(request)
             except (ValueError, OverflowError) as exc:
+                raise IncorrectLookupParameters(exc) from exc
+
+        def get_results(self, request):
+            try:
+                return super().get_results(request)
+            except (ValueError, OverflowError, DataError) as exc:
                 raise IncorrectLookupParameters(exc) from exc
 
     return BoundedDatesChangeList
