@@ -73,10 +73,11 @@ _TASK_FIELDS = (
     "pk", "title", "description", "required_expertise", "urgency", "deadline", "status",
     "assignee_id", "assignee__handle", "queued_for__handle", "created_by_agent__handle", "result",
     "parent_id", "parent__title", "parent__description", "parent__status",
-    "parent__assignee__handle",
+    "parent__assignee__handle", "parent__assignee_id", "parent__created_by_agent_id",
+    "parent__queued_for_id",
 )  # fmt: skip
 # JSON columns read as their text and decoded here: the same on every backend.
-_TASK_JSON = ("delegation_chain", "result_data")
+_TASK_JSON = ("delegation_chain", "result_data", "parent__delegation_chain")
 _TASKS = PreparedQuery(
     Task,
     lambda task_ids, organization_id: Task.objects.filter(
@@ -112,6 +113,26 @@ def _json_value(text: str | None):
     return None if text is None else json.loads(text)
 
 
+def _parent_json(row: dict, agent: Agent) -> dict | None:
+    """The parent task, in full only if the agent may see it (tasks.selectors.visible_to_agent:
+    created, held, queued for, passed on); else its id alone, as GET /api/tasks/<id> gives it."""
+    if row["parent_id"] is None:
+        return None
+    chain = _json_value(row["parent__delegation_chain"]) or []
+    if agent.pk not in (
+        row["parent__assignee_id"], row["parent__created_by_agent_id"],
+        row["parent__queued_for_id"],
+    ) and agent.handle.lower() not in (h.lower() for h in chain):  # fmt: skip
+        return {"id": row["parent_id"]}
+    return {
+        "id": row["parent_id"],
+        "title": row["parent__title"],
+        "description": _cut(row["parent__description"]),
+        "status": row["parent__status"],
+        "holder": row["parent__assignee__handle"],
+    }
+
+
 def _task_json(row: dict, agent: Agent, triggers: list[str], subtasks: list, comments: list):
     return {
         "id": row["pk"],
@@ -129,15 +150,7 @@ def _task_json(row: dict, agent: Agent, triggers: list[str], subtasks: list, com
         "result": row["result"],
         "result_data": _json_value(row["result_data"]),
         "woke_you": triggers,
-        "parent": None
-        if row["parent_id"] is None
-        else {
-            "id": row["parent_id"],
-            "title": row["parent__title"],
-            "description": _cut(row["parent__description"]),
-            "status": row["parent__status"],
-            "holder": row["parent__assignee__handle"],
-        },
+        "parent": _parent_json(row, agent),
         "subtasks": [
             {
                 "id": pk,

@@ -21,6 +21,7 @@ and ended (`services.run_finish`), which starts the follow-up if triggers arrive
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 
@@ -188,10 +189,13 @@ class TurnRecorder:
 
     def __init__(self, run: Run, token: str):
         self.run, self.token = run, token
-        # Each model call of the run goes through the ledger as the agent, for the run's task.
+        # Each model call of the run goes through the ledger as the agent, for the run's task;
+        # it works every task of its input, so each one's task budgets (and its parents') must
+        # have room, not only the first trigger's (a task whose budget was out rode along).
+        tasks = dict.fromkeys([run.task_id, *(t["id"] for t in run.context.get("tasks", []))])
+        tree = dict.fromkeys(chain for task_id in tasks for chain in task_ancestry(task_id))
         self.meter = Meter.for_agent(
-            run.agent, UsagePurpose.RUN, run_id=run.pk, task_id=run.task_id,
-            task_tree=task_ancestry(run.task_id),
+            run.agent, UsagePurpose.RUN, run_id=run.pk, task_id=run.task_id, task_tree=tuple(tree),
         )  # fmt: skip
         # What an earlier attempt recorded: a turn is recorded under a lease, so a run's first
         # attempt has none to read.
@@ -249,10 +253,25 @@ def _acted_on(turns: list[dict]) -> set[int]:
         if tool is None or tool.read_only:
             continue
         for key in ("task_id", "parent"):
-            value = turn["arguments"].get(key)
-            if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-                named.add(int(value))
+            task_id = _as_task_id(turn["arguments"].get(key))
+            if task_id is not None:
+                named.add(task_id)
     return named
+
+
+_WHOLE_DECIMAL = re.compile(r"\.0*\s*$")  # DRF's IntegerField.re_decimal
+
+
+def _as_task_id(value) -> int | None:
+    """An id as the tools' serializers (DRF's IntegerField) read it: 12, "12", 12.0, "12.0"."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        value = _WHOLE_DECIMAL.sub("", value).strip()
+        return int(value) if value.isdigit() else None
+    return value if isinstance(value, int) else None
 
 
 # Read at every run's end (compiled once: organization/prepared.py).
@@ -267,8 +286,14 @@ _HELD = PreparedQuerySet(
 
 
 def _held_tasks(run: Run) -> list[Task]:
-    """The run's tasks the agent still holds, assigned or in progress."""
-    ids = [t["id"] for t in run.context.get("tasks", [])]
+    """The run's tasks the agent held when its model was shown them and still holds, assigned
+    or in progress. Not one that reached it during the run (escalated to it, say): the model
+    answered about it as someone else's, and a follow-up run works it. A run whose input was
+    never stored (its worker died building it): the tasks of its triggers."""
+    if run.context:
+        ids = [t["id"] for t in run.context.get("tasks", []) if t.get("you_hold_it")]
+    else:
+        ids = [i for i in run.triggers.values_list("task_id", flat=True) if i is not None]
     return _HELD.instances(task_ids=ids, agent_id=run.agent_id)
 
 
@@ -318,7 +343,7 @@ def _settle_failed(run: Run, token: str, error: str, actor: Actor | None = None)
     outcome = []
     note = f"Managed run #{run.pk} stopped: {error}"[:2000]
     try:
-        tasks = _held_tasks(run) if run.context else []
+        tasks = _held_tasks(run)
     except Exception:
         log.exception("run %s: could not read its tasks", run.pk)
         tasks = []

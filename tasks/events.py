@@ -210,12 +210,12 @@ def task_escalated_event(
     verdict: Verdict | None,
     **decision,
 ) -> TaskEvent:
-    return _record(
-        task,
-        escalation_event(
-            task=task, actor=actor, before=before, target=target, verdict=verdict, **decision
-        ),
+    event = escalation_event(
+        task=task, actor=actor, before=before, target=target, verdict=verdict, **decision
     )
+    # Queued for a senior at capacity: told, not asked to act (it cannot take the task yet; the
+    # queue's refill that gives it the task wakes it), as for any task queued for an expert.
+    return _record(task, event, wake=target is None or task.assignee_id == target.pk)
 
 
 def task_status_changed_event(
@@ -384,8 +384,9 @@ def _inbox_item(event: TaskEvent, agent: Agent | None = None) -> InboxItem:
     )
 
 
-def _record(task: Task, event: TaskEvent) -> TaskEvent:
-    """Write the audit row of `task`; the recipient gets an inbox item and a webhook."""
+def _record(task: Task, event: TaskEvent, *, wake: bool = True) -> TaskEvent:
+    """Write the audit row of `task`; the recipient gets an inbox item and a webhook, and
+    (`wake`) is asked to act."""
     if not _notifies(event):
         insert_new(event)  # the ORM would compile the INSERT anew for every event
         return event
@@ -398,7 +399,8 @@ def _record(task: Task, event: TaskEvent) -> TaskEvent:
         delivery = webhooks.delivery_for(event, task, event.recipient)
         delivery.save()
         webhooks.enqueue_deliveries([delivery.pk])
-    announce([(event.recipient, event.kind, task)], event=event)
+    if wake:
+        announce([(event.recipient, event.kind, task)], event=event)
     return event
 
 

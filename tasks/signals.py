@@ -3,8 +3,8 @@
 `work_reached_agent` is sent by `tasks.events` for every inbox item that asks its agent to act:
 a task assigned to it (at creation, by a move, by the queue's refill), delegated or escalated to
 it, a comment by someone else on a task it holds or passed on (the expert a queued task only
-waits for is told in its inbox, not sent this), and the last open subtask of a task it holds
-finished. It is the hook the managed agent runtime wakes its agents with (docs/tasks.md,
+waits for, or a senior an escalation only queues it for, is told in its inbox, not sent this),
+and the last open subtask of a task it holds finished. It is the hook the managed agent runtime wakes its agents with (docs/tasks.md,
 "Work reaching an agent"; runtime/receivers.py connects to it).
 
 It is sent once the move's transaction has committed (what the receiver reads is there), with

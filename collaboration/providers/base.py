@@ -10,6 +10,7 @@ own wire format (OpenAI `tools` / `tool_calls` / `role: tool`; Anthropic `tools`
 `tool_result`). `collaboration.toolloop` runs the calls.
 """
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -163,16 +164,16 @@ class LLMReply:
 
     def storable(self) -> "LLMReply":
         """This reply as what the service can keep and answer: a model's text and a tool call's
-        arguments are not ours to trust. PostgreSQL refuses NUL in text and jsonb (the answer,
+        arguments are not ours to trust. PostgreSQL refuses NUL and lone surrogates in text and jsonb (the answer,
         the session, the run would fail), and the API's JSON renderer stops at 255 levels of
-        nesting (the session or run would answer 500 from then on): NUL becomes U+FFFD, and
+        nesting (the session or run would answer 500 from then on): those become U+FFFD, and
         arguments nested deeper than MAX_ARGUMENT_DEPTH are refused as invalid, as unparsable
         ones are, so the tool loop answers the model with an error and never runs them."""
-        self.text = _without_nul(self.text)
+        self.text = _storable_strings(self.text)
         self.tool_calls = [_storable_call(call) for call in self.tool_calls]
         # What the server says answered is kept in a column of 100 characters.
-        self.model = _without_nul(self.model)[:100]
-        self.stop_reason = _without_nul(self.stop_reason)[:100]
+        self.model = _storable_strings(self.model)[:100]
+        self.stop_reason = _storable_strings(self.stop_reason)[:100]
         return self
 
 
@@ -183,26 +184,32 @@ MAX_ARGUMENT_DEPTH = 64
 def _storable_call(call: ToolCall) -> ToolCall:
     if call.invalid_arguments is None and _deeper_than(call.arguments, MAX_ARGUMENT_DEPTH):
         return ToolCall(
-            id=_without_nul(call.id),
-            name=_without_nul(call.name),
+            id=_storable_strings(call.id),
+            name=_storable_strings(call.name),
             invalid_arguments=f"(arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels)",
         )
     return ToolCall(
-        id=_without_nul(call.id),
-        name=_without_nul(call.name),
-        arguments=_without_nul(call.arguments),
-        invalid_arguments=_without_nul(call.invalid_arguments),
+        id=_storable_strings(call.id),
+        name=_storable_strings(call.name),
+        arguments=_storable_strings(call.arguments),
+        invalid_arguments=_storable_strings(call.invalid_arguments),
     )
 
 
-def _without_nul(value):
-    """`value` with every NUL in its strings (keys too) as U+FFFD; bounded depth (checked first)."""
+# What PostgreSQL cannot store in text or jsonb: NUL, and a lone surrogate (a model's output cut
+# in the middle of an emoji), which failed the run with a DataError and lost the answer.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _storable_strings(value):
+    """`value` with every NUL and lone surrogate in its strings (keys too) as U+FFFD; bounded
+    depth (checked first)."""
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+        return _UNSTORABLE.sub("\ufffd", value)
     if isinstance(value, dict):
-        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+        return {_storable_strings(k): _storable_strings(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_without_nul(v) for v in value]
+        return [_storable_strings(v) for v in value]
     return value
 
 
