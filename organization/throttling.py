@@ -8,6 +8,8 @@ key send up to twice its rate across a window's boundary, as fixed windows do. O
 """
 
 import logging
+import math
+from types import SimpleNamespace
 
 from django.conf import settings
 from django.core.cache import caches
@@ -82,3 +84,12 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
         if self.retry_after is not None:
             return self.retry_after
         return super().wait()
+
+
+def key_over_rate(api_key) -> int | None:
+    """Count one request of `api_key` at a door DRF does not serve (/mcp), in the same counter
+    as its REST requests: the seconds to wait when it is over API_THROTTLE_RATE, else None."""
+    throttle = ApiKeyRateThrottle()
+    if throttle.allow_request(SimpleNamespace(user=KeyUser(api_key)), None):
+        return None
+    return max(1, math.ceil(throttle.wait() or 1))

@@ -13,7 +13,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from ..auth import bearer_token
 from ..errors import error_body
-from .server import SCOPE_KEY, build_server, close_db_connections, find_key
+from .server import SCOPE_KEY, build_server, close_db_connections, find_counted_key
 
 MCP_PATH = "/mcp"
 
@@ -223,14 +223,6 @@ class McpHttpApp:
             )
             await send_json(send, 503, body)
             return
-        if self.stateless and scope["method"] == "GET":
-            # The stream a GET opens carries what the server sends unasked, and a stateless
-            # server has nothing to send on it: it would only hold a connection open forever.
-            # The spec's answer for a server without that stream is 405.
-            body = error_body("No server-sent stream here (MCP_STATELESS): POST requests.",
-                              "method_not_allowed")  # fmt: skip
-            await send_json(send, 405, body, [(b"allow", b"POST, DELETE, OPTIONS")])
-            return
         header = header_of(scope, b"authorization")
         challenge = [(b"www-authenticate", b'Bearer realm="mcp"')]
         if header is None:
@@ -241,10 +233,26 @@ class McpHttpApp:
             await send_json(send, 401, body, challenge)
             return
         plaintext = bearer_token(header)
-        key = await find_key(plaintext) if plaintext is not None else None
+        key, wait = await find_counted_key(plaintext) if plaintext is not None else (None, None)
         if key is None:
             body = error_body("Invalid or revoked API key.", "authentication_failed")
             await send_json(send, 401, body, challenge)
+            return
+        if wait is not None:
+            # API_THROTTLE_RATE is per key whatever the door: REST and /mcp share its counter.
+            body = error_body(
+                f"Request was throttled. Expected available in {wait} seconds.", "rate_limited"
+            )
+            await send_json(send, 429, body, [(b"retry-after", str(wait).encode())])
+            return
+        if self.stateless and scope["method"] == "GET":
+            # The stream a GET opens carries what the server sends unasked, and a stateless
+            # server has nothing to send on it: it would only hold a connection open forever.
+            # The spec's answer for a server without that stream is 405 (after the key, as for
+            # every request: a bad key is 401 whatever the method).
+            body = error_body("No server-sent stream here (MCP_STATELESS): POST requests.",
+                              "method_not_allowed")  # fmt: skip
+            await send_json(send, 405, body, [(b"allow", b"POST, DELETE, OPTIONS")])
             return
         if scope["method"] == "POST":
             receive = await checked_body(scope, receive, send)

@@ -18,6 +18,7 @@ from .. import registry
 from ..auth import authenticate_key
 from ..caller import Caller, caller_for_key
 from ..models import ApiKey
+from ..throttling import key_over_rate
 from .prompts import AGENT_ARGUMENT, PROMPTS, get_prompt
 from .tools import mcp_tool, run_tool
 
@@ -59,6 +60,19 @@ def _find_key(plaintext: str) -> ApiKey | None:
 
 # In the executor's threads, like the tool calls: no request waits for another's lookup.
 find_key = sync_to_async(_find_key, thread_sensitive=False)
+
+
+def _find_counted_key(plaintext: str) -> tuple[ApiKey | None, int | None]:
+    """The key, and the seconds it must wait when over API_THROTTLE_RATE (None: go on): each
+    /mcp request counts as a REST request does, in the same counter."""
+    try:
+        key = authenticate_key(plaintext)
+        return key, (key_over_rate(key) if key is not None else None)
+    finally:
+        close_old_connections()
+
+
+find_counted_key = sync_to_async(_find_counted_key, thread_sensitive=False)
 
 
 # A JSON-RPC error of the server's own range: the key stdio was started with no longer holds.
