@@ -28,6 +28,7 @@ from .metering import (
     period_of,
     remaining,
     roll,
+    task_ancestry,  # noqa: F401  (moved to metering for its sweep; imported from here too)
     worst_case_usd,
 )
 from .models import (
@@ -59,6 +60,17 @@ def state_of(budget: Budget, now=None) -> str:
     return BudgetState.OK
 
 
+def holds_back(budget: Budget, now=None) -> bool:
+    """Whether the budget holds a managed agent's runs back: what it has *spent* this period
+    reaches its limit, or a call did not fit it this period. Not what calls under way hold
+    (`state_of` shows that): a colleague's call in flight would hold others back with nothing
+    spent, and when it settles for less than its worst case nothing sends `budget_made_room`
+    to wake them. A run started meanwhile is still checked at each call (`reserve`)."""
+    period = period_of(budget, now)
+    spent = budget.spent_usd if budget.period == period else ZERO
+    return spent >= budget.limit_usd or budget.refused_period == period
+
+
 def current_view(budget: Budget, now=None) -> Budget:
     """The budget as of now: a monthly one seen in a new month has spent nothing yet."""
     roll(budget, now)
@@ -83,22 +95,6 @@ def spent_so_far(budget: Budget, now=None) -> Decimal:
     elif budget.scope == BudgetScope.COLLABORATION:
         rows = rows.filter(session_id=budget.session_id)
     return min(rows.aggregate(total=Sum("cost_usd"))["total"] or ZERO, MONEY_MAX)
-
-
-_PARENT_OF = PreparedQuery(
-    Task, lambda task_id: Task.objects.filter(pk=task_id).order_by().values_list("parent_id"),
-    task_id=INT,
-)  # fmt: skip
-
-
-def task_ancestry(task_id: int | None) -> tuple[int, ...]:
-    """The task and its parents up to the root (a task budget covers its whole tree); read at
-    every managed run's start, one compiled statement a level."""
-    chain: list[int] = []
-    while task_id is not None and task_id not in chain and len(chain) < 100:
-        chain.append(task_id)
-        task_id = next((parent for (parent,) in _PARENT_OF.rows(task_id=task_id)), None)
-    return tuple(chain)
 
 
 def parse_usd(value, name: str) -> Decimal:
@@ -146,7 +142,10 @@ def budget_set(
             raise NotFound(f"Agent not found: {agent}", "agent_not_found")
         subject["agent"] = found
     elif scope == BudgetScope.TASK:
-        found = Task.objects.filter(organization=org, pk=task).first() if task else None
+        # Like a team or agent budget: no subject is bad input (400), an unknown one absent (404).
+        if task is None:
+            raise Invalid("task: required for a task budget (the root task's id).")
+        found = Task.objects.filter(organization=org, pk=task).first()
         if found is None:
             raise NotFound(f"Task not found: {task}", "task_not_found")
         subject["task"] = found
@@ -194,13 +193,14 @@ _ANY_BUDGET = PreparedQuery(
 
 
 def blocking_budget(agent: Agent, now=None) -> Budget | None:
-    """The first monthly budget covering the agent (its organization, team, own) that is
-    exhausted: a managed run for it would be refused at its first call, so none starts."""
+    """The first monthly budget covering the agent (its organization, team, own) that holds
+    it back (`holds_back`: spent, or refused a call this period): a managed run for it would
+    be refused at its first call, so none starts."""
     if not _ANY_BUDGET.rows(organization_id=agent.organization_id):
         return None  # most organizations set none: one statement compiled once, not the search
     meter = Meter.for_agent(agent, purpose="run")
     for budget in Budget.objects.filter(meter.covering()).order_by("pk"):
-        if state_of(budget, now) == BudgetState.EXHAUSTED:
+        if holds_back(budget, now):
             return budget
     return None
 

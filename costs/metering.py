@@ -7,8 +7,9 @@
 the task tree, the collaboration), in primary-key order so concurrent calls never deadlock,
 and either holds the call's worst case (prompt bound + max_tokens, priced) against all of them
 or refuses it with `BudgetExhausted` before any money is spent. `settle` releases the hold and
-books the real cost, in the same transaction as the ledger row's update; a hold its worker never
-settled is booked at its worst case by `sweep_expired`. So the money spent never exceeds a budget:
+books the real cost, in the same transaction as the ledger row's update (also on the budgets
+covering the call set while it ran, which it did not hold); a hold its worker never settled is
+booked at its worst case by `sweep_expired`. So the money spent never exceeds a budget:
 the check counts what is spent and what is held.
 
 A call no budget covers is written once, after it returns (no reservation to hold).
@@ -29,7 +30,8 @@ from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
 from organization.errors import Conflict
-from organization.prepared import insert_new
+from organization.prepared import INT, PreparedQuery, insert_new
+from tasks.models import Task
 
 from . import alerts, sql
 from .models import (
@@ -112,6 +114,24 @@ class Ticket:
     worst_usd: Decimal | None
     record_id: int | None = None  # the reservation's ledger row, if budgets cover the call
     budget_ids: list[int] = field(default_factory=list)
+
+
+# The task tree a call's task budgets cover (here, not in budgets.py: `sweep_expired` needs it,
+# and budgets.py imports this module; `costs.budgets.task_ancestry` is the same function).
+_PARENT_OF = PreparedQuery(
+    Task, lambda task_id: Task.objects.filter(pk=task_id).order_by().values_list("parent_id"),
+    task_id=INT,
+)  # fmt: skip
+
+
+def task_ancestry(task_id: int | None) -> tuple[int, ...]:
+    """The task and its parents up to the root (a task budget covers its whole tree); read at
+    every managed run's start, one compiled statement a level."""
+    chain: list[int] = []
+    while task_id is not None and task_id not in chain and len(chain) < 100:
+        chain.append(task_id)
+        task_id = next((parent for (parent,) in _PARENT_OF.rows(task_id=task_id)), None)
+    return tuple(chain)
 
 
 def roll(budget: Budget, now=None) -> bool:
@@ -248,9 +268,8 @@ def _reserve_in_one_statement(ticket: Ticket, deadline: float | None) -> Ticket:
     meter, now = ticket.meter, timezone.now()
     seconds_left = (deadline - time.monotonic()) if deadline else 0
     locked, short, record_id = sql.reserve({
-        "org": meter.organization_id, "team": meter.team_id, "agent": meter.agent_id,
-        "tasks": list(meter.task_tree), "session": meter.session_id, "run": meter.run_id,
-        "task": meter.task_id, "purpose": meter.purpose, "label": meter.label, "provider": ticket.provider,
+        **_covering_params(meter), "run": meter.run_id, "task": meter.task_id,
+        "purpose": meter.purpose, "label": meter.label, "provider": ticket.provider,
         "model": ticket.model, "price_source": ticket.price.source, "worst": ticket.worst_usd,
         "period": current_period(now),
         "expires_in": max(seconds_left, 0) + settings.COSTS_RESERVATION_GRACE,
@@ -271,11 +290,20 @@ def _reserve_in_one_statement(ticket: Ticket, deadline: float | None) -> Ticket:
     raise _refusal(refused[0], ticket.worst_usd, ticket.provider, ticket.model)
 
 
+def _covering_params(meter: Meter) -> dict:
+    """The parameters of `sql.COVERING` (the budgets covering the meter's call)."""
+    return {
+        "org": meter.organization_id, "team": meter.team_id, "agent": meter.agent_id,
+        "tasks": list(meter.task_tree), "session": meter.session_id,
+    }  # fmt: skip
+
+
 def _settle_in_one_statement(ticket: Ticket, cost: Decimal | None, usage: dict) -> bool:
     """False: the reservation was not held any more (booked by the sweep, or lost)."""
     now = timezone.now()
     settled, budgets = sql.settle({
         **{f: usage[f] for f in ("error",)},
+        **_covering_params(ticket.meter),
         "budgets": ticket.budget_ids, "record": ticket.record_id, "prompt": usage["prompt_tokens"],
         "completion": usage["completion_tokens"], "cost": cost,
         "input_rate": usage["input_usd_per_mtok"], "output_rate": usage["output_usd_per_mtok"],
@@ -351,7 +379,8 @@ def settle(
     with transaction.atomic():
         _commit_without_waiting_for_disk()
         _book(ticket.record_id, ticket.budget_ids, ticket.worst_usd, cost or ZERO, usage,
-              UsageState.RECORDED, _row(ticket.meter, ticket.provider, ticket.model, price))  # fmt: skip
+              UsageState.RECORDED, _row(ticket.meter, ticket.provider, ticket.model, price),
+              covering=ticket.meter.covering())  # fmt: skip
     return None
 
 
@@ -377,13 +406,17 @@ def _book_unheld(ticket: Ticket, price: Price, usage: dict, cost: Decimal | None
 
 def _book(
     record_id: int, budget_ids: list[int], held: Decimal, cost: Decimal, usage: dict, state: str,
-    row: dict | None = None,
+    row: dict | None = None, covering: Q | None = None,
 ) -> bool:  # fmt: skip
     """Settle one reservation (in the caller's transaction): False when it was settled before.
 
     The budgets are locked in primary-key order (as `reserve` locks them: no deadlock), then
-    changed in one statement; the alerts are computed from the values read under the lock."""
-    budgets = list(Budget.objects.select_for_update().filter(pk__in=budget_ids).order_by("pk"))
+    changed in one statement; the alerts are computed from the values read under the lock.
+    The cost is also booked on the budgets `covering` the call that its reservation did not
+    hold: set while it was under way, they started from the ledger without it (`spent_so_far`
+    skips reservations), so nothing else would ever count it on them."""
+    which = Q(pk__in=budget_ids) | covering if covering is not None else Q(pk__in=budget_ids)
+    budgets = list(Budget.objects.select_for_update().filter(which).order_by("pk"))
     settled = UsageRecord.objects.filter(pk=record_id, state=UsageState.RESERVED).update(
         state=state, settled_at=timezone.now(), **usage
     )
@@ -395,7 +428,10 @@ def _book(
         held = ZERO
         UsageRecord.objects.create(pk=record_id, **row, **usage, state=state,
                                    budget_ids=budget_ids, settled_at=timezone.now())  # fmt: skip
-    _spend(budgets, held=held, cost=cost)
+    _spend([b for b in budgets if b.pk in budget_ids], held=held, cost=cost)
+    late = [b for b in budgets if b.pk not in budget_ids]
+    if late:
+        _spend(late, held=ZERO, cost=cost)
     return True
 
 
@@ -430,18 +466,24 @@ def _spend(budgets: list[Budget], *, held: Decimal, cost: Decimal) -> None:
 def sweep_expired(now=None) -> int:
     """Book each reservation past its expiry at its worst case; returns how many."""
     now = now or timezone.now()
-    expired = list(
-        UsageRecord.objects.filter(state=UsageState.RESERVED, expires_at__lt=now).values_list(
-            "pk", "budget_ids", "reserved_usd"
-        )[:500]
-    )
+    expired = UsageRecord.objects.filter(state=UsageState.RESERVED, expires_at__lt=now).only(
+        "pk", "budget_ids", "reserved_usd", "organization_id", "purpose", "agent_id", "team_id",
+        "session_id", "task_id",
+    )[:500]  # fmt: skip
     booked = 0
-    for pk, budget_ids, held in expired:
+    for record in list(expired):
+        # The call's meter again, for the budgets set while it was under way (see `_book`).
+        meter = Meter(
+            organization_id=record.organization_id, purpose=record.purpose,
+            agent_id=record.agent_id, team_id=record.team_id, session_id=record.session_id,
+            task_id=record.task_id, task_tree=task_ancestry(record.task_id),
+        )  # fmt: skip
+        held = record.reserved_usd
         with transaction.atomic():
             booked += _book(
-                pk, budget_ids, held, held,
+                record.pk, record.budget_ids, held, held,
                 {"cost_usd": held, "error": "its worker never settled it: booked at its worst case"},
-                UsageState.EXPIRED,
+                UsageState.EXPIRED, covering=meter.covering(),
             )  # fmt: skip
     return booked
 

@@ -14,7 +14,7 @@ from decimal import Decimal
 
 from django.db import models
 
-from organization.history import audited
+from organization.history import audited, related
 from organization.models import Agent, Organization, Team
 from tasks.models import Task
 
@@ -213,10 +213,14 @@ class Budget(models.Model):
     @property
     def subject(self) -> str:
         """What it covers, in words."""
+        # The team or agent may be gone already: deleting it (or the organization) cascades to
+        # its budget, whose history label is this (organization/history.py `related`).
         if self.scope == BudgetScope.TEAM:
-            return self.team.name if self.team_id else "?"
+            team = related(self, "team") if self.team_id else None
+            return team.name if team is not None else f"team {self.team_id or '?'}"
         if self.scope == BudgetScope.AGENT:
-            return self.agent.handle if self.agent_id else "?"
+            agent = related(self, "agent") if self.agent_id else None
+            return agent.handle if agent is not None else f"agent {self.agent_id or '?'}"
         if self.scope == BudgetScope.TASK:
             return f"task {self.task_id}"
         if self.scope == BudgetScope.COLLABORATION:

@@ -24,18 +24,21 @@ def _table(model) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
+# The budgets covering a call (`metering.Meter.covering`).
+COVERING = """organization_id = %(org)s AND (
+        scope = 'organization'
+        OR (scope = 'team' AND team_id = %(team)s)
+        OR (scope = 'agent' AND agent_id = %(agent)s)
+        OR (scope = 'task' AND task_id = ANY(%(tasks)s::bigint[]))
+        OR (scope = 'collaboration' AND session_id = %(session)s))"""
+
 RESERVE = f"""
 WITH cfg AS (SELECT set_config('synchronous_commit', 'off', true)),
 locked AS (
     SELECT id, limit_usd, reserved_usd,
            CASE WHEN scope IN {MONTHLY} AND period <> %(period)s THEN 0 ELSE spent_usd END AS spent
     FROM {{budget}}
-    WHERE organization_id = %(org)s AND (
-        scope = 'organization'
-        OR (scope = 'team' AND team_id = %(team)s)
-        OR (scope = 'agent' AND agent_id = %(agent)s)
-        OR (scope = 'task' AND task_id = ANY(%(tasks)s::bigint[]))
-        OR (scope = 'collaboration' AND session_id = %(session)s))
+    WHERE {COVERING}
     ORDER BY id
     FOR UPDATE
 ),
@@ -70,7 +73,14 @@ SELECT (SELECT array_agg(id ORDER BY id) FROM locked),
 
 SETTLE = f"""
 WITH cfg AS (SELECT set_config('synchronous_commit', 'off', true)),
-locked AS (SELECT id FROM {{budget}} WHERE id = ANY(%(budgets)s::bigint[]) ORDER BY id FOR UPDATE),
+-- The budgets the reservation held, and those covering the call set since (not held: a new
+-- budget's start skips calls under way, so it is booked here, as `metering.settle` says).
+locked AS (
+    SELECT id, id = ANY(%(budgets)s::bigint[]) AS held FROM {{budget}}
+    WHERE id = ANY(%(budgets)s::bigint[]) OR ({COVERING})
+    ORDER BY id
+    FOR UPDATE
+),
 settled AS (
     UPDATE {{usage}}
     SET state = %(state)s, prompt_tokens = %(prompt)s, completion_tokens = %(completion)s,
@@ -83,7 +93,7 @@ settled AS (
 ),
 booked AS (
     UPDATE {{budget}} b
-    SET reserved_usd = GREATEST(b.reserved_usd - %(held)s, 0),
+    SET reserved_usd = GREATEST(b.reserved_usd - CASE WHEN locked.held THEN %(held)s ELSE 0 END, 0),
         -- saturates at the column's maximum rather than overflow it (metering._spend says why)
         spent_usd = CASE WHEN b.period IN (%(period)s, '{LIFETIME}')
                          THEN LEAST(b.spent_usd + %(booked)s, {MONEY_MAX}) ELSE %(booked)s END,

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 from simple_history.models import HistoricalRecords
 from simple_history.signals import pre_create_historical_record
@@ -225,12 +226,31 @@ def audited(
     return AuditedRecords(kind, organization, action, excluded_fields=list(exclude))
 
 
+def related(obj, field: str):
+    """`obj.<field>`, or None when that row is gone already: a delete cascading over a
+    *nullable* foreign key may remove the related row before `obj` (Django does not order
+    those), and `obj`'s history row is written after both are gone."""
+    try:
+        return getattr(obj, field)
+    except ObjectDoesNotExist:
+        return None
+
+
+def label_of(obj) -> str:
+    """The history row's label: `str(obj)`, or its kind and id when `__str__` reads a related
+    row the same delete removed already (see `related`): never a 500 that undoes the delete."""
+    try:
+        return str(obj)[:300]
+    except ObjectDoesNotExist:
+        return f"{obj._meta.verbose_name} {obj.pk}"[:300]
+
+
 def _fill(sender, instance, history_instance, **kwargs) -> None:
     if not isinstance(history_instance, AuditedHistory):
         return
     actor = current_actor()
     history_instance.history_organization_id = sender.audit_organization_of(instance)
-    history_instance.history_object_label = str(instance)[:300]
+    history_instance.history_object_label = label_of(instance)
     history_instance.history_actor_kind = actor.kind
     history_instance.history_actor_label = actor.label[:200]
     history_instance.history_actor_key_prefix = actor.key_prefix
@@ -251,7 +271,7 @@ def record_changes(objs: Iterable[models.Model]) -> None:
         obj._history_user = _history_user()
         attrs = {
             "history_organization_id": history.model.audit_organization_of(obj),
-            "history_object_label": str(obj)[:300],
+            "history_object_label": label_of(obj),
             "history_actor_kind": actor.kind,
             "history_actor_label": actor.label[:200],
             "history_actor_key_prefix": actor.key_prefix,

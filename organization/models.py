@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
-from .history import audited
+from .history import audited, related
 from .webhooks import validate_webhook_url
 
 HANDLE_VALIDATOR = RegexValidator(
@@ -266,6 +266,18 @@ class AgentRole(models.Model):
         return f"{self.agent.handle}: {self.role}"
 
 
+# The stale-queue thresholds a team rule may hold (docs/tasks.md): from a second (0 or less
+# would make every queued task stale at once: escalate instead of queueing) to ten years (in
+# effect "never"; far more, and `now - threshold` leaves PostgreSQL's timestamp range, which
+# broke the dashboard and the sweep of every organization). The sweep clamps to them as well.
+STALE_AFTER_MIN = timedelta(seconds=1)
+STALE_AFTER_MAX = timedelta(days=3650)
+STALE_AFTER_VALIDATORS = [
+    MinValueValidator(STALE_AFTER_MIN, "At least 1 second (0:00:01)."),
+    MaxValueValidator(STALE_AFTER_MAX, "At most 3650 days (ten years)."),
+]
+
+
 class TeamRule(models.Model):
     """Seed 003's workspace rules, plus our delegation depth and stale-queue thresholds."""
 
@@ -278,10 +290,18 @@ class TeamRule(models.Model):
         Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     max_delegation_depth = models.PositiveSmallIntegerField(default=5)
-    stale_after_critical = models.DurationField(default=timedelta(minutes=15))
-    stale_after_high = models.DurationField(default=timedelta(hours=1))
-    stale_after_normal = models.DurationField(default=timedelta(hours=4))
-    stale_after_low = models.DurationField(default=timedelta(hours=24))
+    stale_after_critical = models.DurationField(
+        default=timedelta(minutes=15), validators=STALE_AFTER_VALIDATORS
+    )
+    stale_after_high = models.DurationField(
+        default=timedelta(hours=1), validators=STALE_AFTER_VALIDATORS
+    )
+    stale_after_normal = models.DurationField(
+        default=timedelta(hours=4), validators=STALE_AFTER_VALIDATORS
+    )
+    stale_after_low = models.DurationField(
+        default=timedelta(hours=24), validators=STALE_AFTER_VALIDATORS
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -365,7 +385,11 @@ class ApiKey(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
-        who = self.agent.handle if self.agent_id else "organization"
+        who = "organization"
+        if self.agent_id:
+            # The agent may be gone already: deleting it cascades to its keys (history's label).
+            agent = related(self, "agent")
+            who = agent.handle if agent is not None else f"agent {self.agent_id}"
         return f"{self.name or self.prefix} ({who})"
 
     @property

@@ -38,10 +38,10 @@ from django.db.models import (
     TextField,
     Value,
 )
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Cast, Coalesce, Greatest, Least
 from django.utils import timezone
 
-from organization.models import Agent, Organization, TeamRule
+from organization.models import STALE_AFTER_MAX, STALE_AFTER_MIN, Agent, Organization, TeamRule
 
 from . import events, rules, webhooks
 from .events import snapshot
@@ -77,13 +77,21 @@ def stale_queued(now: datetime):
     for tasks queued after their deadline, on the index of a task's events by time.)"""
     waited_too_long = Q()
     for urgency, default in STALE_DEFAULTS.items():
-        limit = ExpressionWrapper(
-            Value(now, output_field=DateTimeField())
-            - Coalesce(
-                F(f"organization__team_rule__stale_after_{urgency}"),
-                Value(default, output_field=DurationField()),
+        # Clamped to the bounds the team rule's validators keep (a row stored before them, or
+        # written past them, must not put `now - threshold` out of PostgreSQL's timestamps and
+        # stop the sweep of every organization). Coalesce first: GREATEST skips a NULL.
+        threshold = Least(
+            Greatest(
+                Coalesce(
+                    F(f"organization__team_rule__stale_after_{urgency}"),
+                    Value(default, output_field=DurationField()),
+                ),
+                Value(STALE_AFTER_MIN, output_field=DurationField()),
             ),
-            output_field=DateTimeField(),
+            Value(STALE_AFTER_MAX, output_field=DurationField()),
+        )
+        limit = ExpressionWrapper(
+            Value(now, output_field=DateTimeField()) - threshold, output_field=DateTimeField()
         )
         waited_too_long |= Q(urgency=urgency, queued_at__lt=limit)
     return Task.objects.filter(status=TaskStatus.QUEUED).filter(
@@ -351,8 +359,11 @@ def _write(escalated: list[tuple[int, str, _Outcome]], written: datetime) -> Non
         ]
         if items:
             cursor.execute(_insert_sql(InboxItem), [_array(items)])
+    # Only a senior given the task is asked to act; one it is queued for is told (as a move).
     events.announce_batch(
-        (o.recipient, o.event["kind"], pk) for pk, _, o in escalated if o.inbox is not None
+        (o.recipient, o.event["kind"], pk)
+        for pk, _, o in escalated
+        if o.inbox is not None and o.task["assignee_id"] == o.recipient.pk
     )
     hooked = [
         o.event_of(pk, why, pk=event_ids[pk], created_at=written)
