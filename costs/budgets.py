@@ -28,7 +28,6 @@ from .metering import (
     period_of,
     remaining,
     roll,
-    task_ancestry,  # noqa: F401  (moved to metering for its sweep; imported from here too)
     worst_case_usd,
 )
 from .models import (

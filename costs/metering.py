@@ -117,7 +117,7 @@ class Ticket:
 
 
 # The task tree a call's task budgets cover (here, not in budgets.py: `sweep_expired` needs it,
-# and budgets.py imports this module; `costs.budgets.task_ancestry` is the same function).
+# and budgets.py imports this module).
 _PARENT_OF = PreparedQuery(
     Task, lambda task_id: Task.objects.filter(pk=task_id).order_by().values_list("parent_id"),
     task_id=INT,

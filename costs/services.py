@@ -5,8 +5,7 @@ from decimal import Decimal
 from organization.caller import Caller
 from tasks.selectors import task_for
 
-from .budgets import task_ancestry
-from .metering import Meter, book_reported
+from .metering import Meter, book_reported, task_ancestry
 from .models import UsagePurpose, UsageRecord
 
 

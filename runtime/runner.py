@@ -32,8 +32,7 @@ from django.utils import timezone
 from collaboration import providers
 from collaboration.providers import LLMReply, LLMRequest, Purpose
 from collaboration.toolloop import CallStatus, LoopStop, TurnKind, run_tool_loop
-from costs.budgets import task_ancestry
-from costs.metering import Meter
+from costs.metering import Meter, task_ancestry
 from costs.models import UsagePurpose
 from organization import registry
 from organization.atomic import DATABASE_GONE, once_reconnected, undone_whole

@@ -156,7 +156,7 @@ def test_a_task_budget_covers_its_subtasks(cast):
     root = Task.objects.create(organization=cast.org, title="root")
     child = Task.objects.create(organization=cast.org, title="child", parent=root)
     budget, _ = budget_set(caller=human(cast.org), scope="task", task=root.pk, limit_usd="0.001")
-    from costs.budgets import task_ancestry
+    from costs.metering import task_ancestry
 
     with pytest.raises(BudgetExhausted) as refused:
         reserve(meter(cast.alex, task_id=child.pk, task_tree=task_ancestry(child.pk)),

@@ -23,3 +23,31 @@ def test_an_escalation_that_only_queues_the_task_for_a_full_senior_does_not_wake
     moved.refresh_from_db()
     assert (moved.status, moved.assignee_id, moved.queued_for_id) == ("queued", None, cast.lena.pk)
     assert not Run.objects.filter(agent=cast.lena).exists()
+
+
+@pytest.mark.parametrize("senior_full", [True, False], ids=["senior-full", "senior-with-room"])
+def test_the_stale_sweep_wakes_a_senior_only_when_it_gives_it_the_task(cast, senior_full):
+    """The same rule on the sweep's path (tasks/sweep.py writes its escalations in bulk): a
+    stale task escalated to a full senior is queued for it, told, not woken; given to a senior
+    with room, it wakes it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tasks.models import Task
+    from tasks.sweep import sweep_stale_queued
+
+    give_tasks(cast.alex, cast.alex.workload_capacity)  # Alex is full: the task is queued for him
+    if senior_full:
+        give_tasks(cast.lena, cast.lena.workload_capacity)
+    task = services.task_create(org=cast.org, actor=cast.actor(cast.sarah), title="waits")
+    services.task_queue(task=task, actor=cast.actor(cast.sarah), to=cast.alex)
+    Task.objects.filter(pk=task.pk).update(queued_at=timezone.now() - timedelta(days=2))
+
+    assert sweep_stale_queued().escalated == 1
+    task.refresh_from_db()
+    if senior_full:
+        assert (task.status, task.queued_for_id) == ("queued", cast.lena.pk)
+    else:
+        assert (task.status, task.assignee_id) == ("assigned", cast.lena.pk)
+    assert Run.objects.filter(agent=cast.lena).exists() is not senior_full
