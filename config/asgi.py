@@ -19,7 +19,8 @@ import os
 from a2wsgi.wsgi import build_environ
 from django.core.wsgi import get_wsgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+if not os.environ.get("DJANGO_SETTINGS_MODULE", "").strip():  # unset or empty: the default
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
 django_application = get_wsgi_application()
 
 # Imported after Django is set up: the MCP server reads the tool registry and the models.

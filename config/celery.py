@@ -5,7 +5,8 @@ import threading
 
 from celery import Celery, bootsteps
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+if not os.environ.get("DJANGO_SETTINGS_MODULE", "").strip():  # unset or empty: the default
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
 
 app = Celery("agent_org")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -345,7 +345,9 @@ else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
     }
-    if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "redis+socket://")):
+    if CELERY_BROKER_URL.lower().startswith(
+        ("redis://", "rediss://", "redis+socket://", "sentinel://")
+    ):
         # Work is taken by priority, 0 first (a manager's run before its reports': what it hands
         # out keeps the others busy), and a worker takes a message only when a thread of it is
         # free: a more urgent message sent later is then not stuck behind ones it reserved.

@@ -2,7 +2,8 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+if not os.environ.get("DJANGO_SETTINGS_MODULE", "").strip():  # unset or empty: the default
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
 django_application = get_wsgi_application()
 
 from config.guards import guarded  # noqa: E402  (after Django is set up)

@@ -163,12 +163,12 @@ class SystemPromptView(CallerMixin, APIView):
 
 class TeamRolesView(CallerMixin, APIView):
     @extend_schema(
-        responses={200: TeamRoleListSerializer, **errors(401)},
-        summary="List the roles of the organization's agents",
+        responses={200: TeamRoleListSerializer, **errors(401, 403)},
+        summary="List the roles of the organization's agents (organization key or admin)",
         operation_id="team_roles_list",
     )
     def get(self, request):
-        roles = team.roles_list(org=self.caller.organization)
+        roles = team.roles_list(caller=self.caller)
         return Response({"success": True, "roles": roles, "count": len(roles)})
 
     @extend_schema(
@@ -186,12 +186,12 @@ class TeamRolesView(CallerMixin, APIView):
 class TeamRoleDetailView(CallerMixin, APIView):
     @extend_schema(
         parameters=[AGENT_ID],
-        responses={200: TeamRoleResponseSerializer, **errors(401, 404)},
-        summary="The role of one agent (404 if none)",
+        responses={200: TeamRoleResponseSerializer, **errors(401, 403, 404)},
+        summary="The role of one agent (404 if none; organization key or admin)",
         operation_id="team_role_get",
     )
     def get(self, request, agent_id: str):
-        role = team.role_get(org=self.caller.organization, agent_id=agent_id)
+        role = team.role_get(caller=self.caller, agent_id=agent_id)
         return Response({"success": True, "role": role})
 
 
@@ -210,12 +210,12 @@ class TeamRoleDeleteView(CallerMixin, APIView):
 
 class TeamRulesView(CallerMixin, APIView):
     @extend_schema(
-        responses={200: TeamRulesResponseSerializer, **errors(401)},
-        summary="The organization's team rules (defaults if never set)",
+        responses={200: TeamRulesResponseSerializer, **errors(401, 403)},
+        summary="The organization's team rules (defaults if never set; organization key or admin)",
         operation_id="team_rules_get",
     )
     def get(self, request):
-        rules = team.rules_get(org=self.caller.organization)
+        rules = team.rules_get(caller=self.caller)
         return Response({"success": True, "rules": rules})
 
     @extend_schema(
@@ -233,12 +233,12 @@ class TeamRulesView(CallerMixin, APIView):
 
 class TeamSummaryView(CallerMixin, APIView):
     @extend_schema(
-        responses={200: TeamSummarySerializer, **errors(401)},
-        summary="Supervisors, workers, specialists, unassigned agents and the rules",
+        responses={200: TeamSummarySerializer, **errors(401, 403)},
+        summary="Supervisors, workers, specialists, unassigned agents, the rules (org key or admin)",
         operation_id="team_summary",
     )
     def get(self, request):
-        return Response(team.team_summary(org=self.caller.organization))
+        return Response(team.team_summary(caller=self.caller))
 
 
 # --- issue 13 §3: who changed what ----------------------------------------------------

@@ -1,9 +1,11 @@
 """Seed 003's team hierarchy: agent roles, the organization's team rules, the summary.
 
+Every read and write is for an organization key or an admin member (docs/design.md: the
+hierarchy is human-defined; an agent sees its colleagues' hierarchy roles in /api/agents).
 The writes take bodies validated by `TeamRoleRequestSerializer` / `TeamRulesRequestSerializer`
-(which refuse with the seed's own sentences). For writes the order is: invalid input (400) →
-the agent is looked up in the caller's organization (404, so another organization's agent is
-simply absent) → only a human may write (403).
+(which refuse with the seed's own sentences). The order is: invalid input (400) → the agent is
+looked up in the caller's organization (404, so another organization's agent is simply absent)
+→ only a human may read or write (403).
 """
 
 from django.db import transaction
@@ -61,24 +63,29 @@ def rules_dict(rule: TeamRule) -> dict:
     }
 
 
-def roles_list(*, org: Organization) -> list[dict]:
-    return [role_dict(r) for r in roles_of(org=org).order_by("agent__handle")]
+def roles_list(*, caller: Caller) -> list[dict]:
+    caller.require_human()
+    return [role_dict(r) for r in roles_of(org=caller.organization).order_by("agent__handle")]
 
 
-def role_get(*, org: Organization, agent_id: str) -> dict:
-    agent = _agent_in(org, agent_id)
-    role = roles_of(org=org).filter(agent=agent).first()
+def role_get(*, caller: Caller, agent_id: str) -> dict:
+    agent = _agent_in(caller.organization, agent_id)
+    caller.require_human()
+    role = roles_of(org=caller.organization).filter(agent=agent).first()
     if role is None:
         raise NotFound(f"No role assigned to agent {agent.handle}", "role_not_found")
     return role_dict(role)
 
 
-def rules_get(*, org: Organization) -> dict:
-    return rules_dict(team_rule_of(org=org))
+def rules_get(*, caller: Caller) -> dict:
+    caller.require_human()
+    return rules_dict(team_rule_of(org=caller.organization))
 
 
-def team_summary(*, org: Organization) -> dict:
+def team_summary(*, caller: Caller) -> dict:
     """Who holds which role, who holds none, and the rules (seed 003's summary)."""
+    caller.require_human()
+    org = caller.organization
     groups = {HierarchyRole.SUPERVISOR: [], HierarchyRole.WORKER: [], HierarchyRole.SPECIALIST: []}
     for role in roles_of(org=org).order_by("agent__handle"):
         groups[role.role].append(role_dict(role))
@@ -89,7 +96,7 @@ def team_summary(*, org: Organization) -> dict:
         "workers": groups[HierarchyRole.WORKER],
         "specialists": groups[HierarchyRole.SPECIALIST],
         "unassigned_agents": [{"id": a.handle, "name": a.name} for a in unassigned],
-        "rules": rules_get(org=org),
+        "rules": rules_dict(team_rule_of(org=org)),
     }
 
 

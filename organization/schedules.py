@@ -34,14 +34,24 @@ def periodic_seeder(*, name: str, task: str, interval_setting: str):
     return seed
 
 
+# kombu's transports that re-deliver unacked work after `visibility_timeout` (the scheme before
+# "://", lowercased, without a "+…" suffix as in "redis+socket"): Redis however reached, and SQS.
+REDELIVERING_TRANSPORTS = frozenset({"redis", "rediss", "sentinel", "sqs"})
+
+
+def redelivers_after_visibility_timeout(broker_url: str) -> bool:
+    scheme = broker_url.split("://", 1)[0] if "://" in broker_url else ""
+    return scheme.split("+", 1)[0].lower() in REDELIVERING_TRANSPORTS
+
+
 def check_visibility_outlasts(limit_setting: str, what: str) -> None:
-    """Redis re-delivers unacked work after its visibility timeout: it must outlast
+    """Redis (and SQS) re-deliver unacked work after their visibility timeout: it must outlast
     `settings.<limit_setting>` (seconds), the longest `what` may run, or work still running is
     delivered again. Checked at start-up (ImproperlyConfigured); other brokers have no such limit."""
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
 
-    if not settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    if not redelivers_after_visibility_timeout(settings.CELERY_BROKER_URL):
         return
     options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}) or {}
     visibility = float(options.get("visibility_timeout", 3600))
@@ -49,6 +59,6 @@ def check_visibility_outlasts(limit_setting: str, what: str) -> None:
     if visibility <= limit:
         raise ImproperlyConfigured(
             f"CELERY_VISIBILITY_TIMEOUT ({visibility:g} s) must exceed {limit_setting} "
-            f"({limit} s), or Redis re-delivers {what} that are still running. Raise it, or "
+            f"({limit} s), or the broker re-delivers {what} that are still running. Raise it, or "
             "lower the limit."
         )

@@ -271,3 +271,58 @@ def test_a_pool_min_size_above_its_max_stops_start_up_naming_both():
         "ImproperlyConfigured: DATABASE_POOL_MIN_SIZE (30) must not exceed "
         "DATABASE_POOL_MAX_SIZE (20)." in done.stderr
     ), done.stderr[-800:]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["redis://127.0.0.1:6379/0", "rediss://cache.example.com/0", "Redis://127.0.0.1/0",
+     "redis+socket:///run/redis/redis.sock", "sentinel://10.0.0.1:26379;sentinel://10.0.0.2:26379",
+     "sqs://"],
+)  # fmt: skip
+def test_every_broker_that_redelivers_after_a_visibility_timeout_is_checked(settings, url):
+    """Redis through a socket or Sentinel, and SQS, re-deliver unacked work as Redis does: a
+    visibility timeout shorter than a run let a run still working be delivered twice, unchecked."""
+    from organization.schedules import check_visibility_outlasts
+
+    settings.CELERY_BROKER_URL = url
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
+    settings.RUNTIME_RUN_TIME_LIMIT = 1800
+    with pytest.raises(ImproperlyConfigured, match="RUNTIME_RUN_TIME_LIMIT"):
+        check_visibility_outlasts("RUNTIME_RUN_TIME_LIMIT", "runs")
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    check_visibility_outlasts("RUNTIME_RUN_TIME_LIMIT", "runs")
+
+
+@pytest.mark.parametrize("url", ["filesystem://", "amqp://guest@127.0.0.1//", "memory://"])
+def test_brokers_without_a_visibility_timeout_are_not_checked(settings, url):
+    from organization.schedules import check_visibility_outlasts
+
+    settings.CELERY_BROKER_URL = url
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 10}
+    settings.RUNTIME_RUN_TIME_LIMIT = 1800
+    check_visibility_outlasts("RUNTIME_RUN_TIME_LIMIT", "runs")
+
+
+def test_a_sentinel_broker_is_a_redis_broker_for_prefetch_too(tmp_path):
+    """CELERY_WORKER_DISABLE_PREFETCH ("Redis broker only") is on for Redis reached through
+    Sentinel too: kombu's sentinel:// transport is its Redis transport."""
+    read = settings_of(tmp_path, CELERY_BROKER_URL="sentinel://127.0.0.1:26379")
+    assert read.get("CELERY_WORKER_DISABLE_PREFETCH") == "True"
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["import config.wsgi", "import config.asgi",
+     "from config.celery import app; from django.conf import settings; settings.INSTALLED_APPS"],
+)  # fmt: skip
+def test_an_empty_settings_module_means_the_default_for_every_entry_point(code):
+    """DJANGO_SETTINGS_MODULE= (a compose file's unset variable) is config.settings, as every
+    empty variable is its default: setdefault kept the empty value, and Django stopped with
+    "settings are not configured"."""
+    done = start_up(["-c", code], DJANGO_SETTINGS_MODULE="")
+    assert done.returncode == 0, done.stderr[-1500:]
+
+
+def test_an_empty_settings_module_means_the_default_for_manage_py():
+    done = start_up(["manage.py", "check"], DJANGO_SETTINGS_MODULE="")
+    assert done.returncode == 0, done.stderr[-1500:]

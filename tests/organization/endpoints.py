@@ -49,17 +49,18 @@ ENDPOINTS = [
     ),
     Endpoint("GET", "/api/agents/{agent_id}/system-prompt", an_agent),
     Endpoint("GET", "/api/teams", an_agent, kind=COLLECTION),
-    Endpoint("GET", "/api/team/roles", a_supervisor, kind=COLLECTION),
+    # The hierarchy is for organization keys and admin members (an agent key answers 403).
+    Endpoint("GET", "/api/team/roles", a_supervisor, kind=COLLECTION, callers=("org",)),
     Endpoint(
         "POST", "/api/team/roles", an_agent, body={"agent_id": "{agent_id}", "role": "worker"}
     ),
     Endpoint("GET", "/api/team/roles/{agent_id}", a_supervisor),
     Endpoint("POST", "/api/team/roles/{agent_id}/delete", a_supervisor, body={}),
-    Endpoint("GET", "/api/team/rules", a_supervisor, kind=COLLECTION),
+    Endpoint("GET", "/api/team/rules", a_supervisor, kind=COLLECTION, callers=("org",)),
     Endpoint(
         "POST", "/api/team/rules", a_supervisor, body={"default_supervisor_agent_id": "{agent_id}"}
     ),
-    Endpoint("GET", "/api/team/summary", a_supervisor, kind=COLLECTION),
+    Endpoint("GET", "/api/team/summary", a_supervisor, kind=COLLECTION, callers=("org",)),
     # Who changed what (issue 13 §3): organization keys only (an agent key answers 403).
     Endpoint("GET", "/api/audit", a_supervisor, kind=COLLECTION, callers=("org",)),
 ]

@@ -304,12 +304,24 @@ def test_an_agent_key_cannot_write_the_hierarchy(org, alice, bob, agent_client):
     assert AgentRole.objects.filter(agent=alice).exists()
 
 
-def test_an_agent_key_can_read_the_hierarchy(org, alice, bob, agent_client):
+def test_an_agent_key_cannot_read_the_hierarchy_either(org, alice, bob, agent_client, admin):
+    """docs/design.md: every /api/team/* path is for an organization key or an admin member,
+    reads included (as /api/audit); an agent sees its colleagues' hierarchy roles in /api/agents."""
     AgentRole.objects.create(agent=alice, role="supervisor")
     client = agent_client(bob)
-    assert client.get("/api/team/roles").json()["count"] == 1
-    assert client.get("/api/team/roles/agent-alice").status_code == 200
-    assert client.get("/api/team/summary").status_code == 200
+    for path in ("/api/team/roles", "/api/team/roles/agent-alice", "/api/team/rules",
+                 "/api/team/summary"):  # fmt: skip
+        response = client.get(path)
+        assert response.status_code == 403, (path, response.content)
+        assert response.json() == {
+            "success": False,
+            "error": "Only an organization key or an admin member may do this: "
+            "the hierarchy is human-defined.",
+            "code": "human_required",
+        }
+        assert admin.get(path).status_code == 200
+    # Another organization's agent stays absent (404) rather than forbidden.
+    assert client.get("/api/team/roles/agent-nobody").status_code == 404
 
 
 def test_a_logged_in_admin_member_can_write(org, alice, anon_client):
