@@ -10,7 +10,8 @@ lease cannot commit a call at all. Then the run is settled:
 
 - the model answered: each task of the run the agent still holds, assigned or in progress, with no
   open subtasks and on which the run did nothing (no successful writing call naming it), is
-  completed with the final answer as its result;
+  completed with the final answer as its result (blocked, and the run failed, when the answer
+  has no text: nothing to complete it with);
 - `max_turns` or a provider error (after the SDK's retries): each task the agent still holds,
   assigned or in progress, is blocked with the reason in its note ("Needs attention"), and the
   run fails with the error;
@@ -53,6 +54,13 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_TOKENS = 1024
 # The tasks a run may settle (complete or block): the agent still holds them, not blocked.
 SETTLEABLE = (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS)
+
+
+# Why a task the run would have completed with the model's final answer is blocked instead.
+NO_ANSWER = (
+    "The model stopped with no final answer (no text and no tool call): nothing to complete "
+    "the task with."
+)
 
 
 class LeaseLost(Exception):
@@ -312,18 +320,32 @@ def settle(run: Run, token: str, result) -> None:
     outcome = []
     if result.stop_reason == LoopStop.ANSWERED:
         acted = _acted_on(result.turns)
-        answer = (result.text or "").strip() or "(the model gave no final answer)"
+        answer = (result.text or "").strip()
+        # No text is no answer (empty content, or a reply cut at max_tokens before its text):
+        # a task it would complete is blocked with the reason, not completed with no result.
+        unanswered = False
         for task in _held_tasks(run):
             if task.pk in acted:
                 outcome.append({"task": task.pk, "action": "none", "why": "the run acted on it"})
             elif _open_subtasks(task):
                 outcome.append({"task": task.pk, "action": "none", "why": "open subtasks"})
+            elif not answer:
+                unanswered = True
+                _safely(run, token, outcome, task, lambda t=task: _move(
+                    t, actor, TaskStatus.BLOCKED,
+                    note=f"Managed run #{run.pk} stopped: {NO_ANSWER}",
+                ), "blocked")  # fmt: skip
             else:
                 _safely(run, token, outcome, task, lambda t=task: _move(
                     t, actor, TaskStatus.COMPLETED, result=answer[:20_000],
                     note=f"Managed run #{run.pk}: its final answer is the result.",
                 ), "completed")  # fmt: skip
-        services.run_finish(run=run, token=token, status=RunStatus.COMPLETED, outcome=outcome)
+        if unanswered:
+            services.run_finish(
+                run=run, token=token, status=RunStatus.FAILED, error=NO_ANSWER, outcome=outcome
+            )
+        else:
+            services.run_finish(run=run, token=token, status=RunStatus.COMPLETED, outcome=outcome)
         return
     if result.stop_reason == LoopStop.MAX_TURNS:
         error = (

@@ -93,12 +93,14 @@ def _blocks(message: Message) -> tuple[str, list[dict]]:
             block["is_error"] = True
         return Role.USER, [block]
     if message.role == Role.ASSISTANT:
-        blocks = [{"type": "text", "text": message.content}] if message.content else []
+        # The API refuses a text block that is empty or only whitespace ("\n\n" beside a
+        # tool_use is a reply Claude may give), and an empty assistant message.
+        text = message.content if message.content and message.content.strip() else ""
+        blocks = [{"type": "text", "text": text}] if text else []
         blocks += [
             {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
             for call in message.tool_calls
         ]
-        # The API refuses an empty assistant message (and an empty text block).
         return Role.ASSISTANT, blocks or [{"type": "text", "text": "(no answer)"}]
     return Role.USER, [{"type": "text", "text": message.content}]
 

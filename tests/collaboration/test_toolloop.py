@@ -125,6 +125,26 @@ def test_a_tool_call_round_trips_in_the_providers_wire_format(acme, sarah, fake_
     json.dumps(result.as_dict())  # JSON-able as it is
 
 
+def test_anthropic_is_never_sent_back_a_blank_text_block(acme, sarah, fake_llm):
+    """Claude may answer a blank text block ("\n\n") beside its tool_use; the messages API
+    refuses one in the conversation (400 "text content blocks must contain non-whitespace
+    text"), which failed the loop at its next model call."""
+    fake_llm.on(agent="sarah", replies=[
+        Reply("\n\n", tool_calls=[ToolUse(ROSTER, {"filter": "all"})]),
+        Reply(" ", tool_calls=[ToolUse(ROSTER, {"filter": "all"})]),
+        Reply("Alex knows PostgreSQL."),
+    ])  # fmt: skip
+    result = loop(sarah, "anthropic")
+
+    assert (result.stop_reason, result.text) == ("answered", "Alex knows PostgreSQL.")
+    last = fake_llm.calls_for(agent="sarah")[-1]
+    sent = [block for m in last.body["messages"] if isinstance(m["content"], list)
+            for block in m["content"] if block["type"] == "text"]  # fmt: skip
+    assert all(block["text"].strip() for block in sent), sent
+    assistants = [m for m in last.body["messages"] if m["role"] == "assistant"]
+    assert [[b["type"] for b in m["content"]] for m in assistants] == [["tool_use"], ["tool_use"]]
+
+
 @BOTH
 def test_a_refusal_goes_back_to_the_model_with_its_code_and_the_loop_goes_on(
     acme, sarah, fake_llm, provider

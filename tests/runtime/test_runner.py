@@ -121,6 +121,32 @@ def test_a_provider_error_after_the_retries_blocks_the_task(cast, fake_llm, prov
     assert len(fake_llm.calls_for(agent="agent-alex")) == 2
 
 
+@BOTH
+def test_an_empty_final_answer_completes_nothing_and_blocks_the_task(cast, fake_llm, provider):
+    managed_by(cast.alex, provider)
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
+                                assignee=cast.alex)  # fmt: skip
+    done = services.task_create(org=cast.org, actor=cast.by_human, title="Say hello",
+                                assignee=cast.alex)  # fmt: skip
+    # One run for both: it completes one, then answers with no text (empty content).
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply(tool_calls=[ToolUse("complete_task", {"task_id": done.pk, "status": "completed",
+                                                    "result": "Hello."})]),
+        Reply(lambda call: ""),
+    ])  # fmt: skip
+    services.task_set_status(task=done, actor=cast.actor(cast.alex), status="in_progress")
+    drain()
+    run = Run.objects.get(agent=cast.alex)
+    task.refresh_from_db()
+    done.refresh_from_db()
+    # Not "completed" with a placeholder result: no work was reported, a human must look.
+    assert (task.status, task.result) == ("blocked", "")
+    assert "no final answer" in TaskEvent.objects.filter(task=task).order_by("pk").last().notes
+    assert (done.status, done.result) == ("completed", "Hello.")  # what it did stands
+    assert run.status == "failed" and "no final answer" in run.error
+    assert run.outcome == [{"task": task.pk, "action": "blocked"}]
+
+
 def test_a_task_waiting_for_its_subtasks_is_not_completed_by_the_answer(cast, fake_llm):
     managed_by(cast.lena, "openai")
     parent = services.task_create(org=cast.org, actor=cast.by_human, title="p",
