@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import F, Sum
+from django.db.models import Count, F, QuerySet, Sum, Window
 from django.db.models.functions import Coalesce
 
 from collaboration.models import COORDINATOR_ROLE, CollaborationSession, ContributionStatus
@@ -29,6 +29,14 @@ from tasks.selectors import comments_of, events_of, subtasks_of
 SUGGESTED = 5
 # How many of a session's events its page lists (the API has them all).
 EVENTS_SHOWN = 300
+# How many of a task's events (its timeline) and comments its page tells: the latest, as the
+# session's page cuts its events. An agent in a loop can write thousands of either (a comment
+# holds up to 5,000 characters), and the page would grow with each (the task events list and
+# GET /api/tasks/<id>/comments have them all).
+MOMENTS_SHOWN = 200
+COMMENTS_SHOWN = 100
+# A banner whose event is older than the shown timeline reads it from this many candidates.
+BANNER_CANDIDATES = 20
 
 
 def duration(seconds: float | int | None) -> str:
@@ -180,10 +188,15 @@ class Banner:
     suggestions_from: str
 
 
-def banner_of(task: Task, events: list[TaskEvent]) -> Banner | None:
+def banner_of(task: Task, events: list[TaskEvent], every_event: bool = True) -> Banner | None:
+    """The banner of an escalated or blocked task; `events` are its latest, oldest first (all of
+    them unless `every_event` is False: then the event that moved it is looked up if older)."""
     if task.status not in (TaskStatus.ESCALATED, TaskStatus.BLOCKED):
         return None
     event = entered_state(events, task.status)
+    if event is None and not every_event:
+        moved = events_of(task).filter(after__status=task.status).reverse()[:BANNER_CANDIDATES]
+        event = entered_state(list(moved)[::-1], task.status)
     who = event.actor_label if event else "unknown"
     why = ""
     if event is not None:
@@ -217,16 +230,26 @@ def readable(data) -> list[tuple[str, str]]:
     ]
 
 
+def latest(rows: QuerySet, shown: int) -> tuple[list, int]:
+    """The last `shown` of `rows` (ordered oldest first), oldest first, and how many there are,
+    in one query (a window's count is taken before the LIMIT)."""
+    picked = list(rows.annotate(total=Window(Count("pk"))).reverse()[:shown])[::-1]
+    return picked, picked[0].total if picked else 0
+
+
 def task_story(task: Task) -> dict:
-    events = list(events_of(task))
+    events, events_total = latest(events_of(task), MOMENTS_SHOWN)
+    comments, comments_total = latest(comments_of(task), COMMENTS_SHOWN)
     subtasks = subtasks_of(task)
     return {
-        "banner": banner_of(task, events),
+        "banner": banner_of(task, events, every_event=events_total <= len(events)),
         "moments": [moment_of(e) for e in events],
+        "moments_total": events_total,
         "chain": " → ".join(task.delegation_chain or []),
         "result_data": readable(task.result_data),
         "subtasks": subtasks,
-        "comments": list(comments_of(task)),
+        "comments": comments,
+        "comments_total": comments_total,
         # The model calls made for it and its subtasks (the ledger, one query).
         "cost": usd(cost_of_task_tree(task)),
     }

@@ -275,4 +275,14 @@ class BudgetAlertAdmin(OrgOwnedAdmin):
 
     @admin.action(description="Mark as read")
     def mark_read(self, request, queryset):
-        queryset.filter(Q(read_at__isnull=True)).update(read_at=timezone.now())
+        marked = queryset.filter(Q(read_at__isnull=True)).update(read_at=timezone.now())
+        # Said either way: an action that only reloads the list reads as one that did nothing.
+        if marked:
+            self.message_user(
+                request, f"Marked {marked} alert{'s' if marked > 1 else ''} as read.",
+                messages.SUCCESS,
+            )  # fmt: skip
+        else:
+            self.message_user(
+                request, "No alert to mark: those selected were read already.", messages.INFO
+            )

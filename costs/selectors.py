@@ -88,7 +88,8 @@ def cost_subquery(field: str, outer: str = "pk"):
 
 
 def total_cost(**filters) -> Decimal:
-    """The ledger's cost of the rows matching `filters` (held calls count at what they hold)."""
+    """The ledger's cost of the rows matching `filters`: a call under way counts once it has
+    returned (its reservation has no cost yet), a hold its worker never settled at its worst case."""
     totals = UsageRecord.objects.filter(**filters).aggregate(
         spent=Coalesce(Sum("cost_usd"), MONEY_ZERO)
     )

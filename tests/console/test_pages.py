@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from collaboration.models import CollaborationSession, Contribution
 from tasks.demo import BLOCKED_NOTE, ESCALATED
-from tasks.models import EventKind, Task, TaskComment, TaskStatus
+from tasks.models import EventKind, Task, TaskComment, TaskEvent, TaskStatus
 from tests.factories import make_admin_user, make_org
 
 SCRIPT = "<script>alert('x')</script>"
@@ -161,3 +161,51 @@ def test_a_collaboration_opens_on_its_outcome_in_words_with_no_save_button(root_
     assert 'name="_save"' not in html and 'name="_continue"' not in html
     assert SCRIPT not in html and "&lt;script&gt;" in html
     assert "consensus" not in response.context["adminform"].form.fields
+
+
+def test_a_long_task_page_tells_its_latest_events_and_comments_and_links_the_rest(
+    root_client, demo, django_assert_max_num_queries
+):
+    """An agent in a loop can write thousands of events and comments on one task: its page
+    tells the latest (in order) and says where the rest are, in the same queries."""
+    from console.story import COMMENTS_SHOWN, MOMENTS_SHOWN
+
+    task = Task.objects.get(organization=demo, title=ESCALATED[1])
+    escalated_by = task.events.order_by("-pk").first()
+    extra = MOMENTS_SHOWN + 50
+    TaskEvent.objects.bulk_create(
+        TaskEvent(organization=demo, task=task, kind=EventKind.COMMENT, actor_kind="agent",
+                  actor_label="agent-jordan", message=f"Note {i:04d}.")
+        for i in range(extra)
+    )  # fmt: skip
+    TaskComment.objects.bulk_create(
+        TaskComment(organization=demo, task=task, author_label="agent-jordan", body=f"Ping {i:04d}")
+        for i in range(COMMENTS_SHOWN + 30)
+    )  # fmt: skip
+    events_total = task.events.count()
+
+    url = reverse("admin:tasks_task_change", args=[task.pk])
+    root_client.get(url)
+    with django_assert_max_num_queries(40):
+        html = root_client.get(url).content.decode()
+    timeline = html.split('id="timeline"')[1].split("</ol>")[0]
+    assert timeline.count('class="moment ') == MOMENTS_SHOWN
+    assert f"Note {extra - 1:04d}." in timeline and f"Note {extra - MOMENTS_SHOWN:04d}." in timeline
+    assert f"Note {extra - MOMENTS_SHOWN - 1:04d}." not in timeline
+    assert timeline.index("Note 0100.") < timeline.index("Note 0101.")  # oldest first
+    assert f"The latest {MOMENTS_SHOWN} of its {events_total} events" in html
+    assert f"/admin/tasks/taskevent/?task__id__exact={task.pk}" in html
+    comments = html.split('id="comments"')[1].split("</div>\n\n")[0]
+    assert comments.count('class="comment"') == COMMENTS_SHOWN
+    assert f"Ping {COMMENTS_SHOWN + 29:04d}" in comments and "Ping 0029<" not in comments
+    assert f"The latest {COMMENTS_SHOWN} of its {COMMENTS_SHOWN + 30} comments" in html
+    # The banner still says who escalated it and why, though that event is no longer shown.
+    banner = html.split('id="attention-banner"')[1].split("</section>")[0]
+    assert escalated_by.actor_label in banner
+    assert ESCALATED[3].replace("'", "&#x27;") in banner
+
+
+def test_a_short_task_page_tells_every_event_with_no_cut(root_client, demo):
+    task = Task.objects.get(organization=demo, title=ESCALATED[1])
+    html = page_of(root_client, task)
+    assert 'id="timeline-cut"' not in html and 'id="comments-cut"' not in html

@@ -85,3 +85,31 @@ def test_a_staff_member_cannot_read_another_organizations_task_through_the_form(
         answers.append(response.context["adminform"].form.errors.get("task"))
     assert answers[0] == answers[1] and answers[0]
     assert not Budget.objects.exists()
+
+
+def test_marking_alerts_read_says_how_many_and_touches_only_the_users_organization(client, cast):
+    from costs.models import BudgetAlert
+
+    caller = caller_for_member(make_admin_user(cast.org), cast.org)
+    ours, _ = budget_set(caller=caller, scope="organization", limit_usd="5")
+    theirs, _ = budget_set(
+        caller=caller_for_member(make_admin_user(cast.other), cast.other),
+        scope="organization", limit_usd="5",
+    )  # fmt: skip
+    alerts = [
+        BudgetAlert.objects.create(organization=budget.organization, budget=budget,
+                                   kind="warning", period="2026-01", message="80 %")
+        for budget in (ours, theirs)
+    ]  # fmt: skip
+    client.force_login(make_admin_user(cast.org))
+    response = client.post("/admin/costs/budgetalert/", {
+        "action": "mark_read", "_selected_action": [a.pk for a in alerts], "index": 0,
+    }, follow=True)  # fmt: skip
+    assert response.status_code == 200
+    assert "Marked 1 alert as read." in response.content.decode()
+    read = dict(BudgetAlert.objects.values_list("pk", "read_at"))
+    assert read[alerts[0].pk] is not None and read[alerts[1].pk] is None
+    again = client.post("/admin/costs/budgetalert/", {
+        "action": "mark_read", "_selected_action": [alerts[0].pk], "index": 0,
+    }, follow=True)  # fmt: skip
+    assert "No alert to mark: those selected were read already." in again.content.decode()
