@@ -292,6 +292,18 @@ def fit(
     }
 
 
+def refusal_seen_by(viewer: Agent | None, refusal: BudgetExhausted) -> str:
+    """A call's refusal as `viewer` (an agent; None: a human) may read it: a budget not covering
+    the viewer's own calls (as in `fit`) is neither named nor figured."""
+    budget = refusal.budget
+    if viewer is None or budget is None:
+        return refusal.message
+    own = Budget.objects.filter(Meter.for_agent(viewer, "run").covering(), pk=budget.pk)
+    if own.exists():
+        return refusal.message
+    return f"A call of this session did not fit {HIDDEN_SUBJECT} (a {budget.scope} budget)."
+
+
 def check_fits(estimate: dict) -> None:
     """409 `budget_exhausted` naming the first budget the estimate does not fit."""
     for row in estimate["budgets"]:

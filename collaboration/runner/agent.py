@@ -16,13 +16,21 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from costs.metering import Meter
+from costs.budgets import refusal_seen_by
+from costs.metering import BudgetExhausted, Meter
 from costs.models import UsagePurpose
 from organization.prompt import system_prompt_for
 
 from .. import events, providers
 from ..models import CollaborationSession, Contribution, ContributionStatus
-from ..providers import LLMReply, LLMRequest, ProviderError, ProviderTimeout, Purpose
+from ..providers import (
+    BudgetRefused,
+    LLMReply,
+    LLMRequest,
+    ProviderError,
+    ProviderTimeout,
+    Purpose,
+)
 from ..selectors import may_use_custom_prompt
 from ..synthesis import strategy_for
 from ..synthesis.parsing import parse_confidence, parse_verdict
@@ -272,7 +280,16 @@ def call(ctx: RunContext, provider: str, request: LLMRequest, agent=None) -> LLM
         label=request.label,
     )  # fmt: skip
     with ctx.track():
-        reply = providers.complete(provider, request, meter=meter)
+        try:
+            reply = providers.complete(provider, request, meter=meter)
+        except BudgetRefused as exc:
+            # The error is stored on the session, which its starter reads: a colleague's budget
+            # is not the starter's to read (the estimate hides it too).
+            if isinstance(refusal := exc.__cause__, BudgetExhausted):
+                seen = refusal_seen_by(ctx.session.created_by_agent, refusal)
+                if seen != refusal.message:
+                    raise BudgetRefused(seen) from refusal
+            raise
     ctx.spend(reply.tokens_used)
     return reply
 

@@ -51,3 +51,30 @@ def test_a_start_refused_by_a_colleagues_budget_does_not_tell_it(client, cast, f
     error = response.json()["error"]
     assert "a budget that does not cover your own calls" in error
     assert "morgan" not in error.lower() and "0.000001" not in error
+
+
+@pytest.mark.django_db(transaction=True)  # the session's agents run in threads
+def test_a_call_refused_mid_session_by_a_colleagues_budget_does_not_tell_it(client, cast, fake_llm):
+    """A session Alex starts with Morgan fits when it starts; the admin then cuts Morgan's
+    budget and Morgan's call is refused. Alex reads the session: Morgan's contribution failed
+    on a budget, not which budget nor what it has left (the refusal is stored as its starter may
+    read it; the budget's alert tells the humans which one)."""
+    from collaboration import runner
+
+    body = {"task": "Review the plan", "agents": [{"agent_id": "agent-morgan", "focus": "db"}]}
+    started = client.post("/api/collaborations", json.dumps(body),
+                          content_type="application/json", **auth(cast.alex_key))  # fmt: skip
+    assert started.status_code == 202, started.content
+    admin = caller_for_member(make_admin_user(cast.org), cast.org)
+    budget_set(caller=admin, scope="agent", agent="agent-morgan", limit_usd="0.000001")
+    runner.run_session(started.json()["id"])
+    seen = client.get(f"/api/collaborations/{started.json()['id']}", **auth(cast.alex_key))
+    assert seen.status_code == 200
+    (contribution,) = seen.json()["contributions"]
+    assert contribution["status"] == "failed"
+    assert "a budget that does not cover your own calls" in contribution["error"]
+    text = seen.content.decode()
+    assert "0.000001" not in text and "budget of agent-morgan" not in text
+    from costs.models import BudgetAlert
+
+    assert BudgetAlert.objects.filter(budget__agent__handle="agent-morgan").exists()
