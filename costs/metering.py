@@ -236,12 +236,22 @@ def reserve(
             ).pk
             ticket.budget_ids = [b.pk for b in budgets]
             return ticket
-        for budget in refused:
-            period = period_of(budget, now)
-            if budget.refused_period != period:
-                Budget.objects.filter(pk=budget.pk).update(refused_period=period)
-            alerts.raise_exhausted(budget, period)
+        _mark_refused(refused, worst, now)
     raise _refusal(refused[0], worst, provider, model)
+
+
+def _mark_refused(refused: list[Budget], worst: Decimal, now) -> None:
+    """Mark each budget (rolled to `now`) that refused a call for this period, with its alert —
+    only where what it has *spent* leaves no room for the call. A refusal for money merely held
+    by calls under way passes: marked, the budget would hold every managed agent back for the
+    rest of the month (`budgets.holds_back`) though those calls may settle for far less."""
+    for budget in refused:
+        if budget.limit_usd - budget.spent_usd >= worst:
+            continue
+        period = period_of(budget, now)
+        if budget.refused_period != period:
+            Budget.objects.filter(pk=budget.pk).update(refused_period=period)
+        alerts.raise_exhausted(budget, period)
 
 
 def _refusal(budget: Budget, worst: Decimal, provider: str, model: str) -> BudgetExhausted:
@@ -280,13 +290,10 @@ def _reserve_in_one_statement(ticket: Ticket, deadline: float | None) -> Ticket:
     if not short:
         return ticket  # no budget covers the call
     refused = list(Budget.objects.filter(pk__in=short).order_by("pk"))
+    for budget in refused:
+        roll(budget, now)
     with transaction.atomic():
-        for budget in refused:
-            period = period_of(budget, now)
-            roll(budget, now)
-            if budget.refused_period != period:
-                Budget.objects.filter(pk=budget.pk).update(refused_period=period)
-            alerts.raise_exhausted(budget, period)
+        _mark_refused(refused, ticket.worst_usd, now)
     raise _refusal(refused[0], ticket.worst_usd, ticket.provider, ticket.model)
 
 

@@ -79,3 +79,33 @@ def test_money_held_raises_no_exhausted_alert_and_money_spent_still_holds_back(r
     with pytest.raises(BudgetExhausted):
         reserve(meter, "openai", "fake-model", prompt_bound=0, max_tokens=500_000)
     assert blocking_budget(rcast.sarah) == budget
+
+
+def test_a_call_refused_for_money_merely_held_does_not_mark_the_budget(rcast):
+    """A call refused because a colleague's call holds the budget (not because of what is spent)
+    is refused, but does not mark the budget refused for the month: marked, it held every managed
+    agent back (and read "exhausted") with ~$1 of $1 left once the colleague's call settled."""
+    from costs.budgets import blocking_budget
+    from costs.metering import BudgetExhausted
+    from costs.models import BudgetAlert
+
+    budget, _ = budget_set(caller=rcast.human, scope="organization", limit_usd="1")
+    alex = reserve(
+        Meter.for_agent(rcast.alex, "run"),
+        "openai",
+        "fake-model",
+        prompt_bound=0,
+        max_tokens=500_000,
+    )  # fmt: skip  (worst case: the whole $1)
+    with pytest.raises(BudgetExhausted):  # Sarah's $0.002 call does not fit what is held
+        reserve(Meter.for_agent(rcast.sarah, "run"), "openai", "fake-model",
+                prompt_bound=0, max_tokens=1000)  # fmt: skip
+    settle(alex, prompt_tokens=10, completion_tokens=10)  # $0.00003 spent
+    budget.refresh_from_db()
+    assert (budget.refused_period, budget.reserved_usd) == ("", 0)
+    assert not BudgetAlert.objects.exists()
+    task = services.task_create(
+        org=rcast.org, actor=rcast.by_human, title="t", assignee=rcast.sarah
+    )
+    assert blocking_budget(rcast.sarah) is None
+    assert RunTrigger.objects.filter(agent=rcast.sarah, task=task, run__isnull=False).exists()
