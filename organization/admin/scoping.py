@@ -34,7 +34,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.widgets import AutocompleteSelect, ForeignKeyRawIdWidget
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import DataError
+from django.db import DataError, connection
 from django.utils.html import format_html
 
 from ..caller import admin_organizations
@@ -184,13 +184,19 @@ def _bounded_dates(changelist_class):
     """`changelist_class` refusing what the database or the SQL compiler cannot take in a
     list's query string as any bad filter (Django redirects with `?e=1`), not a 500: a date
     drill-down past year 9999 (its end of period overflows), `?created_at__year=99999`,
-    `?title__regex=(` (PostgreSQL refuses the pattern as the page counts its rows)."""
+    `?title__regex=(` (PostgreSQL refuses the pattern as the page counts its rows; SQLite runs
+    REGEXP in Python, whose error reaches us as any OperationalError, so the pattern is
+    compiled here first)."""
 
     class BoundedDatesChangeList(changelist_class):
         def get_filters(self, request):
             try:
+                if connection.vendor == "sqlite":
+                    for name, value in request.GET.items():
+                        if name.endswith(("__regex", "__iregex")):
+                            re.compile(value)
                 return super().get_filters(request)
-            except (ValueError, OverflowError) as exc:
+            except (ValueError, OverflowError, re.error) as exc:
                 raise IncorrectLookupParameters(exc) from exc
 
         def get_results(self, request):

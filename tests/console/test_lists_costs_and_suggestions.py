@@ -194,3 +194,35 @@ def test_an_odd_lookup_in_the_task_lists_query_string_is_not_a_500(root_client, 
     response = root_client.get(f"{reverse('admin:tasks_task_changelist')}?{query}")
     assert response.status_code != 500
     assert response.status_code in (200, 302, 400)
+
+
+class _SaysItIs:
+    """The connection, but saying it is another vendor's (the admin's SQLite branch, taken by
+    `make run`'s embedded database, on the test database)."""
+
+    def __init__(self, real, vendor: str):
+        self._real, self.vendor = real, vendor
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+@pytest.mark.parametrize(
+    "listing, field", [("tasks_task", "title"), ("organization_agent", "name")]
+)
+def test_an_invalid_regex_is_refused_before_sqlite_runs_it(
+    root_client, monkeypatch, listing, field
+):
+    """SQLite runs REGEXP in Python and reports a bad pattern as an OperationalError (a 500 on
+    `make run`): the admin compiles the pattern first and redirects with ?e=1, as for any bad
+    filter. A valid one still filters."""
+    from django.db import connection
+
+    import organization.admin.scoping as scoping
+
+    monkeypatch.setattr(scoping, "connection", _SaysItIs(connection, "sqlite"))
+    give_tasks(make_agent(make_org("acme"), "agent-a"), 1)
+    url = reverse(f"admin:{listing}_changelist")
+    refused = root_client.get(f"{url}?{field}__regex=(")
+    assert (refused.status_code, refused.url) == (302, f"{url}?e=1")
+    assert root_client.get(f"{url}?{field}__iregex=.").status_code == 200
