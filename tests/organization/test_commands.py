@@ -180,6 +180,9 @@ def test_ensure_admin_refuses_an_organization_that_does_not_exist(demo):
 
     with pytest.raises(CommandError, match="No organization with slug 'dmeo'"):
         run("ensure_admin", "--org", "dmeo")
+    # Blank (`--org "$ORG"` with ORG unset) is a slug given, not the default.
+    with pytest.raises(CommandError, match="No organization with slug ''"):
+        run("ensure_admin", "--org", "")
     assert not get_user_model().objects.filter(username="admin").exists()
     run("ensure_admin", "--org", "demo")
     admin = get_user_model().objects.get(username="admin")

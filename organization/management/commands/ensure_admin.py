@@ -25,10 +25,12 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         User = get_user_model()
         username = options["username"]
-        # A slug given and not found is a typo to report, not a membership silently skipped.
-        org = Organization.objects.filter(slug=options["org"] or "demo").first()
-        if org is None and options["org"]:
-            raise CommandError(f"No organization with slug {options['org']!r}.")
+        # A slug given (blank too: `--org "$ORG"` with ORG unset) and not found is a mistake to
+        # report, not a membership silently skipped.
+        given = options["org"]
+        org = Organization.objects.filter(slug="demo" if given is None else given).first()
+        if org is None and given is not None:
+            raise CommandError(f"No organization with slug {given!r}.")
         user = User.objects.filter(username=username).first()
         password = secrets.token_urlsafe(12)
         if user is not None and not options["reset"]:
