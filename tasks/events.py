@@ -301,13 +301,18 @@ def excerpt(text: str) -> str:
 
 def _delegator(task: Task) -> list[Agent]:
     """Who passed the task to its holder (or queued it for the expert it waits for): the
-    delegation chain's entry before the holder; [] when nobody did (one query when somebody)."""
+    delegation chain's entry before the holder; for a task that waits for humans (nobody holds
+    it), the last agent it passed through, who passed it up to them; [] when nobody did (one
+    query when somebody)."""
     holder = task.assignee or task.queued_for
     chain = list(task.delegation_chain)
-    if holder is None or not chain:
+    if not chain:
         return []
-    handle = delegated_by(chain, holder.handle)
-    if handle is None or handle == holder.handle:
+    if holder is None:
+        handle = chain[-1]
+    else:
+        handle = delegated_by(chain, holder.handle)
+    if handle is None or (holder is not None and handle == holder.handle):
         return []
     creator = task.created_by_agent
     if creator is not None and creator.handle == handle:

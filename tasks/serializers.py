@@ -193,6 +193,10 @@ class CompleteParamsSerializer(TaskIdSerializer, StatusSerializer):
     )  # fmt: skip
 
 
+class CancelParamsSerializer(TaskIdSerializer, CancelSerializer):
+    pass
+
+
 class CommentParamsSerializer(TaskIdSerializer, CommentSerializer):
     pass
 

@@ -197,6 +197,16 @@ def _ensure_may_move(task: Task, actor: Actor, wanted: str) -> None:
     raise invalid_transition(task.status, wanted, "you neither hold nor created this task.")
 
 
+def _pass_on(task: Task, actor: Actor) -> None:
+    """An agent passing the task on is in its delegation chain from then on, last before whom
+    it passes the task to: the holder is already; an agent that moves it without holding it
+    (the expert it is queued for, who queued it, its creator) joins it here. So the chain names
+    who passed it to its holder (the delegator, told of its result and comments), the agent
+    still sees the task, and the task is never passed back to it (rule 4)."""
+    if actor.is_agent:
+        task.delegation_chain = rules.chain_after(list(task.delegation_chain), actor.agent.handle)
+
+
 def _check_move(task: Task, actor: Actor, to: Agent, move: str) -> rules.Verdict:
     """Run the rules for `move`; the target's row is locked already (`_lock_agents`)."""
     return rules.check_assignment(
@@ -423,6 +433,7 @@ def task_assign(*, task: Task | VisibleTask, actor: Actor, to: Agent | str | Non
             )
     else:
         _ensure_may_move(task, actor, TaskStatus.ASSIGNED)
+        _pass_on(task, actor)
     _check_move(task, actor, to, Move.CLAIM if claim else Move.ASSIGN)
     before = snapshot(task)
     _give(task, to, timezone.now())
@@ -454,6 +465,7 @@ def task_delegate(
         )
     _ensure_open(task, TaskStatus.ASSIGNED)
     _ensure_may_move(task, actor, TaskStatus.ASSIGNED)
+    _pass_on(task, actor)
     _check_move(task, actor, to, Move.DELEGATE)
     before = snapshot(task)
     _give(task, to, timezone.now())
@@ -486,6 +498,7 @@ def task_queue(
     _ensure_may_move(task, actor, TaskStatus.QUEUED)
     if task.assignee_id == to.pk:
         raise Conflict(f"The task is already assigned to {to.handle}.", "already_assigned")
+    _pass_on(task, actor)
     _check_move(task, actor, to, Move.QUEUE)
     wait = estimated_wait_for_new(agent=to, urgency_rank=task.urgency_rank)
     before = snapshot(task)
@@ -516,6 +529,7 @@ def task_escalate(
     if task.status == TaskStatus.ESCALATED:
         raise invalid_transition(task.status, TaskStatus.ESCALATED, "it already waits for humans.")
     _ensure_may_move(task, actor, TaskStatus.ESCALATED)
+    _pass_on(task, actor)
     source = actor.agent if actor.is_agent else rules.escalation_source(task)
     rule, previous, target, verdict = _rule_of(task), task.assignee, None, None
     up = {"rule": rule, "source": source, "queued_for_id": task.queued_for_id,

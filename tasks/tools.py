@@ -25,6 +25,7 @@ from .serializers import (
     ALL,
     TASK_RELATIONS,
     AssignParamsSerializer,
+    CancelParamsSerializer,
     CommentListParamsSerializer,
     CommentParamsSerializer,
     CompleteParamsSerializer,
@@ -177,6 +178,20 @@ def update_task_status(caller: Caller, params: dict) -> dict:
 )
 def complete_task(caller: Caller, params: dict) -> dict:
     return _move(caller, params, services.task_set_status)
+
+
+@register_tool(
+    "cancel_task",
+    "Cancel a task you created. One with open subtasks is refused (open_subtasks) unless "
+    "cancel_subtasks is true: then every open subtask under it is cancelled with it.",
+    CancelParamsSerializer,
+    needs_agent=False,
+    read_only=False,
+    # cancelled cannot be undone.
+    destructive=True,
+)
+def cancel_task(caller: Caller, params: dict) -> dict:
+    return _move(caller, params, services.task_cancel)
 
 
 @register_tool(

@@ -122,6 +122,26 @@ def test_a_comment_on_a_queued_task_reaches_the_expert_it_waits_for(cast):
     assert [who for who, _ in told(waiting["id"])] == ["agent-morgan"]
 
 
+def test_a_comment_on_a_task_escalated_to_humans_reaches_the_agent_that_passed_it_up(cast):
+    """Nobody holds a task that waits for humans: the agent that passed it to them is the one
+    who delegated it, and a human's answer in a comment must reach it."""
+    cast.sarah.senior = None
+    cast.sarah.save()
+    waiting = create(cast.human, title="Rotate the keys", agent_id="agent-sarah").json()
+    escalated = post(cast.client(cast.sarah), f"/api/tasks/{waiting['id']}/escalate",
+                     {"reason": "I need the vault's password."})  # fmt: skip
+    assert escalated.json()["status"] == "escalated"
+    assert comment(cast.human, waiting["id"], "It is in the ops vault.").status_code == 201
+    [(who, message)] = told(waiting["id"])
+    assert who == "agent-sarah" and message.endswith(
+        "commented on the task: It is in the ops vault."
+    )
+    # Her own comment on it tells nobody (she is its author).
+    InboxItem.objects.all().delete()
+    assert comment(cast.client(cast.sarah), waiting["id"], "Thanks.").status_code == 201
+    assert told(waiting["id"]) == []
+
+
 @pytest.mark.postgres
 def test_reading_the_comments_costs_the_same_whatever_their_number(
     cast, task, django_assert_max_num_queries

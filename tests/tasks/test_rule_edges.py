@@ -4,7 +4,7 @@ waits; a blocked task may fail (the refused transitions are in test_task_api.py)
 
 import pytest
 
-from tasks.models import Task
+from tasks.models import InboxItem, Task
 from tests.factories import give_tasks
 from tests.tasks.conftest import assert_error, create, post
 
@@ -77,3 +77,47 @@ def test_an_offline_default_supervisor_is_skipped_too(cast, paused):
         assert (body["status"], body["assignee"]) == ("escalated", None)
     else:
         assert (body["status"], body["assignee"]) == ("assigned", "agent-boss")
+
+
+@pytest.mark.parametrize("move", ["delegate", "assign", "queue", "escalate"])
+def test_an_expert_passing_on_a_task_queued_for_it_joins_its_delegation_chain(cast, move):
+    """Rule 4 and visibility: a full supervisor a task is escalated to has it queued for them;
+    passing it on from there (it never held it) puts it in the chain, as any move that passes a
+    task on does: it still sees the task, hears of its result as its delegator, and the task
+    cannot be passed back to it."""
+    give_tasks(cast.boss, 5)
+    task = create(cast.human, title="Rotate the keys", agent_id="agent-sarah").json()
+    escalated = post(cast.client(cast.sarah), f"/api/tasks/{task['id']}/escalate", {})
+    assert escalated.json()["queued_for"] == "agent-boss", escalated.content
+    boss = cast.client(cast.boss)
+    if move == "queue":
+        give_tasks(cast.alex, 5)
+    if move == "escalate":
+        cast.rule.default_supervisor = cast.alex  # the boss's own way up
+        cast.rule.save()
+    body = {} if move == "escalate" else {"agent_id": "agent-alex"}
+    passed = post(boss, f"/api/tasks/{task['id']}/{move}", body)
+    assert passed.status_code == 200, passed.content
+    # Queued for Alex, it waits: the chain lists who held or passed it on, not who it waits for.
+    expected = ["agent-sarah", "agent-boss"] + ([] if move == "queue" else ["agent-alex"])
+    assert passed.json()["delegation_chain"] == expected
+    assert boss.get(f"/api/tasks/{task['id']}").status_code == 200
+    assert boss.get(f"/api/tasks/{task['id']}/comments").status_code == 200
+
+
+def test_a_task_passed_on_by_the_expert_it_was_queued_for_reports_back_to_that_expert(cast):
+    give_tasks(cast.boss, 5)
+    task = create(cast.human, title="Rotate the keys", agent_id="agent-sarah").json()
+    post(cast.client(cast.sarah), f"/api/tasks/{task['id']}/escalate", {})
+    delegated = post(cast.client(cast.boss), f"/api/tasks/{task['id']}/delegate",
+                     {"agent_id": "agent-alex"})  # fmt: skip
+    assert delegated.json()["delegation_chain"] == ["agent-sarah", "agent-boss", "agent-alex"]
+    alex = cast.client(cast.alex)
+    # Passing it back to the one who passed it on is a loop, naming who did.
+    back = post(alex, f"/api/tasks/{task['id']}/delegate", {"agent_id": "agent-boss"})
+    assert_error(back, 409, "delegation_loop", "delegated to you by agent-boss")
+    post(alex, f"/api/tasks/{task['id']}/status", {"status": "in_progress"})
+    done = post(alex, f"/api/tasks/{task['id']}/status", {"status": "completed", "result": "Done."})
+    assert done.status_code == 200, done.content
+    told = InboxItem.objects.filter(task_id=task["id"], kind="status_changed")
+    assert list(told.values_list("agent__handle", flat=True)) == ["agent-boss"]

@@ -1,6 +1,6 @@
 """The task tools of the registry run the same services as REST (call-tool door)."""
 
-from tasks.models import TaskEvent
+from tasks.models import Task, TaskEvent
 from tests.factories import give_tasks
 from tests.tasks.conftest import assert_error, post
 
@@ -9,6 +9,7 @@ TOOLS = {
     "update_task_status", "get_my_tasks", "get_inbox", "recommend_delegate",
     # issue 11 §1
     "get_task", "complete_task", "create_subtask", "comment_on_task", "list_task_comments",
+    "cancel_task",
 }  # fmt: skip
 
 
@@ -76,3 +77,28 @@ def test_an_organization_key_cannot_act_as_an_agent_through_tools(cast):
     response = call(cast.human, "recommend_delegate", expertise="PostgreSQL", agent="agent-sarah")
     assert response.status_code == 200
     assert response.json()["primary_choice"]["id"] == "agent-alex"
+
+
+def test_cancel_task_keeps_the_rules_of_rest_and_never_cancels_subtasks_silently(cast):
+    """Issue 11 §1 over the tool door: the creator cancels (409 for anyone else), and a task with
+    open subtasks only with cancel_subtasks, which cancels them with it."""
+    sarah, alex = cast.client(cast.sarah), cast.client(cast.alex)
+    mine = call(sarah, "create_task", title="Ship it", agent_id="agent-sarah").json()
+    part = call(sarah, "create_subtask", title="A part", parent=mine["id"],
+                agent_id="agent-alex").json()  # fmt: skip
+    # Alex holds the subtask but did not create it.
+    assert_error(call(alex, "cancel_task", task_id=part["id"]), 409, "invalid_transition")
+    assert_error(call(sarah, "cancel_task", task_id=mine["id"]), 409, "open_subtasks")
+    assert Task.objects.get(pk=part["id"]).status == "assigned"
+    done = call(sarah, "cancel_task", task_id=mine["id"], reason="Scrapped.", cancel_subtasks=True)
+    assert done.status_code == 200, done.content
+    assert done.json()["status"] == "cancelled"
+    assert Task.objects.get(pk=part["id"]).status == "cancelled"
+    assert TaskEvent.objects.filter(task_id=part["id"], kind="cancelled").count() == 1
+    assert_error(call(sarah, "cancel_task", task_id=mine["id"]), 409, "invalid_transition")
+    assert_error(call(cast.client(cast.morgan), "cancel_task", task_id=mine["id"]), 404,
+                 "task_not_found")  # fmt: skip
+    assert_error(call(sarah, "cancel_task", task_id=mine["id"], cancel_subtasks="maybe"), 400,
+                 "invalid")  # fmt: skip
+    # It writes: an organization key cancels through REST.
+    assert_error(call(cast.human, "cancel_task", task_id=mine["id"]), 403, "read_only_key")
