@@ -598,8 +598,9 @@ def _placeholders(values: dict) -> str:
     return ", ".join(["%s"] * len(values))
 
 
-def record_many(events: list[TaskEvent], *, now: datetime) -> None:
-    """Write a batch of events (one per task), their inbox items and webhooks (the stale sweep).
+def record_many(events: list[TaskEvent], *, now: datetime, asked: set[int]) -> None:
+    """Write a batch of events (one per task), their inbox items and webhooks (the stale sweep);
+    the recipients of the events of the tasks in `asked` are asked to act (the others are told).
 
     On PostgreSQL two `INSERT … SELECT FROM unnest(arrays)`: Django's bulk_create compiles a
     placeholder per value, which costs more than the insert itself at this size. The webhook
@@ -614,7 +615,7 @@ def record_many(events: list[TaskEvent], *, now: datetime) -> None:
     else:
         TaskEvent.objects.bulk_create(events)
         InboxItem.objects.bulk_create(_inbox_item(e) for e in notified)
-    announce_batch((e.recipient, e.kind, e.task_id) for e in notified)
+    announce_batch((e.recipient, e.kind, e.task_id) for e in notified if e.task_id in asked)
     hooked = [e for e in notified if e.recipient.webhook_url]
     if not hooked:
         return

@@ -288,6 +288,12 @@ class _Outcome:
         event.recipient = self.recipient
         return event
 
+    @property
+    def asks_recipient(self) -> bool:
+        """Only a senior given the task is asked to act; one it is queued for is told (as a
+        move)."""
+        return self.inbox is not None and self.task["assignee_id"] == self.recipient.pk
+
 
 def _outcome(row, agents, rule, target, verdict, now, written) -> _Outcome:
     """Escalate `row`'s task in memory as the system: what to write (nothing written yet)."""
@@ -339,7 +345,10 @@ def _write(escalated: list[tuple[int, str, _Outcome]], written: datetime) -> Non
     if connection.vendor != "postgresql":
         tasks = [Task(pk=pk, **o.task) for pk, _, o in escalated]
         Task.objects.bulk_update(tasks, list(_APPLIED_FIELDS))
-        events.record_many([o.event_of(pk, why) for pk, why, o in escalated], now=written)
+        events.record_many(
+            [o.event_of(pk, why) for pk, why, o in escalated], now=written,
+            asked={pk for pk, _, o in escalated if o.asks_recipient},
+        )  # fmt: skip
         return
     stamp = _members({"created_at": written})
     reasons = {why: json.dumps(why) for why in {why for _, why, _ in escalated}}
@@ -359,11 +368,8 @@ def _write(escalated: list[tuple[int, str, _Outcome]], written: datetime) -> Non
         ]
         if items:
             cursor.execute(_insert_sql(InboxItem), [_array(items)])
-    # Only a senior given the task is asked to act; one it is queued for is told (as a move).
     events.announce_batch(
-        (o.recipient, o.event["kind"], pk)
-        for pk, _, o in escalated
-        if o.inbox is not None and o.task["assignee_id"] == o.recipient.pk
+        (o.recipient, o.event["kind"], pk) for pk, _, o in escalated if o.asks_recipient
     )
     hooked = [
         o.event_of(pk, why, pk=event_ids[pk], created_at=written)

@@ -196,17 +196,6 @@ def test_an_odd_lookup_in_the_task_lists_query_string_is_not_a_500(root_client, 
     assert response.status_code in (200, 302, 400)
 
 
-class _SaysItIs:
-    """The connection, but saying it is another vendor's (the admin's SQLite branch, taken by
-    `make run`'s embedded database, on the test database)."""
-
-    def __init__(self, real, vendor: str):
-        self._real, self.vendor = real, vendor
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
-
-
 @pytest.mark.parametrize(
     "listing, field", [("tasks_task", "title"), ("organization_agent", "name")]
 )
@@ -219,8 +208,9 @@ def test_an_invalid_regex_is_refused_before_sqlite_runs_it(
     from django.db import connection
 
     import organization.admin.scoping as scoping
+    from tests.vendor import SaysItIs
 
-    monkeypatch.setattr(scoping, "connection", _SaysItIs(connection, "sqlite"))
+    monkeypatch.setattr(scoping, "connection", SaysItIs(connection, "sqlite"))
     give_tasks(make_agent(make_org("acme"), "agent-a"), 1)
     url = reverse(f"admin:{listing}_changelist")
     refused = root_client.get(f"{url}?{field}__regex=(")

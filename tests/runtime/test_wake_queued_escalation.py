@@ -26,16 +26,25 @@ def test_an_escalation_that_only_queues_the_task_for_a_full_senior_does_not_wake
 
 
 @pytest.mark.parametrize("senior_full", [True, False], ids=["senior-full", "senior-with-room"])
-def test_the_stale_sweep_wakes_a_senior_only_when_it_gives_it_the_task(cast, senior_full):
-    """The same rule on the sweep's path (tasks/sweep.py writes its escalations in bulk): a
-    stale task escalated to a full senior is queued for it, told, not woken; given to a senior
-    with room, it wakes it."""
+@pytest.mark.parametrize("vendor", ["postgresql", "sqlite"])
+def test_the_stale_sweep_wakes_a_senior_only_when_it_gives_it_the_task(
+    cast, senior_full, vendor, monkeypatch
+):
+    """The same rule on the sweep's path (tasks/sweep.py writes its escalations in bulk, in SQL
+    of its own on PostgreSQL, through the ORM elsewhere: SQLite, `make run`): a stale task
+    escalated to a full senior is queued for it, told, not woken; given to a senior with room,
+    it wakes it."""
     from datetime import timedelta
 
+    from django.db import connection
     from django.utils import timezone
 
+    import tasks.sweep
     from tasks.models import Task
     from tasks.sweep import sweep_stale_queued
+    from tests.vendor import SaysItIs
+
+    monkeypatch.setattr(tasks.sweep, "connection", SaysItIs(connection, vendor))
 
     give_tasks(cast.alex, cast.alex.workload_capacity)  # Alex is full: the task is queued for him
     if senior_full:
