@@ -41,7 +41,7 @@ from organization.caller import caller_for_agent
 from organization.errors import DomainError
 from organization.prepared import INT, INT2, PreparedQuerySet, among
 from tasks import services as task_services
-from tasks.models import FINISHED_STATUSES, Task, TaskStatus
+from tasks.models import FINISHED_STATUSES, EventKind, Task, TaskStatus
 from tasks.rules import Actor
 
 from . import context, services
@@ -340,6 +340,8 @@ def settle(run: Run, token: str, result) -> None:
                     t, actor, TaskStatus.COMPLETED, result=answer[:20_000],
                     note=f"Managed run #{run.pk}: its final answer is the result.",
                 ), "completed")  # fmt: skip
+        if _finished_a_subtask(result.turns):
+            _follow_up_parents_it_finished(run)
         if unanswered:
             services.run_finish(
                 run=run, token=token, status=RunStatus.FAILED, error=NO_ANSWER, outcome=outcome
@@ -371,7 +373,34 @@ def _settle_failed(run: Run, token: str, error: str, actor: Actor | None = None)
     for task in tasks:
         _safely(run, token, outcome, task,
                 lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note), "blocked")  # fmt: skip
+    _follow_up_parents_it_finished(run)
     services.run_finish(run=run, token=token, status=RunStatus.FAILED, error=error, outcome=outcome)
+
+
+def _finished_a_subtask(turns: list[dict]) -> bool:
+    """Whether a successful writing call of the run left a subtask finished (its answer, the
+    task, says so): only then can the run have finished the last open subtask of a parent."""
+    return any(
+        turn["kind"] == TurnKind.TOOL_CALL and turn.get("status") == CallStatus.OK
+        and isinstance(answer := turn.get("result"), dict) and answer.get("parent") is not None
+        and answer.get("status") in FINISHED_STATUSES
+        for turn in turns
+    )  # fmt: skip
+
+
+def _follow_up_parents_it_finished(run: Run) -> None:
+    """A parent the agent holds, open, whose last open subtask this run finished: its holder is
+    not woken by `subtasks_done` for its own act, and this run did not settle it (it acted on it,
+    or never saw it), so the agent asks for a follow-up run about it — or it waited for ever."""
+    if run.started_at is None:
+        return
+    parents = Task.objects.filter(
+        assignee_id=run.agent_id, status__in=SETTLEABLE,
+        events__kind=EventKind.SUBTASKS_DONE, events__actor_agent_id=run.agent_id,
+        events__created_at__gte=run.started_at,
+    ).distinct()  # fmt: skip
+    for parent in parents:
+        services.run_wake(agent=run.agent, trigger=EventKind.SUBTASKS_DONE, task=parent)
 
 
 def _safely(run: Run, token: str, outcome: list, task: Task, move, action: str) -> None:

@@ -163,6 +163,38 @@ def test_a_task_waiting_for_its_subtasks_is_not_completed_by_the_answer(cast, fa
     assert Task.objects.get(parent=parent).assignee == cast.morgan
 
 
+def test_a_parent_whose_last_subtask_its_holder_finished_itself_is_worked_again(cast, fake_llm):
+    """`subtasks_done` wakes the parent's holder, but never for its own act: Lena splits off a
+    part for herself and finishes it in the same run, so nothing woke her for the parent, which
+    her run had acted on (its answer does not complete it) — it stayed open for ever. Her run's
+    end asks for a follow-up run about it, whose answer completes it."""
+    managed_by(cast.lena, "openai")
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="p",
+                                  assignee=cast.lena)  # fmt: skip
+
+    def finish_part(call):
+        part = Task.objects.get(parent=parent)
+        return [
+            ToolUse("update_task_status", {"task_id": part.pk, "status": "in_progress"}),
+            ToolUse("complete_task", {"task_id": part.pk, "result": "part done"}),
+        ]
+
+    fake_llm.on(agent="agent-lena", replies=[
+        Reply(tool_calls=[ToolUse("create_subtask", {"parent": parent.pk, "title": "part",
+                                                     "agent_id": "agent-lena"})]),
+        Reply(tool_calls=finish_part),
+        Reply("Did the part myself."),
+        Reply("The whole is done: part done."),
+    ])  # fmt: skip
+    first, follow_up = drain()
+    parent.refresh_from_db()
+    assert (parent.status, parent.result) == ("completed", "The whole is done: part done.")
+    assert Run.objects.get(pk=follow_up).trigger == "subtasks_done"
+    assert Run.objects.get(pk=first).outcome == [
+        {"task": parent.pk, "action": "none", "why": "the run acted on it"}
+    ]
+
+
 def test_only_the_allowed_tools_are_offered(cast, fake_llm):
     managed_by(cast.alex, "openai", allowed_tools=["get_task", "complete_task", "nope"])
     fake_llm.on(agent="agent-alex", replies=Reply("Done."))
