@@ -172,11 +172,11 @@ def test_a_parent_whose_last_subtask_its_holder_finished_itself_is_worked_again(
     parent = services.task_create(org=cast.org, actor=cast.by_human, title="p",
                                   assignee=cast.lena)  # fmt: skip
 
-    def finish_part(call):
-        part = Task.objects.get(parent=parent)
+    def finish_part(call):  # the part is the task create_subtask answered with
+        part_id = json.loads(call.tool_results[0]["content"])["id"]
         return [
-            ToolUse("update_task_status", {"task_id": part.pk, "status": "in_progress"}),
-            ToolUse("complete_task", {"task_id": part.pk, "result": "part done"}),
+            ToolUse("update_task_status", {"task_id": part_id, "status": "in_progress"}),
+            ToolUse("complete_task", {"task_id": part_id, "result": "part done"}),
         ]
 
     fake_llm.on(agent="agent-lena", replies=[
