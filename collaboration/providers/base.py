@@ -170,7 +170,7 @@ class LLMReply:
         arguments nested deeper than MAX_ARGUMENT_DEPTH are refused as invalid, as unparsable
         ones are, so the tool loop answers the model with an error and never runs them."""
         self.text = _storable_strings(self.text)
-        self.tool_calls = [_storable_call(call) for call in self.tool_calls]
+        self.tool_calls = _unique_ids([_storable_call(call) for call in self.tool_calls])
         # What the server says answered is kept in a column of 100 characters.
         self.model = _storable_strings(self.model)[:100]
         self.stop_reason = _storable_strings(self.stop_reason)[:100]
@@ -179,6 +179,21 @@ class LLMReply:
 
 # Deeper than any tool's schema; far below the renderers' limits (orjson 255, json ~1,000).
 MAX_ARGUMENT_DEPTH = 64
+
+
+def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """Each call of a reply with an id of its own: results are matched to calls by id (and a
+    resumed run finds its recorded calls by it), and some OpenAI-compatible servers repeat an id
+    within a reply or send none. A repeated or missing one gets a suffix ([A-Za-z0-9_-], as
+    Anthropic's ids are); the model is sent back the calls as stored."""
+    seen: set[str] = set()
+    for n, call in enumerate(calls, start=1):
+        if not call.id or call.id in seen:
+            base = call.id or "call"
+            call.id = next(f"{base}-{k}" for k in range(n, n + len(calls) + 1)
+                           if f"{base}-{k}" not in seen)  # fmt: skip
+        seen.add(call.id)
+    return calls
 
 
 def _storable_call(call: ToolCall) -> ToolCall:

@@ -372,6 +372,38 @@ def test_a_resumed_loop_does_not_run_a_recorded_call_again(
     assert [t["kind"] for t in result.turns] == ["model", "tool_call", "model"]
 
 
+@BOTH
+def test_calls_of_one_reply_that_share_an_id_each_run_once_even_across_a_resume(
+    acme, sarah, fake_llm, provider, counted_tools
+):
+    """Some OpenAI-compatible servers give two calls of one reply the same id (or none). A
+    resumed loop finds recorded calls by id: the second, never run, read as done — the model
+    never had its result. Each call of a reply gets an id of its own."""
+    fake_llm.on(agent="sarah", replies=[
+        Reply(tool_calls=[ToolUse("test_count_write", id="dup"),
+                          ToolUse("test_count_read", id="dup")]),
+        Reply("both done"),
+    ])  # fmt: skip
+    recorded = {}
+
+    def crash_after_the_first_call(turn):
+        recorded[turn["index"]] = turn
+        if turn.get("status") == "ok" and turn["name"] == "test_count_write":
+            raise Crash
+
+    with pytest.raises(Crash):
+        loop(sarah, provider, tools=["test_count_write", "test_count_read"],
+             on_turn=crash_after_the_first_call)  # fmt: skip
+    turns = [recorded[i] for i in sorted(recorded)]
+    result = loop(sarah, provider, tools=["test_count_write", "test_count_read"], turns=turns)
+    assert counted_tools == {"test_count_write": 1, "test_count_read": 1}
+    calls = [t for t in result.turns if t["kind"] == "tool_call"]
+    assert [c["name"] for c in calls] == ["test_count_write", "test_count_read"]
+    assert len({c["id"] for c in calls}) == 2
+    results = fake_llm.calls_for(agent="sarah")[-1].tool_results
+    assert len({r["tool_call_id"] for r in results}) == 2
+
+
 def test_a_call_interrupted_while_running_is_run_again_only_if_it_cannot_harm(
     acme, sarah, fake_llm, counted_tools
 ):
