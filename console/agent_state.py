@@ -185,8 +185,10 @@ def agent_state(agent: Agent) -> AgentState:
             "queue": _changelist(
                 "tasks_task", queued_for__id__exact=agent.pk, status__exact=TaskStatus.QUEUED
             ),
-            "decisions": _changelist("tasks_taskevent", q=agent.handle),
-            "runs": _changelist("runtime_run", q=agent.handle),
+            # By the agent's row, not a search of its handle: another organization's agent
+            # (or a title naming it) matched that too.
+            "acts": _changelist("tasks_taskevent", actor_agent__id__exact=agent.pk),
+            "runs": _changelist("runtime_run", agent__id__exact=agent.pk),
             "usage": _changelist("costs_usagerecord", agent__id__exact=agent.pk),
         },
     )

@@ -190,3 +190,31 @@ def test_an_organization_page_answers_in_as_many_queries_for_2_and_30_members(
     root_client.get(big_url)
     with django_assert_max_num_queries(bound):
         assert root_client.get(big_url).status_code == 200
+
+
+# --- 6. the agent page's "all" links list that agent's own rows, not a same handle's ---------
+
+
+def test_the_agent_pages_links_list_its_own_acts_and_runs_only(root_client, db):
+    """A superuser's agent page links to all the agent's acts and runs by its row: a search of
+    its handle also listed the runs and events of another organization's agent-a."""
+    import re
+
+    from runtime.models import Run
+
+    mine, theirs = (make_agent(make_org(slug), "agent-a") for slug in ("acme", "zeta"))
+    for agent in (mine, theirs):
+        give_tasks(agent, 1)
+        Run.objects.create(organization=agent.organization, agent=agent, trigger="assigned")
+        TaskEvent.objects.create(organization=agent.organization, task=agent.held_tasks.first(),
+                                 kind="status_changed", actor_agent=agent)  # fmt: skip
+    page = root_client.get(reverse("admin:organization_agent_change", args=[mine.pk]))
+    html = page.content.decode()
+    for anchor, model in (("agent-acts-link", TaskEvent), ("agent-runs-link", Run)):
+        url = re.search(rf'href="([^"]+)" id="{anchor}"', html).group(1).replace("&amp;", "&")
+        listed = root_client.get(url)
+        assert listed.status_code == 200, (anchor, listed.status_code)
+        shown = {row.pk for row in listed.context["cl"].result_list}
+        owner = "actor_agent" if model is TaskEvent else "agent"
+        assert shown == set(model.objects.filter(**{owner: mine}).values_list("pk", flat=True))
+        assert shown
