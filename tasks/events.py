@@ -235,23 +235,22 @@ def task_status_changed_event(
 
 
 def task_cancelled_event(
-    *, task: Task, actor: Actor, before: dict, reason: str = "", with_parent: Task | None = None
-) -> TaskEvent:
-    """Cancelled; `with_parent` when it went with the parent task being cancelled."""
+    *, task: Task, actor: Actor, before: dict, reason: str = "", with_parent: Task | None = None,
+    waited_for: Agent | None = None,
+) -> TaskEvent:  # fmt: skip
+    """Cancelled; `with_parent` when it went with the parent task being cancelled. Who was
+    working on it or waiting to — its holder, the expert it was queued for (`waited_for`) — and
+    the agent that created it are told (an inbox item, a webhook), never asked to act: they stop
+    work on it, which their next move would otherwise learn from a 409."""
     message = f"{actor.label} cancelled the task."
     if with_parent is not None:
         message = f"{actor.label} cancelled the task with its parent task #{with_parent.pk}."
-    return _record(
-        task,
-        _event(
-            task,
-            EventKind.CANCELLED,
-            actor,
-            before,
-            message=message + (f" {reason}" if reason else ""),
-            reasoning=reason,
-        ),  # fmt: skip
-    )
+    event = _event(
+        task, EventKind.CANCELLED, actor, before,
+        message=message + (f" {reason}" if reason else ""), reasoning=reason,
+    )  # fmt: skip
+    holder = task.assignee if before.get("assignee") else None
+    return _record_for(task, event, [holder, waited_for, task.created_by_agent])
 
 
 def task_commented_event(*, task: Task, actor: Actor, comment: TaskComment) -> TaskEvent:

@@ -736,10 +736,11 @@ def task_cancel(
     rules.lock_agents(t.assignee for t in everything if t.status in HELD_STATUSES)
     freed = []
     for one in everything:
+        waited_for = one.queued_for
         before, holder = _change_status(one, TaskStatus.CANCELLED, holder_locked=True)
         events.task_cancelled_event(
             task=one, actor=actor, before=before, reason=reason,
-            with_parent=None if one is task else task,
+            with_parent=None if one is task else task, waited_for=waited_for,
         )  # fmt: skip
         if holder is not None and holder not in freed:
             freed.append(holder)
