@@ -67,6 +67,10 @@ class LeaseLost(Exception):
     """Another worker took the run over (this one was too slow to renew): stop at once."""
 
 
+class AgentPaused(Exception):
+    """A human paused the agent while its run was under way: stop before the next model call."""
+
+
 def run_agent(run_id: int) -> str:
     """Run (or resume) the run; returns what the delivery found (lease.CLAIMED, BUSY, …)."""
     token = uuid.uuid4().hex
@@ -81,6 +85,10 @@ def run_agent(run_id: int) -> str:
             execute(run, token)
     except LeaseLost:
         log.warning("run %s: the lease was lost to another worker; stopping here", run_id)
+    except AgentPaused:
+        log.info("run %s: its agent was paused; handed back until it is resumed", run_id)
+        if not services.run_hand_back(run=run, token=token):
+            log.warning("run %s: the lease was lost to another worker; stopping here", run_id)
     except DATABASE_GONE:
         # The database went away under the run (a restart, a failover): the run is not at
         # fault. Its lease is handed back and the error raised, so that the task runs it again
@@ -208,8 +216,12 @@ class TurnRecorder:
         # attempt has none to read.
         self.turns = run.turns if run.attempts > 1 else []
         self.last_ms = 0.0
+        # Read with each record (no statement of its own): a human paused the agent.
+        self.agent_paused = False
 
     def complete(self, request: LLMRequest) -> LLMReply:
+        if self.agent_paused:
+            raise AgentPaused
         started = time.perf_counter()
         try:
             return providers.complete(self.run.provider, request, meter=self.meter)
@@ -221,18 +233,21 @@ class TurnRecorder:
         if turn["kind"] == TurnKind.MODEL and "provider_ms" not in turn:
             turn["provider_ms"] = round(self.last_ms, 1)
         self._keep([turn])
-        if not services.run_record_turn(
+        self._recorded(services.run_record_turn(
             run=self.run, token=self.token, turn=turn, **self._tokens()
-        ):  # fmt: skip
-            raise LeaseLost
+        ))  # fmt: skip
 
     def record_many(self, turns: list[dict]) -> None:
         """`on_turns`: read-only calls' turns, in one statement."""
         self._keep(turns)
-        if not services.run_record_turns(
+        self._recorded(services.run_record_turns(
             run=self.run, token=self.token, turns=turns, **self._tokens()
-        ):  # fmt: skip
+        ))  # fmt: skip
+
+    def _recorded(self, recorded: services.Recorded | None) -> None:
+        if recorded is None:
             raise LeaseLost
+        self.agent_paused = recorded.agent_paused
 
     def _keep(self, turns: list[dict]) -> None:
         for turn in turns:

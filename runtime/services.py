@@ -13,12 +13,14 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
-from django.db.models import Exists, F, Max, Min, OuterRef, Q
+from django.db.models import Exists, F, Max, Min, OuterRef, Q, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from costs.alerts import raise_exhausted
@@ -62,7 +64,7 @@ _LOCK_AGENT = PreparedInstances(
 )
 _LOCK_ACTIVE_RUN = PreparedInstances(
     Run,
-    ("id", "agent_id", "status"),
+    ("id", "agent_id", "status", "attempts"),
     lambda agent_id: (
         Run.objects.select_for_update(of=("self",), **NO_KEY)
         .filter(agent_id=agent_id, status__in=ACTIVE_STATUSES)
@@ -219,7 +221,8 @@ def _trigger_with_active_run(agent: Agent, trigger: str, task: Task | None):
         run_table = qn(Run._meta.db_table)
         sql = _trigger_inserts[connection.alias] = (
             f"WITH q AS (SELECT id FROM {run_table} "  # noqa: S608  (ours)
-            f"WHERE agent_id = %s AND status = %s ORDER BY id LIMIT 1 FOR NO KEY UPDATE), "
+            f"WHERE agent_id = %s AND status = %s AND attempts = 0 "
+            f"ORDER BY id LIMIT 1 FOR NO KEY UPDATE), "
             f"r AS (SELECT id FROM {run_table} "
             f"WHERE agent_id = %s AND status = ANY(%s) ORDER BY id LIMIT 1) "
             f"INSERT INTO {qn(RunTrigger._meta.db_table)} ({columns}) "
@@ -265,9 +268,10 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
         run = _new_run(agent, task_id=task.pk if task else None, trigger=trigger)
     elif (active := _active_run(agent)) is None:
         run = _new_run(agent, task_id=task.pk if task else None, trigger=trigger)
-    elif active.status == RunStatus.QUEUED:
+    elif active.status == RunStatus.QUEUED and not active.attempts:
         # Not started yet: it reads this task too when it starts (its row lock orders this
-        # before or after the claim, never in between).
+        # before or after the claim, never in between). One handed back by a pause has its
+        # input already: the trigger waits for its end, as for a running one.
         run = active
     else:
         run = None  # coalesced: the run's end starts one follow-up with every waiting trigger
@@ -306,8 +310,11 @@ def run_resume(*, agent_id: int) -> Run | None:
     active = _active_run(agent)
     if active is not None:
         if active.status == RunStatus.QUEUED:
-            # Held while the agent was paused: it takes what arrived meanwhile, and goes now.
-            RunTrigger.objects.filter(agent=agent, run__isnull=True).update(run=active)
+            # Held while the agent was paused: it takes what arrived meanwhile (unless a pause
+            # stopped it under way: its input is fixed, what arrived waits for its end), and
+            # goes now.
+            if not active.attempts:
+                RunTrigger.objects.filter(agent=agent, run__isnull=True).update(run=active)
             _dispatch(active)
         return active
     waiting = _waiting(agent)
@@ -355,9 +362,17 @@ def run_finish(
     return run
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """A record the run wrote under its lease; `agent_paused`: its agent is paused now (a human
+    paused it while the run was under way: it stops before its next model call)."""
+
+    agent_paused: bool
+
+
 def run_record_turn(
     *, run: Run, token: str, turn: dict, prompt_tokens: int, completion_tokens: int
-) -> bool:
+) -> Recorded | None:
     """Write one turn (by its index) with the run's tokens so far, and renew the lease; False,
     writing nothing, when the lease was lost (`run_record_turns`)."""
     return run_record_turns(run=run, token=token, turns=[turn], prompt_tokens=prompt_tokens,
@@ -366,9 +381,9 @@ def run_record_turn(
 
 def run_record_turns(
     *, run: Run, token: str, turns: list[dict], prompt_tokens: int, completion_tokens: int
-) -> bool:
-    """Write turns (by their index) with the run's tokens so far, and renew the lease; False,
-    writing nothing, when the lease was lost. The run's row is updated first: its lock orders
+) -> Recorded | None:
+    """Write turns (by their index) with the run's tokens so far, renew the lease, and read
+    whether the agent is paused now; None, writing nothing, when the lease was lost. The run's row is updated first: its lock orders
     this write before or after another worker's claim, never across it. On PostgreSQL one
     statement (the turns are inserted only if the lease's update matched); elsewhere two, in a
     transaction.
@@ -398,31 +413,51 @@ def run_record_turns(
                 lease AS (
                     UPDATE {run_table} SET prompt_tokens = %s, completion_tokens = %s,
                         heartbeat_at = %s
-                    WHERE id = %s AND lease_token = %s RETURNING id)
+                    WHERE id = %s AND lease_token = %s RETURNING id),
+                paused AS (SELECT is_paused FROM {qn(Agent._meta.db_table)} WHERE id = %s)
                 INSERT INTO {turn_table} (run_id, index, data)
                 SELECT lease.id, (turn ->> 'index')::integer, turn
                 FROM lease{from_no_wait}, jsonb_array_elements(%s::jsonb) AS turn
                 ON CONFLICT (run_id, index) DO UPDATE SET data = EXCLUDED.data
-                RETURNING 1
+                RETURNING (SELECT is_paused FROM paused)
                 """,  # noqa: S608  (the table names are ours, every value is a parameter)
                 # The turns as one JSON array: psycopg escapes each element of a jsonb[]
                 # parameter with a regular expression (~0.14 ms a turn of client CPU).
-                [prompt_tokens, completion_tokens, now, run.pk, token,
+                [prompt_tokens, completion_tokens, now, run.pk, token, run.agent_id,
                  json.dumps(turns, cls=DjangoJSONEncoder)],
             )  # fmt: skip
-            return bool(cursor.fetchall())
+            rows = cursor.fetchall()
+            return Recorded(agent_paused=bool(rows[0][0])) if rows else None
     with transaction.atomic():
         if not Run.objects.filter(pk=run.pk, lease_token=token).update(
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, heartbeat_at=now
         ):
-            return False
+            return None
         RunTurn.objects.bulk_create(
             [RunTurn(run_id=run.pk, index=turn["index"], data=turn) for turn in turns],
             update_conflicts=True,
             unique_fields=["run", "index"],
             update_fields=["data"],
         )
-    return True
+        paused = Agent.objects.filter(pk=run.agent_id).values_list("is_paused", flat=True)
+    return Recorded(agent_paused=bool(paused.first()))
+
+
+@transaction.atomic
+def run_hand_back(*, run: Run, token: str) -> bool:
+    """Its agent was paused while the run was under way: the run goes back to `queued`, its
+    input and turns kept, to continue where it stopped when the agent is resumed (`run_resume`
+    sends it; its claim holds it while the agent is paused). It keeps one start at most against
+    RUNTIME_MAX_ATTEMPTS (it did not fail), and at least one, so that it reads its turns when
+    it starts again. False when the lease was lost."""
+    agent = _locked_agent(run.agent_id)
+    handed = Run.objects.filter(pk=run.pk, lease_token=token).update(
+        status=RunStatus.QUEUED, lease_token="",
+        attempts=Greatest(F("attempts") - 1, Value(1)),
+    )  # fmt: skip
+    if handed and agent is not None and not agent.is_paused:
+        _dispatch(run)  # resumed meanwhile: its run_resume found it running
+    return bool(handed)
 
 
 def sweep_runs() -> dict:

@@ -195,6 +195,88 @@ def test_a_parent_whose_last_subtask_its_holder_finished_itself_is_worked_again(
     ]
 
 
+@BOTH
+@pytest.mark.parametrize("vendor", ["postgresql", "sqlite"])
+def test_pausing_an_agent_stops_its_run_before_the_next_model_call_and_resuming_continues_it(
+    cast, fake_llm, provider, vendor, monkeypatch
+):
+    """Pause is the brake: a human pauses Alex while his run is under way (here, as the model
+    asks for its first tool call). The call asked for still runs; the run stops before its next
+    model call and goes back to `queued`, its turns kept, its task untouched. A comment while he
+    is paused waits. Resuming him continues the run where it stopped (no call made twice), and
+    the comment then has a follow-up run of its own (the task is done: it calls no model)."""
+    from django.db import connection
+
+    import runtime.services
+    from organization.services import agent_set_paused
+    from runtime.models import RunTrigger
+    from tests.vendor import SaysItIs
+
+    # The records and wake-ups have a statement of their own on PostgreSQL; `make run`'s SQLite
+    # takes the ORM's: both are run here.
+    monkeypatch.setattr(runtime.services, "connection", SaysItIs(connection, vendor))
+    managed_by(cast.alex, provider)
+
+    def paused_meanwhile(call):
+        Agent.objects.filter(pk=cast.alex.pk).update(is_paused=True)  # the human, meanwhile
+        connection.close()  # this is the fake server's thread
+        return [ToolUse("get_organization_roster", {"filter": "all"})]
+
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply("Looking.", tool_calls=paused_meanwhile),
+        Reply("Indexed."),
+    ])  # fmt: skip
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
+                                assignee=cast.alex)  # fmt: skip
+    (run,) = Run.objects.all()
+    assert drain() == [run.pk]
+    run.refresh_from_db()
+    assert (run.status, run.attempts, run.finished_at) == ("queued", 1, None)
+    assert [(t["kind"], t.get("status")) for t in run.turns] == [
+        ("model", None),
+        ("tool_call", "ok"),
+    ]
+    assert len(fake_llm.calls_for(agent="agent-alex")) == 1
+    task.refresh_from_db()
+    assert task.status == "assigned"
+    services.task_comment(task=task, actor=cast.by_human, body="Thanks!")
+    assert list(RunTrigger.objects.filter(run__isnull=True).values_list("trigger", flat=True)) == [
+        "comment"
+    ]
+    assert drain() == []  # held while he is paused
+
+    agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=False)
+    ran = drain()
+    assert ran[0] == run.pk and len(ran) == 2
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == ("completed", 2)
+    assert [t["kind"] for t in run.turns] == ["model", "tool_call", "model"]
+    task.refresh_from_db()
+    assert (task.status, task.result) == ("completed", "Indexed.")
+    assert Run.objects.get(pk=ran[1]).trigger == "comment"
+    # The resumed run carried the recorded call's result to the model: nothing ran twice.
+    first, resumed = fake_llm.calls_for(agent="agent-alex")
+    assert len(resumed.tool_results) == 1
+
+
+def test_a_run_handed_back_after_its_agent_was_resumed_meanwhile_is_sent_at_once(cast):
+    """The run read the pause, but the human resumed the agent before the run was handed back
+    (resuming found it running, and sent nothing): the hand-back sends it itself."""
+    from organization.models import OutboxMessage
+    from runtime.lease import CLAIMED, claim
+    from runtime.services import run_hand_back
+
+    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    (run,) = Run.objects.all()
+    OutboxMessage.objects.all().delete()
+    assert claim(run.pk, "tok")[0] == CLAIMED
+    assert run_hand_back(run=run, token="tok")
+    run.refresh_from_db()
+    assert (run.status, run.lease_token, run.attempts) == ("queued", "", 1)
+    assert OutboxMessage.objects.filter(args=[run.pk]).exists()
+    assert not run_hand_back(run=run, token="tok")  # its lease is gone
+
+
 def test_only_the_allowed_tools_are_offered(cast, fake_llm):
     managed_by(cast.alex, "openai", allowed_tools=["get_task", "complete_task", "nope"])
     fake_llm.on(agent="agent-alex", replies=Reply("Done."))
