@@ -3,10 +3,10 @@ costs, organization keys and admin members the whole organization's."""
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import Context, Decimal
 
-from django.db import connection
 from django.db.models import Count, DecimalField, OuterRef, QuerySet, Subquery, Sum, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
@@ -15,6 +15,19 @@ from tasks.models import Task
 
 from .metering import Meter
 from .models import ZERO, Budget, BudgetAlert, UsageRecord
+
+# The ledger's money columns: nine decimals.
+LEDGER_PLACES = UsageRecord._meta.get_field("cost_usd").decimal_places
+LEDGER_STEP = Decimal(1).scaleb(-LEDGER_PLACES)
+
+
+def as_ledger_sum(total: Decimal) -> Decimal:
+    """A sum of the ledger as its column reads, nine decimals, on every database: SQLite
+    (`make run`) sums its decimals as floats, which the ORM reads back to 15 significant digits
+    (0.003 as 0.00300000000000000). As many digits as the sum has (no column caps a sum)."""
+    digits = max(total.adjusted(), 0) + 2 + LEDGER_PLACES
+    return total.quantize(LEDGER_STEP, context=Context(digits))
+
 
 MONEY_ZERO = Value(ZERO, output_field=DecimalField(max_digits=19, decimal_places=9))
 
@@ -93,7 +106,7 @@ def total_cost(**filters) -> Decimal:
     totals = UsageRecord.objects.filter(**filters).aggregate(
         spent=Coalesce(Sum("cost_usd"), MONEY_ZERO)
     )
-    return totals["spent"]
+    return as_ledger_sum(totals["spent"])
 
 
 def cost_of_session(session_id) -> Decimal:
@@ -117,20 +130,22 @@ def alerts_of(*, caller: Caller | None) -> QuerySet[BudgetAlert]:
 
 
 def cost_of_task_tree(task) -> Decimal:
-    """The task's and all its subtasks' model calls, in one query (a recursive CTE)."""
-    usage, tasks = UsageRecord._meta, Task._meta
-    sql = f"""
+    """The task's and all its subtasks' model calls, in one query (a recursive CTE for the
+    tree), read as the ledger's column (`as_ledger_sum`)."""
+    tasks = Task._meta
+    tree = RawSQL(
+        f"""
         WITH RECURSIVE tree(id) AS (
             SELECT CAST(%s AS BIGINT)
             UNION ALL
             SELECT t.{tasks.pk.column} FROM {tasks.db_table} t JOIN tree ON t.parent_id = tree.id
         )
-        SELECT SUM(cost_usd) FROM {usage.db_table} WHERE task_id IN (SELECT id FROM tree)
-    """  # noqa: S608  (table names from the models, the one value bound)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [task.pk])
-        total = cursor.fetchone()[0]
-    return Decimal(total) if total is not None else ZERO
+        SELECT id FROM tree
+        """,  # noqa: S608  (table names from the models, the one value bound)
+        [task.pk],
+    )
+    total = UsageRecord.objects.filter(task_id__in=tree).aggregate(total=Sum("cost_usd"))["total"]
+    return ZERO if total is None else as_ledger_sum(total)
 
 
 # --- the dashboard's figures (console.metrics) -------------------------------------------

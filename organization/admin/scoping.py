@@ -34,7 +34,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.widgets import AutocompleteSelect, ForeignKeyRawIdWidget
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import DataError, connection
+from django.db import DataError, NotSupportedError, connection
 from django.utils.html import format_html
 
 from ..caller import admin_organizations
@@ -186,7 +186,8 @@ def _bounded_dates(changelist_class):
     drill-down past year 9999 (its end of period overflows), `?created_at__year=99999`,
     `?title__regex=(` (PostgreSQL refuses the pattern as the page counts its rows; SQLite runs
     REGEXP in Python, whose error reaches us as any OperationalError, so the pattern is
-    compiled here first)."""
+    compiled here first), a lookup the database has not (`?expertise__contains=x`: SQLite has
+    no JSON containment, NotSupportedError)."""
 
     class BoundedDatesChangeList(changelist_class):
         def get_filters(self, request):
@@ -202,7 +203,7 @@ def _bounded_dates(changelist_class):
         def get_results(self, request):
             try:
                 return super().get_results(request)
-            except (ValueError, OverflowError, DataError) as exc:
+            except (ValueError, OverflowError, DataError, NotSupportedError) as exc:
                 raise IncorrectLookupParameters(exc) from exc
 
     return BoundedDatesChangeList

@@ -65,6 +65,28 @@ def test_a_report_without_a_known_price_keeps_its_own_cost(client, cast):
     assert Decimal(response.json()["cost_usd"]) == Decimal("0.5")
 
 
+def test_a_tasks_cost_is_the_ledgers_sum_in_the_ledgers_own_precision(client, cast):
+    """`GET /api/tasks/<id>` `cost_usd` (the task and its subtasks) reads as the ledger's column,
+    nine decimals, on every database: SQLite (`make run`) sums decimals as floats, and the raw
+    sum went out as Decimal(0.35000000000000003) — fifty-odd digits of binary noise."""
+    task = Task.objects.create(organization=cast.org, title="t", assignee=cast.alex,
+                               status="assigned")  # fmt: skip
+    sub = Task.objects.create(organization=cast.org, title="s", assignee=cast.alex,
+                              status="assigned", parent=task)  # fmt: skip
+    for cost, on in (("0.1", task), ("0.2", task), ("0.05", sub)):
+        body = {"provider": "ollama", "model": "llama3", "prompt_tokens": 1,
+                "completion_tokens": 1, "cost_usd": cost, "task": on.pk}  # fmt: skip
+        response = client.post("/api/usage", body, content_type="application/json",
+                               **auth(cast.alex_key))  # fmt: skip
+        assert response.status_code == 201
+    response = client.get(f"/api/tasks/{task.pk}", **auth(cast.org_key))
+    assert response.status_code == 200
+    assert response.json()["cost_usd"] == "0.350000000"
+    assert client.get(f"/api/tasks/{sub.pk}", **auth(cast.org_key)).json()["cost_usd"] == (
+        "0.050000000"
+    )
+
+
 def test_the_ledger_is_scoped_to_the_caller(client, cast):
     spend(cast.alex)
     spend(cast.sarah)

@@ -51,6 +51,8 @@ def test_each_call_is_in_the_ledger_with_its_purpose_and_the_session_shows_its_c
     assert total > 0
     detail = client.get(f"/api/collaborations/{session_id}", **auth(cast.org_key)).json()
     assert Decimal(detail["metadata"]["cost_usd"]) == total
+    # The ledger's nine decimals on every database (SQLite read its float sum to 15 digits).
+    assert detail["metadata"]["cost_usd"] == f"{total:.9f}"
     # Each call says who made it; the admin's page shows each agent's cost on its card.
     assert set(rows.values_list("label", flat=True)) == {"agent-alex", "a", "b", "coordinator"}
     from django.contrib.auth import get_user_model
