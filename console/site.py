@@ -18,6 +18,19 @@ class ConsoleAdminSite(admin.AdminSite):
     # The service has no public site: its API docs are the closest.
     site_url = "/api/docs/"
 
+    def register(self, model_or_iterable, admin_class=None, **options):
+        """Django's own apps' admins (users, periodic tasks) get the lists' guard too: a lookup
+        their database cannot run (`?name__iregex=[`) is a bad filter, not a 500."""
+        from organization.admin.scoping import BoundedLookups  # the models are loaded by now
+
+        admin_class = admin_class or admin.ModelAdmin
+        if not issubclass(admin_class, BoundedLookups):
+            admin_class = type(
+                admin_class.__name__, (BoundedLookups, admin_class),
+                {"__module__": admin_class.__module__},
+            )  # fmt: skip
+        super().register(model_or_iterable, admin_class, **options)
+
     def get_app_list(self, request, app_label=None):
         apps = super().get_app_list(request, app_label)
 

@@ -209,7 +209,16 @@ def _bounded_dates(changelist_class):
     return BoundedDatesChangeList
 
 
-class OrgScoped:
+class BoundedLookups:
+    """A list refuses what its database cannot take in its query string as any bad filter
+    (Django's ?e=1), not a 500 (`_bounded_dates`). Every admin of the site has it (the console's
+    site adds it to Django's own apps' admins as they register)."""
+
+    def get_changelist(self, request, **kwargs):
+        return _bounded_dates(super().get_changelist(request, **kwargs))
+
+
+class OrgScoped(BoundedLookups):
     """Scopes querysets, foreign-key choices and permissions to the user's organizations.
 
     `org_path` leads from the admin's model to its Organization. For inlines, `parent_org_path`
@@ -225,9 +234,6 @@ class OrgScoped:
         if ids is None:
             return qs
         return qs.filter(**{f"{self.org_path}__in": ids})
-
-    def get_changelist(self, request, **kwargs):
-        return _bounded_dates(super().get_changelist(request, **kwargs))
 
     def _obj_org_id(self, obj) -> int | None:
         if self.parent_org_path is not None:
