@@ -13,7 +13,7 @@ from kombu import Connection
 DATABASE_TIMEOUT = 2
 
 
-def check_database() -> str:
+def _check_database() -> str:
     try:
         pool = getattr(connection, "pool", None)  # only PostgreSQL's backend has one
         if pool is not None and connection.connection is None:
@@ -21,11 +21,75 @@ def check_database() -> str:
             with pool.connection(timeout=DATABASE_TIMEOUT) as conn:
                 conn.execute("SELECT 1")
         else:
+            # What a request does first: a connection past CONN_MAX_AGE, or one the server
+            # closed (CONN_HEALTH_CHECKS), is replaced rather than reported as an error.
+            connection.close_if_unusable_or_obsolete()
             with connection.cursor() as cursor:
                 cursor.execute("SELECT 1")
         return "ok"
     except Exception as exc:  # any failure means "not healthy", reported, not raised
+        connection.close()  # the next check connects afresh
         return f"error: {exc.__class__.__name__}"
+
+
+class _Round:
+    """One run of the database check, which every probe arriving meanwhile waits for."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.result = "error: Timeout"
+
+
+class _DatabaseChecker:
+    """Runs the check on a thread of its own, so a probe waits DATABASE_TIMEOUT for it at most.
+
+    The check itself may block far longer: without the pool (DATABASE_POOL=false) a connect to
+    a server that accepts and never answers waits for ever, and a query on a connection to a
+    server cut off by the network waits for TCP to give up (minutes). One round at a time: the
+    probes that arrive while one runs wait for its result, so a hung server holds one thread,
+    not one per probe. A daemon thread, which never holds up the process' exit, and one for the
+    process' life, so the connection it keeps without the pool is reused (CONN_MAX_AGE's).
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._asked = threading.Condition(self._lock)
+        self._round: _Round | None = None  # asked for or running
+        self._thread: threading.Thread | None = None
+
+    def check(self, timeout: float) -> str:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():  # first call, or a fork
+                self._thread = threading.Thread(
+                    target=self._serve, name="healthz-database", daemon=True
+                )
+                self._thread.start()
+            if self._round is None:
+                self._round = _Round()
+                self._asked.notify()
+            round_ = self._round
+        round_.done.wait(timeout)
+        return round_.result
+
+    def _serve(self) -> None:
+        while True:
+            with self._lock:
+                while self._round is None:
+                    self._asked.wait()
+                round_ = self._round
+            result = _check_database()
+            with self._lock:
+                round_.result, self._round = result, None
+            round_.done.set()
+
+
+_database_checker = _DatabaseChecker()
+
+
+def check_database() -> str:
+    """ "ok", or "error: <what>" — "error: Timeout" when the database did not answer in time."""
+    # The pool's own wait is DATABASE_TIMEOUT: a moment more, so that it reports first.
+    return _database_checker.check(DATABASE_TIMEOUT + 0.5)
 
 
 # One broker connection per broker configuration, kept for the life of the process: a health

@@ -5,10 +5,11 @@ without a rule it reaches our own loopback, the cloud metadata service (169.254.
 private host (SSRF). The rule: http or https only, and only public addresses — unless
 WEBHOOK_ALLOW_PRIVATE_NETWORKS (local development, the test suite) lifts the address part.
 
-Saving checks what the URL itself says (the scheme, an address literal, `localhost`). Delivery
-resolves the host, checks every address it resolves to, and connects to the address it checked
-(`PinnedTransport`), so a DNS answer that changes between check and connect (DNS rebinding)
-cannot get around it; redirects are not followed.
+Saving checks what the URL itself says (the scheme, an address literal, `localhost`), its host
+read as the HTTP client reads it. Delivery resolves the host, checks every address it resolves
+to, and connects only to the addresses it checked (`PinnedTransport`; the next one when one does
+not take the connection), so a DNS answer that changes between check and connect (DNS
+rebinding) cannot get around it; redirects are not followed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import time
 from urllib.parse import urlsplit
 
 import httpx
@@ -109,12 +111,16 @@ def check_url(url: str) -> tuple[str, str, int]:
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError as exc:
+        # The host as the delivery's client reads it: httpx maps it (IDNA, UTS #46), so that
+        # "127。0。0。1" is 127.0.0.1, or refuses it ("169.254.169.２５４", fullwidth digits,
+        # which Django's URLValidator lets through): what saving accepts, delivery may use.
+        client_host = httpx.URL(url).host
+    except (ValueError, httpx.InvalidURL) as exc:
         raise WebhookRefused(REFUSED_ADDRESS, f"malformed URL: {exc}") from exc
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise WebhookRefused(REFUSED_SCHEME, "only http and https URLs are allowed")
-    host = (parts.hostname or "").rstrip(".").lower()
+    host = client_host.rstrip(".").lower()
     if not host:
         raise WebhookRefused(REFUSED_ADDRESS, "the URL has no host")
     port = port or (443 if scheme == "https" else 80)
@@ -142,8 +148,15 @@ def validate_webhook_url(value: str) -> None:
         ) from exc
 
 
-def resolve_checked(host: str, port: int) -> str:
-    """The address to connect to: every address `host` resolves to must pass, else refused."""
+# A name's further addresses are tried when one refuses the connection or does not answer it,
+# as a client given the name would (socket.create_connection tries each): a receiver with a
+# node down is still reached. A few at most, each within the attempt's timeout.
+MAX_ADDRESSES = 3
+
+
+def resolve_checked(host: str, port: int) -> list[str]:
+    """The addresses to connect to, in the resolver's order: every address `host` resolves to
+    must pass, else refused."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
@@ -155,20 +168,32 @@ def resolve_checked(host: str, port: int) -> str:
         refused = [str(a) for a in addresses if not is_public(a)]
         if refused:
             raise WebhookRefused(REFUSED_ADDRESS, f"{host} resolves to {', '.join(refused)}")
-    return str(addresses[0])
+    return list(dict.fromkeys(str(a) for a in addresses))[:MAX_ADDRESSES]
 
 
 class PinnedTransport(httpx.HTTPTransport):
-    """Connects to the address it checked; the Host header and TLS name stay the URL's host."""
+    """Connects to the addresses it checked; the Host header and TLS name stay the URL's host."""
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         _, host, port = check_url(str(request.url))
-        address = resolve_checked(host, port)
-        if address != host:
-            # The Host header was set from the original URL when the request was built.
-            request.url = request.url.copy_with(host=address)
-            request.extensions = {**request.extensions, "sni_hostname": host}
-        return super().handle_request(request)
+        addresses = resolve_checked(host, port)
+        url = request.url
+        # All the tries together within one connect timeout, so the attempt's lease still
+        # covers it (tasks.webhooks.attempt_lease).
+        connect_timeout = (request.extensions.get("timeout") or {}).get("connect")
+        give_up = None if connect_timeout is None else time.monotonic() + connect_timeout
+        for n, address in enumerate(addresses, start=1):
+            if address != host:
+                # The Host header was set from the original URL when the request was built.
+                request.url = url.copy_with(host=address)
+                request.extensions = {**request.extensions, "sni_hostname": host}
+            try:
+                return super().handle_request(request)
+            except (httpx.ConnectError, httpx.ConnectTimeout):
+                # Nothing was sent: the next address may take it.
+                if n == len(addresses) or (give_up is not None and time.monotonic() >= give_up):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 def post(url: str, *, content: bytes, headers: dict, timeout: float) -> httpx.Response:
