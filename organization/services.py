@@ -13,7 +13,7 @@ from .caller import Caller
 from .errors import Conflict
 from .hierarchy import drop_default_supervisor
 from .history import record_changes
-from .models import Agent, ApiKey, Organization
+from .models import Agent, ApiKey, Organization, new_webhook_secret
 
 # Sent (inside the write's transaction) with `agent=` when an agent was resumed or given more
 # capacity by hand. The tasks app, built on this one, hands it the queued tasks that now fit.
@@ -50,6 +50,17 @@ def api_key_revoke(*, key: ApiKey) -> ApiKey:
 
 
 @transaction.atomic
+def webhook_secret_rotate(*, organizations: QuerySet[Organization]) -> int:
+    """A new webhook secret for each organization (receivers check `X-Agent-Org-Signature` with
+    it: one that leaked is replaced); deliveries signed from now on use it."""
+    rotated = 0
+    for organization in organizations.only("pk"):
+        organization.webhook_secret = new_webhook_secret()
+        organization.save(update_fields=["webhook_secret"])
+        rotated += 1
+    return rotated
+
+
 def agent_set_paused(*, agents: QuerySet[Agent], paused: bool) -> int:
     """Pause (offline: receives nothing) or resume agents; returns how many changed.
 

@@ -40,6 +40,7 @@ from ..services import (
     agent_set_paused,
     api_key_issue,
     api_key_revoke,
+    webhook_secret_rotate,
 )
 from ..workload import (
     at_capacity,
@@ -242,9 +243,22 @@ class OrganizationAdmin(RelatedHistories, OrgScoped, admin.ModelAdmin):
             )
         )
 
+    actions = ["rotate_webhook_secret"]
+
     def get_readonly_fields(self, request, obj=None):
         # The slug names the organization in API calls (X-Organization); only superusers move it.
-        return [] if request.user.is_superuser else ["slug"]
+        fields = [] if request.user.is_superuser else ["slug"]
+        # What its webhooks' receivers check X-Agent-Org-Signature with (its admins only).
+        return fields if obj is None else [*fields, "webhook_secret"]
+
+    @admin.action(description="Rotate the webhook secret (receivers must take the new one)")
+    def rotate_webhook_secret(self, request, queryset):
+        rotated = webhook_secret_rotate(organizations=queryset)
+        for organization in queryset:
+            self.log_change(request, organization, "Rotated the webhook secret.")
+        self.message_user(
+            request, f"New webhook secret for {rotated} organization(s).", messages.SUCCESS
+        )
 
     def get_prepopulated_fields(self, request, obj=None):
         return self.prepopulated_fields if request.user.is_superuser else {}

@@ -721,3 +721,26 @@ def test_admin_ids_typed_in_the_url_that_are_no_database_id_never_answer_500(
          "field_name": "senior"},
     )  # fmt: skip
     assert autocomplete.status_code == 200
+
+
+def test_an_organizations_admin_reads_its_webhook_secret_and_can_rotate_it(bob_client, demo, rival):
+    """Receivers check X-Agent-Org-Signature with the organization's webhook secret
+    (docs/tasks.md): its admins read it on the organization's page (another organization's page
+    is theirs to read only) and rotate it with an action."""
+    from organization.models import Organization
+
+    page = bob_client.get(reverse("admin:organization_organization_change", args=[demo.pk]))
+    assert page.status_code == 200
+    assert demo.webhook_secret in page.content.decode()
+    other = bob_client.get(reverse("admin:organization_organization_change", args=[rival.pk]))
+    assert other.status_code == 302 and rival.webhook_secret not in other.content.decode()
+
+    old = demo.webhook_secret
+    response = bob_client.post(
+        reverse("admin:organization_organization_changelist"),
+        {"action": "rotate_webhook_secret", "_selected_action": [demo.pk, rival.pk]},
+    )
+    assert response.status_code == 302
+    demo.refresh_from_db()
+    assert demo.webhook_secret != old and len(demo.webhook_secret) == len(old)
+    assert Organization.objects.get(pk=rival.pk).webhook_secret == rival.webhook_secret
