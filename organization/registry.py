@@ -51,6 +51,12 @@ class Tool:
         return hints
 
     @functools.cached_property
+    def offered_schema(self) -> dict:
+        """The params' JSON Schema as served (GET /api/tools, MCP): `input_schema` with null
+        also accepted for every param a call may leave out (`offered`)."""
+        return offered(self.input_schema)
+
+    @functools.cached_property
     def schema_validator(self) -> Draft202012Validator:
         """The JSON Schema check of the params, built once per tool (the schema never changes)."""
         return Draft202012Validator(self.accepted_schema or self.input_schema)
@@ -60,7 +66,7 @@ class Tool:
             "name": self.name,
             "title": self.title,
             "description": self.description,
-            "inputSchema": self.input_schema,
+            "inputSchema": self.offered_schema,
             "readOnly": self.read_only,
             "annotations": self.annotations(),
         }
@@ -188,6 +194,40 @@ def allows_null(schema: dict) -> bool:
     if None in schema.get("enum", ()):
         return True
     return any(allows_null(s) for s in schema.get("anyOf", []) + schema.get("oneOf", []))
+
+
+def offered(schema: dict) -> dict:
+    """`schema` with null also accepted for each optional param, nested ones included: OpenAI's
+    strict mode (the Agents SDK's `convert_schemas_to_strict`) makes the model send every param,
+    and null is how it leaves one out (`without_nulls` drops it). An optional enum stays as it
+    is: a strict model picks one of its values.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    if isinstance(schema.get("items"), dict):
+        out["items"] = offered(schema["items"])
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        required = set(schema.get("required", []))
+        out["properties"] = {
+            name: offered(sub) if name in required else _nullable(offered(sub))
+            for name, sub in properties.items()
+        }
+    return out
+
+
+def _nullable(schema: dict) -> dict:
+    if allows_null(schema) or "enum" in schema or "const" in schema:
+        return schema
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {**schema, "type": [kind, "null"]}
+    if isinstance(kind, list):
+        return {**schema, "type": [*kind, "null"]}
+    if isinstance(schema.get("anyOf"), list):
+        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
+    return schema
 
 
 def without_nulls(schema: dict, value: Any) -> Any:

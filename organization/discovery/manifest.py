@@ -47,6 +47,15 @@ def org_dir(org: Organization) -> Path | None:
     return base / org.slug
 
 
+def files_dir(org: Organization) -> Path | None:
+    """`org_dir`, or None for an organization whose stored slug is no slug: it has no files
+    (its statuses come from the API only; its prompt gives seed 002's relative defaults)."""
+    try:
+        return org_dir(org)
+    except ValueError:
+        return None
+
+
 def manifest_path(org: Organization) -> Path | None:
     folder = org_dir(org)
     return folder / MANIFEST_NAME if folder is not None else None
@@ -122,6 +131,6 @@ def refresh_manifest(org_id: int) -> Path | None:
     if manifest_dir() is None:
         return None
     org = Organization.objects.filter(pk=org_id).first()
-    if org is None:
+    if org is None or files_dir(org) is None:
         return None
     return write_manifest(org=org)

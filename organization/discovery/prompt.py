@@ -7,14 +7,7 @@ from django.template import TemplateDoesNotExist
 from django.template.loader import get_template
 
 from ..models import Agent, Organization
-from .manifest import (
-    MANIFEST_NAME,
-    STATUS_DIR_NAME,
-    manifest_dir,
-    manifest_path,
-    status_dir,
-    write_manifest,
-)
+from .manifest import MANIFEST_NAME, STATUS_DIR_NAME, files_dir, write_manifest
 
 DISCOVERY_TEMPLATE = "organization/expert-discovery.md"
 DISCOVERY_DESCRIPTION = (
@@ -27,12 +20,10 @@ DEFAULT_STATUS_DIR = f".agent-org/{STATUS_DIR_NAME}"
 
 
 def discovery_paths(org: Organization) -> tuple[str, str]:
-    manifest = manifest_path(org)
-    statuses = status_dir(org)
-    return (
-        str(manifest) if manifest is not None else DEFAULT_MANIFEST_PATH,
-        str(statuses) if statuses is not None else DEFAULT_STATUS_DIR,
-    )
+    folder = files_dir(org)
+    if folder is None:
+        return DEFAULT_MANIFEST_PATH, DEFAULT_STATUS_DIR
+    return str(folder / MANIFEST_NAME), str(folder / STATUS_DIR_NAME)
 
 
 def render_discovery_prompt(agent: Agent, *, template_name: str = DISCOVERY_TEMPLATE) -> str | None:
@@ -67,11 +58,10 @@ def render_agents_json(agent: Agent, *, template_name: str = DISCOVERY_TEMPLATE)
 
 def discovery_prompt_for(agent: Agent) -> dict:
     manifest, statuses = discovery_paths(agent.organization)
-    if manifest_dir() is not None:
+    folder = files_dir(agent.organization)
+    if folder is not None and not (folder / MANIFEST_NAME).exists():
         # A prompt that points at a file that was never written would send the agent astray.
-        path = manifest_path(agent.organization)
-        if not path.exists():
-            write_manifest(org=agent.organization)
+        write_manifest(org=agent.organization)
     return {
         "agent_id": agent.handle,
         "expert_id": agent.pk,

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from ..errors import Invalid
 from ..models import Agent, AgentStatus, Organization
-from .manifest import status_dir, write_atomically
+from .manifest import STATUS_DIR_NAME, files_dir, write_atomically
 
 PENDING = "pending"
 PROCESSING = "processing"
@@ -33,8 +33,8 @@ class RuntimeStatus:
 
 
 def status_file(org: Organization, expert_id: int) -> Path | None:
-    folder = status_dir(org)
-    return folder / f"expert{expert_id}" if folder is not None else None
+    folder = files_dir(org)
+    return folder / STATUS_DIR_NAME / f"expert{expert_id}" if folder is not None else None
 
 
 def read_status_file(path: Path | None) -> RuntimeStatus | None:

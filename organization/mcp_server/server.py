@@ -137,7 +137,7 @@ def build_server(caller_source: CallerSource = caller_of_request) -> Server:
     def input_schema_of(name: str) -> dict | None:
         # Lets the SDK check Mcp-Param headers without running tools/list on every call.
         tool = registry.REGISTRY.get(name)
-        return tool.input_schema if tool is not None else None
+        return tool.offered_schema if tool is not None else None
 
     return Server(
         SERVER_NAME,

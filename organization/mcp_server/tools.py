@@ -29,7 +29,7 @@ def mcp_tool(tool: registry.Tool) -> types.Tool:
         name=tool.name,
         title=tool.title,
         description=tool.description,
-        input_schema=tool.input_schema,
+        input_schema=tool.offered_schema,
         annotations=types.ToolAnnotations.model_validate(tool.annotations()),
     )
 

@@ -108,3 +108,28 @@ def test_the_last_written_status_wins(acme, cast, agent_client, manifest_dir):
     assert runtime_status_of(ivan).value == "pending"
     write_status(acme, ivan, "pending", mtime=time.time() - 3600)
     assert runtime_status_of(ivan).value == "processing"
+
+
+def test_an_organization_whose_slug_is_no_path_segment_has_statuses_from_the_api_only(
+    acme, cast, agent_client, org_client, manifest_dir
+):
+    """A stored slug that is no slug (`..`, `a/b`: an old seed_demo's) gets no files under the
+    manifest directory; discovery still answers, with the statuses reported over the API and
+    the seed's relative default paths in the prompt (never a 500)."""
+    from organization.models import Organization
+
+    Organization.objects.filter(pk=acme.pk).update(slug="acme/../x")
+    ivan = agent_client(cast["ivan"])
+    reported = report(ivan, "pending")
+    assert (reported.status_code, reported.json()["status"]) == (200, "idle")
+    experts = agent_client(cast["grusha"]).get("/api/experts")
+    assert experts.status_code == 200
+    assert [(e["agent_id"], e["status"]) for e in experts.json()["experts"]] == [
+        ("agent-ivan", "idle")
+    ]
+    card = org_client(acme).get("/api/agents/agent-ivan/card")
+    assert card.status_code == 200
+    prompt = ivan.get("/api/agents/agent-ivan/discovery-prompt")
+    assert prompt.status_code == 200
+    assert prompt.json()["manifest_path"] == ".agent-org/experts_manifest.json"
+    assert not manifest_dir.exists() or not any(manifest_dir.rglob("*"))

@@ -11,6 +11,7 @@ import json
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
 from agents.mcp import MCPServerStreamableHttp
+from jsonschema import Draft202012Validator
 from openai import AsyncOpenAI
 
 from tasks.models import Task
@@ -84,3 +85,67 @@ def test_a_refusal_reaches_the_model_as_the_tools_answer(live_url, demo_org, key
 
     assert result.final_output == "It does not exist."
     assert "task_not_found" in answer["content"]
+
+
+def optional_params(schema: dict, where: str = ""):
+    """(path, schema) of every param the registry does not require, nested ones included."""
+    required = set(schema.get("required", []))
+    for name, sub in schema.get("properties", {}).items():
+        if name not in required:
+            yield f"{where}{name}", sub
+        yield from optional_params(sub, f"{where}{name}.")
+        if isinstance(sub.get("items"), dict):
+            yield from optional_params(sub["items"], f"{where}{name}[].")
+
+
+def offered_param(offered: dict, path: str) -> dict:
+    node = offered
+    for part in path.split("."):
+        name, many = part.removesuffix("[]"), part.endswith("[]")
+        node = node["properties"][name]
+        if many:
+            node = node["items"]
+    return node
+
+
+def test_a_strict_model_can_leave_out_every_optional_param(live_url, demo_org, key_of):
+    """Strict mode makes the model send every param; it leaves one out by sending null, so the
+    schema the SDK offers must accept null for each optional param. An enum is the exception:
+    a strict model picks one of its values (each optional enum lists its default)."""
+    from collaboration.models import CollaborationSession
+    from organization.registry import REGISTRY
+
+    start = {
+        "task": "Plan the Q4 launch", "mode": "parallel", "synthesis": "coordinator",
+        "coordinator_config": None,
+        "context": None, "max_parallel": None, "agent_timeout": None, "max_total_tokens": None,
+        "max_cost_usd": None,
+        "agents": [{"agent_id": "agent-alex", "name": None, "role": None, "focus": None,
+                    "config": None}],
+    }  # fmt: skip
+    with FakeLLM() as fake:
+        fake.on(
+            contains="Q4 launch", replies=[Reply(tool_calls=[ToolUse("start_collaboration", start)]),
+                                           Reply("Started.")],
+        )  # fmt: skip
+        result = run(
+            run_agent(live_url, key_of(demo_org, "agent-sarah"), fake, "Plan the Q4 launch")
+        )
+        first, second = fake.calls
+
+    offered = {t["function"]["name"]: t["function"]["parameters"] for t in first.body["tools"]}
+    refused = [
+        f"{name}.{path}"
+        for name, tool in sorted(REGISTRY.items())
+        if name in offered
+        for path, sub in optional_params(tool.input_schema)
+        if "enum" not in sub
+        and not Draft202012Validator(offered_param(offered[name], path)).is_valid(None)
+    ]
+    assert refused == []
+    # What the model sent is valid under the strict schema it was given, and it works.
+    Draft202012Validator(offered["start_collaboration"]).validate(start)
+    assert result.final_output == "Started."
+    [answer] = second.tool_results
+    session = CollaborationSession.objects.get(pk=json.loads(answer["content"])["id"])
+    assert session.created_by_agent.handle == "agent-sarah"

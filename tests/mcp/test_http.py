@@ -67,7 +67,7 @@ def test_it_lists_exactly_the_registry_tools(live_url, demo_org, key_of, mode):
     assert [t.name for t in tools] == [t.name for t in expected]
     for served, tool in zip(tools, expected, strict=True):
         assert served.description == tool.description
-        assert served.input_schema == tool.input_schema
+        assert served.input_schema == tool.offered_schema
         assert served.annotations.read_only_hint is tool.read_only
         assert served.title == served.annotations.title == tool.title
         hints = served.annotations.model_dump(by_alias=True, exclude_none=True)

@@ -33,7 +33,7 @@ def test_it_serves_the_registry_as_the_keys_agent(demo_org, key_of, subprocess_e
     sarah = demo_org.agents.get(handle="agent-sarah")
     expected = registry.tools_for(Caller(organization=demo_org, agent=sarah))
     assert [(t.name, t.description, t.input_schema) for t in tools] == [
-        (t.name, t.description, t.input_schema) for t in expected
+        (t.name, t.description, t.offered_schema) for t in expected
     ]
     assert data(roster)["agent_context"]["id"] == "agent-sarah"
     assert [c["id"] for c in data(roster)["colleagues"]] == [
