@@ -324,6 +324,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept
+        "organization.schema.every_operation_answers_its_limits",
+    ],
 }
 
 # Redis when REDIS_URL is set (production, tests); otherwise a broker that needs no server.

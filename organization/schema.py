@@ -40,6 +40,28 @@ def errors(*codes: int) -> dict:
     return {code: ERRORS[code] for code in codes or ERRORS}
 
 
+# Answered by any /api/ operation, outside its view: the throttle (API_THROTTLE_RATE) and, for a
+# body, its size limit (organization/middleware.py).
+_ANY_OPERATION = {"429": "Too many requests (rate_limited): wait Retry-After seconds"}
+_WITH_A_BODY = {"413": "Body too large (too_large)"}
+
+
+def every_operation_answers_its_limits(result, generator, request, public):
+    """drf-spectacular postprocessing hook: every /api/ operation documents 429, and each that
+    takes a body 413, in the one error shape: a generated client (openapi-python-client) raises
+    on a status its schema does not list rather than reading our error."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for path, operations in result.get("paths", {}).items():
+        if not path.startswith("/api/"):
+            continue
+        for operation in operations.values():
+            codes = {**_ANY_OPERATION, **(_WITH_A_BODY if "requestBody" in operation else {})}
+            responses = operation.setdefault("responses", {})
+            for code, description in codes.items():
+                responses.setdefault(code, {"content": error, "description": description})
+    return result
+
+
 # --- a serializer as a tool's JSON Schema ------------------------------------------------------
 
 # OpenAPI-only keys that a tool's JSON Schema does without: `default` (OpenAI's strict mode
