@@ -105,6 +105,14 @@ class UsageRecord(models.Model):
         indexes = [
             models.Index(fields=["organization", "created_at"], name="usage_org_created"),
             models.Index(fields=["agent", "created_at"], name="usage_agent_created"),
+            # The admin's list, newest first, across organizations (a superuser's).
+            models.Index(fields=["created_at", "id"], name="usage_created"),
+            # The admin's count of unpriced calls, on every load of its list.
+            models.Index(
+                fields=["organization"],
+                name="usage_unpriced",
+                condition=models.Q(price_source="unknown"),
+            ),  # fmt: skip
             models.Index(
                 fields=["expires_at"],
                 name="usage_reserved_expiry",

@@ -3,6 +3,7 @@ is a form error, and removing a budget wakes the managed agents it held."""
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 
 from costs.budgets import budget_made_room, budget_set
 from costs.models import Budget
@@ -113,3 +114,23 @@ def test_marking_alerts_read_says_how_many_and_touches_only_the_users_organizati
         "action": "mark_read", "_selected_action": [alerts[0].pk], "index": 0,
     }, follow=True)  # fmt: skip
     assert "No alert to mark: those selected were read already." in again.content.decode()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="reads PostgreSQL's plans")
+def test_the_usage_lists_sort_and_unpriced_count_have_indexes(db):
+    """The ledger grows by a row per model call: the admin's list (newest first, a superuser's
+    across organizations) and its count of unpriced calls, read on every load, are index
+    reads, not a scan and sort of the whole ledger (the planner is told to avoid scans, as it
+    would at size: a plan that still scans has no index to use)."""
+    from costs.models import PriceSource, UsageRecord
+
+    newest = UsageRecord.objects.order_by("-created_at", "-pk")[:100]
+    unpriced = UsageRecord.objects.filter(organization_id__in=[1, 2],
+                                          price_source=PriceSource.UNKNOWN)  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+        try:
+            assert "usage_created" in newest.explain()
+            assert "usage_unpriced" in unpriced.explain()
+        finally:
+            cursor.execute("RESET enable_seqscan")
