@@ -3,8 +3,9 @@ at its worst case, summed against every budget that would cover it.
 
 The calls: one per specialist (times COLLAB_AGENT_MAX_TURNS for one with tools), the
 hierarchical coordinator's plan (two attempts), and the coordinator's synthesis or judgement.
-A prompt's bound is its text's UTF-8 length (costs.pricing) plus, where it quotes earlier
-answers (sequential mode, the synthesis), their max_tokens. The run itself still reserves each
+A prompt's bound is its text's UTF-8 length (costs.pricing) — an ad-hoc specialist's own
+system_prompt and a plan's list of specialists included — plus, where it quotes earlier answers
+(sequential mode, a hierarchical specialist's subtask, the synthesis), their max_tokens. The run itself still reserves each
 call as it is made; this is the up-front refusal and `POST /api/collaborations/estimate`.
 """
 
@@ -23,6 +24,7 @@ from organization.prompt import system_prompt_for
 
 from .models import Contribution, Mode
 from .runner.agent import SYNTHESIS_MAX_TOKENS, llm_settings, synthesis_settings
+from .runner.finish import coordinator_system_prompt
 from .selectors import starter_may_read_prompt_of
 
 # The fixed text of our prompt templates around the task, focus and context.
@@ -39,11 +41,18 @@ def planned_calls(
         return Meter.for_agent(agent, purpose, organization_id=org.pk, session_id=session_id)
 
     base = len(spec.task.encode()) + len(json.dumps(spec.context, default=str).encode())
-    calls, answers, coordinating = [], 0, None
+    calls, answers, coordinating, plan_tokens = [], 0, None, 0
+    # The plan's prompt lists the specialists (name, role, focus), the plan is asked again with
+    # the reason, and each specialist is sent its subtask (a part of the plan's answer).
+    roster = sum(
+        len(a.key.encode()) + len(a.role.encode()) + len(a.focus.encode()) + 10
+        for a in spec.agents[1:]
+    )
     for i, agent_spec in enumerate(spec.agents):
         contribution = Contribution(agent=agent_spec.agent, config=agent_spec.config)
         provider, model, _, max_tokens = llm_settings(contribution)
-        system = ""
+        # An ad-hoc specialist's own system prompt (up to 20,000 characters) is sent too.
+        system = agent_spec.config.get("system_prompt", "")
         if agent_spec.agent is not None:
             custom = starter_may_read_prompt_of(starter_agent_id, agent_spec.agent)
             system = system_prompt_for(agent_spec.agent, include_custom=custom)
@@ -53,11 +62,13 @@ def planned_calls(
             coordinating = contribution
             provider, model, _, max_tokens = llm_settings(contribution, coordinator=True)
             plan_tokens = max(max_tokens, SYNTHESIS_MAX_TOKENS)
+            plan_prompt = prompt + 2 * roster  # the retry's reason may quote the names
             calls += 2 * [
-                Planned(meter(agent_spec.agent, UsagePurpose.PLAN), provider, model, prompt,
+                Planned(meter(agent_spec.agent, UsagePurpose.PLAN), provider, model, plan_prompt,
                         plan_tokens)
             ]  # fmt: skip
             continue
+        prompt += plan_tokens  # a hierarchical specialist's subtask (0 in the other modes)
         if spec.mode == Mode.SEQUENTIAL:
             prompt += answers
         turns = settings.COLLAB_AGENT_MAX_TURNS if agent_spec.config.get("tools") else 1
@@ -70,7 +81,8 @@ def planned_calls(
     calls.append(
         Planned(
             meter(None, UsagePurpose.SYNTHESIS), provider, model,
-            base + answers + TEMPLATE_ALLOWANCE, max_tokens,
+            base + answers + TEMPLATE_ALLOWANCE
+            + len(coordinator_system_prompt(spec.coordinator_config).encode()), max_tokens,
         )
     )  # fmt: skip
     return calls

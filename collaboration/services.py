@@ -14,6 +14,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from rest_framework import serializers
 
 from costs.budgets import check_fits, parse_usd
 from costs.models import LIFETIME, Budget, BudgetScope
@@ -22,6 +23,7 @@ from organization.caller import Caller
 from organization.errors import Conflict, DomainError, Forbidden, Invalid, RateLimited
 from organization.models import Organization
 from organization.selectors import agent_by_handle
+from organization.serializers import JSONObjectField
 
 from . import events
 from .estimate import estimate
@@ -301,6 +303,8 @@ def validate_start(payload, *, org: Organization) -> StartSpec:
     context = payload.get("context")
     if context is None:
         context = {}
+    if isinstance(context, str):
+        context = _context_from_text(context)
     if not isinstance(context, dict):
         raise Invalid("context: must be an object.")
     if len(json.dumps(context, default=str)) > MAX_CONTEXT_BYTES:
@@ -323,6 +327,19 @@ def validate_start(payload, *, org: Organization) -> StartSpec:
         ),
         max_cost_usd=_max_cost(payload.get("max_cost_usd")),
     )
+
+
+def _context_from_text(text: str) -> dict:
+    """`context` given as JSON text (the schema offers it so, for OpenAI's strict mode): the
+    object it holds, under the same guard as a body's (NUL, depth, range)."""
+    field = JSONObjectField()
+    field.field_name = "context"
+    try:
+        return field.to_internal_value(text)
+    except serializers.ValidationError as exc:
+        detail = exc.detail[0] if isinstance(exc.detail, list) else exc.detail
+        message = str(detail)
+        raise Invalid(message if message.startswith("context") else f"context: {message}") from None
 
 
 def _max_cost(value) -> Decimal | None:

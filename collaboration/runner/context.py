@@ -57,6 +57,18 @@ class RunContext:
             with self.lock:
                 self.inflight -= 1
 
+    def cancel_seen(self) -> bool:
+        """Whether the session's cancel was requested: the heartbeat's flag, else its row.
+
+        The heartbeat looks once a second; a step about to start spending (the next agent in
+        turn, the specialists after the plan, a plan asked again) asks the row, so a cancel
+        accepted just before it starts nothing."""
+        if not self.cancelled.is_set() and (
+            CollaborationSession.objects.filter(pk=self.session_id, cancel_requested=True).exists()
+        ):
+            self.cancelled.set()
+        return self.cancelled.is_set()
+
     def load_tokens(self) -> None:
         """What earlier runs of this session spent (a resumed session keeps its budget)."""
         if self.session.attempts <= 1:

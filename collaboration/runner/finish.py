@@ -29,12 +29,22 @@ def _coordinator_settings(session: CollaborationSession) -> tuple[str, str, floa
     return synthesis_settings(config, coordinating)
 
 
+COORDINATOR_SYSTEM_PROMPT = (
+    "You are the coordinator of a collaborative session of specialist agents."
+)
+
+
+def coordinator_system_prompt(config: dict | None) -> str:
+    """coordinator_config's system_prompt (the starter's, as an ad-hoc agent's), else ours."""
+    return (config or {}).get("system_prompt") or COORDINATOR_SYSTEM_PROMPT
+
+
 def _coordinator_call(ctx: RunContext, purpose: str, prompt: str, hints: dict) -> str:
     session = ctx.session
     provider, model, temperature, max_tokens = _coordinator_settings(session)
     deadline = time.monotonic() + session.agent_timeout
     request = LLMRequest(
-        system="You are the coordinator of a collaborative session of specialist agents.",
+        system=coordinator_system_prompt(session.coordinator_config),
         prompt=prompt,
         model=model,
         temperature=temperature,
@@ -84,8 +94,11 @@ def synthesize_and_finish(ctx: RunContext) -> None:
     )
     if ctx.token:
         ours = ours.filter(lease_token=ctx.token)
-    if not ours.update(status=SessionStatus.SYNTHESIZING):
-        return  # finished meanwhile, or another run took the session over: it synthesizes
+    # A cancel accepted since the heartbeat last looked (once a second) ends the session here,
+    # before the synthesis spends anything.
+    if not ours.filter(cancel_requested=False).update(status=SessionStatus.SYNTHESIZING):
+        finish_cancelled(ctx)
+        return  # cancelled, finished meanwhile, or another run took the session over
     events.synthesis_started_event(session.pk, strategy=session.synthesis)
     consensus = consensus_of(answers)
     outcome = strategy_for(session.synthesis).combine(
@@ -138,21 +151,9 @@ def finish(
         now = timezone.now()
         if contributions is None:
             contributions = list(session.contributions.order_by("position"))
-        agent_tokens = sum(c.tokens_used for c in contributions)
-        synthesis_tokens = int(session.metadata.get("synthesis_tokens", 0))
         metadata = {
             **session.metadata,
-            "agents_count": len(contributions),
-            "mode": session.mode,
-            "synthesis": session.synthesis,
-            "total_tokens": agent_tokens + synthesis_tokens,
-            "agent_tokens": agent_tokens,
-            "synthesis_tokens": synthesis_tokens,
-            "duration_ms": int((now - (session.started_at or now)).total_seconds() * 1000),
-            "agent_durations_ms": {c.agent_key: c.duration_ms for c in contributions},
-            "agents_completed": sum(
-                c.status == ContributionStatus.COMPLETED for c in contributions
-            ),
+            **_spent(session, contributions, now),
             "attempts": session.attempts,
             "peak_parallel": max(int(session.metadata.get("peak_parallel", 0)), ctx.peak),
             "limits": {
@@ -179,6 +180,36 @@ def finish(
         )
 
 
+def _spent(session: CollaborationSession, contributions: list, now) -> dict:
+    """The metadata every finished session carries, whatever its outcome: its agents, what
+    they and the coordinator spent, how long it took."""
+    agent_tokens = sum(c.tokens_used for c in contributions)
+    synthesis_tokens = int(session.metadata.get("synthesis_tokens", 0))
+    return {
+        "agents_count": len(contributions),
+        "mode": session.mode,
+        "synthesis": session.synthesis,
+        "total_tokens": agent_tokens + synthesis_tokens,
+        "agent_tokens": agent_tokens,
+        "synthesis_tokens": synthesis_tokens,
+        "duration_ms": (
+            int((now - session.started_at).total_seconds() * 1000) if session.started_at else 0
+        ),
+        "agent_durations_ms": {c.agent_key: c.duration_ms for c in contributions},
+        "agents_completed": sum(c.status == ContributionStatus.COMPLETED for c in contributions),
+    }
+
+
+def finish_cancelled(ctx: RunContext) -> None:
+    """End the session cancelled if its cancel was requested, by the run that holds the lease."""
+    with transaction.atomic():
+        session = CollaborationSession.objects.select_for_update().get(pk=ctx.session_id)
+        if session.is_finished or (ctx.token and session.lease_token != ctx.token):
+            return
+        if session.cancel_requested:
+            session_finish_cancelled(session)
+
+
 def session_finish_cancelled(session: CollaborationSession) -> None:
     """Mark a session (locked by the caller) and its unfinished contributions cancelled."""
     now = timezone.now()
@@ -187,5 +218,10 @@ def session_finish_cancelled(session: CollaborationSession) -> None:
     ).update(status=ContributionStatus.CANCELLED, error="cancelled", finished_at=now)
     session.status = SessionStatus.CANCELLED
     session.finished_at = now
-    session.save(update_fields=["status", "finished_at"])
+    # What it spent before the cancel (a cancelled session's metadata counts it too).
+    session.metadata = {
+        **session.metadata,
+        **_spent(session, list(session.contributions.order_by("position")), now),
+    }
+    session.save(update_fields=["status", "finished_at", "metadata"])
     events.session_cancelled_event(session.id)

@@ -60,6 +60,13 @@ def run_plan(ctx: RunContext, slot: Slot) -> None:
         plan, why, failure = None, "", None
         for attempt in (1, 2):
             if attempt == 2:
+                if not _may_ask_again(ctx, coordinator):
+                    # Cancelled, timed out or taken over while it answered: no second call
+                    # (a cancel keeps what the first one spent).
+                    if ctx.cancelled.is_set():
+                        settle(ctx, slot.contribution, ContributionStatus.CANCELLED,
+                               error="cancelled", reply=_combined(replies, None))  # fmt: skip
+                    return
                 slot.deadline = time.monotonic() + session.agent_timeout
             request = LLMRequest(
                 system=system_prompt(session, coordinator),
@@ -89,16 +96,7 @@ def run_plan(ctx: RunContext, slot: Slot) -> None:
         if not replies:
             settle_failure(ctx, slot, failure)
             return
-        combined = LLMReply(
-            # Seed 004: the coordinator's contribution is its plan; the raw answer stays only
-            # when it was rejected (it is what the coordinator said).
-            text=plan_text(plan) if plan else replies[-1].text,
-            prompt_tokens=sum(r.prompt_tokens for r in replies),
-            completion_tokens=sum(r.completion_tokens for r in replies),
-            attempts=sum(r.attempts for r in replies),
-            provider=replies[-1].provider,
-            model=replies[-1].model,
-        )
+        combined = _combined(replies, plan)
         reason = why or (str(failure) if failure else "")
         outcome = {
             "valid": plan is not None,
@@ -132,6 +130,30 @@ def run_plan(ctx: RunContext, slot: Slot) -> None:
         settle_failure(ctx, slot, exc)
 
 
+def _combined(replies: list[LLMReply], plan: dict | None) -> LLMReply:
+    """The coordinator's answer over its tries: every try's tokens and attempts."""
+    return LLMReply(
+        # Seed 004: the coordinator's contribution is its plan; the raw answer stays only
+        # when it was rejected (it is what the coordinator said).
+        text=plan_text(plan) if plan else replies[-1].text,
+        prompt_tokens=sum(r.prompt_tokens for r in replies),
+        completion_tokens=sum(r.completion_tokens for r in replies),
+        attempts=sum(r.attempts for r in replies),
+        provider=replies[-1].provider,
+        model=replies[-1].model,
+    )
+
+
+def _may_ask_again(ctx: RunContext, coordinator: Contribution) -> bool:
+    """Whether a rejected plan may be asked for again: the run goes on, the session is not
+    cancelled, and the coordinator is still running (not timed out or cancelled meanwhile)."""
+    if ctx.stop.is_set() or ctx.cancel_seen():
+        return False
+    return Contribution.objects.filter(
+        pk=coordinator.pk, status=ContributionStatus.RUNNING
+    ).exists()
+
+
 def _skip_unassigned(ctx: RunContext, names: list[str]) -> None:
     """Seed 004 runs only the specialists the plan assigns: the others are `skipped`."""
     for name in names:
@@ -151,8 +173,12 @@ def ensure_plan_outcome(ctx: RunContext, coordinator: Contribution) -> None:
     if "plan" in session_metadata(ctx):
         return
     coordinator.refresh_from_db(fields=["status", "error"])
-    if coordinator.status in (ContributionStatus.PENDING, ContributionStatus.RUNNING):
-        return  # cancelled before the coordinator finished
+    if coordinator.status in (
+        ContributionStatus.PENDING,
+        ContributionStatus.RUNNING,
+        ContributionStatus.CANCELLED,
+    ):
+        return  # cancelled before the coordinator finished: no specialist runs
     reason = f"the coordinator {coordinator.status}: {coordinator.error}".strip(": ")
     _record_plan(
         ctx,

@@ -8,7 +8,8 @@ import re
 
 VERDICT_RE = re.compile(r"^[\s>*_#-]*VERDICT[\s*_]*[:：]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 CONFIDENCE_RE = re.compile(
-    r"^[\s>*_#-]*CONFIDENCE[\s*_]*[:：]\s*[*_]*\s*([0-9]+(?:\.[0-9]+)?)\s*(%)?",
+    r"^[\s>*_#-]*CONFIDENCE[\s*_]*[:：]\s*[*_]*\s*([0-9]+(?:\.[0-9]+)?)\s*(%)?"
+    r"(?:\s*(?:/|out\s+of)\s*([0-9]+(?:\.[0-9]+)?))?",
     re.IGNORECASE | re.MULTILINE,
 )
 BEST_RE = re.compile(r"^[\s>*_#-]*BEST[\s*_]*[:：]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
@@ -41,13 +42,15 @@ def normalise_verdict(raw: str) -> str:
 
 
 def parse_confidence(text: str) -> float | None:
-    """The last `CONFIDENCE:` line as 0..1 (`80%` and `80` mean 0.8), or None."""
+    """The last `CONFIDENCE:` line as 0..1 (`80%`, `80` and `8/10` mean 0.8), or None."""
     found = CONFIDENCE_RE.findall(text or "")
     if not found:
         return None
-    number, percent = found[-1]
+    number, percent, scale = found[-1]
     value = float(number)
-    if percent or value > 1:
+    if scale and float(scale) > 0:
+        value /= float(scale)  # "8/10", "4 out of 5"
+    elif percent or value > 1:
         value /= 100
     return max(0.0, min(1.0, value))
 
@@ -84,8 +87,11 @@ def parse_plan(text: str, names: list[str]) -> tuple[dict | None, str]:
         raw = raw[raw.index("{") : raw.rindex("}") + 1] if "}" in raw else raw[raw.index("{") :]
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, ValueError) as exc:
+    except json.JSONDecodeError as exc:
         return None, f"The plan is not valid JSON ({exc.msg} at character {exc.pos})."
+    except (ValueError, RecursionError):
+        # A number past Python's 4,300 digits, arrays nested past its recursion limit.
+        return None, "The plan is not JSON this service can read (a number too long or too deep)."
     if not isinstance(data, dict) or not isinstance(data.get("assignments"), list):
         return None, 'The plan must be an object with an "assignments" list.'
     assignments = {}

@@ -111,6 +111,30 @@ def test_invalid_input_is_400_naming_the_field(acme, org_client, body, code, fie
     assert response.json()["error"].startswith(field)
 
 
+def test_context_as_json_text_is_the_object_it_holds_at_every_door(acme, org_client):
+    """The schema offers `context` as an object or as JSON text (for OpenAI's strict mode):
+    REST takes the text as the tool door does, under the same guard."""
+    client = org_client(acme)
+    response = start(client, context='{"team_size": 8}')
+    assert response.status_code == 202, response.content
+    assert response.json()["context"] == {"team_size": 8}
+    started = call_tool(human(acme), "start_collaboration", {
+        "task": "t", "agents": specialists("a"), "context": '{"team_size": 8}'})  # fmt: skip
+    assert started["context"] == {"team_size": 8}
+    estimate = client.post("/api/collaborations/estimate", {
+        "task": "t", "agents": specialists("a"), "context": '{"team_size": 8}'}, format="json")  # fmt: skip
+    assert estimate.status_code == 200, estimate.content
+    for text, field in [
+        ("[1]", "context"),
+        ("not json", "context"),
+        ('{"a": "\\u0000"}', "context.a"),
+    ]:
+        refused = start(client, context=text)
+        assert refused.status_code == 400, (text, refused.content)
+        assert refused.json()["code"] == "invalid"
+        assert refused.json()["error"].startswith(field)
+
+
 def test_a_body_that_is_not_an_object_is_400(acme, org_client):
     response = org_client(acme).post("/api/collaborations", ["x"], format="json")
     assert response.status_code == 400
@@ -262,3 +286,41 @@ def test_the_tool_door_refuses_what_rest_refuses(
     assert (rest.status_code, rest.json()["code"]) == (status, code)
     assert (tool.status_code, tool.json()["code"]) == (status, tool_code)
     assert not CollaborationSession.objects.exists()
+
+
+LONG = "You review payments code with great care. " * 230  # ~9,900 characters
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "body",
+    [
+        # An ad-hoc specialist's own system_prompt is sent with each of its calls.
+        {"agents": [{"name": n, "config": {"system_prompt": LONG * 2}} for n in ("a", "b", "c")]},
+        # A hierarchical plan's prompt lists every specialist with its focus.
+        {"mode": "hierarchical", "agents": [
+            {"name": "coord"}, *({"name": n, "focus": LONG} for n in ("a", "b", "c", "d"))]},
+    ],
+    ids=["system_prompt", "plan_roster"],
+)  # fmt: skip
+def test_the_estimate_counts_every_prompt_the_run_sends(acme, org_client, fake_llm, settings, body):
+    """What the run holds for its calls (each one's worst case) is never more than the
+    estimate: the texts it sends are counted."""
+    from decimal import Decimal
+
+    from django.db.models import Sum
+
+    from collaboration import runner
+    from costs.budgets import budget_set
+    from costs.models import UsageRecord
+
+    settings.LLM_PRICES = {"openai/fake-model": {"input": Decimal(100), "output": Decimal(1)}}
+    budget_set(caller=human(acme), scope="organization", limit_usd="100000000")
+    body = {"task": "t", "synthesis": "merge", **body}
+    client = org_client(acme)
+    estimate = client.post("/api/collaborations/estimate", body, format="json")
+    assert estimate.status_code == 200, estimate.content
+    session_id = client.post("/api/collaborations", body, format="json").json()["id"]
+    runner.run_session(session_id)
+    held = UsageRecord.objects.filter(session_id=session_id).aggregate(s=Sum("reserved_usd"))["s"]
+    assert held <= Decimal(estimate.json()["estimated_cost_usd"]), (held, estimate.json())

@@ -1,9 +1,12 @@
 """The runner in this process (as the worker runs it), with the offline provider or the fake server."""
 
 import json
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from collaboration import runner
@@ -12,7 +15,7 @@ from collaboration.providers import LLMReply
 from collaboration.providers.offline import BANNER
 from collaboration.runner import agent
 from collaboration.runner.context import RunContext, Slot
-from collaboration.services import session_create
+from collaboration.services import session_cancel, session_create
 from tests.collaboration.conftest import event_names, human, run, specialists, wait_for
 from tests.conftest import requires_postgres
 from tests.fake_llm import Reply
@@ -170,6 +173,22 @@ def test_the_coordinator_synthesis_uses_the_seeds_prompt_and_config(acme, fake_l
     assert "You are synthesizing contributions from multiple specialist agents." in call.prompt
     assert session.result == "THE SYNTHESIS"
     assert session.metadata["synthesis_tokens"] == 15
+
+
+def test_the_coordinator_configs_system_prompt_is_the_coordinators(acme, fake_llm):
+    """coordinator_config takes a system_prompt as an ad-hoc agent's config does: the
+    coordinator's calls (the synthesis, a best_of judgement) are sent it."""
+    run(create(acme, coordinator_config={"system_prompt": "You are the CFO. Be terse."}))
+    assert fake_llm.calls_for(purpose="synthesis")[0].system == "You are the CFO. Be terse."
+    fake_llm.on(purpose="agent", replies=Reply("same\nCONFIDENCE: 0.5"))
+    run(create(acme, synthesis="best_of", agents=specialists("a", "b"),
+               coordinator_config={"system_prompt": "You judge as the CFO."}))  # fmt: skip
+    assert fake_llm.calls_for(purpose="judge")[0].system == "You judge as the CFO."
+    # Without one, the coordinator is told what it is.
+    run(create(acme, agents=specialists("c")))
+    assert fake_llm.calls_for(purpose="synthesis")[1].system.startswith(
+        "You are the coordinator of a collaborative session"
+    )
 
 
 def test_the_coordinator_model_setting_is_the_coordinators_default(acme, fake_llm, settings):
@@ -476,3 +495,95 @@ def test_an_agents_claim_and_settle_are_one_statement_each(acme, django_assert_n
         ("tool:collaborative:agent:start", {"agent": "a", "role": "a"}),
         ("tool:collaborative:agent:complete", {"agent": "a", "tokens": 3}),
     ]
+
+
+def cancelling_reply(caller, session_ids: dict, text: str = "an answer\nCONFIDENCE: 0.5"):
+    """A reply whose text cancels the session as the server answers: the cancel is accepted
+    while the agent's call is in flight, well within a heartbeat."""
+
+    def answer(call):
+        try:
+            session = CollaborationSession.objects.get(pk=session_ids["id"])
+            session_cancel(caller=caller, session=session)
+        finally:
+            connection.close()  # the fake server's thread
+        return text
+
+    return Reply(answer)
+
+
+def test_a_cancel_accepted_before_the_synthesis_starts_spends_nothing_on_it(acme, fake_llm):
+    caller, ids = human(acme), {}
+    fake_llm.on(agent="a", replies=cancelling_reply(caller, ids))
+    session = create(acme, agents=specialists("a"), synthesis="coordinator")
+    ids["id"] = session.pk
+    session = run(session)
+    assert session.status == "cancelled"
+    assert not fake_llm.calls_for(purpose="synthesis")
+    names = event_names(session)
+    assert names[-1] == "cancelled" and "synthesis:start" not in names
+
+
+def test_a_sequential_session_cancelled_during_an_agent_starts_no_next_agent(acme, fake_llm):
+    caller, ids = human(acme), {}
+    fake_llm.on(agent="a", replies=cancelling_reply(caller, ids))
+    session = create(acme, mode="sequential", agents=specialists("a", "b"), synthesis="merge")
+    ids["id"] = session.pk
+    session = run(session)
+    assert session.status == "cancelled"
+    assert not fake_llm.calls_for(agent="b")
+    assert session.contributions.get(agent_key="b").status == "cancelled"
+
+
+def test_a_plan_rejected_after_a_cancel_is_not_asked_for_again(acme, fake_llm):
+    caller, ids = human(acme), {}
+    fake_llm.on(purpose="plan", replies=cancelling_reply(caller, ids, "not JSON"))
+    session = hierarchical(acme, "coord", "a", "b", synthesis="merge")
+    ids["id"] = session.pk
+    session = run(session)
+    assert session.status == "cancelled"
+    assert len(fake_llm.calls_for(purpose="plan")) == 1
+    assert not fake_llm.calls_for(purpose="agent")
+    assert "fallback" not in event_names(session)
+
+
+def test_a_plan_is_not_asked_again_once_the_session_is_cancelled(acme, fake_llm):
+    """The heartbeat sees the cancel while the coordinator's first (rejected) plan is in flight:
+    the session ends cancelled, and its orphaned thread makes no second call."""
+    fake_llm.on(purpose="plan", replies=Reply("not JSON", hang=True))
+    caller = human(acme)
+    session = hierarchical(acme, "coord", "a", synthesis="merge", agent_timeout=30)
+    thread = threading.Thread(target=lambda: (runner.run_session(session.pk), connection.close()))
+    thread.start()
+    wait_for(lambda: fake_llm.calls_for(purpose="plan"), timeout=30)
+    session_cancel(caller=caller, session=session)
+    thread.join(timeout=15)
+    session.refresh_from_db()
+    assert session.status == "cancelled"
+    fake_llm.release()
+    wait_for(lambda: fake_llm.calls_for(purpose="plan")[0].answered, timeout=10)
+    # A second call would follow the first answer at once; none comes within a second.
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        assert len(fake_llm.calls_for(purpose="plan")) == 1
+        time.sleep(0.05)
+
+
+def test_a_cancelled_session_reports_what_its_agents_spent(acme, fake_llm, org_client):
+    fake_llm.on(agent="quick", replies=Reply("q\nCONFIDENCE: 0.5", prompt_tokens=30,
+                                             completion_tokens=12))  # fmt: skip
+    fake_llm.on(agent="slow", replies=Reply(hang=True))
+    caller = human(acme)
+    session = create(acme, agents=specialists("quick", "slow"), synthesis="merge", agent_timeout=30)
+    thread = threading.Thread(target=lambda: (runner.run_session(session.pk), connection.close()))
+    thread.start()
+    wait_for(lambda: session.contributions.filter(agent_key="quick", status="completed").exists())
+    session_cancel(caller=caller, session=session)
+    thread.join(timeout=15)
+    fake_llm.release()
+    body = org_client(acme).get(f"/api/collaborations/{session.pk}").json()
+    assert body["status"] == "cancelled"
+    assert body["metadata"]["total_tokens"] == 42
+    assert body["metadata"]["agent_tokens"] == 42
+    assert body["metadata"]["agents_completed"] == 1
+    assert body["metadata"]["duration_ms"] >= 0

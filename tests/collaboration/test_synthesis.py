@@ -31,6 +31,16 @@ def test_the_last_verdict_and_confidence_lines_count():
     assert parse_confidence("no line") is None
 
 
+@pytest.mark.parametrize(
+    "line, confidence",
+    [("CONFIDENCE: 8/10", 0.8), ("Confidence: 4 out of 5", 0.8), ("CONFIDENCE: **9 / 10**", 0.9),
+     ("CONFIDENCE: 0.7/1", 0.7), ("CONFIDENCE: 80% / 100", 0.8)],
+)  # fmt: skip
+def test_a_confidence_given_on_a_scale_is_read_on_that_scale(line, confidence):
+    """A vote's tie-break and best_of rank by confidence: "8/10" is 0.8, not 8 %."""
+    assert parse_confidence(f"My answer.\n{line}") == pytest.approx(confidence)
+
+
 def test_agreement_without_verdicts_is_word_overlap():
     same = "postgres indexes vacuum replication"
     result = consensus_of([Answer("a", "r", same), Answer("b", "r", same)])
@@ -56,6 +66,19 @@ def test_a_plan_is_parsed_from_a_fence_and_validated():
 def votes(*items) -> list[Answer]:
     return [Answer(agent, "r", f"{agent} thinks so", confidence=c, verdict=v, position=i)
             for i, (agent, v, c) in enumerate(items)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"assignments": [{"agent": "a", "subtask": "x"}], "n": ' + "1" * 5000 + "}",
+     '{"assignments": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+    ids=["number_too_long", "nested_too_deep"],
+)  # fmt: skip
+def test_a_plan_python_cannot_parse_is_rejected_with_a_reason(text):
+    """A model's answer is untrusted: it is rejected (and the plan asked for again), never a
+    crash of the coordinator."""
+    plan, why = parse_plan(text, ["a"])
+    assert plan is None and why.startswith("The plan is not JSON")
 
 
 def test_a_tie_broken_by_order_says_so():

@@ -22,7 +22,7 @@ class Hierarchical(SessionMode):
         if not coordinator.is_finished:
             run_batch(ctx, [coordinator], 1, work=run_plan)
         ensure_plan_outcome(ctx, coordinator)
-        if not ctx.cancelled.is_set():
+        if not ctx.cancel_seen():
             pending = (
                 Contribution.objects.filter(
                     pk__in=[s.pk for s in specialists], status=ContributionStatus.PENDING

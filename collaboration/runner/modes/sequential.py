@@ -12,10 +12,11 @@ class Sequential(SessionMode):
         # `contributions` were read after the claim (a resumed run's included): their statuses
         # are current, and `start` claims each one conditionally all the same.
         for c in contributions:
-            if ctx.cancelled.is_set():
+            if c.is_finished:
+                continue
+            if ctx.cancel_seen():
                 break
-            if not c.is_finished:
-                run_batch(ctx, [c], 1)
+            run_batch(ctx, [c], 1)
 
     def brief(self, ctx: RunContext, contribution: Contribution) -> Brief:
         # The session's contributions as read after the claim, each kept in step with its row
