@@ -11,6 +11,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from tests.pg_proxy import PgProxy
+
 pytestmark = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="needs PostgreSQL (a TCP server to cut off)"
 )
@@ -93,16 +95,9 @@ class FreezingProxy:
         self.listener.close()
         self._shut(*self.sockets)
 
-    @staticmethod
-    def _shut(*sockets: socket.socket) -> None:
-        for sock in sockets:
-            # shutdown first: close() alone leaves the connection open while a pump's recv()
-            # still holds the socket, and the test database could then not be dropped.
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+    # shutdown first: close() alone leaves the connection open while a pump's recv() still
+    # holds the socket, and the test database could then not be dropped.
+    _shut = staticmethod(PgProxy._shut)
 
 
 @pytest.fixture

@@ -142,11 +142,8 @@ def finish(
     session ends cancelled, as its caller was told. `contributions`: as the synthesis read
     them, every agent settled (else they are read)."""
     with transaction.atomic():
-        session = CollaborationSession.objects.select_for_update().get(pk=ctx.session_id)
-        if session.is_finished or (ctx.token and session.lease_token != ctx.token):
-            return
-        if session.cancel_requested:
-            session_finish_cancelled(session)
+        session = _locked_if_ours(ctx)
+        if session is None:
             return
         now = timezone.now()
         if contributions is None:
@@ -200,14 +197,22 @@ def _spent(session: CollaborationSession, contributions: list, now) -> dict:
     }
 
 
+def _locked_if_ours(ctx: RunContext) -> CollaborationSession | None:
+    """The session, locked, while this run holds it and it is not finished; a cancel requested
+    meanwhile ends it cancelled here (None then too)."""
+    session = CollaborationSession.objects.select_for_update().get(pk=ctx.session_id)
+    if session.is_finished or (ctx.token and session.lease_token != ctx.token):
+        return None
+    if session.cancel_requested:
+        session_finish_cancelled(session)
+        return None
+    return session
+
+
 def finish_cancelled(ctx: RunContext) -> None:
     """End the session cancelled if its cancel was requested, by the run that holds the lease."""
     with transaction.atomic():
-        session = CollaborationSession.objects.select_for_update().get(pk=ctx.session_id)
-        if session.is_finished or (ctx.token and session.lease_token != ctx.token):
-            return
-        if session.cancel_requested:
-            session_finish_cancelled(session)
+        _locked_if_ours(ctx)
 
 
 def session_finish_cancelled(session: CollaborationSession) -> None:
