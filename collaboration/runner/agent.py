@@ -114,7 +114,37 @@ def settle(
         if on_settled is not None:
             on_settled()
 
-    return transition(contribution, from_statuses, fields, record, in_one_statement=not on_settled)
+    settled = transition(contribution, from_statuses, fields, record,
+                         in_one_statement=not on_settled)  # fmt: skip
+    if not settled and reply is not None and reply.tokens_used:
+        _book_late_tokens(ctx, contribution, reply)
+    return settled
+
+
+# A contribution ended while its call was still under way: the call's answer comes late.
+ENDED_UNDER_WAY = (ContributionStatus.CANCELLED, ContributionStatus.TIMED_OUT)
+
+
+def _book_late_tokens(ctx: RunContext, contribution: Contribution, reply: LLMReply) -> None:
+    """The answer of a call whose contribution was cancelled or timed out meanwhile changes
+    nothing but what it spent: the ledger booked it, so the contribution (which counted none)
+    and, if it is over already, the session's metadata count it too."""
+    tokens = reply.tokens_used
+    with transaction.atomic():
+        booked = Contribution.objects.filter(
+            pk=contribution.pk, status__in=ENDED_UNDER_WAY, tokens_used=0
+        ).update(
+            prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+            tokens_used=tokens,
+        )  # fmt: skip
+        if not booked:
+            return
+        session = CollaborationSession.objects.select_for_update().get(pk=ctx.session_id)
+        if session.is_finished and "total_tokens" in session.metadata:
+            metadata = session.metadata
+            for key in ("agent_tokens", "total_tokens"):
+                metadata[key] = int(metadata.get(key, 0)) + tokens
+            session.save(update_fields=["metadata"])
 
 
 def transition(

@@ -580,10 +580,23 @@ def test_a_cancelled_session_reports_what_its_agents_spent(acme, fake_llm, org_c
     wait_for(lambda: session.contributions.filter(agent_key="quick", status="completed").exists())
     session_cancel(caller=caller, session=session)
     thread.join(timeout=15)
-    fake_llm.release()
     body = org_client(acme).get(f"/api/collaborations/{session.pk}").json()
     assert body["status"] == "cancelled"
     assert body["metadata"]["total_tokens"] == 42
     assert body["metadata"]["agent_tokens"] == 42
     assert body["metadata"]["agents_completed"] == 1
     assert body["metadata"]["duration_ms"] >= 0
+    # The hung call answers late: the ledger booked it, and so do its contribution and the
+    # session's metadata (they counted none of it).
+    from costs.models import UsageRecord
+
+    fake_llm.release()
+
+    slow = session.contributions.get(agent_key="slow")
+    wait_for(lambda: UsageRecord.objects.filter(session=session, label="slow", state="recorded")
+             .exists() and slow.__class__.objects.get(pk=slow.pk).tokens_used > 0)  # fmt: skip
+    booked = sum(r.prompt_tokens + r.completion_tokens
+                 for r in UsageRecord.objects.filter(session=session))  # fmt: skip
+    body = org_client(acme).get(f"/api/collaborations/{session.pk}").json()
+    assert (body["status"], body["metadata"]["total_tokens"]) == ("cancelled", booked)
+    assert sum(c["tokens_used"] for c in body["contributions"]) == booked
