@@ -199,8 +199,9 @@ def allows_null(schema: dict) -> bool:
 def offered(schema: dict) -> dict:
     """`schema` with null also accepted for each optional param, nested ones included: OpenAI's
     strict mode (the Agents SDK's `convert_schemas_to_strict`) makes the model send every param,
-    and null is how it leaves one out (`without_nulls` drops it). An optional enum stays as it
-    is: a strict model picks one of its values.
+    and null is how it leaves one out (`without_nulls` drops it). An optional enum lists null
+    among its values too: `get_my_tasks`' `status` has no value meaning "any", so a strict model
+    could only ever list one status of its tasks.
     """
     if not isinstance(schema, dict):
         return schema
@@ -218,8 +219,10 @@ def offered(schema: dict) -> dict:
 
 
 def _nullable(schema: dict) -> dict:
-    if allows_null(schema) or "enum" in schema or "const" in schema:
+    if allows_null(schema) or "const" in schema:
         return schema
+    if "enum" in schema:
+        schema = {**schema, "enum": [*schema["enum"], None]}
     kind = schema.get("type")
     if isinstance(kind, str):
         return {**schema, "type": [kind, "null"]}
