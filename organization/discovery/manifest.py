@@ -61,11 +61,6 @@ def manifest_path(org: Organization) -> Path | None:
     return folder / MANIFEST_NAME if folder is not None else None
 
 
-def status_dir(org: Organization) -> Path | None:
-    folder = org_dir(org)
-    return folder / STATUS_DIR_NAME if folder is not None else None
-
-
 # --- the manifest --------------------------------------------------------------------
 
 
