@@ -216,8 +216,10 @@ class TurnRecorder:
         # attempt has none to read.
         self.turns = run.turns if run.attempts > 1 else []
         self.last_ms = 0.0
-        # Read with each record (no statement of its own): a human paused the agent.
-        self.agent_paused = False
+        # Read with each record (no statement of its own): a human paused the agent. It starts
+        # as the claim read it: a running run sent again (its worker died) after its agent was
+        # paused is claimed, not held as a queued one is, and must not call the model either.
+        self.agent_paused = bool(run.agent.is_paused)
 
     def complete(self, request: LLMRequest) -> LLMReply:
         if self.agent_paused:
