@@ -267,14 +267,22 @@ class TurnRecorder:
         }
 
 
+def _only_starts(turn: dict) -> bool:
+    """The call moved its task to in_progress, and nothing more: starting a task (as the run's
+    guide says to) is not doing something with it; its final answer is still its result."""
+    status = turn["arguments"].get("status")
+    return turn["name"] == "update_task_status" and status == TaskStatus.IN_PROGRESS
+
+
 def _acted_on(turns: list[dict]) -> set[int]:
-    """The tasks a successful writing tool call of the run named (as task_id or parent)."""
+    """The tasks a successful writing tool call of the run named (as task_id or parent), but
+    for a call that only started its task."""
     named = set()
     for turn in turns:
         if turn["kind"] != TurnKind.TOOL_CALL or turn.get("status") != CallStatus.OK:
             continue
         tool = registry.REGISTRY.get(turn["name"])
-        if tool is None or tool.read_only:
+        if tool is None or tool.read_only or _only_starts(turn):
             continue
         for key in ("task_id", "parent"):
             task_id = _as_task_id(turn["arguments"].get(key))
