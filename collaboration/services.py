@@ -166,7 +166,7 @@ def validate_llm_config(
             config["provider"] = name
     clean: dict = {}
     if config.get("provider") is not None:
-        if config["provider"] not in PROVIDERS:
+        if not isinstance(config["provider"], str) or config["provider"] not in PROVIDERS:
             raise Invalid(f"{where}.provider: must be one of {', '.join(PROVIDERS)}.")
         clean["provider"] = config["provider"]
     if config.get("model") is not None:

@@ -91,6 +91,8 @@ def test_an_unknown_or_foreign_agent_is_404(acme, org_client, handle):
         ({"agents": [{"name": "a"}, {"name": "a"}]}, "invalid", "agents[1]"),
         ({"agents": [{"name": "a", "config": {"provider": "gemini"}}]}, "invalid", "agents[0].config.provider"),
         ({"agents": [{"name": "a", "config": {"temperature": 5}}]}, "invalid", "agents[0].config.temperature"),
+        ({"agents": [{"name": "a", "config": {"provider": ["openai"]}}]}, "invalid", "agents[0].config.provider"),
+        ({"coordinator_config": {"provider": {"name": "openai"}}}, "invalid", "coordinator_config.provider"),
         ({"agents": [{"name": "a", "config": {"api_key": "x"}}]}, "invalid", "agents[0].config.api_key"),
         ({"agents": [{"agent_id": "agent-alex", "config": {"system_prompt": "x"}}]}, "invalid", "agents[0].config.system_prompt"),
         ({"agents": [{"name": "a"}], "mode": "hierarchical"}, "invalid", "agents"),
