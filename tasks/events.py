@@ -222,16 +222,20 @@ def task_status_changed_event(
     *, task: Task, actor: Actor, before: dict, note: str = ""
 ) -> TaskEvent:
     """A status move. A task that ends completed or failed reaches its creator and whoever
-    delegated it to its holder (issue 11 §1), with its result quoted."""
+    delegated it to its holder (issue 11 §1), with its result quoted. Its holder is told of a
+    move someone else (a human) made of the task it holds — told, not woken (rule 8)."""
     message = f"{actor.label}: {before['status']} → {task.status}." + (f" {note}" if note else "")
     event = _event(task, EventKind.STATUS_CHANGED, actor, before, notes=note)
+    holder = task.assignee  # `_record_for` never tells the actor: the holder moving its own task
     if task.status not in (TaskStatus.COMPLETED, TaskStatus.FAILED):
         event.message = message
-        return _record(task, event)
+        if holder is None or actor.is_(holder):
+            return _record(task, event)
+        return _record_for(task, event, [holder])
     if task.result:
         message += f" Result: {excerpt(task.result)}"
     event.message = message
-    return _record_for(task, event, [task.created_by_agent, *_delegator(task)])
+    return _record_for(task, event, [holder, task.created_by_agent, *_delegator(task)])
 
 
 def task_cancelled_event(

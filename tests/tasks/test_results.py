@@ -157,3 +157,18 @@ def test_complete_task_keeps_the_lifecycle_and_its_codes(cast):
                  "task_not_found")  # fmt: skip
     assert_error(call(alex, "complete_task", task_id=task["id"], result_data="x"), 400, "invalid")
     assert Task.objects.get(pk=task["id"]).status == "assigned"
+
+
+@pytest.mark.parametrize("wanted", ["blocked", "completed", "failed"])
+def test_a_human_moving_the_task_an_agent_holds_tells_its_holder(cast, wanted):
+    # Morgan created it for Alex; a human moves it: Alex holds it and must stop or adapt,
+    # not learn of it from the 409 of its next move (rule 8), and is not woken to act.
+    task = create(cast.client(cast.morgan), agent_id="agent-alex").json()
+    post(cast.client(cast.alex), f"/api/tasks/{task['id']}/status", {"status": "in_progress"})
+    response = post(cast.human, f"/api/tasks/{task['id']}/status", {"status": wanted})
+    assert response.status_code == 200, response.content
+
+    told = InboxItem.objects.filter(task_id=task["id"], kind="status_changed")
+    expected = ["agent-alex"] if wanted == "blocked" else ["agent-alex", "agent-morgan"]
+    assert sorted(told.values_list("agent__handle", flat=True)) == expected
+    assert all(f"in_progress → {wanted}" in item.message for item in told)
