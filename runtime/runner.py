@@ -349,6 +349,8 @@ def settle(run: Run, token: str, result) -> None:
         # No text is no answer (empty content, or a reply cut at max_tokens before its text):
         # a task it would complete is blocked with the reason, not completed with no result.
         unanswered = False
+        # A subtask its answer completes: its parent's subtasks_done is the agent's own act.
+        settled_a_subtask = False
         for task in _held_tasks(run):
             if task.pk in acted:
                 outcome.append({"task": task.pk, "action": "none", "why": "the run acted on it"})
@@ -365,8 +367,10 @@ def settle(run: Run, token: str, result) -> None:
                     t, actor, TaskStatus.COMPLETED, result=answer[:20_000],
                     note=f"Managed run #{run.pk}: its final answer is the result.",
                 ), "completed")  # fmt: skip
-        if _finished_a_subtask(result.turns):
+                settled_a_subtask |= task.parent_id is not None
+        if settled_a_subtask or _finished_a_subtask(result.turns):
             _follow_up_parents_it_finished(run)
+        _follow_up_what_it_took_on(run, result.turns)
         if unanswered:
             services.run_finish(
                 run=run, token=token, status=RunStatus.FAILED, error=NO_ANSWER, outcome=outcome
@@ -381,12 +385,15 @@ def settle(run: Run, token: str, result) -> None:
         )
     else:
         error = f"The provider failed: {result.error}"
-    _settle_failed(run, token, error, actor=actor)
+    _settle_failed(run, token, error, actor=actor, turns=result.turns)
 
 
-def _settle_failed(run: Run, token: str, error: str, actor: Actor | None = None) -> None:
+def _settle_failed(
+    run: Run, token: str, error: str, actor: Actor | None = None, turns: list[dict] | None = None
+) -> None:
     """Block the tasks the agent still holds (assigned or in progress) with the reason, and fail
-    the run: "Needs attention" lists them, and nothing is lost."""
+    the run: "Needs attention" lists them, and nothing is lost (what its calls gave the agent
+    itself, `turns`, gets a follow-up run)."""
     actor = actor or Actor.of(caller_for_agent(run.agent))
     outcome = []
     note = f"Managed run #{run.pk} stopped: {error}"[:2000]
@@ -399,6 +406,8 @@ def _settle_failed(run: Run, token: str, error: str, actor: Actor | None = None)
         _safely(run, token, outcome, task,
                 lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note), "blocked")  # fmt: skip
     _follow_up_parents_it_finished(run)
+    if turns:
+        _follow_up_what_it_took_on(run, turns)
     services.run_finish(run=run, token=token, status=RunStatus.FAILED, error=error, outcome=outcome)
 
 
@@ -426,6 +435,32 @@ def _follow_up_parents_it_finished(run: Run) -> None:
     ).distinct()  # fmt: skip
     for parent in parents:
         services.run_wake(agent=run.agent, trigger=EventKind.SUBTASKS_DONE, task=parent)
+
+
+def _follow_up_what_it_took_on(run: Run, turns: list[dict]) -> None:
+    """Tasks a successful writing call of the run left assigned to its own agent — a task or
+    subtask it created for itself, one it claimed — and that it did not hold when its input was
+    built: nothing wakes an agent for its own act, so the agent asks for a follow-up run about
+    each one it still holds, assigned or in progress, that no trigger reached since — or it
+    waited for ever. Read from the calls' answers (the task): no statement for a run that took none on."""
+    handle = run.agent.handle
+    ids = {
+        answer["id"]
+        for turn in turns
+        if turn["kind"] == TurnKind.TOOL_CALL and turn.get("status") == CallStatus.OK
+        and isinstance(answer := turn.get("result"), dict) and answer.get("assignee") == handle
+        and answer.get("status") in SETTLEABLE and isinstance(answer.get("id"), int)
+        and not getattr(registry.REGISTRY.get(turn["name"]), "read_only", True)
+    } - {t["id"] for t in run.context.get("tasks", []) if t.get("you_hold_it")}  # fmt: skip
+    if not ids:
+        return
+    taken = (
+        Task.objects.filter(pk__in=ids, assignee_id=run.agent_id, status__in=SETTLEABLE)
+        .filter(services.unseen_since_assigned("assignee_id"))
+        .order_by("pk")
+    )
+    for task in taken:
+        services.run_wake(agent=run.agent, trigger=EventKind.ASSIGNED, task=task)
 
 
 def _safely(run: Run, token: str, outcome: list, task: Task, move, action: str) -> None:

@@ -282,7 +282,7 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     return run
 
 
-def _unseen_since_assigned(agent_field: str) -> Exists:
+def unseen_since_assigned(agent_field: str) -> Exists:
     """A task (of the outer query) `agent_field` holds has no trigger for it since it was
     assigned: no run of that agent was ever woken for it (a task a run saw and left assigned —
     a question asked in a comment — has one)."""
@@ -321,7 +321,7 @@ def run_resume(*, agent_id: int) -> Run | None:
     known = {t.task_id for t in waiting}
     fresh = (
         Task.objects.filter(assignee=agent, status=TaskStatus.ASSIGNED)
-        .filter(_unseen_since_assigned("assignee_id"))
+        .filter(unseen_since_assigned("assignee_id"))
         .exclude(pk__in=[pk for pk in known if pk is not None])
         .order_by("created_at", "pk")
         .values_list("pk", flat=True)
@@ -591,7 +591,7 @@ def wake_after_budget(*, organization_id: int) -> int:
             assignee__runtime=AgentRuntime.MANAGED,
             assignee__is_paused=False,
         )
-        .filter(_unseen_since_assigned("assignee_id"))
+        .filter(unseen_since_assigned("assignee_id"))
         .values_list("assignee_id", flat=True)
         .distinct()
     )

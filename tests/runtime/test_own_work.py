@@ -1,0 +1,114 @@
+"""Work a run gives its own agent is worked (docs/runtime.md, "The end"): a managed agent is
+never woken by its own act, so the run's end asks for the follow-up runs that act would
+otherwise never get — or the work waits for ever."""
+
+import json
+
+import pytest
+
+from organization.models import Agent
+from runtime.models import Run
+from tasks import services
+from tasks.models import Task
+from tests.fake_llm import Reply, ToolUse
+from tests.runtime.conftest import drain
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def on_openai(agent):
+    Agent.objects.filter(pk=agent.pk).update(llm_provider="openai", llm_model="m-1")
+
+
+def test_a_subtask_a_run_assigns_to_its_own_agent_is_worked_and_so_is_its_parent(cast, fake_llm):
+    """Lena splits off a part of her task for herself and ends her run. Nothing woke her for
+    the part (her own act), and her run had acted on the parent: both stayed `assigned` for
+    ever. Her run's end asks for a follow-up about the part; the follow-up's answer completes
+    it, and that completion (again her own act: no subtasks_done wakes her) asks for one more
+    about the parent, whose answer completes it."""
+    on_openai(cast.lena)
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
+                                  assignee=cast.lena)  # fmt: skip
+    fake_llm.on(agent="agent-lena", replies=[
+        Reply(tool_calls=[ToolUse("create_subtask", {"parent": parent.pk, "title": "Announce",
+                                                     "agent_id": "agent-lena"})]),
+        Reply("Split off the announcement for myself."),
+        Reply("Announcement written."),
+        Reply("Launched: announcement written."),
+    ])  # fmt: skip
+    first, part_run, parent_run = drain()
+    part = Task.objects.get(parent=parent)
+    part.refresh_from_db()
+    parent.refresh_from_db()
+    assert (part.status, part.result) == ("completed", "Announcement written.")
+    assert (parent.status, parent.result) == ("completed", "Launched: announcement written.")
+    runs = {r.pk: r for r in Run.objects.filter(agent=cast.lena)}
+    assert [(t.trigger, t.task_id) for t in runs[part_run].triggers.all()] == [
+        ("assigned", part.pk)
+    ]
+    assert runs[parent_run].trigger == "subtasks_done" and runs[parent_run].task_id == parent.pk
+    assert len(fake_llm.calls_for(agent="agent-lena")) == 4
+
+
+def test_a_task_a_run_creates_then_claims_for_its_agent_is_worked(cast, fake_llm):
+    """Alex files a follow-up task (queued for nobody) and claims it (assign_task without
+    agent_id), then ends his run: nothing woke him for it, it stayed `assigned` for ever."""
+    on_openai(cast.alex)
+    held = services.task_create(org=cast.org, actor=cast.by_human, title="Mine",
+                                assignee=cast.alex)  # fmt: skip
+
+    def claim(call):
+        return [
+            ToolUse("assign_task", {"task_id": json.loads(call.tool_results[0]["content"])["id"]})
+        ]
+
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply(tool_calls=[ToolUse("create_task", {"title": "Vacuum the orders table"})]),
+        Reply(tool_calls=claim),
+        Reply("Mine is done; I took the vacuum on."),
+        Reply("Vacuumed."),
+    ])  # fmt: skip
+    first, follow_up = drain()
+    held.refresh_from_db()
+    vacuum = Task.objects.get(title="Vacuum the orders table")
+    assert (held.status, held.result) == ("completed", "Mine is done; I took the vacuum on.")
+    assert (vacuum.status, vacuum.assignee, vacuum.result) == ("completed", cast.alex, "Vacuumed.")
+    assert Run.objects.get(pk=follow_up).previous_id == first
+
+
+def test_a_run_that_assigns_nothing_to_itself_asks_for_no_follow_up(cast, fake_llm):
+    on_openai(cast.lena)
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
+                                  assignee=cast.lena)  # fmt: skip
+    fake_llm.on(agent="agent-lena", replies=[
+        Reply(tool_calls=[ToolUse("create_subtask", {"parent": parent.pk, "title": "Schema",
+                                                     "agent_id": "agent-morgan"})]),
+        Reply("Split."),
+    ])  # fmt: skip
+    assert len(drain()) == 1
+    result = Run.objects.get(agent=cast.lena).turns[1]["result"]
+    assert json.loads(json.dumps(result))["assignee"] == "agent-morgan"
+
+
+def test_a_subtask_a_run_gave_itself_and_started_is_worked_too(cast, fake_llm):
+    on_openai(cast.lena)
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
+                                  assignee=cast.lena)  # fmt: skip
+
+    def start(call):
+        part_id = json.loads(call.tool_results[0]["content"])["id"]
+        return [ToolUse("update_task_status", {"task_id": part_id, "status": "in_progress"})]
+
+    fake_llm.on(agent="agent-lena", replies=[
+        Reply(tool_calls=[ToolUse("create_subtask", {"parent": parent.pk, "title": "Announce",
+                                                     "agent_id": "agent-lena"})]),
+        Reply(tool_calls=start),
+        Reply("Started the announcement."),
+        Reply("Announcement written."),
+        Reply("Launched."),
+    ])  # fmt: skip
+    assert len(drain()) == 3
+    parent.refresh_from_db()
+    part = Task.objects.get(parent=parent)
+    assert (part.status, part.result) == ("completed", "Announcement written.")
+    assert (parent.status, parent.result) == ("completed", "Launched.")
