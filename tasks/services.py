@@ -425,11 +425,18 @@ def task_assign(*, task: Task | VisibleTask, actor: Actor, to: Agent | str | Non
     if task.assignee_id == to.pk:
         raise Conflict(f"The task is already assigned to {to.handle}.", "already_assigned")
     if claim and actor.is_agent:
-        if task.assignee_id is not None or task.queued_for_id not in (None, to.pk):
+        # A task queued for another expert is taken from that queue only by whoever may move
+        # it anyway (its creator, or who queued it: `_ensure_may_move`), never by a delegator.
+        queued_elsewhere = task.queued_for_id not in (None, to.pk) and to.pk not in (
+            task.created_by_agent_id,
+            task.queued_by_id,
+        )
+        if task.assignee_id is not None or queued_elsewhere:
             raise invalid_transition(
                 task.status,
                 TaskStatus.ASSIGNED,
-                "only an unassigned task, or one queued for you, can be claimed.",
+                "only an unassigned task, one queued for you, or one you created or queued "
+                "can be claimed.",
             )
     else:
         _ensure_may_move(task, actor, TaskStatus.ASSIGNED)
