@@ -10,14 +10,16 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 
 from django.db.models import Count, F, QuerySet, Sum, Window
 from django.db.models.functions import Coalesce
 
-from collaboration.models import COORDINATOR_ROLE, CollaborationSession, ContributionStatus
+from collaboration.models import CollaborationSession, ContributionStatus
 from collaboration.synthesis.parsing import first_sentence
-from costs.models import ZERO, UsageRecord
+from costs.models import ZERO, UsagePurpose, UsageRecord
 from costs.selectors import MONEY_ZERO, cost_of_task_tree
+from organization.admin.scoping import human
 from organization.models import Agent
 from organization.selectors import agents_with_workload
 from organization.workload import status_for
@@ -320,21 +322,43 @@ def usd(amount) -> str:
     return "" if amount is None else f"${usd_figure(amount)}"
 
 
+# The coordinator's own calls (the synthesis, a best_of judgement), whatever their label.
+COORDINATOR_PURPOSES = (UsagePurpose.SYNTHESIS, UsagePurpose.JUDGE)
+
+
+def session_tokens(session: CollaborationSession, contributions) -> int:
+    """Every model call's tokens, as the API's `metadata.total_tokens`: the agents' and the
+    coordinator's (the synthesis, a judgement)."""
+    if session.is_finished and "total_tokens" in session.metadata:
+        return int(session.metadata["total_tokens"])
+    agents = sum(c.tokens_used for c in contributions)
+    return agents + int(session.metadata.get("synthesis_tokens", 0))
+
+
 def collaboration_outcome(session: CollaborationSession) -> dict:
     contributions = list(session.contributions.order_by("position"))
     summary, dissent, dissenters = verdict_summary(contributions)
-    # What each one's model calls cost, from the ledger (one query; the coordinator's too).
-    costs = dict(
+    # What each one's model calls cost, from the ledger (one query; the coordinator's too). The
+    # coordinator's calls are told by their purpose, not their label: an agent of the session
+    # may be named "coordinator" (seed 004's hierarchical example is).
+    costs: dict[str, Decimal] = {}
+    coordinator_cost = None
+    rows = (
         UsageRecord.objects.filter(session=session)
-        .values("label")
+        .values("label", "purpose")
         .annotate(total=Coalesce(Sum("cost_usd"), MONEY_ZERO))
-        .values_list("label", "total")
+        .values_list("label", "purpose", "total")
     )
+    for label, purpose, total in rows:
+        if purpose in COORDINATOR_PURPOSES:
+            coordinator_cost = (coordinator_cost or ZERO) + total
+        else:
+            costs[label] = costs.get(label, ZERO) + total
     cards = [
         AgentCard(
             name=c.display_name or c.agent_key,
             role=c.role,
-            status=c.status,
+            status=human(c.status),
             answer=c.response,
             verdict=c.verdict,
             confidence=f"{c.confidence:.0%}" if c.confidence is not None else "",
@@ -356,9 +380,9 @@ def collaboration_outcome(session: CollaborationSession) -> dict:
         "summary": summary,
         "dissent": dissent,
         "cards": cards,
-        "tokens": sum(c.tokens_used for c in contributions),
-        "cost": usd(sum(costs.values(), ZERO)),
-        "coordinator_cost": usd(costs.get(COORDINATOR_ROLE)),
+        "tokens": session_tokens(session, contributions),
+        "cost": usd(sum(costs.values(), coordinator_cost or ZERO)),
+        "coordinator_cost": usd(coordinator_cost),
         "took": duration((session.finished_at - session.started_at).total_seconds())
         if session.finished_at and session.started_at
         else "",
