@@ -195,7 +195,10 @@ class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
             if session.is_finished:
                 continue
             caller = caller_for_admin(request, session.organization)
-            services.session_cancel(caller=caller, session=session)
+            try:
+                services.session_cancel(caller=caller, session=session)
+            except DomainError:
+                continue  # it finished since the list was read (409 session_finished)
             cancelled += 1
         self.message_user(request, f"Cancellation requested for {cancelled} session(s).")
 

@@ -180,3 +180,29 @@ def test_the_session_page_lists_an_agents_tool_calls_escaped(acme, alice):
         "get_organization_roster({&quot;expertise&quot;: &quot;&lt;script&gt;alert(&#x27;pwned&#x27;)"
         "&lt;/script&gt;&quot;}) → ok\nget_my_context({}) → agent_not_found"
     ) in html
+
+
+def test_the_cancel_action_skips_a_session_that_finished_since_the_list_was_read(acme):
+    """A cancel racing a finish: the action read the session running, its worker finished it
+    before the cancel's lock. The action says so, as for a session seen finished (no 500)."""
+    from django.contrib import admin
+    from django.contrib.messages import get_messages
+    from django.contrib.messages.storage.fallback import FallbackStorage
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.test import RequestFactory
+
+    running = a_session(acme, status="running")
+    queued = a_session(acme, status="queued")
+    seen = list(CollaborationSession.objects.filter(pk__in=[running.pk, queued.pk]))
+    CollaborationSession.objects.filter(pk=running.pk).update(status="completed")  # the finish
+    request = RequestFactory().post("/")
+    request.user = make_admin_user(acme, username="bob")
+    request.session = SessionStore()
+    request._messages = FallbackStorage(request)
+    model_admin = admin.site._registry[CollaborationSession]
+    model_admin.cancel_sessions(request, seen)
+    running.refresh_from_db()
+    queued.refresh_from_db()
+    assert (running.status, running.cancel_requested) == ("completed", False)
+    assert queued.status == "cancelled"
+    assert [str(m) for m in get_messages(request)] == ["Cancellation requested for 1 session(s)."]
