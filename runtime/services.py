@@ -285,13 +285,14 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
 def unseen_since_assigned(agent_field: str) -> Exists:
     """A task (of the outer query) `agent_field` holds has no trigger for it since it was
     assigned: no run of that agent was ever woken for it (a task a run saw and left assigned —
-    a question asked in a comment — has one)."""
+    a question asked in a comment — has one). A trigger whose run failed before its input was
+    built (its agent had been made external: nothing was run) saw nothing."""
     return ~Exists(
         RunTrigger.objects.filter(
             agent_id=OuterRef(agent_field),
             task_id=OuterRef("pk"),
             created_at__gte=OuterRef("assigned_at"),
-        )
+        ).exclude(run__status=RunStatus.FAILED, run__input="")
     )
 
 
