@@ -16,8 +16,30 @@ from .providers import PROVIDERS
 from .selectors import may_read_tool_results
 
 
+class SeedProviderSettingsSerializer(serializers.Serializer):
+    """A seed-style provider's `config`: the settings taken from it."""
+
+    model = serializers.CharField(required=False, help_text="The provider's model name.")
+    temperature = serializers.FloatField(
+        required=False, min_value=0, max_value=2, help_text="Sampling temperature, 0 to 2."
+    )
+    max_tokens = serializers.IntegerField(
+        required=False, min_value=1, help_text="Most tokens per answer."
+    )
+
+
+class SeedProviderSerializer(serializers.Serializer):
+    """Seed 004's `providers: [{"module": "provider-anthropic", "config": {...}}]`."""
+
+    module = serializers.CharField(
+        help_text="The provider's module, e.g. provider-anthropic or provider-openai."
+    )
+    config = SeedProviderSettingsSerializer(required=False, help_text="Its model settings.")
+
+
 class LLMConfigSerializer(serializers.Serializer):
-    """LLM settings (each optional): provider, model, temperature, max_tokens."""
+    """LLM settings (each optional): provider, model, temperature, max_tokens (or seed 004's
+    `providers`)."""
 
     provider = serializers.ChoiceField(
         choices=PROVIDERS, required=False, help_text="Which LLM provider."
@@ -32,6 +54,11 @@ class LLMConfigSerializer(serializers.Serializer):
     system_prompt = serializers.CharField(
         required=False, allow_blank=True, help_text="Ad-hoc specialists only."
     )
+    providers = SeedProviderSerializer(
+        many=True, required=False,
+        help_text="Seed 004's form of the settings: the first provider's module and config are "
+        "read (provider, model, temperature, max_tokens given beside it win).",
+    )  # fmt: skip
 
 
 class AgentConfigSerializer(LLMConfigSerializer):

@@ -164,6 +164,20 @@ def test_seed_style_provider_config_is_understood(acme, org_client):
         "provider": "anthropic", "model": "claude-x", "temperature": 0.1}  # fmt: skip
 
 
+def test_seed_style_provider_config_is_understood_at_the_tool_door_too(acme):
+    """Seed 004 is a tool, and its examples give `providers: [{module, config}]`: call-tool and
+    MCP take them as REST does (the tool's schema refused them: 400 invalid)."""
+    agents = [{"name": "a", "config": {"providers": [
+        {"module": "provider-anthropic", "config": {"model": "claude-x", "temperature": 0.1}}]}}]  # fmt: skip
+    coordinator = {"providers": [{"module": "provider-openai", "config": {"max_tokens": 900}}]}
+    started = call_tool(human(acme), "start_collaboration", {
+        "task": "t", "agents": agents, "coordinator_config": coordinator})  # fmt: skip
+    session = CollaborationSession.objects.get(pk=started["id"])
+    assert session.contributions.get().config == {
+        "provider": "anthropic", "model": "claude-x", "temperature": 0.1}  # fmt: skip
+    assert session.coordinator_config == {"provider": "openai", "max_tokens": 900}
+
+
 def test_get_returns_the_session_and_another_org_gets_404(acme, org_client):
     session_id = start(org_client(acme)).json()["id"]
     mine = org_client(acme).get(f"/api/collaborations/{session_id}")
