@@ -84,7 +84,7 @@ class CollaborationSession(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # Who asked, as shown in the API: an agent handle, `user:<name>` or `org-key:<prefix>`.
-    created_by = models.CharField(max_length=150, blank=True)
+    created_by = models.CharField(max_length=200, blank=True)
     task = models.TextField()
     mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.PARALLEL)
     synthesis = models.CharField(

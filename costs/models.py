@@ -174,7 +174,7 @@ class Budget(models.Model):
     warned_period = models.CharField(max_length=8, blank=True, default="")
     exhausted_period = models.CharField(max_length=8, blank=True, default="")
     refused_period = models.CharField(max_length=8, blank=True, default="")
-    created_by = models.CharField(max_length=150, blank=True, default="")
+    created_by = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

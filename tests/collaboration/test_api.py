@@ -340,3 +340,23 @@ def test_the_estimate_counts_every_prompt_the_run_sends(acme, org_client, fake_l
     runner.run_session(session_id)
     held = UsageRecord.objects.filter(session_id=session_id).aggregate(s=Sum("reserved_usd"))["s"]
     assert held <= Decimal(estimate.json()["estimated_cost_usd"]), (held, estimate.json())
+
+
+def test_an_admin_with_the_longest_username_django_allows_starts_a_session(acme, offline):
+    """`user:<username>` is who started it: Django's usernames hold 150 characters, so the
+    label 155 (it overflowed the column: a 500). Their session budget says so too."""
+    from decimal import Decimal
+
+    from collaboration.services import session_create
+    from costs.models import Budget
+    from organization.caller import Caller
+    from tests.factories import make_admin_user
+
+    user = make_admin_user(acme, username="u" * 150)
+    session = session_create(
+        caller=Caller(organization=acme, user=user),
+        payload={"task": "t", "agents": specialists("a"), "max_cost_usd": "1"},
+    )
+    assert session.created_by == "user:" + "u" * 150
+    budget = Budget.objects.get(session=session)
+    assert (budget.created_by, budget.limit_usd) == (session.created_by, Decimal(1))
