@@ -26,18 +26,13 @@ from organization.models import Organization
 from .budgets import budget_delete, budget_set, current_view, state_of
 from .metering import remaining
 from .models import MONTHLY_SCOPES, ZERO, Budget, BudgetAlert, BudgetScope, PriceSource, UsageRecord
+from .money import usd as money
 from .selectors import GROUPS, cost_rows
 
 REPORT_DAYS = 30
 STATUS_COLOURS["budget"] = {
     "ok": "#198754", "warning": "#fd7e14", "exhausted": "#dc3545", "alert": "#dc3545",
 }  # fmt: skip
-
-
-def money(amount) -> str:
-    if amount is None:
-        return "—"
-    return f"${amount:,.2f}" if abs(amount) >= 1 else f"${amount:.6f}".rstrip("0").rstrip(".")
 
 
 @admin.register(UsageRecord)

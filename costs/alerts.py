@@ -13,6 +13,7 @@ from tasks.models import DeliveryStatus, WebhookDelivery
 from tasks.webhooks import enqueue_deliveries
 
 from .models import LIFETIME, WARNING_SHARE, AlertKind, Budget, BudgetAlert
+from .money import usd
 
 # Sent after the commit of a new alert: receivers may notify further.
 budget_alert_raised = Signal()  # kwargs: alert
@@ -82,7 +83,7 @@ def raise_exhausted(budget: Budget, period: str) -> None:
     _raise(
         budget, AlertKind.EXHAUSTED, period,
         f"The {budget.scope} budget of {budget.subject} is exhausted {_period_words(period)}: "
-        f"${budget.spent_usd:.2f} spent of ${budget.limit_usd:.2f}; new model calls it covers "
+        f"{usd(budget.spent_usd)} spent of {usd(budget.limit_usd)}; new model calls it covers "
         "are refused until it is raised"
         + (" or the month ends." if period != LIFETIME else "."),
     )  # fmt: skip
@@ -98,6 +99,6 @@ def after_spending(budget: Budget) -> None:
         _raise(
             budget, AlertKind.WARNING, period,
             f"The {budget.scope} budget of {budget.subject} is at "
-            f"{budget.spent_usd / limit:.0%} {_period_words(period)}: ${budget.spent_usd:.2f} "
-            f"spent of ${budget.limit_usd:.2f}.",
+            f"{budget.spent_usd / limit:.0%} {_period_words(period)}: {usd(budget.spent_usd)} "
+            f"spent of {usd(budget.limit_usd)}.",
         )  # fmt: skip

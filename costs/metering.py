@@ -45,6 +45,7 @@ from .models import (
     UsageRecord,
     UsageState,
 )
+from .money import usd
 from .pricing import Price, price_of, round_up
 
 log = logging.getLogger(__name__)
@@ -256,9 +257,9 @@ def _mark_refused(refused: list[Budget], worst: Decimal, now) -> None:
 
 def _refusal(budget: Budget, worst: Decimal, provider: str, model: str) -> BudgetExhausted:
     return BudgetExhausted(
-        f"The {budget.scope} budget of {budget.subject} (${budget.limit_usd:.2f}"
-        f"{' a month' if budget.is_monthly else ''}) has ${max(remaining(budget), ZERO):.6f} "
-        f"left; this call could cost up to ${worst:.6f} ({provider}/{model}).",
+        f"The {budget.scope} budget of {budget.subject} ({usd(budget.limit_usd)}"
+        f"{' a month' if budget.is_monthly else ''}) has {usd(max(remaining(budget), ZERO))} "
+        f"left; this call could cost up to {usd(worst)} ({provider}/{model}).",
         budget,
     )
 

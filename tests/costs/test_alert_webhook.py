@@ -68,3 +68,32 @@ def test_the_organization_webhook_obeys_the_address_rule(cast, settings):
     cast.org.webhook_url = "http://169.254.169.254/latest/meta-data"
     with pytest.raises(ValidationError):
         cast.org.full_clean()
+
+
+def test_a_small_budgets_refusal_and_alert_read_its_amounts_not_zero(cast):
+    """A budget under a cent read "$0.00 spent of $0.00" in its alert and "($0.00)" in its
+    refusal: the texts name the amounts to the ledger's precision below a dollar."""
+    from costs.metering import BudgetExhausted
+    from costs.models import BudgetAlert
+
+    caller = caller_for_member(make_admin_user(cast.org), cast.org)
+    budget_set(caller=caller, scope="organization", limit_usd="0.004")
+    spend(cast.alex, 1000)  # $0.003: 75 %, no alert yet
+    with pytest.raises(BudgetExhausted) as refused:
+        spend(cast.alex, 1000)  # $0.003 more at worst: does not fit the $0.001 left
+    assert "($0.004 a month)" in str(refused.value)
+    assert "has $0.001 left; this call could cost up to $0.003 " in str(refused.value)
+    spend(cast.alex, 250)  # $0.00075: 93.75 % spent, the warning
+    (alert,) = BudgetAlert.objects.filter(kind="warning")
+    assert alert.message.endswith(": $0.00375 spent of $0.004.")
+
+
+def test_dollars_read_as_people_read_them():
+    from decimal import Decimal
+
+    from costs.money import usd
+
+    assert [usd(Decimal(v)) for v in ("1234.5", "1", "0.5", "0.0123", "0.000000001", "0")] == [
+        "$1,234.50", "$1.00", "$0.50", "$0.0123", "$0.000000001", "$0.00",
+    ]  # fmt: skip
+    assert usd(None) == "—"
