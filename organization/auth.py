@@ -13,6 +13,7 @@ from django.db import connections, router
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
+from .inputs import text_problem
 from .models import Agent, ApiKey, Organization
 
 KEY_PREFIX = "ao"
@@ -116,7 +117,8 @@ def key_from_plaintext(plaintext: str) -> ApiKey | None:
         marker, prefix, secret = plaintext.strip().split("_", 2)
     except ValueError:
         return None
-    if marker != KEY_PREFIX:
+    # A prefix the database cannot hold as text (NUL) names no key: refused like any other.
+    if marker != KEY_PREFIX or text_problem(prefix):
         return None
     key = _active_key(prefix)
     if key is None or not hmac.compare_digest(key.digest, digest_of(secret)):

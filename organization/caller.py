@@ -6,6 +6,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from .auth import KeyUser
 from .errors import Forbidden
+from .inputs import text_problem
 from .models import Agent, ApiKey, Membership, Organization
 
 
@@ -104,7 +105,8 @@ def organization_of_member(user, request) -> Organization | None:
     else:
         orgs = Organization.objects.filter(memberships__user=user, memberships__is_admin=True)
     if slug:
-        return orgs.filter(slug=slug).first()
+        # A slug the database cannot hold as text (NUL) names none of them.
+        return None if text_problem(slug) else orgs.filter(slug=slug).first()
     found = list(orgs[:2])
     return found[0] if len(found) == 1 else None
 

@@ -121,3 +121,12 @@ def test_a_member_of_two_organizations_chooses_with_x_organization(demo, anon_cl
     assert chosen.status_code == 200
     assert chosen.json()["count"] == 7
     assert anon_client.get("/api/agents", HTTP_X_ORGANIZATION="second").json()["count"] == 0
+
+
+def test_an_x_organization_with_a_nul_character_names_no_organization(demo, anon_client):
+    """The slug goes into a query: PostgreSQL refuses NUL in text, which was a 500 for a
+    logged-in member instead of the 403 of a slug that names none of their organizations."""
+    anon_client.force_login(make_admin_user(demo))
+    response = anon_client.get("/api/agents", HTTP_X_ORGANIZATION="de\x00mo")
+    assert response.status_code == 403
+    assert response.json()["code"] == "forbidden"

@@ -29,3 +29,22 @@ def test_rest_accepts_the_scheme_in_any_case_as_mcp_does(demo, anon_client):
     plaintext = make_key(demo, agent_of(demo, "agent-sarah"))
     anon_client.credentials(HTTP_AUTHORIZATION=f"bearer {plaintext}")
     assert anon_client.get("/api/roster").status_code == 200
+
+
+@pytest.mark.parametrize("token", ["ao_ab\x00cd_secret", "ao_abcd_se\x00cret", "\x00"])
+def test_a_token_with_a_nul_character_is_401_not_500(demo, token):
+    """The key's prefix goes into a query: PostgreSQL refuses NUL in text, which was a 500
+    (`DataError`) instead of the 401 any other unknown key gets, on every door that
+    authenticates through `authenticate_key`."""
+    from django.test import Client
+
+    from organization.auth import authenticate_key
+
+    assert authenticate_key(token) is None
+    response = Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/roster")
+    assert response.status_code == 401
+    assert response.json() == {
+        "success": False,
+        "error": "Invalid or revoked API key.",
+        "code": "authentication_failed",
+    }
