@@ -107,8 +107,8 @@ class RosterSerializer(serializers.Serializer):
 
 class CallToolSerializer(serializers.Serializer):
     toolName = serializers.CharField()
-    params = serializers.DictField(required=False, default=dict)
     # null is "not given", as in params (strict-mode clients send null for what they omit).
+    params = serializers.DictField(required=False, default=dict, allow_null=True)
     agentId = serializers.CharField(
         required=False, allow_null=True, help_text="Ignored unless it differs: 403."
     )

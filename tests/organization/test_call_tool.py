@@ -119,3 +119,15 @@ def test_an_organization_key_naming_its_own_organization_is_accepted(demo, org_c
         )
         assert response.status_code == 200, response.content
         assert response.json()["agent_context"] is None
+
+
+def test_params_null_is_not_given_as_agent_id_null_is(demo, agent_client):
+    """A strict-mode client sends null for what it leaves out (agentId, organizationId and a
+    tool's optional params are taken so): `"params": null` was 400 `invalid` where leaving
+    params out runs the tool with none."""
+    client = agent_client(agent_of(demo, "agent-sarah"))
+    body = {"toolName": "get_organization_roster", "params": None, "agentId": None}
+    response = call(client, body)
+    assert response.status_code == 200, response.content
+    assert response.json() == call(client, {"toolName": "get_organization_roster"}).json()
+    assert response.json()["agent_context"]["id"] == "agent-sarah"
