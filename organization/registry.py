@@ -279,6 +279,19 @@ def first_error(detail, where: str = "") -> tuple[str, str]:
     return where, "Invalid input."
 
 
+# How much of the offending value a schema error repeats: jsonschema's messages quote it whole,
+# and a 100,000-character body came back whole in the error (and in a run's turn record).
+QUOTED_VALUE_CHARS = 80
+
+
+def _shortened(error) -> str:
+    quoted = repr(error.instance)
+    if len(quoted) <= QUOTED_VALUE_CHARS or quoted not in error.message:
+        return error.message
+    kept = f"{quoted[:QUOTED_VALUE_CHARS]}… ({len(quoted):,} characters)"
+    return error.message.replace(quoted, kept)
+
+
 def validate_params(tool: Tool, params: dict) -> dict:
     """The params as the tool's handler receives them.
 
@@ -294,7 +307,7 @@ def validate_params(tool: Tool, params: dict) -> dict:
             where = error.message.split("'")[1] if "'" in error.message else ""
         if not where and error.validator == "additionalProperties":
             where = error.message.split("'")[1] if "'" in error.message else ""
-        raise invalid_param(where, error.message)
+        raise invalid_param(where, _shortened(error))
     if tool.validator is None:
         return params
     body = tool.validator(data=params)

@@ -122,6 +122,20 @@ def test_a_value_the_serializer_refuses_is_400_invalid_naming_the_param(db):
     assert refused.value.message.startswith("Invalid param 'availability_until': ")
 
 
+def test_a_huge_refused_value_is_not_repeated_whole_in_the_error(db):
+    """jsonschema quotes the value it refuses: a 100,000-character title came back whole in the
+    400 (and in a managed run's record of the call)."""
+    org = make_org()
+    caller = Caller(organization=org, agent=make_agent(org, "agent-sarah"))
+    with pytest.raises(DomainError) as refused:
+        call_tool(caller, "create_task", {"title": "x" * 100_000})
+    assert (refused.value.status, refused.value.code) == (400, "invalid")
+    message = refused.value.message
+    assert message.startswith("Invalid param 'title': 'xxx")
+    assert "… (100,002 characters) is too long" in message
+    assert len(message) < 300
+
+
 def test_the_handler_receives_the_validated_params(db):
     org = make_org()
     caller = Caller(organization=org, agent=make_agent(org, "agent-sarah"))
