@@ -38,7 +38,7 @@ def slow_broker(settings, monkeypatch):
 
 @pytest.fixture
 def relay_running():
-    """The relay, run again and again until the test is over."""
+    """The relay, run again and again until the test stops it (or is over)."""
     done = threading.Event()
 
     def loop():
@@ -51,9 +51,24 @@ def relay_running():
 
     thread = threading.Thread(target=loop)
     thread.start()
-    yield
-    done.set()
-    thread.join(30)
+
+    def stop():
+        done.set()
+        thread.join(30)
+
+    yield stop
+    stop()
+
+
+def all_published_then_stop(messages, stop_relay):
+    """Wait (with a deadline) until each message is marked dispatched, then stop the relay:
+    from then on nothing can publish, so the counts are final."""
+    ids = [m.pk for m in messages]
+    deadline = time.monotonic() + 30
+    while OutboxMessage.objects.filter(pk__in=ids, dispatched_at__isnull=True).exists():
+        assert time.monotonic() < deadline, "messages left undispatched"
+        time.sleep(0.05)
+    stop_relay()
 
 
 def test_a_batch_that_outlasts_the_grace_is_published_once_though_the_relay_runs_meanwhile(
@@ -61,7 +76,7 @@ def test_a_batch_that_outlasts_the_grace_is_published_once_though_the_relay_runs
 ):
     with transaction.atomic():
         messages = outbox.enqueue_many(NOBODYS_TASK, [(n,) for n in range(8)])
-    time.sleep(0.5)  # the relay's last pass
+    all_published_then_stop(messages, relay_running)
     assert sorted(slow_broker.values()) == [1] * 8
     assert not OutboxMessage.objects.filter(
         pk__in=[m.pk for m in messages], dispatched_at__isnull=True
@@ -74,8 +89,8 @@ def test_messages_of_a_transaction_longer_than_the_grace_are_published_once(
     """Written more than a grace before their commit: the hook, or the relay, sends each."""
     with transaction.atomic():
         messages = outbox.enqueue_many(NOBODYS_TASK, [(n,) for n in range(4)])
-        time.sleep(1.2)
-    time.sleep(0.5)
+        time.sleep(1.2)  # the transaction outlasts the grace: this is the test's subject
+    all_published_then_stop(messages, relay_running)
     assert sorted(slow_broker.values()) == [1] * 4
     assert not OutboxMessage.objects.filter(
         pk__in=[m.pk for m in messages], dispatched_at__isnull=True
