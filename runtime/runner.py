@@ -370,7 +370,7 @@ def settle(run: Run, token: str, result) -> None:
                 settled_a_subtask |= task.parent_id is not None
         if settled_a_subtask or _finished_a_subtask(result.turns):
             _follow_up_parents_it_finished(run)
-        _follow_up_what_it_took_on(run, result.turns)
+        _follow_up_what_it_took_on(run, token, outcome, actor, result.turns)
         if unanswered:
             services.run_finish(
                 run=run, token=token, status=RunStatus.FAILED, error=NO_ANSWER, outcome=outcome
@@ -407,7 +407,7 @@ def _settle_failed(
                 lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note), "blocked")  # fmt: skip
     _follow_up_parents_it_finished(run)
     if turns:
-        _follow_up_what_it_took_on(run, turns)
+        _follow_up_what_it_took_on(run, token, outcome, actor, turns)
     services.run_finish(run=run, token=token, status=RunStatus.FAILED, error=error, outcome=outcome)
 
 
@@ -437,12 +437,38 @@ def _follow_up_parents_it_finished(run: Run) -> None:
         services.run_wake(agent=run.agent, trigger=EventKind.SUBTASKS_DONE, task=parent)
 
 
-def _follow_up_what_it_took_on(run: Run, turns: list[dict]) -> None:
+# The triggers a run's end gives its own agent (its own act wakes it for nothing otherwise).
+OWN_FOLLOW_UPS = (EventKind.ASSIGNED, EventKind.SUBTASKS_DONE)
+
+# Why a task a run gave its own agent gets no follow-up run (`_follow_up_what_it_took_on`).
+NOT_WORKED = (
+    "not worked: the agent gave it to itself in a run that only its own work had woken, and "
+    "such a run asks for no follow-up (an agent that gives itself a task in every run would "
+    "wake itself for ever). A comment on it, or assigning it, has it worked."
+)
+
+
+def _woken_only_by_its_own_work(run: Run) -> bool:
+    """Every trigger of the run is a follow-up an earlier run of the same agent gave it for its
+    own work (`OWN_FOLLOW_UPS`, woken by that run): nobody else asked for this run."""
+    triggers = run.triggers.values_list("trigger", "woken_by__agent_id")
+    return bool(triggers) and all(
+        kind in OWN_FOLLOW_UPS and by == run.agent_id for kind, by in triggers
+    )
+
+
+def _follow_up_what_it_took_on(
+    run: Run, token: str, outcome: list, actor: Actor, turns: list[dict]
+) -> None:
     """Tasks a successful writing call of the run left assigned to its own agent — a task or
     subtask it created for itself, one it claimed — and that it did not hold when its input was
     built: nothing wakes an agent for its own act, so the agent asks for a follow-up run about
     each one it still holds, assigned or in progress, that no trigger reached since — or it
-    waited for ever. Read from the calls' answers (the task): no statement for a run that took none on."""
+    waited for ever. Read from the calls' answers (the task): no statement for a run that took none on.
+
+    Once per chain: a run that only such follow-ups woke asks for none (a model giving itself a
+    new task in every run would otherwise run for ever, each follow-up's answer completing the
+    last one); the tasks it gave itself are blocked with the reason ("Needs attention")."""
     handle = run.agent.handle
     ids = {
         answer["id"]
@@ -459,8 +485,14 @@ def _follow_up_what_it_took_on(run: Run, turns: list[dict]) -> None:
         .filter(services.unseen_since_assigned("assignee_id"))
         .order_by("pk")
     )
+    if not _woken_only_by_its_own_work(run):
+        for task in taken:
+            services.run_wake(agent=run.agent, trigger=EventKind.ASSIGNED, task=task)
+        return
+    note = f"Managed run #{run.pk}: {NOT_WORKED}"
     for task in taken:
-        services.run_wake(agent=run.agent, trigger=EventKind.ASSIGNED, task=task)
+        _safely(run, token, outcome, task,
+                lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note), "blocked")  # fmt: skip
 
 
 def _safely(run: Run, token: str, outcome: list, task: Task, move, action: str) -> None:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from organization.models import Agent
+from runtime.context import context_of
 from runtime.models import Run
 from tasks import services
 from tasks.models import Task
@@ -112,3 +113,74 @@ def test_a_subtask_a_run_gave_itself_and_started_is_worked_too(cast, fake_llm):
     part = Task.objects.get(parent=parent)
     assert (part.status, part.result) == ("completed", "Announcement written.")
     assert (parent.status, parent.result) == ("completed", "Launched.")
+
+
+def _gives_itself_a_new_task_each_run(handle):
+    """A model that, in every run, files one new task for itself and then answers."""
+    made = iter(range(1, 1000))
+
+    def calls(call):
+        if call.tool_results:
+            return []
+        return [ToolUse("create_task", {"title": f"Chore {next(made)}", "agent_id": handle})]
+
+    return Reply(text=lambda call: "Done." if call.tool_results else "", tool_calls=calls)
+
+
+def test_a_run_woken_only_by_its_own_work_gives_itself_no_more(cast, fake_llm):
+    """Alex, in every run, files a new task for himself and answers. His first run (a human's
+    task) gets a follow-up for the chore it gave him; that follow-up's answer completes the
+    chore, and the chore it files in turn is not worked by a run of his own making (it would
+    trigger the next, for ever, burning tokens with no one asking): it is blocked with the
+    reason, for a human to see in "Needs attention". Two runs, not one per chore for ever."""
+    on_openai(cast.alex)
+    held = services.task_create(org=cast.org, actor=cast.by_human, title="Mine",
+                                assignee=cast.alex)  # fmt: skip
+    fake_llm.on(agent="agent-alex", replies=_gives_itself_a_new_task_each_run("agent-alex"))
+    first, follow_up = drain()
+    held.refresh_from_db()
+    one, two = Task.objects.filter(title__startswith="Chore").order_by("pk")
+    assert (held.status, held.result) == ("completed", "Done.")
+    assert (one.title, one.status, one.result) == ("Chore 1", "completed", "Done.")
+    assert (two.title, two.status, two.assignee) == ("Chore 2", "blocked", cast.alex)
+    assert "only its own work had woken" in two.events.order_by("pk").last().notes
+    follow_up = Run.objects.get(pk=follow_up)
+    assert (follow_up.previous_id, follow_up.status) == (first, "completed")
+    assert follow_up.outcome == [
+        {"task": one.pk, "action": "completed"},
+        {"task": two.pk, "action": "blocked"},
+    ]
+    assert len(fake_llm.calls_for(agent="agent-alex")) == 4
+    # A human asking about the blocked chore wakes him for it, as for any task he holds.
+    services.task_comment(task=two, actor=cast.by_human, body="Still needed?")
+    woken = Run.objects.get(agent=cast.alex, status="queued")
+    assert (woken.trigger, woken.task_id) == ("comment", two.pk)
+
+
+def test_a_manager_splitting_a_part_for_herself_in_every_run_of_the_parent_is_bounded(
+    cast, fake_llm
+):
+    """Lena, whenever she sees her parent task, splits one more part off it for herself; when
+    she sees a part, she answers. The part's follow-up completes it, the parent's follow-up
+    (subtasks_done, her own act) splits off another: a chain of runs only her own work woke.
+    That run's part is not followed up (blocked with the reason), so the parent waits for it,
+    and three runs are all there are."""
+    on_openai(cast.lena)
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
+                                  assignee=cast.lena)  # fmt: skip
+    made = iter(range(1, 1000))
+
+    def calls(call):
+        task = context_of(call.messages[0]["content"])["tasks"][0]
+        if call.tool_results or task["parent"] is not None:
+            return []
+        return [ToolUse("create_subtask", {"parent": parent.pk, "title": f"Part {next(made)}",
+                                           "agent_id": "agent-lena"})]  # fmt: skip
+
+    fake_llm.on(agent="agent-lena", replies=Reply(text="Done.", tool_calls=calls))
+    assert len(drain()) == 3
+    parent.refresh_from_db()
+    one, two = Task.objects.filter(parent=parent).order_by("pk")
+    assert parent.status == "assigned"
+    assert (one.title, one.status, one.result) == ("Part 1", "completed", "Done.")
+    assert (two.title, two.status) == ("Part 2", "blocked")
