@@ -185,7 +185,8 @@ def _ensure_open(task: Task, wanted: str) -> None:
 
 
 def _ensure_may_move(task: Task, actor: Actor, wanted: str) -> None:
-    """An agent moves only a task it holds, or an unheld one it created or waits for it."""
+    """An agent moves only a task it holds, or an unheld one it created, or one queued for it
+    or by it (while it waits in that queue: leaving it clears `queued_by`)."""
     if not actor.is_agent:
         return
     if task.assignee_id is not None:
@@ -246,13 +247,16 @@ def apply_escalation(
 ) -> None:
     """Seed 001's ESCALATE on the task, for the move and the stale sweep alike.
 
-    No target (`rules.escalation_target`): the task waits for humans. A target with room
-    (`verdict`) gets it; a full one has it queued for them, queued by `queued_by`.
+    No target (`rules.escalation_target`): the task waits for humans, in no agent's queue, so
+    no one is its queuer any more (who queued it moves it no more: `_ensure_may_move`). A
+    target with room (`verdict`) gets it; a full one has it queued for them, queued by
+    `queued_by`.
     """
     if target is None:
         task.status = TaskStatus.ESCALATED
         task.assignee = None
         task.queued_for = None
+        task.queued_by = None
         task.queued_at = None
     elif verdict.has_room:
         _give(task, target, now)

@@ -299,7 +299,8 @@ def _outcome(row, agents, rule, target, verdict, now, written) -> _Outcome:
     """Escalate `row`'s task in memory as the system: what to write (nothing written yet)."""
     task = _task_of(row, agents, written)
     before = snapshot(task)
-    # The sweep leaves who queued the task as it was (the move records its own source).
+    # Queued for a full senior, the task keeps who queued it (the move records its own source);
+    # escalated to humans, it has no queuer any more.
     apply_escalation(task, target=target, verdict=verdict, queued_by=task.queued_by, now=written)
     event = events.escalation_event(
         task=task, actor=SYSTEM, before=before, target=target, verdict=verdict, stale=True,

@@ -11,7 +11,9 @@ from tasks.models import Task, TaskEvent
 from tasks.rules import SYSTEM, Actor
 from tasks.services import task_create, task_escalate
 from tasks.sweep import sweep_stale_queued
-from tests.factories import give_tasks, make_agent, make_org
+from tests.conftest import KeyClient
+from tests.factories import give_tasks, make_agent, make_key, make_org
+from tests.tasks.conftest import assert_error, post
 
 pytestmark = pytest.mark.django_db
 
@@ -85,3 +87,40 @@ def test_a_batch_refuses_an_event_whose_fields_it_would_drop():
     )  # fmt: skip
     with pytest.raises(ValueError, match="Batched events"):
         events._insert_events([event], timezone.now())
+
+
+@pytest.mark.parametrize("escalated_by", ["expert", "sweep"])
+def test_who_queued_a_task_moves_it_no_more_once_it_waits_for_humans(escalated_by):
+    # Who queued a task may move it while it waits in that queue (take it back, pass it on).
+    # Escalated to humans, it left the queue: the queuer is one more agent that passed it on,
+    # as an agent that escalated a task it held is, and moves it no more.
+    org = make_org("left-the-queue")
+    worker = make_agent(org, "agent-worker")  # nobody above: escalations go to humans
+    expert = make_agent(org, "agent-expert")
+    make_agent(org, "agent-other")
+    give_tasks(expert, 5)
+    human, queuer = KeyClient(make_key(org)), KeyClient(make_key(org, worker))
+    task = post(human, "/api/tasks", {"title": "t", "agent_id": "agent-worker"}).json()
+    moved = post(queuer, f"/api/tasks/{task['id']}/queue", {"agent_id": "agent-expert"})
+    assert moved.status_code == 200, moved.content
+    if escalated_by == "expert":
+        moved = post(KeyClient(make_key(org, expert)), f"/api/tasks/{task['id']}/escalate", {})
+        assert moved.status_code == 200, moved.content
+    else:
+        Task.objects.filter(pk=task["id"]).update(queued_at=timezone.now() - timedelta(days=2))
+        assert sweep_stale_queued().escalated == 1
+    assert Task.objects.get(pk=task["id"]).status == "escalated"
+
+    assert queuer.get(f"/api/tasks/{task['id']}").status_code == 200  # it still sees it
+    for move, body in [
+        ("assign", {"agent_id": "agent-other"}),
+        ("delegate", {"agent_id": "agent-other"}),
+        ("queue", {"agent_id": "agent-expert"}),
+    ]:
+        response = post(queuer, f"/api/tasks/{task['id']}/{move}", body)
+        assert_error(response, 409, "invalid_transition", "you neither hold nor created")
+    assert Task.objects.get(pk=task["id"]).status == "escalated"
+    # A human routes it on, as the task waits for humans; queueing it makes no one its queuer.
+    response = post(human, f"/api/tasks/{task['id']}/queue", {"agent_id": "agent-expert"})
+    assert response.status_code == 200, response.content
+    assert Task.objects.get(pk=task["id"]).queued_by is None
