@@ -71,6 +71,11 @@ class AgentPaused(Exception):
     """A human paused the agent while its run was under way: stop before the next model call."""
 
 
+class AgentMadeExternal(Exception):
+    """The agent was made external while its run was under way ("we run it ourselves now"):
+    stop before the next model call, and end the run, its tasks left as they are."""
+
+
 def run_agent(run_id: int) -> str:
     """Run (or resume) the run; returns what the delivery found (lease.CLAIMED, BUSY, …)."""
     token = uuid.uuid4().hex
@@ -85,6 +90,9 @@ def run_agent(run_id: int) -> str:
             execute(run, token)
     except LeaseLost:
         log.warning("run %s: the lease was lost to another worker; stopping here", run_id)
+    except AgentMadeExternal:
+        log.info("run %s: its agent was made external; the run ends here", run_id)
+        _end_made_external(run, token)
     except AgentPaused:
         log.info("run %s: its agent was paused; handed back until it is resumed", run_id)
         if not services.run_hand_back(run=run, token=token):
@@ -109,6 +117,19 @@ def run_agent(run_id: int) -> str:
     finally:
         heartbeats.release(token)
     return CLAIMED
+
+
+def _end_made_external(run: Run, token: str) -> None:
+    """The agent was made external while its run was under way: the run ends before its next
+    model call, failed with the reason (`services.MADE_EXTERNAL`), its tasks left as they are
+    for the external driver (made managed again, the agent is woken for those it never
+    started)."""
+    if not services.run_finish(
+        run=run, token=token, status=RunStatus.FAILED, error=services.MADE_EXTERNAL,
+        outcome=[{"task": t["id"], "action": "none", "why": "its agent was made external"}
+                 for t in run.context.get("tasks", [])],
+    ):  # fmt: skip
+        log.warning("run %s: the lease was lost to another worker; stopping here", run.pk)
 
 
 def _give_up(run: Run, token: str) -> None:
@@ -158,6 +179,10 @@ def prepare(run: Run, token: str) -> None:
 
 def execute(run: Run, token: str) -> None:
     agent = run.agent
+    if not agent.is_managed and run.input:
+        # Sent again (its worker died) after its agent was made external under way.
+        _end_made_external(run, token)
+        return
     if not agent.is_managed:
         services.run_finish(
             run=run, token=token, status=RunStatus.FAILED,
@@ -220,8 +245,12 @@ class TurnRecorder:
         # as the claim read it: a running run sent again (its worker died) after its agent was
         # paused is claimed, not held as a queued one is, and must not call the model either.
         self.agent_paused = bool(run.agent.is_paused)
+        # Read with it: the agent was made external meanwhile (two drivers acting as one agent).
+        self.agent_external = not run.agent.is_managed
 
     def complete(self, request: LLMRequest) -> LLMReply:
+        if self.agent_external:
+            raise AgentMadeExternal
         if self.agent_paused:
             raise AgentPaused
         started = time.perf_counter()
@@ -250,6 +279,7 @@ class TurnRecorder:
         if recorded is None:
             raise LeaseLost
         self.agent_paused = recorded.agent_paused
+        self.agent_external = recorded.agent_external
 
     def _keep(self, turns: list[dict]) -> None:
         for turn in turns:

@@ -286,13 +286,16 @@ def unseen_since_assigned(agent_field: str) -> Exists:
     """A task (of the outer query) `agent_field` holds has no trigger for it since it was
     assigned: no run of that agent was ever woken for it (a task a run saw and left assigned —
     a question asked in a comment — has one). A trigger whose run failed before its input was
-    built (its agent had been made external: nothing was run) saw nothing."""
+    built (its agent had been made external: nothing was run), or stopped under way because its
+    agent was made external (its tasks left as they were), saw nothing."""
     return ~Exists(
         RunTrigger.objects.filter(
             agent_id=OuterRef(agent_field),
             task_id=OuterRef("pk"),
             created_at__gte=OuterRef("assigned_at"),
-        ).exclude(run__status=RunStatus.FAILED, run__input="")
+        ).exclude(
+            Q(run__status=RunStatus.FAILED) & (Q(run__input="") | Q(run__error=MADE_EXTERNAL))
+        )
     )
 
 
@@ -366,9 +369,23 @@ def run_finish(
 @dataclass(frozen=True)
 class Recorded:
     """A record the run wrote under its lease; `agent_paused`: its agent is paused now (a human
-    paused it while the run was under way: it stops before its next model call)."""
+    paused it while the run was under way: it stops before its next model call);
+    `agent_external`: its agent was made external meanwhile (it stops there too, and ends)."""
 
     agent_paused: bool
+    agent_external: bool = False
+
+
+# Why a run whose agent was made external while it was under way ended (runner.py): its tasks
+# were left as they were, so they count as seen by no run (`unseen_since_assigned`).
+MADE_EXTERNAL = (
+    "The agent was made external while its run was under way: the run stopped before its next "
+    "model call, its tasks left as they were."
+)
+
+
+def _recorded(paused, runtime) -> Recorded:
+    return Recorded(agent_paused=bool(paused), agent_external=runtime != AgentRuntime.MANAGED)
 
 
 def run_record_turn(
@@ -384,7 +401,7 @@ def run_record_turns(
     *, run: Run, token: str, turns: list[dict], prompt_tokens: int, completion_tokens: int
 ) -> Recorded | None:
     """Write turns (by their index) with the run's tokens so far, renew the lease, and read
-    whether the agent is paused now; None, writing nothing, when the lease was lost. The run's row is updated first: its lock orders
+    whether the agent is paused (or was made external) now; None, writing nothing, when the lease was lost. The run's row is updated first: its lock orders
     this write before or after another worker's claim, never across it. On PostgreSQL one
     statement (the turns are inserted only if the lease's update matched); elsewhere two, in a
     transaction.
@@ -415,12 +432,13 @@ def run_record_turns(
                     UPDATE {run_table} SET prompt_tokens = %s, completion_tokens = %s,
                         heartbeat_at = %s
                     WHERE id = %s AND lease_token = %s RETURNING id),
-                paused AS (SELECT is_paused FROM {qn(Agent._meta.db_table)} WHERE id = %s)
+                agent AS (SELECT is_paused, runtime FROM {qn(Agent._meta.db_table)}
+                    WHERE id = %s)
                 INSERT INTO {turn_table} (run_id, index, data)
                 SELECT lease.id, (turn ->> 'index')::integer, turn
                 FROM lease{from_no_wait}, jsonb_array_elements(%s::jsonb) AS turn
                 ON CONFLICT (run_id, index) DO UPDATE SET data = EXCLUDED.data
-                RETURNING (SELECT is_paused FROM paused)
+                RETURNING (SELECT is_paused FROM agent), (SELECT runtime FROM agent)
                 """,  # noqa: S608  (the table names are ours, every value is a parameter)
                 # The turns as one JSON array: psycopg escapes each element of a jsonb[]
                 # parameter with a regular expression (~0.14 ms a turn of client CPU).
@@ -428,7 +446,7 @@ def run_record_turns(
                  json.dumps(turns, cls=DjangoJSONEncoder)],
             )  # fmt: skip
             rows = cursor.fetchall()
-            return Recorded(agent_paused=bool(rows[0][0])) if rows else None
+            return _recorded(*rows[0]) if rows else None
     with transaction.atomic():
         if not Run.objects.filter(pk=run.pk, lease_token=token).update(
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, heartbeat_at=now
@@ -440,8 +458,8 @@ def run_record_turns(
             unique_fields=["run", "index"],
             update_fields=["data"],
         )
-        paused = Agent.objects.filter(pk=run.agent_id).values_list("is_paused", flat=True)
-    return Recorded(agent_paused=bool(paused.first()))
+        agent = Agent.objects.filter(pk=run.agent_id).values_list("is_paused", "runtime")
+    return _recorded(*(agent.first() or (False, None)))
 
 
 @transaction.atomic

@@ -52,3 +52,110 @@ def test_an_agent_made_external_while_its_run_is_queued_and_managed_again_is_wok
     runs = list(Run.objects.filter(agent=cast.alex).order_by("pk"))
     assert len(runs) == 2, runs
     assert (runs[1].status, runs[1].task_id, runs[1].trigger) == ("queued", task.pk, "resumed")
+
+
+@pytest.mark.parametrize("vendor", ["postgresql", "sqlite"])
+def test_an_agent_made_external_while_its_run_is_under_way_stops_before_the_next_model_call(
+    cast, fake_llm, vendor, monkeypatch
+):
+    """A team switches Alex to external while his run is under way (here, as the model asks
+    for its first tool call): "we run it ourselves now". The call asked for still runs; the
+    run makes no further model call (two drivers would act as one agent), and ends, failed
+    with the reason, his task untouched (still assigned to him, for the external driver). The
+    run kept calling the model and acting as him. Made managed again, he is woken for the
+    task (the stopped run did not finish it), as the switch promises."""
+    from django.db import connection
+
+    import runtime.services
+    from organization.models import Agent
+    from runtime.services import run_resume
+    from tests.fake_llm import Reply, ToolUse
+    from tests.runtime.conftest import drain
+    from tests.vendor import SaysItIs
+
+    monkeypatch.setattr(runtime.services, "connection", SaysItIs(connection, vendor))
+    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m-1")
+
+    def made_external_meanwhile(call):
+        Agent.objects.filter(pk=cast.alex.pk).update(runtime="external")  # the team, meanwhile
+        connection.close()  # this is the fake server's thread
+        return [ToolUse("get_organization_roster", {"filter": "all"})]
+
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply("Looking.", tool_calls=made_external_meanwhile),
+        Reply("Indexed."),
+    ])  # fmt: skip
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
+                                assignee=cast.alex)  # fmt: skip
+    (run,) = Run.objects.all()
+    assert drain() == [run.pk]
+    run.refresh_from_db()
+    assert (run.status, run.outcome) == (
+        "failed", [{"task": task.pk, "action": "none", "why": "its agent was made external"}]
+    )  # fmt: skip
+    assert run.error.startswith("The agent was made external while its run was under way")
+    assert run.finished_at is not None and run.lease_token == ""
+    assert [(t["kind"], t.get("status")) for t in run.turns] == [
+        ("model", None),
+        ("tool_call", "ok"),
+    ]
+    assert len(fake_llm.calls_for(agent="agent-alex")) == 1
+    task.refresh_from_db()
+    assert (task.status, task.assignee) == ("assigned", cast.alex)
+
+    Agent.objects.filter(pk=cast.alex.pk).update(runtime="managed")
+    again = run_resume(agent_id=cast.alex.pk)
+    assert (again.status, again.task_id, again.trigger) == ("queued", task.pk, "resumed")
+    assert drain() == [again.pk]
+    task.refresh_from_db()
+    assert (task.status, task.result) == ("completed", "Indexed.")
+
+
+def test_a_dead_workers_run_sent_again_after_its_agent_was_made_external_stops_too(
+    cast, fake_llm, monkeypatch
+):
+    """Alex's worker dies after his first model turn; the team makes him external; the run is
+    sent again once its lease is stale. It makes no model call and ends as one stopped under
+    way (its tasks left as they were), so that made managed again he is woken for his task:
+    the run failed as "no longer managed" with its input stored, which counted as having seen
+    the task, and no run ever came for it."""
+    from organization.models import Agent
+    from runtime import runner
+    from runtime.services import run_resume
+    from tests.fake_llm import Reply, ToolUse
+    from tests.runtime.test_resume import WorkerDied, expire_lease
+
+    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m")
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply(tool_calls=[ToolUse("get_task", {"task_id": task.pk}, id="g1")]),
+        Reply("Done."),
+    ])  # fmt: skip
+    real = runner.TurnRecorder.complete
+    calls = []
+
+    def dies_on_the_second_model_call(self, request):
+        calls.append(1)
+        if len(calls) == 2:
+            raise WorkerDied
+        return real(self, request)
+
+    monkeypatch.setattr(runner.TurnRecorder, "complete", dies_on_the_second_model_call)
+    run = Run.objects.get(agent=cast.alex)
+    with pytest.raises(WorkerDied):
+        run_agent(run.pk)
+    monkeypatch.setattr(runner.TurnRecorder, "complete", real)
+
+    Agent.objects.filter(pk=cast.alex.pk).update(runtime="external")
+    expire_lease(run.pk)
+    assert run_agent(run.pk) == CLAIMED
+    run.refresh_from_db()
+    assert len(fake_llm.calls_for(agent="agent-alex")) == 1
+    task.refresh_from_db()
+    assert task.status == "assigned"
+
+    Agent.objects.filter(pk=cast.alex.pk).update(runtime="managed")
+    again = run_resume(agent_id=cast.alex.pk)
+    assert again is not None and (again.task_id, again.trigger) == (task.pk, "resumed")
+    assert run.status == "failed"
+    assert run.error.startswith("The agent was made external while its run was under way")
