@@ -5,6 +5,7 @@ the user has changed stays changed. The demo's work (tasks, a collaboration) is 
 apps that own it: `tasks.demo` and `collaboration.demo`, called by the `seed_demo` command.
 """
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from .models import Agent, AgentRole, ExpertiseGroup, Organization, Team, TeamRule
@@ -53,26 +54,32 @@ def seed_demo_organization(*, slug: str = "demo") -> Organization:
     agents: dict[str, Agent] = {}
     created: set[str] = set()
     for handle, name, title, team, _, expertise, _, paused, _ in DEMO_AGENTS:
-        agents[handle], new = Agent.objects.get_or_create(
-            organization=org,
-            handle=handle,
-            defaults={
-                "name": name,
-                "role": title,
-                "team": teams[team],
-                "expertise": expertise,
-                "is_paused": paused,
-            },
-        )
+        try:
+            agents[handle], new = Agent.objects.get_or_create(
+                organization=org,
+                handle=handle,
+                defaults={
+                    "name": name,
+                    "role": title,
+                    "team": teams[team],
+                    "expertise": expertise,
+                    "is_paused": paused,
+                },
+            )
+        except ValidationError:
+            # Deleted by the user, and still in its tasks' delegation chains: a new agent with
+            # its id would see them (Agent.save refuses it). The demo goes on without it.
+            continue
         if new:
             created.add(handle)
     for handle, _, _, _, senior, _, _, _, hierarchy_role in DEMO_AGENTS:
+        if handle not in created:
+            continue
         agent = agents[handle]
-        if handle in created and senior:
+        if senior in agents:
             agent.senior = agents[senior]
             agent.save(update_fields=["senior"])
-        if handle in created:
-            AgentRole.objects.get_or_create(agent=agent, defaults={"role": hierarchy_role})
+        AgentRole.objects.get_or_create(agent=agent, defaults={"role": hierarchy_role})
     for group, expertise in DEMO_EXPERTISE_GROUPS.items():
         ExpertiseGroup.objects.get_or_create(
             organization=org, name=group, defaults={"expertise": expertise}

@@ -4,6 +4,7 @@ import secrets
 import uuid
 from datetime import timedelta
 
+from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
@@ -134,8 +135,50 @@ def validate_allowed_tools(value) -> None:
         raise ValidationError(f"At most {ALLOWED_TOOLS_MAX_ITEMS} tool names, each listed once.")
 
 
+def handle_is_fixed_message(handle: str) -> str:
+    return (
+        f"An agent's id cannot change: {handle} is its identity in its tasks' audit trail "
+        "(their delegation chains). To use another id, create a new agent."
+    )
+
+
+def former_handle_message(handle: str) -> str:
+    return (
+        f"{handle} was the id of a former agent and stays in its tasks' audit trail: "
+        "choose another id."
+    )
+
+
+def handle_of_former_agent(*, organization_id: int, handle: str) -> bool:
+    """True if `handle` is in the delegation chain of a task of the organization while no agent
+    of it holds that handle: a former agent's (deleted) id, which a new agent must not take, or
+    it would see those tasks as if it had been in their chains (one query).
+
+    The match is the one the tasks app's visibility makes (`tasks.selectors.visible_to_agent`:
+    the quoted handle in the chain's JSON text), so whatever would be visible is refused.
+    The Task model is reached through the apps registry: `organization` imports no app above it.
+    """
+    task = apps.get_model("tasks", "Task")
+    current = Agent.objects.filter(organization_id=organization_id, handle=handle)
+    return (
+        task._default_manager.filter(
+            organization_id=organization_id, delegation_chain__icontains=f'"{handle}"'
+        )
+        .filter(~models.Exists(current))
+        .exists()
+    )
+
+
 class Agent(models.Model):
-    """An LLM agent of the organization. `handle` is the public id (`agent-sarah`)."""
+    """An LLM agent of the organization. `handle` is the public id (`agent-sarah`).
+
+    The handle is fixed once the agent exists: tasks name their agents by handle in their
+    delegation chain (visibility and loop detection), the audit trail by handle too. `clean()`
+    refuses a changed one (forms) and `save()` refuses to write one (any other path), comparing
+    with the handle as read (`from_db`: no query). A new agent may not take a former agent's
+    handle (`handle_of_former_agent`). `QuerySet.update()`, `bulk_create()` and `bulk_update()`
+    go around `save()`: code that uses them keeps to these rules itself.
+    """
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
     handle = models.CharField(
@@ -212,8 +255,70 @@ class Agent(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.handle})"
 
+    def save(self, *args, **kwargs):
+        # The one guard of every path that saves (clean() is the forms'): a changed handle, or
+        # a former agent's for a new one, is refused before anything is written.
+        update_fields = kwargs.get("update_fields")
+        if "handle" in self.__dict__ and (update_fields is None or "handle" in update_fields):
+            errors = self.handle_errors(kwargs.get("using"))
+            if errors:
+                raise ValidationError({"handle": errors})
+        super().save(*args, **kwargs)
+        if "handle" in self.__dict__:
+            self._stored_handle = self.handle
+        self._checked_new_handle = None
+
+    # --- the handle is fixed ------------------------------------------------------------------
+
+    # The handle as stored, once read or saved; None while unknown (never saved nor read, or
+    # read with the handle deferred): a stored handle is never null.
+    _stored_handle: str | None = None
+    # (organization_id, handle) that `clean()` found free of a former agent's tasks: `save()`
+    # does not ask again for the same insert.
+    _checked_new_handle = None
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        instance = super().from_db(db, field_names, values)
+        # __dict__, not getattr: a deferred handle is not read (that would cost a query).
+        instance._stored_handle = instance.__dict__.get("handle")
+        return instance
+
+    def refresh_from_db(self, using=None, fields=None, from_queryset=None):
+        super().refresh_from_db(using=using, fields=fields, from_queryset=from_queryset)
+        if (fields is None or "handle" in fields) and "handle" in self.__dict__:
+            self._stored_handle = self.handle
+
+    def _handle_in_database(self, using=None):
+        """The handle stored for this agent's row (None: no row), as read, else one query."""
+        if self._stored_handle is not None and not self._state.adding:
+            return self._stored_handle
+        if self.pk is None:
+            return None
+        manager = type(self)._base_manager.using(using or self._state.db or "default")
+        return manager.filter(pk=self.pk).values_list("handle", flat=True).first()
+
+    def handle_errors(self, using=None) -> list[str]:
+        """Why this agent may not be saved with its handle: changed, or a former agent's."""
+        handle = self.__dict__.get("handle")
+        if not handle:
+            return []
+        if self.pk is not None:
+            stored = self._handle_in_database(using)
+            if stored is not None:
+                return [] if stored == handle else [handle_is_fixed_message(stored)]
+        if not self.organization_id or self._checked_new_handle == (self.organization_id, handle):
+            return []
+        if handle_of_former_agent(organization_id=self.organization_id, handle=handle):
+            return [former_handle_message(handle)]
+        self._checked_new_handle = (self.organization_id, handle)
+        return []
+
     def clean(self) -> None:
         errors = {}
+        handle_errors = self.handle_errors()
+        if handle_errors:
+            errors["handle"] = handle_errors
         if self.team_id and self.team.organization_id != self.organization_id:
             errors["team"] = "The team must belong to the agent's organization."
         if self.senior_id:

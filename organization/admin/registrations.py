@@ -491,6 +491,12 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
         # The workload is derived from tasks: one annotated query for the whole page.
         return super().get_queryset(request).annotate(current_workload=workload_count())
 
+    def get_readonly_fields(self, request, obj=None):
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        # The id is the agent's identity in its tasks' audit trail: fixed once it exists (the
+        # model refuses a changed one too, whatever the form posts).
+        return readonly + ("handle",) if obj is not None else readonly
+
     def get_list_display(self, request):
         columns = list(super().get_list_display(request))
         if sees_several_organizations(request):

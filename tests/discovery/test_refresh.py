@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from organization.discovery import signals
@@ -36,7 +37,6 @@ def test_creating_an_agent_writes_the_manifest_on_commit(
     "field, value",
     [
         ("name", "Alexei"),
-        ("handle", "agent-alexei"),
         ("role", "chief architect"),
         ("worktree_path", "/repo/wt-9"),
     ],
@@ -48,9 +48,19 @@ def test_an_identity_or_worktree_change_refreshes(
         setattr(cast["alyosha"], field, value)
         cast["alyosha"].save()
     assert len(refreshes(callbacks)) == 1
-    entry = manifest(manifest_dir)[0]
-    key = "agent_id" if field == "handle" else field
-    assert entry[key] == value
+    assert manifest(manifest_dir)[0][field] == value
+
+
+def test_an_id_is_fixed_so_no_rename_of_it_refreshes(
+    acme, cast, manifest_dir, django_capture_on_commit_callbacks
+):
+    # The id (handle) cannot change once the agent exists (tests/organization/test_fixed_handle.py).
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        cast["alyosha"].handle = "agent-alexei"
+        with pytest.raises(ValidationError):
+            cast["alyosha"].save()
+    assert refreshes(callbacks) == []
+    assert Agent.objects.filter(handle="agent-alexei").exists() is False
 
 
 def test_clearing_a_worktree_refreshes(
