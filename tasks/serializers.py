@@ -5,6 +5,7 @@ import json
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 from organization.inputs import BIGINT_MAX
 from organization.serializers import JSONObjectField
@@ -30,8 +31,30 @@ from .services import RESULT_STATUSES, TRANSITIONS
 SETTABLE_STATUSES = frozenset().union(*TRANSITIONS.values())
 
 
+class NullIsNotGiven:
+    """A field mixin: null is "not given" (the field's default, or left out), at every door.
+
+    A strict-mode tool client sends null for each optional param it leaves out, and the tool
+    door drops a null the param's schema refuses; REST takes the same null with the same
+    meaning ("inputs defined once"), and the schema says the field is nullable."""
+
+    def __init__(self, **kwargs):
+        super().__init__(allow_null=True, **kwargs)
+
+    def validate_empty_values(self, data):
+        return super().validate_empty_values(empty if data is None else data)
+
+
+class OptionalCharField(NullIsNotGiven, serializers.CharField):
+    pass
+
+
+class OptionalJSONObjectField(NullIsNotGiven, JSONObjectField):
+    pass
+
+
 def note_field(help_text: str = "A note for the task's log.") -> serializers.CharField:
-    return serializers.CharField(
+    return OptionalCharField(
         max_length=NOTE_MAX_LENGTH, required=False, allow_blank=True, default="",
         help_text=help_text,
     )  # fmt: skip
@@ -111,11 +134,11 @@ class EscalateSerializer(DecisionSerializer):
 class ResultSerializer(serializers.Serializer):
     """What a task carries when it is completed or failed (issue 11 §1)."""
 
-    result = serializers.CharField(
+    result = OptionalCharField(
         max_length=RESULT_MAX_LENGTH, required=False, allow_blank=True, default="",
         help_text="With completed or failed: the outcome in words, for whoever gave you the task.",
     )  # fmt: skip
-    result_data = JSONObjectField(
+    result_data = OptionalJSONObjectField(
         required=False,
         help_text=(
             "With completed or failed: the outcome as a JSON object (e.g. links, figures), "

@@ -168,3 +168,27 @@ def test_the_admin_shows_the_coordination_note_under_the_task(cast, admin_client
     assert "Cross-team delegation: agent-sarah (Development) to agent-morgan (Data)" in (
         page.content.decode()
     )
+
+
+@pytest.mark.parametrize("door", ["rest", "tool"])
+@pytest.mark.parametrize("move", ["delegate", "queue", "escalate"])
+def test_null_decision_fields_are_not_given_at_both_doors(cast, door, move):
+    # A strict-mode tool client sends null for each field it leaves out; REST means the same.
+    if move == "queue":
+        give_tasks(cast.morgan, 5)
+    task = create(cast.human, agent_id="agent-sarah").json()
+    body = {name: None for name in DECISION}
+    if move == "escalate":
+        body["reason"] = None
+    else:
+        body["agent_id"] = "agent-morgan"
+    sarah = cast.client(cast.sarah)
+    if door == "rest":
+        response = post(sarah, f"/api/tasks/{task['id']}/{move}", body)
+    else:
+        response = call(sarah, f"{move}_task", task_id=task["id"], **body)
+    assert response.status_code == 200, response.content
+    event = last_event(
+        task["id"], {"delegate": "delegated", "queue": "queued"}.get(move, "escalated")
+    )
+    assert [getattr(event, name) for name in DECISION] == ["", "", "", ""]

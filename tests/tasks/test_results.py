@@ -172,3 +172,43 @@ def test_a_human_moving_the_task_an_agent_holds_tells_its_holder(cast, wanted):
     expected = ["agent-alex"] if wanted == "blocked" else ["agent-alex", "agent-morgan"]
     assert sorted(told.values_list("agent__handle", flat=True)) == expected
     assert all(f"in_progress → {wanted}" in item.message for item in told)
+
+
+@pytest.mark.parametrize("door", ["rest", "update_task_status", "complete_task"])
+@pytest.mark.parametrize("status", ["completed", "failed"])
+def test_null_for_an_optional_field_of_a_status_move_is_not_given_at_every_door(cast, door, status):
+    # A strict-mode tool client sends null for each optional param it leaves out; REST takes the
+    # same null with the same meaning ("inputs defined once"): no result_data, no result, no note.
+    task = in_progress(cast, cast.alex)
+    alex = cast.client(cast.alex)
+    body = {"status": status, "result": None, "result_data": None, "note": None}
+    if door == "rest":
+        response = post(alex, f"/api/tasks/{task['id']}/status", body)
+    else:
+        response = call(alex, door, task_id=task["id"], **body)
+    assert response.status_code == 200, response.content
+    assert (response.json()["status"], response.json()["result"]) == (status, "")
+    assert response.json()["result_data"] is None
+    stored = Task.objects.get(pk=task["id"])
+    assert (stored.result, stored.result_data) == ("", None)
+
+
+@pytest.mark.parametrize("door", ["rest", "update_task_status"])
+def test_null_result_data_with_a_status_that_takes_none_is_not_given_either(cast, door):
+    task = create(cast.human, agent_id="agent-alex").json()
+    body = {"status": "in_progress", "result": None, "result_data": None, "note": None}
+    alex = cast.client(cast.alex)
+    if door == "rest":
+        response = post(alex, f"/api/tasks/{task['id']}/status", body)
+    else:
+        response = call(alex, door, task_id=task["id"], **body)
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "in_progress"
+
+
+def test_the_rest_schema_says_the_status_moves_optional_fields_are_nullable(client):
+    schema = client.get("/api/schema/?format=json").json()
+    body = schema["paths"]["/api/tasks/{id}/status"]["post"]["requestBody"]["content"]
+    ref = body["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    fields = schema["components"]["schemas"][ref]["properties"]
+    assert all(fields[name].get("nullable") for name in ("result", "result_data", "note"))
