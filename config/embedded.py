@@ -136,6 +136,9 @@ class Child:
         code = self.process.poll()
         if code is None:
             return
+        # What it started goes with it: a server's workers outliving it kept the port, so
+        # every restart found it taken, and Ctrl-C left them serving.
+        self.kill()
         if now - self.started_at >= HEALTHY_AFTER_SECONDS:
             self.backoff = 1.0
         say(

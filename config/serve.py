@@ -12,6 +12,7 @@ forever), and SIGTERM or SIGINT stop all workers gracefully.
 """
 
 import argparse
+import ctypes
 import os
 import signal
 import socket
@@ -97,6 +98,15 @@ def port_is_taken(host: str, port: int) -> bool:
     return False
 
 
+def _die_with_parent() -> None:
+    """Linux: a worker gets SIGTERM when this supervisor dies, even by SIGKILL (an OOM kill):
+    one left behind would go on serving on the port, so that no new server could bind it."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 class Workers:
     def __init__(self, host: str, port: int, count: int):
         self.command = [sys.executable, "-m", "config.serve", "--worker", "--host", host,
@@ -105,7 +115,7 @@ class Workers:
         self.count = count
 
     def start_one(self) -> tuple[subprocess.Popen, float]:
-        return subprocess.Popen(self.command), time.monotonic()
+        return subprocess.Popen(self.command, preexec_fn=_die_with_parent), time.monotonic()
 
     def start(self) -> None:
         self.processes = [self.start_one() for _ in range(self.count)]

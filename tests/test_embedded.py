@@ -152,10 +152,13 @@ def test_a_start_on_a_busy_port_says_so_and_makes_nothing(running, tmp_path):
     assert not (other / "db.sqlite3").exists()
 
 
-@pytest.mark.parametrize("name", ["worker", "beat"])
-def test_a_worker_or_beat_that_died_is_restarted(running, name):
+@pytest.mark.parametrize("name", ["worker", "beat", "server"])
+def test_a_worker_beat_or_server_that_died_is_restarted(running, name):
+    """The server too: killed outright, its uvicorn workers outlived it and kept the port, so
+    each new server found it taken and exited, restarted for ever; Ctrl-C left them serving."""
     _, var, port, _ = running
     dead = state(var)["children"][name]
+    left = [int(p) for p in Path(f"/proc/{dead}/task/{dead}/children").read_text().split()]
     log = var / "log" / f"{name}.log"
     offset = log.stat().st_size
     os.kill(dead, signal.SIGKILL)
@@ -168,10 +171,12 @@ def test_a_worker_or_beat_that_died_is_restarted(running, name):
     )
     assert state(var)["starts"][name] == 2
     assert not alive(dead) and alive(fresh)
-    # The new one works: the worker consumes, beat schedules.
-    said = {"worker": " ready.", "beat": "beat: Starting..."}[name]
+    # The new one works: the worker consumes, beat schedules, the server serves.
+    said = {"worker": " ready.", "beat": "beat: Starting...", "server": "startup complete"}[name]
     wait_for(lambda: said.encode() in log.read_bytes()[offset:], 120, f"the new {name} to start")
     assert healthy(port)
+    assert not any(alive(pid) for pid in left), "what the dead one started still runs"
+    assert state(var)["starts"][name] == 2  # started once more, not again and again
 
 
 def test_ctrl_c_stops_every_child_and_exits_0(running):

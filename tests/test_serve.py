@@ -1,8 +1,11 @@
 """`python -m config.serve`: its arguments and environment (docs/configuration.md, operations.md)."""
 
+import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +96,72 @@ def test_a_serve_log_level_typo_stops_the_worker_and_the_parent_naming_the_varia
     with pytest.raises(SystemExit, match="SERVE_LOG_LEVEL='loud'"):
         serve.main([])
     assert supervised == []
+
+
+def sqlite_env(tmp_path) -> dict:
+    """The embedded default (SQLite and the filesystem broker under tmp_path): no server needed."""
+    foreign = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "PORT")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST") and k not in foreign}
+    return env | {"DJANGO_SETTINGS_MODULE": "config.settings", "SECRET_KEY": "x",
+                  "VAR_DIR": str(tmp_path / "var")}  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for(predicate, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
+
+
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+def test_the_workers_do_not_outlive_a_killed_supervisor(tmp_path):
+    """A `config.serve` parent killed outright (SIGKILL, the OOM killer) left its uvicorn workers
+    serving on the port: the next server (make run restarts it) found the port taken and exited,
+    again and again, and Ctrl-C of `make run` left the orphans serving."""
+    port = free_port()
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "config.serve", "--port", str(port), "--workers", "1"],
+        cwd=BASE_DIR, env=sqlite_env(tmp_path),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    workers = []
+    try:
+        wait_for(lambda: listening(port), 60, "the server")
+        workers = children(parent.pid)
+        assert len(workers) == 1
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        wait_for(lambda: gone(workers[0]), 30, f"worker {workers[0]} to exit")
+        wait_for(lambda: not listening(port), 10, "the port to be free")
+    finally:
+        parent.kill()
+        for pid in workers:
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)
