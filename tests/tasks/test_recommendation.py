@@ -1,5 +1,7 @@
 """GET /api/delegation/recommendation: seed 001's 5 tiers, on the demo organization."""
 
+from datetime import timedelta
+
 import pytest
 
 from organization.models import TeamRule
@@ -62,6 +64,23 @@ def test_a_wait_beyond_the_urgency_timeline_escalates(demo, agent_client):
     body = recommend(demo, agent_client, "agent-alex", "Kubernetes", urgency="critical")
     assert body["decision"] == "ESCALATE"
     assert body["primary_choice"]["id"] == "agent-alice"
+
+
+@pytest.mark.parametrize(("timeline", "decision"), [(721, "QUEUE"), (720, "ESCALATE")])
+def test_queue_only_for_a_wait_shorter_than_the_urgency_timeline(
+    demo, agent_client, timeline, decision
+):
+    # Seed 001's tier 4: "estimated_wait_time < urgency_timeline" (the stale threshold): a wait
+    # as long as the timeline itself escalates. Jordan's wait is 720 s (test above).
+    TeamRule.objects.filter(organization=demo).update(
+        stale_after_normal=timedelta(seconds=timeline)
+    )
+    body = recommend(demo, agent_client, "agent-alex", "Kubernetes")
+    assert body["candidates"][0]["estimated_wait_seconds"] == 720
+    assert body["decision"] == decision
+    assert body["primary_choice"]["id"] == (
+        "agent-jordan" if decision == "QUEUE" else "agent-alice"
+    )
 
 
 def test_tier_5_escalates_to_the_senior_when_nobody_fits(demo, agent_client):
