@@ -203,8 +203,6 @@ def main() -> int:
     # messages: this user's alone, the children's files too (they inherit the umask).
     os.umask(0o077)
     var = var_dir()
-    var.mkdir(parents=True, exist_ok=True)
-    var.chmod(0o700)
     try:
         port = int(os.environ.get("PORT") or 8000)
     except ValueError:
@@ -212,7 +210,17 @@ def main() -> int:
     if not 1 <= port <= 65535:
         say(f"PORT must be a number from 1 to 65535, not {os.environ['PORT']!r}.")
         return 2
-    lock = take_lock(var)
+    try:
+        var.mkdir(parents=True, exist_ok=True)
+        var.chmod(0o700)
+        lock = take_lock(var)
+    except OSError as exc:  # not a directory, not ours, not writable: say so, no traceback
+        why = "it is not a directory" if isinstance(exc, FileExistsError) else exc.strerror
+        say(
+            f"VAR_DIR {var} cannot be used: {why or exc}. Give it a directory this "
+            "user can write, e.g. VAR_DIR=/tmp/agent-org make run."
+        )
+        return 2
     if lock is None:
         return 1
     if not port_is_free(port):

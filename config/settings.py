@@ -75,6 +75,18 @@ def env_list(name: str, default: str = "") -> list[str]:
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
 
 
+def make_var_dir(path: Path) -> None:
+    """A directory under VAR_DIR, made if missing; one that cannot be (VAR_DIR a file, not
+    writable) stops start-up naming VAR_DIR, not with a traceback of mkdir."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"VAR_DIR={str(VAR_DIR)!r}: cannot create {path}: {exc.strerror or exc}. Set VAR_DIR "
+            "to a directory this user can write."
+        ) from exc
+
+
 DEBUG = env_bool("DEBUG")
 
 
@@ -280,7 +292,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 # WhiteNoise warns on every request when the folder is missing (before collectstatic ran).
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+make_var_dir(STATIC_ROOT)
 
 LOGIN_URL = "/admin/login/"
 
@@ -336,7 +348,7 @@ CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
     _broker_dir = VAR_DIR / "broker"
     for _sub in ("out", "processed", "control"):
-        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+        make_var_dir(_broker_dir / _sub)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "out"),
         "data_folder_out": str(_broker_dir / "out"),

@@ -326,3 +326,22 @@ def test_an_empty_settings_module_means_the_default_for_every_entry_point(code):
 def test_an_empty_settings_module_means_the_default_for_manage_py():
     done = start_up(["manage.py", "check"], DJANGO_SETTINGS_MODULE="")
     assert done.returncode == 0, done.stderr[-1500:]
+
+
+def test_a_var_dir_that_cannot_be_made_stops_start_up_naming_it(tmp_path):
+    """VAR_DIR naming a file (or a directory this user cannot write) ended every command in a
+    mkdir traceback (NotADirectoryError from the settings, FileExistsError from `make run`)."""
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    done = start_up(
+        ["manage.py", "check"], DJANGO_SETTINGS_MODULE="config.settings", VAR_DIR=str(not_a_dir)
+    )
+    assert done.returncode != 0
+    assert (
+        f"ImproperlyConfigured: VAR_DIR={str(not_a_dir)!r}: cannot create {not_a_dir}/static: "
+        "Not a directory. Set VAR_DIR to a directory this user can write." in done.stderr
+    ), done.stderr[-800:]
+    done = start_up(["-m", "config.embedded"], VAR_DIR=str(not_a_dir), PORT="8000")
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr, done.stderr[-800:]
+    assert f"VAR_DIR {not_a_dir} cannot be used: it is not a directory." in done.stdout
