@@ -220,9 +220,37 @@ TEMPLATES = [
     },
 ]
 
+
 # DATABASE_URL picks the database; SQLite under var/ is the zero-setup default.
+def parse_database_url(url: str) -> dict:
+    """dj-database-url's reading of DATABASE_URL; a URL it cannot read stops start-up naming the
+    variable (not dj-database-url's bare traceback), and never quoting the URL: it may hold a
+    password."""
+    example = "e.g. postgres://user@127.0.0.1:5432/agent_org or sqlite:////srv/agent-org/db.sqlite3"
+    try:
+        database = dj_database_url.parse(url)
+    except dj_database_url.UnknownSchemeError:
+        scheme = urlsplit(url).scheme if "://" in url else ""
+        raise ImproperlyConfigured(
+            f"DATABASE_URL: unknown scheme {scheme + '://' if scheme else '(none)'}: use postgres://, "
+            f"postgresql:// or sqlite:///, {example}"
+        ) from None
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL is not a URL dj-database-url can read (a port that is not a number, "
+            f"a character of the password not %-quoted?), {example}"
+        ) from None
+    if database["ENGINE"] == "django.db.backends.sqlite3" and database["NAME"] in ("", ":memory:"):
+        # The server, the worker and beat would each have an empty database of their own.
+        raise ImproperlyConfigured(
+            "DATABASE_URL: an SQLite URL needs a file (sqlite:///relative/path or "
+            "sqlite:////absolute/path); an in-memory database is one per process."
+        )
+    return database
+
+
 DATABASES = {
-    "default": dj_database_url.parse(env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"))
+    "default": parse_database_url(env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"))
 }
 # Connecting costs more than a whole API request (bench/README.md), so connections are reused:
 # on PostgreSQL through psycopg's pool (DATABASE_POOL, on by default: safe under the threads of

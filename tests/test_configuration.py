@@ -345,3 +345,30 @@ def test_a_var_dir_that_cannot_be_made_stops_start_up_naming_it(tmp_path):
     assert done.returncode == 2
     assert "Traceback" not in done.stderr, done.stderr[-800:]
     assert f"VAR_DIR {not_a_dir} cannot be used: it is not a directory." in done.stdout
+
+
+@pytest.mark.parametrize(
+    "url, message",
+    [("mongodb://admin:s3cr3t-pw@db.example.com/agents",
+      "DATABASE_URL: unknown scheme mongodb://: use postgres://, postgresql:// or sqlite:///"),
+     ("postgres", "DATABASE_URL: unknown scheme (none): use postgres://"),
+     ("postgres://admin:s3cr3t-pw@db.example.com:5432x/agents",
+      "DATABASE_URL is not a URL dj-database-url can read"),
+     ("sqlite://", "DATABASE_URL: an SQLite URL needs a file")],
+)  # fmt: skip
+def test_a_database_url_it_cannot_use_stops_start_up_naming_it_not_its_password(url, message):
+    """An unknown scheme (or none) ended in dj-database-url's UnknownSchemeError traceback, a bad
+    port in a ParseError naming no variable; `sqlite://` gave each process (server, worker, beat)
+    an empty in-memory database of its own."""
+    done = start_up(["manage.py", "check"], DJANGO_SETTINGS_MODULE="config.settings",
+                    DATABASE_URL=url)  # fmt: skip
+    assert done.returncode != 0
+    assert f"ImproperlyConfigured: {message}" in done.stderr, done.stderr[-800:]
+    assert "s3cr3t-pw" not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("scheme", ["postgres", "postgresql"])
+def test_both_postgresql_schemes_are_postgresql(tmp_path, scheme):
+    read = settings_of(tmp_path, DATABASE_URL=f"{scheme}://postgres@127.0.0.1:5432/agent_org")
+    assert "'ENGINE': 'config.postgresql'" in read["DATABASES"]
+    assert "'NAME': 'agent_org'" in read["DATABASES"]
