@@ -6,6 +6,7 @@ SQLite under var/, a filesystem broker, the offline LLM provider.
 
 import json
 import logging
+import math
 import os
 import re
 from datetime import timedelta
@@ -42,7 +43,9 @@ def env_bool(name: str, default: bool = False) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r}: use true or false (or 1/0, yes/no, on/off).")
 
 
-def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+def env_int(
+    name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -51,7 +54,21 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     value = int(raw)
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum}.")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be at most {maximum}.")
     return value
+
+
+# The beat's interval schedules keep their seconds in an integer column (django_celery_beat's
+# IntervalSchedule.every), and timedelta stops at 999999999 days: a larger interval failed
+# start-up with OverflowError, or the first migrate with a database error.
+MAX_INTERVAL_SECONDS = 2**31 - 1
+
+
+def env_interval(name: str, default: int) -> timedelta:
+    """Seconds (a beat job's interval, a grace) as a timedelta: a whole number from 1 to
+    MAX_INTERVAL_SECONDS."""
+    return timedelta(seconds=env_int(name, default, minimum=1, maximum=MAX_INTERVAL_SECONDS))
 
 
 def env_float(name: str, default: float, *, minimum: float = 0) -> float:
@@ -61,6 +78,8 @@ def env_float(name: str, default: float, *, minimum: float = 0) -> float:
     if not re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", raw):
         raise ImproperlyConfigured(f"{name}={raw!r}: must be a number, e.g. {default:g}.")
     value = float(raw)
+    if not math.isfinite(value):  # 1e999: infinity, which later failed int() with OverflowError
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be a number, e.g. {default:g}.")
     if value < minimum:
         raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum:g}.")
     return value
@@ -426,14 +445,14 @@ LOGGING = {
 # Hands `python manage.py test` over to pytest, so both run the same suite.
 TEST_RUNNER = "config.test_runner.PytestRunner"
 
-STALE_CHECK_INTERVAL = timedelta(seconds=env_int("STALE_CHECK_SECONDS", 60, minimum=1))
+STALE_CHECK_INTERVAL = env_interval("STALE_CHECK_SECONDS", 60)
 # How often the beat sends the outbox messages that could not be sent at commit (broker away):
 # the longest a queued session or webhook waits once the broker is back (organization/outbox.py).
-OUTBOX_RELAY_INTERVAL = timedelta(seconds=env_int("OUTBOX_RELAY_SECONDS", 10, minimum=1))
+OUTBOX_RELAY_INTERVAL = env_interval("OUTBOX_RELAY_SECONDS", 10)
 # How long a message never tried is left to the commit hook of its transaction before the relay
 # takes it (a process that died before its hook ran): shorter recovers such a message sooner,
 # but a hook slower than it sends its message twice.
-OUTBOX_HOOK_GRACE = timedelta(seconds=env_int("OUTBOX_HOOK_GRACE_SECONDS", 30, minimum=1))
+OUTBOX_HOOK_GRACE = env_interval("OUTBOX_HOOK_GRACE_SECONDS", 30)
 
 # --- collaboration ---
 # LLM provider for agents without their own setting: offline | openai | anthropic. When unset,
@@ -483,7 +502,7 @@ LLM_PRICES = env_prices("LLM_PRICES")
 # How long a model call's reservation is held past its deadline before the sweep counts it
 # spent at its worst case (its worker died before settling it).
 COSTS_RESERVATION_GRACE = env_int("COSTS_RESERVATION_GRACE", 600, minimum=60)
-COSTS_SWEEP_INTERVAL = timedelta(seconds=env_int("COSTS_SWEEP_INTERVAL", 300, minimum=1))
+COSTS_SWEEP_INTERVAL = env_interval("COSTS_SWEEP_INTERVAL", 300)
 
 # Seed 004's limits; a session may only lower them (max_parallel, agent_timeout, max_total_tokens).
 COLLAB_MAX_AGENTS = env_int("COLLAB_MAX_AGENTS", 5, minimum=1)
@@ -533,7 +552,7 @@ COLLAB_LEASE_SECONDS = env_float("COLLAB_LEASE_SECONDS", 30.0)
 COLLAB_MAX_ATTEMPTS = env_int("COLLAB_MAX_ATTEMPTS", 5, minimum=1)
 # How often beat sends again the sessions a worker lost (a broker without re-delivery, such as
 # the embedded filesystem one, forgets a message its worker took and died with).
-COLLAB_SWEEP_INTERVAL = timedelta(seconds=env_int("COLLAB_SWEEP_SECONDS", 60, minimum=1))
+COLLAB_SWEEP_INTERVAL = env_interval("COLLAB_SWEEP_SECONDS", 60)
 # A worker's agent threads close their database connections this long after its last session
 # ends (0: at once; the test suite uses 0 so that its database can be dropped).
 COLLAB_IDLE_CLOSE_SECONDS = env_float("COLLAB_IDLE_CLOSE_SECONDS", 30.0)
@@ -543,7 +562,7 @@ COLLAB_IDLE_CLOSE_SECONDS = env_float("COLLAB_IDLE_CLOSE_SECONDS", 30.0)
 # sweep sends it again); a second delivery of a live run backs off this long.
 RUNTIME_LEASE_SECONDS = env_float("RUNTIME_LEASE_SECONDS", 30.0, minimum=1)
 # How often the beat's sweep looks for runs a worker lost (editable in the admin once seeded).
-RUNTIME_SWEEP_INTERVAL = timedelta(seconds=env_int("RUNTIME_SWEEP_SECONDS", 30, minimum=1))
+RUNTIME_SWEEP_INTERVAL = env_interval("RUNTIME_SWEEP_SECONDS", 30)
 # The run task's hard time limit (Celery's prefork pool enforces it; a killed run is resumed).
 RUNTIME_RUN_TIME_LIMIT = env_int("RUNTIME_RUN_TIME_LIMIT", 1800, minimum=1)
 # A run started this many times without finishing (its worker crashed, was killed or hit the time

@@ -5,7 +5,7 @@ every module of config/, manage.py and the apps organization/, tasks/, collabora
 (migrations aside) — found by reading their source, plus the variables the LLM SDKs read for us. A read is
 `os.environ.get("X")`, `os.environ["X"]`, `"X" in os.environ`, `os.getenv("X")`,
 `os.environ.setdefault("X", …)` or one of the settings' helpers `env_str/env_bool/env_int/env_float/
-env_list/env_prices("X", …)`. A name computed at run time (`os.environ.get(variable)`) is not a read of a
+env_list/env_prices/env_interval("X", …)`. A name computed at run time (`os.environ.get(variable)`) is not a read of a
 name; the providers' key variables are read by name elsewhere too. The test suite's, benchmarks'
 and example's variables are out of scope (listed at the end of the page, not checked).
 """
@@ -26,7 +26,7 @@ from config.settings import env_bool, env_float, env_int
 BASE_DIR = Path(__file__).resolve().parents[1]
 DOC = BASE_DIR / "docs" / "configuration.md"
 SERVICE_CODE = ["config", "organization", "tasks", "collaboration", "runtime", "manage.py"]
-HELPERS = {"env_str", "env_bool", "env_int", "env_float", "env_list", "env_prices"}
+HELPERS = {"env_str", "env_bool", "env_int", "env_float", "env_list", "env_prices", "env_interval"}
 # Read by a library on our behalf, not by our code; documented all the same.
 # The SDKs read these themselves; the service only looks them up by name (providers.base.SDK_KEYS).
 READ_BY_LIBRARIES = {"OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
@@ -175,7 +175,7 @@ def test_numbers_parse_strictly(monkeypatch):
     for good, value in [("0.3", 0.3), ("300", 300.0), (".5", 0.5), ("1e2", 100.0), ("0", 0.0)]:
         monkeypatch.setenv("SOME_SECONDS", good)
         assert env_float("SOME_SECONDS", 30.0) == value
-    for bad in ["30s", "nan", "inf", "-1", "1,5", "half"]:
+    for bad in ["30s", "nan", "inf", "-1", "1,5", "half", "1e400", "-1e999"]:
         monkeypatch.setenv("SOME_SECONDS", bad)
         with pytest.raises(ImproperlyConfigured, match=rf"^SOME_SECONDS={bad!r}: must be"):
             env_float("SOME_SECONDS", 30.0)
@@ -196,6 +196,13 @@ def start_up(command: list[str], **env: str) -> subprocess.CompletedProcess:
      ("COLLAB_MAX_AGENTS", "5x", "COLLAB_MAX_AGENTS='5x': must be a whole number, e.g. 5."),
      ("API_MAX_PAGE_SIZE", "0", "API_MAX_PAGE_SIZE='0': must be at least 1."),
      ("COLLAB_AGENT_TIMEOUT", "5min", "COLLAB_AGENT_TIMEOUT='5min': must be a number"),
+     # Infinity: COLLAB_SESSION_TIME_LIMIT's int() failed with OverflowError.
+     ("COLLAB_AGENT_TIMEOUT", "1e400", "COLLAB_AGENT_TIMEOUT='1e400': must be a number, e.g. 300."),
+     # Past timedelta's range (OverflowError), or past the beat's integer column.
+     ("STALE_CHECK_SECONDS", "100000000000000",
+      "STALE_CHECK_SECONDS='100000000000000': must be at most 2147483647."),
+     ("OUTBOX_RELAY_SECONDS", "2147483648",
+      "OUTBOX_RELAY_SECONDS='2147483648': must be at most 2147483647."),
      ("LOG_LEVEL", "verbose", "LOG_LEVEL='verbose': use DEBUG, INFO, WARNING, ERROR or CRITICAL.")],
 )  # fmt: skip
 def test_a_typo_in_the_environment_stops_start_up_with_a_message(name, value, message):
