@@ -28,6 +28,7 @@ import uuid
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from collaboration import providers
@@ -41,7 +42,7 @@ from organization.caller import caller_for_agent
 from organization.errors import DomainError
 from organization.prepared import INT, INT2, PreparedQuerySet, among
 from tasks import services as task_services
-from tasks.models import FINISHED_STATUSES, EventKind, Task, TaskStatus
+from tasks.models import FINISHED_STATUSES, EventKind, Task, TaskEvent, TaskStatus
 from tasks.rules import Actor
 
 from . import context, services
@@ -370,9 +371,35 @@ def _move(task: Task, actor: Actor, status: str, **kwargs) -> Task:
     return task_services.task_set_status(task=task, actor=actor, status=status, **kwargs)
 
 
+def _settled_before(run: Run, turns: list[dict]) -> list[dict]:
+    """What an earlier start of the run already did at its end (its worker died between
+    settling a task and finishing the run), for the outcome: each task it completed or blocked,
+    read from the tasks' audit trails (the move's note names the run). The follow-ups that end
+    asked for are waiting triggers already. Nothing read on a first start."""
+    if run.attempts < 2:
+        return []
+    ids = {t["id"] for t in run.context.get("tasks", [])} | {
+        answer["id"]
+        for turn in turns
+        if turn["kind"] == TurnKind.TOOL_CALL and isinstance(answer := turn.get("result"), dict)
+        and isinstance(answer.get("id"), int)
+    }  # fmt: skip
+    by_run = Q(notes__startswith=f"Managed run #{run.pk}:") | Q(
+        notes__startswith=f"Managed run #{run.pk} stopped:"
+    )
+    rows = (
+        TaskEvent.objects.filter(by_run, task_id__in=ids, actor_agent_id=run.agent_id)
+        .filter(after__status__in=[TaskStatus.COMPLETED, TaskStatus.BLOCKED])
+        .order_by("pk")
+        .values_list("task_id", "after__status")
+    )
+    return [{"task": task_id, "action": status} for task_id, status in rows]
+
+
 def settle(run: Run, token: str, result) -> None:
     actor = Actor.of(caller_for_agent(run.agent))
-    outcome = []
+    # A resumed run: what its end had done before its worker died.
+    outcome = _settled_before(run, result.turns)
     if result.stop_reason == LoopStop.ANSWERED:
         acted = _acted_on(result.turns)
         answer = (result.text or "").strip()
@@ -415,17 +442,22 @@ def settle(run: Run, token: str, result) -> None:
         )
     else:
         error = f"The provider failed: {result.error}"
-    _settle_failed(run, token, error, actor=actor, turns=result.turns)
+    _settle_failed(run, token, error, actor=actor, turns=result.turns, outcome=outcome)
 
 
 def _settle_failed(
-    run: Run, token: str, error: str, actor: Actor | None = None, turns: list[dict] | None = None
+    run: Run,
+    token: str,
+    error: str,
+    actor: Actor | None = None,
+    turns: list[dict] | None = None,
+    outcome: list | None = None,
 ) -> None:
     """Block the tasks the agent still holds (assigned or in progress) with the reason, and fail
     the run: "Needs attention" lists them, and nothing is lost (what its calls gave the agent
-    itself, `turns`, gets a follow-up run)."""
+    itself, `turns`, gets a follow-up run). `outcome`: what an earlier start's end did."""
     actor = actor or Actor.of(caller_for_agent(run.agent))
-    outcome = []
+    outcome = list(outcome or [])
     note = f"Managed run #{run.pk} stopped: {error}"[:2000]
     try:
         tasks = _held_tasks(run)

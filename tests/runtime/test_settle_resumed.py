@@ -1,0 +1,91 @@
+"""A run whose worker died after its end had completed a task, before the run was finished:
+the resumed run finishes it, and its `outcome` still says what its end did to each task."""
+
+import pytest
+
+from organization.models import Agent
+from runtime import services as runtime_services
+from runtime.lease import CLAIMED
+from runtime.models import Run
+from runtime.runner import run_agent
+from tasks import services
+from tasks.models import TaskEvent
+from tests.fake_llm import Reply
+from tests.runtime.test_resume import WorkerDied, expire_lease
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_run_resumed_after_its_end_completed_a_task_still_lists_it_in_its_outcome(
+    cast, fake_llm, monkeypatch
+):
+    """Alex's answer completes his task, and his worker dies before the run is finished. The
+    resumed run finds the task completed (not his to settle any more) and finishes: its outcome
+    was empty, as if its end had done nothing. It lists the task as completed, once, from the
+    task's audit trail; nothing is written twice and no model is called again."""
+    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m")
+    fake_llm.on(agent="agent-alex", replies=Reply("Indexed."))
+    done = services.task_create(org=cast.org, actor=cast.by_human, title="Index it",
+                                assignee=cast.alex)  # fmt: skip
+    real = runtime_services.run_finish
+
+    def dies_finishing(**kwargs):
+        raise WorkerDied
+
+    monkeypatch.setattr(runtime_services, "run_finish", dies_finishing)
+    run = Run.objects.get(agent=cast.alex)
+    with pytest.raises(WorkerDied):
+        run_agent(run.pk)
+    monkeypatch.setattr(runtime_services, "run_finish", real)
+    run.refresh_from_db()
+    done.refresh_from_db()
+    assert (run.status, done.status, done.result) == ("running", "completed", "Indexed.")
+
+    expire_lease(run.pk)
+    assert run_agent(run.pk) == CLAIMED
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == ("completed", 2)
+    assert run.outcome == [{"task": done.pk, "action": "completed"}]
+    assert TaskEvent.objects.filter(task=done, after__status="completed").count() == 1
+    assert len(fake_llm.calls_for(agent="agent-alex")) == 1
+
+
+def test_a_run_resumed_after_its_answer_completed_a_subtask_asks_for_its_parent(
+    cast, fake_llm, monkeypatch
+):
+    """Lena's run, woken for a part of her launch, completes it with its answer: the last open
+    subtask of a parent she holds, her own act (no subtasks_done wakes her), so its end asks for
+    a follow-up about the parent. Her worker dies before the run is finished. The resumed run
+    finishes it with that follow-up (asked for once: its trigger waited) and its outcome lists
+    the part it completed (it was empty)."""
+    Agent.objects.filter(pk=cast.lena.pk).update(llm_provider="openai", llm_model="m")
+    fake_llm.on(agent="agent-lena", replies=Reply("Announced."))
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
+                                  assignee=cast.lena)  # fmt: skip
+    Run.objects.all().delete()  # her run for the launch is not this story
+    part = services.task_create(org=cast.org, actor=cast.by_human, title="Announce",
+                                assignee=cast.lena, parent=parent)  # fmt: skip
+    real = runtime_services.run_finish
+
+    def dies_finishing(**kwargs):
+        raise WorkerDied
+
+    monkeypatch.setattr(runtime_services, "run_finish", dies_finishing)
+    run = Run.objects.get(agent=cast.lena)
+    with pytest.raises(WorkerDied):
+        run_agent(run.pk)
+    monkeypatch.setattr(runtime_services, "run_finish", real)
+    part.refresh_from_db()
+    assert part.status == "completed"
+
+    expire_lease(run.pk)
+    assert run_agent(run.pk) == CLAIMED
+    (follow_up,) = Run.objects.filter(agent=cast.lena, status="queued")
+    assert (follow_up.trigger, follow_up.task_id, follow_up.previous_id) == (
+        "subtasks_done", parent.pk, run.pk
+    )  # fmt: skip
+    assert list(follow_up.triggers.values_list("trigger", "task_id")) == [
+        ("subtasks_done", parent.pk)
+    ]
+    run.refresh_from_db()
+    assert run.outcome == [{"task": part.pk, "action": "completed"}]
