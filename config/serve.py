@@ -13,6 +13,7 @@ forever), and SIGTERM or SIGINT stop all workers gracefully.
 
 import argparse
 import ctypes
+import errno
 import os
 import signal
 import socket
@@ -73,7 +74,7 @@ def env_int(name: str, default: int, *, low: int, high: int) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
         sys.exit(f"{name}={raw!r}: must be a whole number from {low} to {high}.")
     return int(raw)
 
@@ -89,13 +90,18 @@ def bounded(low: int, high: int):
     return parse
 
 
-def port_is_taken(host: str, port: int) -> bool:
-    """SO_REUSEPORT would let workers share a port with another server of the same user."""
+def cannot_listen(host: str, port: int) -> str | None:
+    """Why the workers could not listen on host:port, or None. Checked without SO_REUSEPORT,
+    which would let them share a port with another server of the same user."""
     try:
         listening_socket(host, port, reuse_port=False).close()
-    except OSError:
-        return True
-    return False
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return f"{host}:{port} is in use by another program."
+        # An address this machine does not have, a name that does not resolve, a port below
+        # 1024 without the right: said as it is, not as "in use".
+        return f"cannot listen on {host}:{port}: {exc.strerror or exc}."
+    return None
 
 
 def _die_with_parent() -> None:
@@ -146,8 +152,9 @@ class Workers:
 
 
 def supervise(host: str, port: int, count: int) -> int:
-    if port_is_taken(host, port):
-        print(f"serve: {host}:{port} is in use by another program.", flush=True)
+    problem = cannot_listen(host, port)
+    if problem:
+        print(f"serve: {problem}", flush=True)
         return 1
     stopping: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))

@@ -165,3 +165,34 @@ def test_the_workers_do_not_outlive_a_killed_supervisor(tmp_path):
         for pid in workers:
             if not gone(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    "host, reason",
+    [("192.0.2.1", "Cannot assign requested address"),  # TEST-NET-1: no machine has it
+     ("no-such-host.invalid", "cannot listen on no-such-host.invalid:")],
+)  # fmt: skip
+def test_an_address_it_cannot_listen_on_is_said_as_it_is_not_as_a_port_in_use(capsys, host, reason):
+    """HOST set to an address this machine does not have (or a name that does not resolve)
+    was reported as "<host>:<port> is in use by another program"."""
+    assert serve.supervise(host, free_port(), 1) == 1
+    said = capsys.readouterr().out
+    assert "in use" not in said
+    assert said.startswith(f"serve: cannot listen on {host}:") and reason in said, said
+
+
+def test_a_port_in_use_is_said_so(capsys):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert serve.supervise("127.0.0.1", port, 1) == 1
+    assert capsys.readouterr().out == f"serve: 127.0.0.1:{port} is in use by another program.\n"
+
+
+@pytest.mark.parametrize("name", ["PORT", "WEB_WORKERS"])
+@pytest.mark.parametrize("value", ["²", "٣"])
+def test_digits_that_are_not_ascii_are_refused_with_a_message(monkeypatch, supervised, name, value):
+    """PORT=² passed isdigit() and ended in int()'s ValueError traceback; PORT=٣ was port 3."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit, match=rf"^{name}={value!r}: must be a whole number from 1 to"):
+        serve.main([])
+    assert supervised == []
