@@ -391,6 +391,20 @@ SPECTACULAR_SETTINGS = {
 
 # Redis when REDIS_URL is set (production, tests); otherwise a broker that needs no server.
 REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    # The broker (kombu) and the cache (redis-py) both read it: redis-py knows redis:// and
+    # rediss:// only, and in lower case. Anything else left the broker working and the cache
+    # failing on every request, the throttle quietly off (it lets a request through when its
+    # cache fails).
+    _redis_scheme, _, _redis_rest = REDIS_URL.partition("://")
+    if _redis_scheme.lower() not in ("redis", "rediss") or not _redis_rest:
+        raise ImproperlyConfigured(
+            f"REDIS_URL: scheme {_redis_scheme + '://' if _redis_rest else '(none)'} is not "
+            "redis:// or rediss://, which the broker and the cache both read. For a broker "
+            "through Sentinel or a socket, set CELERY_BROKER_URL to it and REDIS_URL to a "
+            "redis:// URL for the cache (or leave REDIS_URL unset)."
+        )
+    REDIS_URL = f"{_redis_scheme.lower()}://{_redis_rest}"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
     _broker_dir = VAR_DIR / "broker"

@@ -379,3 +379,30 @@ def test_both_postgresql_schemes_are_postgresql(tmp_path, scheme):
     read = settings_of(tmp_path, DATABASE_URL=f"{scheme}://postgres@127.0.0.1:5432/agent_org")
     assert "'ENGINE': 'config.postgresql'" in read["DATABASES"]
     assert "'NAME': 'agent_org'" in read["DATABASES"]
+
+
+@pytest.mark.parametrize(
+    "url, scheme",
+    [("sentinel://:s3cr3t-pw@10.0.0.1:26379", "sentinel://"),
+     ("redis+socket:///run/redis/redis.sock", "redis+socket://"),
+     ("unix:///run/redis/redis.sock", "unix://"), ("127.0.0.1:6379", "(none)")],
+)  # fmt: skip
+def test_a_redis_url_the_cache_cannot_read_stops_start_up(url, scheme):
+    """The broker (kombu) took sentinel:// and redis+socket://, the cache (redis-py) refused
+    them on every request, and the throttle, which lets a request through when its cache fails,
+    was quietly off (unix:// the other way round: the cache worked, the broker did not)."""
+    done = start_up(["manage.py", "check"], DJANGO_SETTINGS_MODULE="config.settings",
+                    REDIS_URL=url, CELERY_BROKER_URL="")  # fmt: skip
+    assert done.returncode != 0
+    assert (
+        f"ImproperlyConfigured: REDIS_URL: scheme {scheme} is not redis:// or rediss://"
+        in done.stderr
+    ), done.stderr[-800:]
+    assert "s3cr3t-pw" not in done.stderr + done.stdout
+
+
+def test_a_redis_url_in_capitals_is_one_for_the_cache_too(tmp_path):
+    """Redis://… worked for the broker (kombu) and failed every cache call (redis-py)."""
+    read = settings_of(tmp_path, REDIS_URL="Redis://127.0.0.1:6379/8")
+    assert "'LOCATION': 'redis://127.0.0.1:6379/8'" in read["CACHES"]
+    assert read["CELERY_BROKER_URL"] == "'redis://127.0.0.1:6379/8'"
