@@ -53,6 +53,14 @@ class OptionalJSONObjectField(NullIsNotGiven, JSONObjectField):
     pass
 
 
+class OptionalChoiceField(NullIsNotGiven, serializers.ChoiceField):
+    pass
+
+
+class OptionalBooleanField(NullIsNotGiven, serializers.BooleanField):
+    pass
+
+
 def note_field(help_text: str = "A note for the task's log.") -> serializers.CharField:
     return OptionalCharField(
         max_length=NOTE_MAX_LENGTH, required=False, allow_blank=True, default="",
@@ -65,15 +73,15 @@ def note_field(help_text: str = "A note for the task's log.") -> serializers.Cha
 
 class TaskCreateSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=300, help_text="What to do.")
-    description = serializers.CharField(
+    description = OptionalCharField(
         max_length=DESCRIPTION_MAX_LENGTH, required=False, allow_blank=True, default="",
         help_text="Details of the work.",
     )  # fmt: skip
-    required_expertise = serializers.CharField(
+    required_expertise = OptionalCharField(
         max_length=100, required=False, allow_blank=True, default="",
         help_text="The expertise it needs.",
     )  # fmt: skip
-    urgency = serializers.ChoiceField(
+    urgency = OptionalChoiceField(
         choices=Urgency.choices, required=False, default=Urgency.NORMAL, help_text="Default normal."
     )
     deadline = serializers.DateTimeField(
@@ -163,7 +171,7 @@ class StatusSerializer(ResultSerializer):
 
 class CancelSerializer(serializers.Serializer):
     reason = note_field("Why you cancel it.")
-    cancel_subtasks = serializers.BooleanField(
+    cancel_subtasks = OptionalBooleanField(
         required=False, default=False,
         help_text="Cancel its open subtasks (at any depth) with it; without it, a task with "
         "open subtasks is refused (409 open_subtasks).",
@@ -454,7 +462,7 @@ class RecommendationParamsSerializer(serializers.Serializer):
     """Seed 001's delegation framework: the `recommend_delegate` tool's params."""
 
     expertise = serializers.CharField(help_text="The expertise the task needs.")
-    urgency = serializers.ChoiceField(
+    urgency = OptionalChoiceField(
         choices=Urgency.choices, required=False, default=Urgency.NORMAL, help_text="Default normal."
     )
     exclude = serializers.ListField(

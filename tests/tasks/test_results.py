@@ -212,3 +212,31 @@ def test_the_rest_schema_says_the_status_moves_optional_fields_are_nullable(clie
     ref = body["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
     fields = schema["components"]["schemas"][ref]["properties"]
     assert all(fields[name].get("nullable") for name in ("result", "result_data", "note"))
+
+
+@pytest.mark.parametrize("door", ["rest", "create_task"])
+def test_null_for_an_optional_field_of_a_new_task_is_not_given_at_every_door(cast, door):
+    # POST /api/tasks answered 400 "may not be null" where create_task dropped the null.
+    body = {"title": "Nulls", "description": None, "required_expertise": None, "urgency": None,
+            "deadline": None, "agent_id": "agent-alex", "parent": None}  # fmt: skip
+    morgan = cast.client(cast.morgan)
+    if door == "rest":
+        response = post(morgan, "/api/tasks", body)
+    else:
+        response = call(morgan, door, **body)
+    assert response.status_code in (200, 201), response.content
+    stored = Task.objects.get(pk=response.json()["id"])
+    assert (stored.description, stored.required_expertise, stored.urgency) == ("", "", "normal")
+
+
+@pytest.mark.parametrize("door", ["rest", "cancel_task"])
+def test_cancel_subtasks_null_is_not_given_at_every_door(cast, door):
+    task = create(cast.client(cast.morgan), agent_id="agent-alex").json()
+    morgan = cast.client(cast.morgan)
+    body = {"reason": None, "cancel_subtasks": None}
+    if door == "rest":
+        response = post(morgan, f"/api/tasks/{task['id']}/cancel", body)
+    else:
+        response = call(morgan, door, task_id=task["id"], **body)
+    assert response.status_code == 200, response.content
+    assert Task.objects.get(pk=task["id"]).status == "cancelled"
