@@ -203,10 +203,10 @@ def main() -> int:
     # messages: this user's alone, the children's files too (they inherit the umask).
     os.umask(0o077)
     var = var_dir()
-    try:
-        port = int(os.environ.get("PORT") or 8000)
-    except ValueError:
-        port = 0
+    # As the settings read numbers: blank is the default, ASCII digits only (int() took
+    # "8_000", "+80" and "٣", and refused a blank PORT).
+    raw_port = os.environ.get("PORT", "").strip() or "8000"
+    port = int(raw_port) if raw_port.isascii() and raw_port.isdigit() else 0
     if not 1 <= port <= 65535:
         say(f"PORT must be a number from 1 to 65535, not {os.environ['PORT']!r}.")
         return 2

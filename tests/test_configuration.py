@@ -14,8 +14,10 @@ import ast
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -213,11 +215,29 @@ def test_a_typo_in_the_environment_stops_start_up_with_a_message(name, value, me
     assert f"ImproperlyConfigured: {message}" in done.stderr
 
 
-def test_a_port_typo_stops_make_run_with_a_message(tmp_path):
-    done = start_up(["-m", "config.embedded"], PORT="80x", VAR_DIR=str(tmp_path))
+@pytest.mark.parametrize("port", ["80x", "8_000", "+80", "٣", "0", "70000"])
+def test_a_port_typo_stops_make_run_with_a_message(tmp_path, port):
+    """int() took "8_000" (port 8000), "+80" and "٣" (port 3)."""
+    done = start_up(["-m", "config.embedded"], PORT=port, VAR_DIR=str(tmp_path))
     assert done.returncode == 2
-    assert "PORT must be a number from 1 to 65535, not '80x'." in done.stdout
+    assert f"PORT must be a number from 1 to 65535, not {port!r}." in done.stdout
     assert not (tmp_path / "run.lock").exists()  # stopped before it took the instance lock
+
+
+def test_a_blank_port_is_make_runs_default(tmp_path):
+    """PORT=" " was refused as "not a number", where a blank value is the default."""
+    with socket.create_server(("127.0.0.1", 8000)) if port_free(8000) else nullcontext():
+        done = start_up(["-m", "config.embedded"], PORT=" ", VAR_DIR=str(tmp_path))
+    assert done.returncode == 1
+    assert "Port 8000 is in use by another program" in done.stdout
+
+
+def port_free(port: int) -> bool:
+    try:
+        socket.create_server(("127.0.0.1", port)).close()
+    except OSError:
+        return False
+    return True
 
 
 def settings_of(tmp_path, **env: str) -> dict[str, str]:
