@@ -4,14 +4,13 @@ under way when the agent is paused stops before its next model call")."""
 import pytest
 
 from organization.models import Agent
-from runtime import runner
 from runtime.lease import CLAIMED
 from runtime.models import Run
 from runtime.runner import run_agent
 from runtime.services import run_resume
 from tasks import services
 from tests.fake_llm import Reply, ToolUse
-from tests.runtime.test_resume import WorkerDied, expire_lease
+from tests.runtime.test_resume import dies_on_model_call, expire_lease
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,20 +29,8 @@ def test_a_dead_workers_run_resumed_after_its_agent_was_paused_makes_no_model_ca
         Reply(tool_calls=[ToolUse("get_task", {"task_id": task.pk}, id="g1")]),
         Reply("Done: the index is there."),
     ])  # fmt: skip
-    real = runner.TurnRecorder.complete
-    calls = []
-
-    def dies_on_the_second_model_call(self, request):
-        calls.append(1)
-        if len(calls) == 2:
-            raise WorkerDied
-        return real(self, request)
-
-    monkeypatch.setattr(runner.TurnRecorder, "complete", dies_on_the_second_model_call)
     run = Run.objects.get(agent=cast.alex)
-    with pytest.raises(WorkerDied):
-        run_agent(run.pk)
-    monkeypatch.setattr(runner.TurnRecorder, "complete", real)
+    dies_on_model_call(monkeypatch, run.pk)
     run.refresh_from_db()
     assert run.status == "running" and len(fake_llm.calls_for(agent="agent-alex")) == 1
 

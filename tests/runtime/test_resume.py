@@ -39,6 +39,24 @@ def expire_lease(run_id):
     Run.objects.filter(pk=run_id).update(heartbeat_at=timezone.now() - timedelta(hours=1))
 
 
+def dies_on_model_call(monkeypatch, run_id: int, number: int = 2) -> None:
+    """Run `run_id` until its `number`th model call, where its worker dies (the run stays
+    `running`, its lease held); the model is called normally again afterwards."""
+    real = runner.TurnRecorder.complete
+    calls = []
+
+    def dies(self, request):
+        calls.append(1)
+        if len(calls) == number:
+            raise WorkerDied
+        return real(self, request)
+
+    monkeypatch.setattr(runner.TurnRecorder, "complete", dies)
+    with pytest.raises(WorkerDied):
+        run_agent(run_id)
+    monkeypatch.setattr(runner.TurnRecorder, "complete", real)
+
+
 def take_over(run_id):
     try:
         Run.objects.filter(pk=run_id).update(lease_token="someone-else")
@@ -64,19 +82,8 @@ def test_a_run_killed_after_a_call_took_effect_resumes_without_repeating_it(
 ):
     task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
     comment_then_answer(alex_on_openai, task)
-    real = runner.TurnRecorder.complete
-    calls = []
-
-    def dies_on_the_second_model_call(self, request):
-        calls.append(1)
-        if len(calls) == 2:
-            raise WorkerDied
-        return real(self, request)
-
-    monkeypatch.setattr(runner.TurnRecorder, "complete", dies_on_the_second_model_call)
     run = Run.objects.get(agent=cast.alex)
-    with pytest.raises(WorkerDied):
-        run_agent(run.pk)
+    dies_on_model_call(monkeypatch, run.pk)
     run.refresh_from_db()
     assert run.status == "running"
     assert [(t["kind"], t.get("status")) for t in run.turns] == [("model", None),
@@ -84,7 +91,6 @@ def test_a_run_killed_after_a_call_took_effect_resumes_without_repeating_it(
     assert TaskComment.objects.count() == 1
 
     assert claim(run.pk, "other")[0] == BUSY  # its lease is still fresh
-    monkeypatch.setattr(runner.TurnRecorder, "complete", real)
     expire_lease(run.pk)
     assert run_agent(run.pk) == CLAIMED
     run.refresh_from_db()

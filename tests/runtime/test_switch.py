@@ -120,10 +120,9 @@ def test_a_dead_workers_run_sent_again_after_its_agent_was_made_external_stops_t
     the run failed as "no longer managed" with its input stored, which counted as having seen
     the task, and no run ever came for it."""
     from organization.models import Agent
-    from runtime import runner
     from runtime.services import run_resume
     from tests.fake_llm import Reply, ToolUse
-    from tests.runtime.test_resume import WorkerDied, expire_lease
+    from tests.runtime.test_resume import dies_on_model_call, expire_lease
 
     Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m")
     task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
@@ -131,20 +130,8 @@ def test_a_dead_workers_run_sent_again_after_its_agent_was_made_external_stops_t
         Reply(tool_calls=[ToolUse("get_task", {"task_id": task.pk}, id="g1")]),
         Reply("Done."),
     ])  # fmt: skip
-    real = runner.TurnRecorder.complete
-    calls = []
-
-    def dies_on_the_second_model_call(self, request):
-        calls.append(1)
-        if len(calls) == 2:
-            raise WorkerDied
-        return real(self, request)
-
-    monkeypatch.setattr(runner.TurnRecorder, "complete", dies_on_the_second_model_call)
     run = Run.objects.get(agent=cast.alex)
-    with pytest.raises(WorkerDied):
-        run_agent(run.pk)
-    monkeypatch.setattr(runner.TurnRecorder, "complete", real)
+    dies_on_model_call(monkeypatch, run.pk)
 
     Agent.objects.filter(pk=cast.alex.pk).update(runtime="external")
     expire_lease(run.pk)
