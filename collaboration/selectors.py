@@ -17,6 +17,15 @@ from organization.models import ApiKey
 from .models import CollaborationSession, Contribution, SessionEvent
 
 
+def session_total_tokens(session: CollaborationSession, contributions) -> int:
+    """Every model call's tokens: the agents' and the coordinator's (the synthesis, a judgement);
+    a finished session's as its metadata recorded them (late answers included)."""
+    if session.is_finished and "total_tokens" in session.metadata:
+        return int(session.metadata["total_tokens"])
+    agents = sum(c.tokens_used for c in contributions)
+    return agents + int(session.metadata.get("synthesis_tokens", 0))
+
+
 def sessions_of(*, caller: Caller) -> QuerySet[CollaborationSession]:
     """Humans see the organization's sessions; an agent those it started or takes part in.
 

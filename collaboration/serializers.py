@@ -13,7 +13,7 @@ from organization.serializers import JSONObjectField
 
 from .models import CollaborationSession, Contribution, Mode, SessionEvent, Synthesis
 from .providers import PROVIDERS
-from .selectors import may_read_tool_results
+from .selectors import may_read_tool_results, session_total_tokens
 
 
 class SeedProviderSettingsSerializer(serializers.Serializer):
@@ -248,11 +248,8 @@ class SessionSerializer(SessionListSerializer):
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_metadata(self, obj) -> dict:
         base = {"agents_count": len(obj.contributions.all()), "mode": obj.mode,
-                "synthesis": obj.synthesis, "total_tokens": 0, "duration_ms": None}  # fmt: skip
-        if not obj.is_finished:
-            base["total_tokens"] = sum(c.tokens_used for c in obj.contributions.all()) + int(
-                obj.metadata.get("synthesis_tokens", 0)
-            )
+                "synthesis": obj.synthesis, "duration_ms": None,
+                "total_tokens": session_total_tokens(obj, obj.contributions.all())}  # fmt: skip
         # What its model calls cost so far, from the ledger (costs), and its own limit if any.
         base["cost_usd"] = str(cost_of_session(obj.pk))
         return {**base, **obj.metadata}

@@ -10,7 +10,6 @@ No Django import here: the children load the settings, this process only watches
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import json
 import os
@@ -21,6 +20,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from config.serve import die_with_parent
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -96,14 +97,6 @@ def child_env(var: Path, port: int) -> dict:
     return env
 
 
-def _die_with_parent() -> None:
-    """Linux: a child gets SIGTERM if this supervisor is killed, so none is left behind."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 class Child:
     def __init__(self, name: str, argv: list[str], env: dict, log_dir: Path):
         self.name, self.argv, self.env = name, argv, env
@@ -119,7 +112,7 @@ class Child:
             # Its own session: the terminal's Ctrl-C reaches only us, and we ask each child once.
             self.process = subprocess.Popen(
                 self.argv, cwd=BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
+                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent,
             )  # fmt: skip
         self.started_at = time.monotonic()
         self.restart_at = None

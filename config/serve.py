@@ -104,9 +104,10 @@ def cannot_listen(host: str, port: int) -> str | None:
     return None
 
 
-def _die_with_parent() -> None:
-    """Linux: a worker gets SIGTERM when this supervisor dies, even by SIGKILL (an OOM kill):
-    one left behind would go on serving on the port, so that no new server could bind it."""
+def die_with_parent() -> None:
+    """Linux (a child's preexec_fn): the child gets SIGTERM when its supervisor dies, even by
+    SIGKILL (an OOM kill). A worker left behind would go on serving on the port, so that no new
+    server could bind it (config.embedded's children too)."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
@@ -121,7 +122,7 @@ class Workers:
         self.count = count
 
     def start_one(self) -> tuple[subprocess.Popen, float]:
-        return subprocess.Popen(self.command, preexec_fn=_die_with_parent), time.monotonic()
+        return subprocess.Popen(self.command, preexec_fn=die_with_parent), time.monotonic()
 
     def start(self) -> None:
         self.processes = [self.start_one() for _ in range(self.count)]

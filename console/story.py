@@ -16,6 +16,7 @@ from django.db.models import Count, F, QuerySet, Sum, Window
 from django.db.models.functions import Coalesce
 
 from collaboration.models import CollaborationSession, ContributionStatus
+from collaboration.selectors import session_total_tokens
 from collaboration.synthesis.parsing import first_sentence
 from costs.models import ZERO, UsagePurpose, UsageRecord
 from costs.selectors import MONEY_ZERO, cost_of_task_tree
@@ -326,15 +327,6 @@ def usd(amount) -> str:
 COORDINATOR_PURPOSES = (UsagePurpose.SYNTHESIS, UsagePurpose.JUDGE)
 
 
-def session_tokens(session: CollaborationSession, contributions) -> int:
-    """Every model call's tokens, as the API's `metadata.total_tokens`: the agents' and the
-    coordinator's (the synthesis, a judgement)."""
-    if session.is_finished and "total_tokens" in session.metadata:
-        return int(session.metadata["total_tokens"])
-    agents = sum(c.tokens_used for c in contributions)
-    return agents + int(session.metadata.get("synthesis_tokens", 0))
-
-
 def collaboration_outcome(session: CollaborationSession) -> dict:
     contributions = list(session.contributions.order_by("position"))
     summary, dissent, dissenters = verdict_summary(contributions)
@@ -380,7 +372,7 @@ def collaboration_outcome(session: CollaborationSession) -> dict:
         "summary": summary,
         "dissent": dissent,
         "cards": cards,
-        "tokens": session_tokens(session, contributions),
+        "tokens": session_total_tokens(session, contributions),
         "cost": usd(sum(costs.values(), coordinator_cost or ZERO)),
         "coordinator_cost": usd(coordinator_cost),
         "took": duration((session.finished_at - session.started_at).total_seconds())

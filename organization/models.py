@@ -149,20 +149,26 @@ def former_handle_message(handle: str) -> str:
     )
 
 
+def named_in_delegation_chain(handle: str) -> models.Q:
+    """Tasks whose delegation chain names `handle` (the quoted handle in the chain's JSON text:
+    handles are quote-free), for the tasks app's visibility and `handle_of_former_agent` alike."""
+    return models.Q(delegation_chain__icontains=f'"{handle}"')
+
+
 def handle_of_former_agent(*, organization_id: int, handle: str) -> bool:
     """True if `handle` is in the delegation chain of a task of the organization while no agent
     of it holds that handle: a former agent's (deleted) id, which a new agent must not take, or
     it would see those tasks as if it had been in their chains (one query).
 
-    The match is the one the tasks app's visibility makes (`tasks.selectors.visible_to_agent`:
-    the quoted handle in the chain's JSON text), so whatever would be visible is refused.
+    The match is the tasks app's visibility's (`named_in_delegation_chain`), so whatever would
+    be visible is refused.
     The Task model is reached through the apps registry: `organization` imports no app above it.
     """
     task = apps.get_model("tasks", "Task")
     current = Agent.objects.filter(organization_id=organization_id, handle=handle)
     return (
         task._default_manager.filter(
-            organization_id=organization_id, delegation_chain__icontains=f'"{handle}"'
+            named_in_delegation_chain(handle), organization_id=organization_id
         )
         .filter(~models.Exists(current))
         .exists()

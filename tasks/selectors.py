@@ -12,7 +12,7 @@ from django.utils import timezone
 from organization.caller import Caller
 from organization.errors import NotFound
 from organization.inputs import parse_id
-from organization.models import Agent
+from organization.models import Agent, named_in_delegation_chain
 
 from .models import (
     FINISHED_STATUSES,
@@ -30,12 +30,12 @@ COMPLETION_SAMPLE = 20
 
 
 def visible_to_agent(agent: Agent) -> Q:
-    """Created, held, queued for, or part of the delegation chain of (handles are quote-free)."""
+    """Created, held, queued for, or part of the delegation chain of."""
     return (
         Q(created_by_agent=agent)
         | Q(assignee=agent)
         | Q(queued_for=agent)
-        | Q(delegation_chain__icontains=f'"{agent.handle}"')
+        | named_in_delegation_chain(agent.handle)
     )
 
 

@@ -16,6 +16,20 @@ from tests.runtime.test_resume import WorkerDied, expire_lease
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def dies_finishing(monkeypatch, run_id: int) -> None:
+    """Run `run_id` to its end, where its worker dies as the run is about to be finished (its
+    tasks settled, the run still `running`)."""
+    real = runtime_services.run_finish
+
+    def dies(**kwargs):
+        raise WorkerDied
+
+    monkeypatch.setattr(runtime_services, "run_finish", dies)
+    with pytest.raises(WorkerDied):
+        run_agent(run_id)
+    monkeypatch.setattr(runtime_services, "run_finish", real)
+
+
 def test_a_run_resumed_after_its_end_completed_a_task_still_lists_it_in_its_outcome(
     cast, fake_llm, monkeypatch
 ):
@@ -27,16 +41,8 @@ def test_a_run_resumed_after_its_end_completed_a_task_still_lists_it_in_its_outc
     fake_llm.on(agent="agent-alex", replies=Reply("Indexed."))
     done = services.task_create(org=cast.org, actor=cast.by_human, title="Index it",
                                 assignee=cast.alex)  # fmt: skip
-    real = runtime_services.run_finish
-
-    def dies_finishing(**kwargs):
-        raise WorkerDied
-
-    monkeypatch.setattr(runtime_services, "run_finish", dies_finishing)
     run = Run.objects.get(agent=cast.alex)
-    with pytest.raises(WorkerDied):
-        run_agent(run.pk)
-    monkeypatch.setattr(runtime_services, "run_finish", real)
+    dies_finishing(monkeypatch, run.pk)
     run.refresh_from_db()
     done.refresh_from_db()
     assert (run.status, done.status, done.result) == ("running", "completed", "Indexed.")
@@ -65,16 +71,8 @@ def test_a_run_resumed_after_its_answer_completed_a_subtask_asks_for_its_parent(
     Run.objects.all().delete()  # her run for the launch is not this story
     part = services.task_create(org=cast.org, actor=cast.by_human, title="Announce",
                                 assignee=cast.lena, parent=parent)  # fmt: skip
-    real = runtime_services.run_finish
-
-    def dies_finishing(**kwargs):
-        raise WorkerDied
-
-    monkeypatch.setattr(runtime_services, "run_finish", dies_finishing)
     run = Run.objects.get(agent=cast.lena)
-    with pytest.raises(WorkerDied):
-        run_agent(run.pk)
-    monkeypatch.setattr(runtime_services, "run_finish", real)
+    dies_finishing(monkeypatch, run.pk)
     part.refresh_from_db()
     assert part.status == "completed"
 
