@@ -587,6 +587,12 @@ RUNTIME_MAX_ATTEMPTS = env_int("RUNTIME_MAX_ATTEMPTS", 5, minimum=1)
 # Managed agents answering each other's comments on one task wake each other at most this many
 # times an hour: two models politely thanking each other would otherwise run forever.
 RUNTIME_MAX_AGENT_COMMENT_WAKES = env_int("RUNTIME_MAX_AGENT_COMMENT_WAKES", 6, minimum=1)
+# The bounds of managed agents waking one another (docs/runtime.md, "Why wake chains are bounded
+# this way"): past either, the wake-up is held for a human to release, never lost. How many runs
+# in a row may wake one another from one request (a human's or an outside agent's act)...
+RUNTIME_MAX_CHAIN_RUNS = env_int("RUNTIME_MAX_CHAIN_RUNS", 50, minimum=1)
+# ...and how many runs an agent may have in an hour before another agent's act may wake it again.
+RUNTIME_MAX_AGENT_RUNS_PER_HOUR = env_int("RUNTIME_MAX_AGENT_RUNS_PER_HOUR", 120, minimum=1)
 
 # --- api ---
 # One name per "status" choice set (roster, discovery, collaboration); fields of the same name

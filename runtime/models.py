@@ -47,6 +47,9 @@ class Run(models.Model):
     previous = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Its place in its chain of wake-ups: 1 when a human's or outside agent's act woke it, else
+    # one more than the run whose act woke it (the shallowest of the triggers it started with).
+    depth = models.PositiveIntegerField(default=1)
     # What the model was given, fixed when the run first starts (a resumed run replays it).
     system_prompt = models.TextField(blank=True, default="")
     input = models.TextField(blank=True, default="")
@@ -120,12 +123,21 @@ class RunTurn(models.Model):
         return f"turn {self.index} of run #{self.run_id}"
 
 
+class HeldReason(models.TextChoices):
+    """Why a wake-up was held (services.run_wake): the bound it would have passed."""
+
+    CHAIN = "chain", "runs in a row woke one another (RUNTIME_MAX_CHAIN_RUNS)"
+    AGENT_HOUR = "agent_hour", "the agent's runs this hour (RUNTIME_MAX_AGENT_RUNS_PER_HOUR)"
+    COMMENTS = "comments", "managed agents' comments on the task (RUNTIME_MAX_AGENT_COMMENT_WAKES)"
+
+
 class RunTrigger(models.Model):
     """One wake-up of a managed agent: why (`trigger`, an inbox kind) and about which task.
 
     `run` is the run it woke (started or joined), null while it waits for the agent's current run
-    to end (or for a paused agent to be resumed). `woken_by` is the run whose tool call caused it,
-    when another managed agent's act woke this one."""
+    to end (or for a paused agent to be resumed), or while it is `held` (a bound of managed
+    agents waking one another tripped: a human releases it). `woken_by` is the run whose tool
+    call caused it, when another managed agent's act woke this one; `depth` is that run's."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="run_triggers")
@@ -139,6 +151,11 @@ class RunTrigger(models.Model):
     woken_by = models.ForeignKey(
         Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="woke"
     )
+    # The depth of the run that caused it (0: a human's or an outside agent's act, or a release).
+    depth = models.PositiveIntegerField(default=0)
+    # Non-empty: held by that bound, no run takes it until a human releases it.
+    held = models.CharField(max_length=20, blank=True, default="", choices=HeldReason.choices)
+    released_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -147,6 +164,11 @@ class RunTrigger(models.Model):
             models.Index(
                 fields=["agent"], name="run_trigger_waiting", condition=models.Q(run__isnull=True)
             ),
+            models.Index(
+                fields=["organization", "task"],
+                name="run_trigger_held",
+                condition=~models.Q(held=""),
+            ),  # fmt: skip
         ]
 
     def __str__(self) -> str:

@@ -26,7 +26,6 @@ from django.utils import timezone
 from costs.alerts import raise_exhausted
 from costs.budgets import blocking_budget
 from costs.metering import period_of
-from costs.models import Budget
 from organization import outbox
 from organization.models import Agent, AgentRuntime
 from organization.prepared import INT, PreparedInstances, insert_new
@@ -34,10 +33,12 @@ from tasks.models import HELD_STATUSES, InboxItem, Task, TaskStatus
 from tasks.rules import NO_KEY
 from tasks.signals import WAKING_KINDS
 
+from . import sql
 from .models import (
     ACTIVE_STATUSES,
     RESUMED,
     RUN_AGENT_TASK,
+    HeldReason,
     Run,
     RunStatus,
     RunTrigger,
@@ -83,39 +84,46 @@ def _active_run(agent: Agent) -> Run | None:
     return next(iter(_LOCK_ACTIVE_RUN.instances(agent_id=agent.pk)), None)
 
 
-_wake_reads: dict[str, str] = {}
+@dataclass(frozen=True)
+class Cause:
+    """The run whose act woke an agent, as the bounds read it: its depth in its chain of
+    wake-ups, and how many runs the woken agent had in the last hour (up to the bound)."""
+
+    run_id: int
+    depth: int
+    agent_runs_this_hour: int
 
 
-def _wake_read_sql(connection) -> str:
-    sql = _wake_reads.get(connection.alias)
-    if sql is None:
-        qn = connection.ops.quote_name
-        agent, budget = qn(Agent._meta.db_table), qn(Budget._meta.db_table)
-        columns = ", ".join(qn(Agent._meta.get_field(f).column) for f in _LOCK_AGENT.fields)
-        sql = _wake_reads[connection.alias] = (
-            f"SELECT {columns}, EXISTS (SELECT 1 FROM {agent} r "  # noqa: S608  (our names)
-            f"WHERE r.senior_id = {agent}.id), EXISTS (SELECT 1 FROM {budget} b "
-            f"WHERE b.organization_id = {agent}.organization_id) "
-            f"FROM {agent} WHERE id = %s FOR NO KEY UPDATE OF {agent}"
-        )
-    return sql
-
-
-def _lock_for_wake(agent_id: int) -> tuple[Agent | None, bool]:
+def _lock_for_wake(agent_id: int, woken_by: int | None) -> tuple[Agent | None, bool, Cause | None]:
     """(the agent, its row locked, with `has_reports`; whether its organization has any
-    budget), one statement on PostgreSQL. Its active run is read by a statement of its own,
-    after the lock: one that began before another wake-up committed a new run would not see
-    that run."""
+    budget; the Cause when a run's act woke it), one statement on PostgreSQL. Its active run
+    is read by a statement of its own, after the lock: one that began before another wake-up
+    committed a new run would not see that run."""
     if connection.vendor != "postgresql":
-        return _locked_agent(agent_id), True
+        agent = _locked_agent(agent_id)
+        if agent is None or woken_by is None:
+            return agent, True, None
+        depth = Run.objects.filter(pk=woken_by).values_list("depth", flat=True).first()
+        recent = Run.objects.filter(agent_id=agent_id, created_at__gte=_hour_ago())
+        runs = recent[: settings.RUNTIME_MAX_AGENT_RUNS_PER_HOUR].count()
+        return agent, True, Cause(woken_by, depth or 0, runs)
+    caused = woken_by is not None
+    params = [woken_by, _hour_ago(), settings.RUNTIME_MAX_AGENT_RUNS_PER_HOUR] if caused else []
     with connection.cursor() as cursor:
-        cursor.execute(_wake_read_sql(connection), [agent_id])
+        cursor.execute(sql.wake_read(connection, _LOCK_AGENT.fields, caused=caused),
+                       [*params, agent_id])  # fmt: skip
         row = cursor.fetchone()
     if row is None:
-        return None, False
-    agent = Agent.from_db(connection.alias, _LOCK_AGENT.fields, row[:-2])
-    agent.has_reports = row[-2]
-    return agent, row[-1]
+        return None, False, None
+    width = len(_LOCK_AGENT.fields)
+    agent = Agent.from_db(connection.alias, _LOCK_AGENT.fields, row[:width])
+    agent.has_reports = row[width]
+    cause = Cause(woken_by, row[width + 2] or 0, row[width + 3]) if caused else None
+    return agent, row[width + 1], cause
+
+
+def _hour_ago() -> datetime:
+    return timezone.now() - timedelta(hours=1)
 
 
 # A run's priority on the broker (Redis takes 0 first): a manager's run goes before its reports'
@@ -138,12 +146,13 @@ def _dispatch(run: Run) -> None:
 
 
 def _new_run(
-    agent: Agent, *, task_id: int | None, trigger: str, previous: Run | None = None
+    agent: Agent, *, task_id: int | None, trigger: str, depth: int, previous: Run | None = None
 ) -> Run:
-    """A queued run, sent to the workers through the outbox when the transaction commits."""
+    """A queued run, sent to the workers through the outbox when the transaction commits;
+    `depth`: that of the run whose act woke it (0: none did), which this one follows."""
     run = Run(
         organization_id=agent.organization_id, agent=agent, task_id=task_id, trigger=trigger,
-        previous=previous, dispatched_at=timezone.now(),
+        previous=previous, dispatched_at=timezone.now(), depth=depth + 1,
     )  # fmt: skip
     insert_new(run)
     priority = run_priority(agent.pk, getattr(agent, "has_reports", None))
@@ -152,9 +161,13 @@ def _new_run(
 
 
 def _start_run(agent: Agent, waiting: list[RunTrigger], previous: Run | None = None) -> Run:
-    """A queued run for the waiting triggers (the first names its task and trigger), dispatched."""
+    """A queued run for the waiting triggers (the first names its task and trigger), dispatched;
+    as deep in its chain as the shallowest of them allows (a fresh request starts one anew)."""
     first = waiting[0]
-    run = _new_run(agent, task_id=first.task_id, trigger=first.trigger, previous=previous)
+    depth = min(t.depth for t in waiting)
+    run = _new_run(
+        agent, task_id=first.task_id, trigger=first.trigger, depth=depth, previous=previous
+    )
     RunTrigger.objects.filter(pk__in=[t.pk for t in waiting]).update(run=run)
     return run
 
@@ -165,14 +178,28 @@ AGENT_TALK_WINDOW = timedelta(hours=1)
 
 def _agents_talking_too_much(task: Task | None) -> bool:
     """A comment written by a managed agent's run, on a task whose comments have already woken
-    managed agents RUNTIME_MAX_AGENT_COMMENT_WAKES times this hour: it wakes nobody more."""
-    if task is None or current_run.get() is None:
-        return False  # a human's or an outside agent's comment always wakes
+    managed agents RUNTIME_MAX_AGENT_COMMENT_WAKES times this hour."""
+    if task is None:
+        return False
     wakes = RunTrigger.objects.filter(
         task=task, trigger=COMMENT, woken_by__isnull=False,
         created_at__gte=timezone.now() - AGENT_TALK_WINDOW,
     ).count()  # fmt: skip
     return wakes >= settings.RUNTIME_MAX_AGENT_COMMENT_WAKES
+
+
+def _bound_passed(cause: Cause | None, trigger: str, task: Task | None) -> str:
+    """The bound a wake-up caused by another run's act would pass (a HeldReason), or "".
+    A human's or an outside agent's act is never held: it starts a chain of its own."""
+    if cause is None:
+        return ""
+    if cause.depth >= settings.RUNTIME_MAX_CHAIN_RUNS:
+        return HeldReason.CHAIN
+    if cause.agent_runs_this_hour >= settings.RUNTIME_MAX_AGENT_RUNS_PER_HOUR:
+        return HeldReason.AGENT_HOUR
+    if trigger == COMMENT and _agents_talking_too_much(task):
+        return HeldReason.COMMENTS
+    return ""
 
 
 def held_for_budget(agent: Agent) -> bool:
@@ -186,23 +213,21 @@ def held_for_budget(agent: Agent) -> bool:
 
 _WAITING = PreparedInstances(
     RunTrigger,
-    ("id", "task_id", "trigger"),
-    lambda agent_id: RunTrigger.objects.filter(agent_id=agent_id, run__isnull=True).order_by("pk"),
+    ("id", "task_id", "trigger", "depth"),
+    lambda agent_id: RunTrigger.objects.filter(
+        agent_id=agent_id, run__isnull=True, held=""
+    ).order_by("pk"),
     agent_id=INT,
 )
 
 
 def _waiting(agent: Agent) -> list[RunTrigger]:
-    """The agent's triggers that wait for a run (read at every run's end: compiled once)."""
+    """The agent's triggers that wait for a run, not held (read at every run's end: compiled
+    once)."""
     return _WAITING.instances(agent_id=agent.pk)
 
 
-_trigger_inserts: dict[str, str] = {}
-# The columns `_trigger_with_active_run` writes, in its statement's order.
-_TRIGGER_FIELDS = ("organization", "agent", "run", "task", "trigger", "woken_by", "created_at")
-
-
-def _trigger_with_active_run(agent: Agent, trigger: str, task: Task | None):
+def _trigger_with_active_run(agent: Agent, trigger: str, task: Task | None, cause: Cause | None):
     """On PostgreSQL, the trigger recorded with the agent's active run in one statement (after
     the agent's lock, by a statement of its own: it sees every run committed before that lock):
     joining the run when it is queued, waiting for its end when it runs. `(run or None,)` when
@@ -213,27 +238,11 @@ def _trigger_with_active_run(agent: Agent, trigger: str, task: Task | None):
     the agent's lock already orders this trigger before the run's end reads what waits, and the
     run writes its row at every turn — a busy agent's run would otherwise wait on each wake-up
     the moves of other agents send it."""
-    sql = _trigger_inserts.get(connection.alias)
-    if sql is None:
-        qn = connection.ops.quote_name
-        column = {f.name: qn(f.column) for f in RunTrigger._meta.concrete_fields}
-        columns = ", ".join(column[name] for name in _TRIGGER_FIELDS)
-        run_table = qn(Run._meta.db_table)
-        sql = _trigger_inserts[connection.alias] = (
-            f"WITH q AS (SELECT id FROM {run_table} "  # noqa: S608  (ours)
-            f"WHERE agent_id = %s AND status = %s AND attempts = 0 "
-            f"ORDER BY id LIMIT 1 FOR NO KEY UPDATE), "
-            f"r AS (SELECT id FROM {run_table} "
-            f"WHERE agent_id = %s AND status = ANY(%s) ORDER BY id LIMIT 1) "
-            f"INSERT INTO {qn(RunTrigger._meta.db_table)} ({columns}) "
-            f"SELECT %s, %s, (SELECT id FROM q), %s, %s, %s, %s FROM r "
-            f"RETURNING {column['run']}"
-        )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [
+        cursor.execute(sql.trigger_with_active_run(connection), [
             agent.pk, RunStatus.QUEUED, agent.pk, list(ACTIVE_STATUSES), agent.organization_id,
-            agent.pk, task.pk if task is not None else None, trigger, current_run.get(),
-            timezone.now(),
+            agent.pk, task.pk if task is not None else None, trigger,
+            cause.run_id if cause else None, cause.depth if cause else 0, timezone.now(),
         ])  # fmt: skip
         row = cursor.fetchone()
     if row is None:
@@ -250,24 +259,34 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     paused) wait for the next. Returns the run it started or joined, None when it waits or the
     agent is not managed.
 
+    A wake-up another run's act caused is held instead — recorded with the bound it would pass,
+    taken by no run until a human releases it (run_release) — past the chain's length or the
+    agent's runs this hour (`_bound_passed`, read with the agent's lock).
+
     The hot path of every move that reaches a managed agent: a handful of statements. Nothing
     waits while the agent has no run and is not paused (what waited while it was paused joined
     the run its resume started), so the trigger goes straight into the run it starts."""
-    agent, budgets = _lock_for_wake(agent.pk)
+    agent, budgets, cause = _lock_for_wake(agent.pk, current_run.get())
     if agent is None or not agent.is_managed:
         return None
-    if trigger == COMMENT and _agents_talking_too_much(task):
-        log.warning("%s not woken: managed agents' comments on task %s", agent.handle, task.pk)
+    depth = cause.depth if cause else 0
+    if held := _bound_passed(cause, trigger, task):
+        log.warning("%s not woken about task %s: %s", agent.handle, task and task.pk, held)
+        insert_new(RunTrigger(
+            organization_id=agent.organization_id, agent=agent, task=task, trigger=trigger,
+            woken_by_id=cause.run_id, depth=depth, held=held,
+        ))  # fmt: skip
         return None
+    task_id = task.pk if task else None
     if agent.is_paused or (budgets and held_for_budget(agent)):
         # It waits: resuming the agent, or room in its budget, wakes it (run_resume).
         run = None
     elif connection.vendor == "postgresql":
-        if (found := _trigger_with_active_run(agent, trigger, task)) is not None:
+        if (found := _trigger_with_active_run(agent, trigger, task, cause)) is not None:
             return found[0]  # joined its queued run, or waits for its running one's end
-        run = _new_run(agent, task_id=task.pk if task else None, trigger=trigger)
+        run = _new_run(agent, task_id=task_id, trigger=trigger, depth=depth)
     elif (active := _active_run(agent)) is None:
-        run = _new_run(agent, task_id=task.pk if task else None, trigger=trigger)
+        run = _new_run(agent, task_id=task_id, trigger=trigger, depth=depth)
     elif active.status == RunStatus.QUEUED and not active.attempts:
         # Not started yet: it reads this task too when it starts (its row lock orders this
         # before or after the claim, never in between). One handed back by a pause has its
@@ -277,7 +296,7 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
         run = None  # coalesced: the run's end starts one follow-up with every waiting trigger
     insert_new(RunTrigger(
         organization_id=agent.organization_id, agent=agent, run=run, task=task, trigger=trigger,
-        woken_by_id=current_run.get(),
+        woken_by_id=cause.run_id if cause else None, depth=depth,
     ))  # fmt: skip
     return run
 
@@ -318,7 +337,7 @@ def run_resume(*, agent_id: int) -> Run | None:
             # stopped it under way: its input is fixed, what arrived waits for its end), and
             # goes now.
             if not active.attempts:
-                RunTrigger.objects.filter(agent=agent, run__isnull=True).update(run=active)
+                RunTrigger.objects.filter(agent=agent, run__isnull=True, held="").update(run=active)
             _dispatch(active)
         return active
     waiting = _waiting(agent)
@@ -337,6 +356,35 @@ def run_resume(*, agent_id: int) -> Run | None:
     if not waiting:
         return None
     return _start_run(agent, waiting)
+
+
+def held_wakes(*, organization_id: int, task_id: int | None = None, agent_ids=None):
+    """The wake-ups a bound holds in the organization (of a task, of agents), oldest first."""
+    held = RunTrigger.objects.filter(organization_id=organization_id).exclude(held="")
+    if task_id is not None:
+        held = held.filter(task_id=task_id)
+    if agent_ids is not None:
+        held = held.filter(agent_id__in=agent_ids)
+    return held.order_by("pk")
+
+
+def run_release(*, organization_id: int, task_id: int | None = None, agent_ids=None) -> int:
+    """A human lifts the bound: the held wake-ups (of a task, of agents) wake their agents as a
+    human's act does — each starts a chain of its own — joining or starting a run as any
+    wake-up (a paused agent's, or one out of budget, waits as usual). Returns how many."""
+    released = 0
+    held = held_wakes(organization_id=organization_id, task_id=task_id, agent_ids=agent_ids)
+    for agent_id in sorted(set(held.values_list("agent_id", flat=True))):
+        with transaction.atomic():
+            if _locked_agent(agent_id) is None:
+                continue
+            released += held.filter(agent_id=agent_id).update(
+                held="", depth=0, released_at=timezone.now()
+            )
+            run_resume(agent_id=agent_id)
+    if released:
+        log.info("released %s held wake-up(s) in organization %s", released, organization_id)
+    return released
 
 
 @transaction.atomic

@@ -87,8 +87,8 @@ def test_an_agents_own_comment_wakes_not_itself(cast):
 
 def test_managed_agents_answering_each_others_comments_stop_waking_each_other(cast, settings):
     """Lena (delegator) and Alex (holder), both managed, comment from inside their runs: each
-    comment wakes the other until RUNTIME_MAX_AGENT_COMMENT_WAKES wakes this hour; a human's
-    comment still wakes them after."""
+    comment wakes the other until RUNTIME_MAX_AGENT_COMMENT_WAKES wakes this hour, then its
+    wake-up is held (recorded, for a human to release); a human's comment still wakes them."""
     from runtime.services import current_run
 
     settings.RUNTIME_MAX_AGENT_COMMENT_WAKES = 3
@@ -104,8 +104,10 @@ def test_managed_agents_answering_each_others_comments_stop_waking_each_other(ca
             services.task_comment(task=task, actor=cast.actor(speaker), body="Thanks!")
         finally:
             current_run.reset(token)
-    woken = RunTrigger.objects.filter(task=task, trigger="comment")
+    woken = RunTrigger.objects.filter(task=task, trigger="comment", held="")
     assert woken.count() == 3
+    held = RunTrigger.objects.filter(task=task, held="comments", run__isnull=True)
+    assert held.count() == 3
     services.task_comment(task=task, actor=cast.by_human, body="Stop thanking, ship it.")
     assert woken.count() == 5  # the human's comment wakes both
 
