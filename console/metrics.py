@@ -31,6 +31,7 @@ from costs.models import BudgetAlert, UsageRecord
 from organization.models import Agent, Organization
 from organization.workload import at_capacity, offline_with_work, workload_subquery
 from runtime.models import Run, RunStatus
+from runtime.selectors import tasks_with_held_wakes
 from tasks.models import DeliveryStatus, Task, TaskStatus, WebhookDelivery
 from tasks.sweep import stale_queued
 
@@ -170,6 +171,14 @@ register(
         ).count(),
         lambda org: _recent(Run, org, status__exact=RunStatus.FAILED),
         ATTENTION, help="Managed agents' runs, in the last 7 days.",
+    )
+)  # fmt: skip
+register(
+    Metric(
+        "held_wakes", "Wake-ups held",
+        lambda org: tasks_with_held_wakes(organization_id=org.pk).count(),
+        lambda org: changelist(Task, org, held="yes"),
+        ATTENTION, help="Tasks where managed agents woke one another past a bound: release them.",
     )
 )  # fmt: skip
 register(

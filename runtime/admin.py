@@ -6,9 +6,12 @@ registering them again with the inline appended (the apps below never import thi
 
 import json
 
-from django.contrib import admin
-from django.db.models import Count
-from django.urls import reverse
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Exists, OuterRef
+from django.http import Http404, HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from costs.selectors import cost_subquery
@@ -26,6 +29,7 @@ from tasks.admin import TaskAdmin
 from tasks.models import Task
 
 from .models import Run, RunStatus, RunTrigger
+from .services import held_wakes, run_release
 
 STATUS_COLOURS["run"] = {
     RunStatus.QUEUED: "#6c757d",
@@ -81,6 +85,7 @@ class RunAdmin(OrgOwnedAdmin):
                     "trigger",
                     "status_badge",
                     "previous",
+                    "depth",
                     "error",
                     "outcome_display",
                 ]
@@ -210,8 +215,67 @@ def _runs_table(rows):
     )
 
 
+def held_wakes_exist() -> Exists:
+    """The task (of the outer query) has a wake-up a bound holds (by the held triggers' index)."""
+    return Exists(
+        RunTrigger.objects.filter(
+            organization_id=OuterRef("organization_id"), task_id=OuterRef("pk")
+        ).exclude(held="")
+    )
+
+
+class HeldWakesFilter(admin.SimpleListFilter):
+    """Tasks whose managed agents a bound of wake chains stopped (the dashboard links here)."""
+
+    title = "wake-ups"
+    parameter_name = "held"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Held by a bound (a human releases them)")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(held_wakes_exist())
+        return queryset
+
+
 class TaskAdminWithRuns(TaskAdmin):
     readonly_fields = [*TaskAdmin.readonly_fields, "managed_runs"]
+    list_filter = [*TaskAdmin.list_filter, HeldWakesFilter]
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/runtime/release/", view(self.release_view),
+                 name="tasks_task_runtime_release"),
+            *super().get_urls(),
+        ]  # fmt: skip
+
+    def release_view(self, request, object_id):
+        """The held wake-ups of the task wake their agents, as a human's act (POST)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        task = self.get_object(request, object_id)  # scoped to the user's organizations
+        if task is None:
+            raise Http404
+        if not self.has_change_permission(request, task):
+            raise PermissionDenied
+        released = run_release(organization_id=task.organization_id, task_id=task.pk)
+        self.message_user(
+            request, f"Released {released} held wake-up(s): the agents are woken.", messages.SUCCESS
+        )
+        return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None and obj.pk is not None:
+            held = held_wakes(organization_id=obj.organization_id, task_id=obj.pk)
+            rows = [
+                {"agent": t.agent.name, "trigger": human(t.trigger), "run": t.woken_by_id,
+                 "why": t.held_because, "since": t.created_at}
+                for t in held.select_related("agent")
+            ]  # fmt: skip
+            context = {**context, "held_wakes": rows}
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def get_fieldsets(self, request, obj=None):
         sets = [
@@ -235,6 +299,15 @@ class TaskAdminWithRuns(TaskAdmin):
 class AgentAdminWithRuns(AgentAdmin):
     readonly_fields = [*AgentAdmin.readonly_fields, "latest_runs"]
     fieldsets = [*AgentAdmin.fieldsets, ("Runs (managed runtime)", {"fields": ["latest_runs"]})]
+    actions = [*AgentAdmin.actions, "release_held_wakes"]
+
+    @admin.action(description="Release the wake-ups held for the selected agents")
+    def release_held_wakes(self, request, queryset):
+        released = 0
+        for organization_id in {a.organization_id for a in queryset}:
+            agent_ids = [a.pk for a in queryset if a.organization_id == organization_id]
+            released += run_release(organization_id=organization_id, agent_ids=agent_ids)
+        self.message_user(request, f"Released {released} held wake-up(s).", messages.SUCCESS)
 
     @admin.display(description="latest runs")
     def latest_runs(self, agent):

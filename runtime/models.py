@@ -8,6 +8,7 @@ follow-up with every trigger that waited — coalescing. At most one run per age
 running at a time, which the database itself holds (`one_active_run_per_agent`).
 """
 
+from django.conf import settings
 from django.db import models
 
 from organization.models import Agent, Organization
@@ -173,3 +174,24 @@ class RunTrigger(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trigger} of {self.agent.handle}"
+
+    @property
+    def held_because(self) -> str:
+        """Why the wake-up is held, in a sentence a manager reads ("" when it is not)."""
+        if self.held == HeldReason.CHAIN:
+            return (
+                f"{self.depth} runs in a row had woken one another since a human's last act "
+                f"(the limit, RUNTIME_MAX_CHAIN_RUNS, is {settings.RUNTIME_MAX_CHAIN_RUNS})."
+            )
+        if self.held == HeldReason.AGENT_HOUR:
+            return (
+                f"The agent had run {settings.RUNTIME_MAX_AGENT_RUNS_PER_HOUR} times in the last "
+                "hour (RUNTIME_MAX_AGENT_RUNS_PER_HOUR)."
+            )
+        if self.held == HeldReason.COMMENTS:
+            return (
+                "Managed agents' comments on the task had woken agents "
+                f"{settings.RUNTIME_MAX_AGENT_COMMENT_WAKES} times this hour "
+                "(RUNTIME_MAX_AGENT_COMMENT_WAKES)."
+            )
+        return ""

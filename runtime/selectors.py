@@ -1,12 +1,13 @@
 """Reads of the runtime, scoped to the caller: an agent sees its own runs, a human all of its
 organization's; anything else answers 404 as if it did not exist."""
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, QuerySet
 
 from costs.selectors import cost_subquery
 from organization.caller import Caller
 from organization.errors import NotFound
 from organization.inputs import parse_id
+from tasks.models import Task
 
 from .models import Run, RunTrigger, RunTurn
 
@@ -29,3 +30,11 @@ def run_for(*, caller: Caller, run_id) -> Run:
     if run is None:
         raise NotFound(f"Run not found: {run_id}", "run_not_found")
     return run
+
+
+def tasks_with_held_wakes(*, organization_id: int) -> QuerySet[Task]:
+    """The organization's tasks with a wake-up a bound holds (for a human to release)."""
+    held = RunTrigger.objects.filter(
+        organization_id=organization_id, task_id=OuterRef("pk")
+    ).exclude(held="")
+    return Task.objects.filter(Exists(held), organization_id=organization_id)

@@ -9,10 +9,10 @@ from django.utils import timezone
 from collaboration.models import CollaborationSession, SessionStatus
 from costs.models import LIFETIME, Budget, BudgetAlert, UsageRecord
 from organization.models import Agent, Organization
-from runtime.models import Run, RunStatus
+from runtime.models import Run, RunStatus, RunTrigger
 from tasks.models import DeliveryStatus, Task, TaskStatus, Urgency, WebhookDelivery
 
-# What build() makes, metric by metric (needs_attention is the sum of the first six).
+# What build() makes, metric by metric (needs_attention is the sum of the attention group).
 EXPECTED = {
     "escalated": 1,
     "blocked": 2,
@@ -23,6 +23,7 @@ EXPECTED = {
     "at_capacity": 7,
     "offline_with_work": 8,
     "budget_alerts": 9,
+    "held_wakes": 10,
     # The costs app's: what the ledger holds today and this month (USD).
     "cost_today_usd": Decimal("1.25"),
     "cost_month_usd": Decimal("3.75"),
@@ -30,7 +31,7 @@ EXPECTED = {
 EXPECTED["needs_attention"] = sum(
     EXPECTED[m]
     for m in ("escalated", "blocked", "stale_queued", "failed_sessions", "failed_runs",
-              "failing_webhooks", "budget_alerts")
+              "failing_webhooks", "budget_alerts", "held_wakes")
 )  # fmt: skip
 
 
@@ -99,6 +100,17 @@ def build(org: Organization, prefix: str = "m") -> dict:
         + [Run(organization=org, agent=worker, trigger="assigned", status=RunStatus.COMPLETED)]
     )  # fmt: skip
     Run.objects.filter(pk=runs[0].pk).update(created_at=long_ago)
+
+    # Ten tasks with a wake-up a bound holds (two on one of them), one released: not counted.
+    waiting = Task.objects.bulk_create(
+        task(f"Held wake {i}", TaskStatus.COMPLETED) for i in range(11)
+    )
+    RunTrigger.objects.bulk_create(
+        [RunTrigger(organization=org, agent=worker, task=t, trigger="created", held="chain")
+         for t in [*waiting[:10], waiting[0]]]
+        + [RunTrigger(organization=org, agent=worker, task=waiting[10], trigger="created",
+                      released_at=now)]
+    )  # fmt: skip
 
     deliveries = WebhookDelivery.objects.bulk_create(
         [WebhookDelivery(organization=org, agent=worker, url="https://hooks.example/x",

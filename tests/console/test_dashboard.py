@@ -18,7 +18,7 @@ from .data import EXPECTED, build
 
 INDEX = reverse("admin:index")
 # The metrics this app registers (the costs app adds budget_alerts and the two costs).
-OURS = ["escalated", "blocked", "stale_queued", "failed_sessions", "failed_runs",
+OURS = ["escalated", "blocked", "stale_queued", "failed_sessions", "failed_runs", "held_wakes",
         "failing_webhooks", "at_capacity", "offline_with_work"]  # fmt: skip
 
 
