@@ -34,6 +34,11 @@ class RunSerializer(serializers.ModelSerializer):
     previous = serializers.PrimaryKeyRelatedField(
         read_only=True, allow_null=True, help_text="The run this one follows up."
     )
+    depth = serializers.IntegerField(
+        read_only=True,
+        help_text="Its place in its chain of wake-ups: 1 when a human's or outside agent's act "
+        "woke it, else one more than the run whose act did (bounded: RUNTIME_MAX_CHAIN_RUNS).",
+    )  # fmt: skip
     turns = serializers.ListField(
         child=serializers.DictField(), read_only=True,
         help_text="Each model turn (text, tool_calls, tokens, provider_ms) and tool call "
@@ -51,7 +56,7 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = [
-            "id", "agent", "task", "trigger", "status", "triggers", "previous", "provider",
+            "id", "agent", "task", "trigger", "status", "triggers", "previous", "depth", "provider",
             "model", "max_turns", "turns", "prompt_tokens", "completion_tokens", "tokens_used",
             "cost_usd", "outcome", "error", "attempts", "created_at", "started_at", "finished_at",
         ]  # fmt: skip

@@ -5,7 +5,9 @@ starting or joining one, a run ending and starting its follow-up — takes it fi
 row), so two triggers racing for one agent, or a trigger racing the run's end, are serialized.
 The database holds the rule too: at most one queued or running run per agent
 (`one_active_run_per_agent`). Runs are queued on Celery by name through the outbox (never lost
-when the broker is away); the runner (runner.py) claims them with a lease.
+when the broker is away); the runner (runner.py) claims them with a lease. A wake-up another
+run's act caused is held past the bounds of wake chains, for a human to release
+(docs/runtime.md, "Why wake chains are bounded this way").
 """
 
 from __future__ import annotations
@@ -260,8 +262,8 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     agent is not managed.
 
     A wake-up another run's act caused is held instead — recorded with the bound it would pass,
-    taken by no run until a human releases it (run_release) — past the chain's length or the
-    agent's runs this hour (`_bound_passed`, read with the agent's lock).
+    taken by no run until a human releases it (run_release) — past a bound of wake chains
+    (`_bound_passed`: the chain's length and the agent's runs this hour read with its lock).
 
     The hot path of every move that reaches a managed agent: a handful of statements. Nothing
     waits while the agent has no run and is not paused (what waited while it was paused joined
@@ -573,9 +575,10 @@ def _never_woken(stale) -> list[tuple[int, str, int]]:
     left the task with no run. An item received while the agent was external never asked for a
     run (the switch to managed wakes it only for tasks it never started: run_resume). An
     agent's own act gives it no inbox item (it is never woken by it), and a task a run saw and
-    left open (a question asked in a comment) has a trigger. A comment by a managed agent is not sent
-    again: its wake-up may have been withheld on purpose (`_agents_talking_too_much`), and the
-    agent that wrote it is at work anyway."""
+    left open (a question asked in a comment) has a trigger, and so has a wake-up a bound holds
+    (`held`: only a human's release sends it). A comment by a managed agent is not sent again:
+    the agent that wrote it is at work on the task, and replaying agents' conversations would
+    let them talk past RUNTIME_MAX_AGENT_COMMENT_WAKES."""
     reached = RunTrigger.objects.filter(
         agent_id=OuterRef("agent_id"), task_id=OuterRef("task_id"),
         created_at__gte=OuterRef("created_at"),

@@ -217,8 +217,8 @@ def test_the_sweep_wakes_the_holder_of_a_parent_whose_subtasks_done_was_lost(cas
 
 
 def test_the_sweep_does_not_send_again_a_managed_agents_comment(cast):
-    """Such a wake-up may have been withheld on purpose (managed agents answering each other's
-    comments stop waking each other): the sweep must not undo that an hour later."""
+    """Managed agents answering each other's comments are bounded (RUNTIME_MAX_AGENT_COMMENT_WAKES):
+    the sweep does not replay their conversation an hour later."""
     task = services.task_create(org=cast.org, actor=cast.actor(cast.sarah), title="t",
                                 assignee=cast.alex)  # fmt: skip
     # Two hours ago the task reached Alex (and woke him); an hour ago came the comments.

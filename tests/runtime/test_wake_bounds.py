@@ -17,7 +17,8 @@ from runtime.models import Run, RunStatus, RunTrigger
 from runtime.services import current_run, run_release
 from tasks import services
 from tasks.models import InboxItem, Task
-from tests.factories import make_admin_user
+from tests.conftest import KeyClient
+from tests.factories import make_admin_user, make_key
 from tests.runtime.conftest import drain, runs_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,6 +56,8 @@ def test_a_run_woken_by_another_run_is_one_deeper_in_its_chain(cast):
     assert (run.depth, run.status) == (5, "queued")
     trigger = RunTrigger.objects.get(task=task)
     assert (trigger.woken_by_id, trigger.depth, trigger.held) == (lenas.pk, 4, "")
+    body = KeyClient(make_key(cast.org)).get(f"/api/runs/{run.pk}").json()
+    assert (body["depth"], body["triggers"][0]["woken_by"]) == (5, lenas.pk)
 
 
 def test_a_humans_act_starts_a_chain_of_its_own(cast):

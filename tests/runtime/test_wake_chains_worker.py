@@ -11,6 +11,7 @@ from itertools import count
 import pytest
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings as django_settings
+from django.db.models import Max
 from django.urls import reverse
 
 from config.celery import app
@@ -221,4 +222,6 @@ def test_a_three_level_split_into_twenty_subtasks_runs_untouched_by_the_default_
     assert subtasks.filter(parent__parent=project).count() == 16
     assert not RunTrigger.objects.exclude(held="").exists()
     assert set(Run.objects.values_list("status", flat=True)) == {"completed"}
+    # Director, manager, engineer, manager again, director again: 5 runs in a row at most.
+    assert Run.objects.aggregate(deepest=Max("depth"))["deepest"] == 5
     assert project.result == "Done."
