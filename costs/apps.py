@@ -19,7 +19,7 @@ class CostsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from tasks.recommend import register_budget_holds
+        from tasks.holds import register_budget_holds
         from tasks.serializers import register_task_cost
 
         from . import tools  # noqa: F401  registers report_usage (Celery finds tasks.py itself)

@@ -3,8 +3,8 @@ must say so.
 
 `budgets.blocking_budget` judges one agent before its run starts; `holding_budgets` gives the
 same judgement (`budgets.holds_back`, the first covering budget by id) for a list of agents in
-one query, and `hold_reason` says it in words. The recommendation (`tasks.recommend`, below this
-app) gets them through the hook this app's `ready` registers; `held_agents_condition` is the same
+one query, and `hold_reason` says it in words. The tasks app, below this one, gets them through
+the hook this app's `ready` registers (`tasks.holds`); `held_agents_condition` is the same
 rule in SQL, for a count over tasks (the console's *Needs attention*).
 """
 
@@ -69,7 +69,7 @@ def hold_reason(budget: Budget) -> str:
 
 
 def hold_reasons(agents: list[Agent]) -> dict[int, str]:
-    """`holding_budgets` in words: the hook `tasks.recommend.register_budget_holds` takes."""
+    """`holding_budgets` in words: the hook `tasks.holds.register_budget_holds` takes."""
     return {pk: hold_reason(b) for pk, b in holding_budgets(agents).items()}
 
 

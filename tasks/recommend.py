@@ -11,8 +11,6 @@ line) count as its team, whatever team they are on: a manager's delegation to th
 coordination. A managed agent a budget holds back is offered after everyone else, saying so.
 """
 
-from collections.abc import Callable
-
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -26,6 +24,7 @@ from organization.selectors import (
 )
 from organization.workload import AVAILABLE_STATUSES, status_for
 
+from .holds import budget_holds
 from .models import URGENCY_RANK, Decision, Task, TaskStatus, Urgency
 from .rules import coordination_note, escalation_target, role_violation
 from .selectors import completion_seconds, wait_seconds
@@ -39,24 +38,6 @@ TIER_NAMES = {
 }
 # Tier 4 also holds busy experts who still have room: delegating to them needs no wait.
 BUSY_WITH_ROOM = "busy_with_room"
-
-# Which managed agents a budget holds back (their runs wait): `function(agents) -> {agent id:
-# why, in words}`. The costs app, above this one, registers it from its AppConfig.ready; without
-# it nobody is held.
-BUDGET_HOLDS: list[Callable[[list[Agent]], dict[int, str]]] = []
-
-
-def register_budget_holds(function: Callable[[list[Agent]], dict[int, str]]) -> None:
-    BUDGET_HOLDS[:] = [function]
-
-
-def budget_holds(agents: list[Agent]) -> dict[int, str]:
-    """Why each of `agents` (managed ones only: the service runs them) is held for budget."""
-    managed = [a for a in agents if a.is_managed]
-    if not managed or not BUDGET_HOLDS:
-        return {}
-    return BUDGET_HOLDS[0](managed)
-
 
 # The organization's expertise groups: read by every recommendation, compiled once.
 _GROUPS = PreparedQuerySet(

@@ -125,3 +125,35 @@ def test_nobody_is_held_without_a_budget_and_the_candidates_say_so(cast):
     assert body["primary_choice"]["id"] == "agent-alex"
     assert all(c["held_for_budget"] is None for c in body["candidates"])
     assert "held for budget" not in body["decision_text"]
+
+
+# --- the routing moves ----------------------------------------------------------------------
+
+
+def test_a_delegation_to_an_agent_held_for_budget_says_so_in_its_event(cast):
+    from tests.tasks.conftest import create, post
+
+    managed(cast.alex)
+    budget(cast, "agent", "1", agent=cast.alex)
+    task = create(cast.client(cast.sarah), title="Index", agent_id="agent-sarah").json()["id"]
+    response = post(
+        cast.client(cast.sarah), f"/api/tasks/{task}/delegate", {"agent_id": "agent-alex"}
+    )
+    assert response.status_code == 200, response.content
+    event = Task.objects.get(pk=task).events.get(kind="delegated")
+    assert event.message == (
+        "agent-sarah delegated the task to agent-alex. agent-alex is held for budget (the agent "
+        "budget “agent-alex” has no room this month: $1.00 spent of $1.00): the work waits until "
+        "it has room."
+    )
+
+
+def test_a_delegation_to_an_agent_with_budget_left_says_nothing_of_it(cast):
+    from tests.tasks.conftest import create, post
+
+    managed(cast.alex)
+    budget(cast, "agent", "1", spent="0.5", agent=cast.alex)
+    task = create(cast.client(cast.sarah), title="Index", agent_id="agent-sarah").json()["id"]
+    post(cast.client(cast.sarah), f"/api/tasks/{task}/delegate", {"agent_id": "agent-alex"})
+    event = Task.objects.get(pk=task).events.get(kind="delegated")
+    assert event.message == "agent-sarah delegated the task to agent-alex."
