@@ -262,7 +262,7 @@ register(
 # attention filter gets the reason, the dashboard its count. Blocked tasks are counted as blocked.
 HELD_FOR_BUDGET = register_attention(
     Attention(
-        "budget", "Held for budget (its managed holder's runs wait)",
+        "budget", "Held for budget",
         lambda: Q(status__in=(TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS))
         & held_agents_condition("assignee"),
     )

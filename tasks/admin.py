@@ -140,8 +140,9 @@ class NeedsAttentionFilter(admin.SimpleListFilter):
     parameter_name = "attention"
 
     def lookups(self, request, model_admin):
+        why = ["escalated to humans", "blocked", *(reason.label.lower() for reason in ATTENTION)]
         return [
-            ("needs", "Needs attention (escalated to humans, blocked, or held)"),
+            ("needs", f"Needs attention ({', '.join(why[:-1])} or {why[-1]})"),
             ("stale", "Queued past its threshold or deadline"),
             *[(reason.value, reason.label) for reason in ATTENTION],
         ]

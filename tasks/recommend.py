@@ -39,6 +39,7 @@ TIER_NAMES = {
 # Tier 4 also holds busy experts who still have room: delegating to them needs no wait.
 BUSY_WITH_ROOM = "busy_with_room"
 
+
 # The organization's expertise groups: read by every recommendation, compiled once.
 _GROUPS = PreparedQuerySet(
     ExpertiseGroup,
