@@ -7,6 +7,11 @@ class ConsoleConfig(AppConfig):
     name = "console"
     verbose_name = "Console"
 
+    def ready(self) -> None:
+        # The dashboard's counts, and the reasons they add to the tasks list's attention filter,
+        # are registered before the first request reads either.
+        from . import metrics  # noqa: F401
+
 
 class ConsoleAdminConfig(admin_apps.AdminConfig):
     """`django.contrib.admin` with the console's site as `admin.site` (Django's documented way

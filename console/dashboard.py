@@ -69,7 +69,8 @@ def metric_values(org: Organization) -> dict[str, Shown]:
         "Everything below that waits on a human.",
         total,
         str(total),
-        # No one list holds them all: the tasks part of it (escalated or blocked).
+        # No one list holds them all: the tasks part of it (escalated, blocked or held: the
+        # attention reasons registered with the tasks list).
         metrics.changelist(Task, org, attention="needs"),
     )
     return shown

@@ -22,16 +22,19 @@ from datetime import timedelta
 from decimal import Decimal
 from urllib.parse import urlencode
 
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
 from collaboration.models import CollaborationSession, SessionStatus
 from costs import selectors as cost_selectors
+from costs.holds import held_agents_condition
 from costs.models import BudgetAlert, UsageRecord
 from organization.models import Agent, Organization
 from organization.workload import at_capacity, offline_with_work, workload_subquery
 from runtime.models import Run, RunStatus
 from runtime.selectors import tasks_with_held_wakes
+from tasks.admin import Attention, register_attention
 from tasks.models import DeliveryStatus, Task, TaskStatus, WebhookDelivery
 from tasks.sweep import stale_queued
 
@@ -260,6 +263,28 @@ register(
         lambda org: cost_selectors.cost_since(org, cost_selectors.start_of_month()),
         lambda org: _usage_link(org, cost_selectors.start_of_month()),
         COST, help="Model calls since the 1st, UTC.", text=usd_figure,
+    )
+)  # fmt: skip
+
+
+# A task whose holder a budget holds back waits on a human (raise the limit): the tasks list's
+# attention filter gets the reason, the dashboard its count. Blocked tasks are counted as blocked.
+HELD_FOR_BUDGET = register_attention(
+    Attention(
+        "budget", "Held for budget",
+        lambda: Q(status__in=(TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS))
+        & held_agents_condition("assignee"),
+    )
+)  # fmt: skip
+
+register(
+    Metric(
+        "held_for_budget", "Held for budget",
+        lambda org: Task.objects.filter(organization=org)
+        .filter(HELD_FOR_BUDGET.condition())
+        .count(),
+        lambda org: changelist(Task, org, attention=HELD_FOR_BUDGET.value),
+        ATTENTION, help="Tasks whose managed holder a budget holds back: raise it, or reassign.",
     )
 )  # fmt: skip
 

@@ -8,24 +8,28 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import Count, F, QuerySet, Sum, Window
 from django.db.models.functions import Coalesce
+from django.urls import reverse
 
 from collaboration.models import CollaborationSession, ContributionStatus
 from collaboration.selectors import session_total_tokens
 from collaboration.synthesis.parsing import first_sentence
+from costs.budgets import blocking_budget
+from costs.holds import hold_reason, holding_budgets
 from costs.models import ZERO, UsagePurpose, UsageRecord
 from costs.selectors import MONEY_ZERO, cost_of_task_tree
 from organization.admin.scoping import human
 from organization.models import Agent
 from organization.selectors import agents_with_workload
 from organization.workload import status_for
-from tasks.models import Task, TaskEvent, TaskStatus
-from tasks.recommend import recommend
+from tasks.models import HELD_STATUSES, Task, TaskEvent, TaskStatus
+from tasks.recommend import TIER_NAMES, recommend
 from tasks.selectors import comments_of, events_of, subtasks_of
 
 # How many suggested assignees the banner offers.
@@ -107,6 +111,9 @@ def entered_state(events: list[TaskEvent], status: str) -> TaskEvent | None:
 
 # --- the banner of an escalated or blocked task ---------------------------------------------
 
+# What a suggestion's button does: assign to someone with room, or queue for a full expert.
+ASSIGN, QUEUE = "assign", "queue"
+
 
 @dataclass
 class Suggestion:
@@ -118,66 +125,130 @@ class Suggestion:
     tier: str
     why: str
     expertise: list[str]
+    action: str = ASSIGN
+    # Why a budget holds this managed agent back (work given to them waits), if one does.
+    held: str = ""
 
 
-def suggestions(task: Task) -> tuple[list[Suggestion], str]:
-    """Who could take the task now: the recommendation's candidates with room for its
-    expertise (a human asking), else — no expertise asked, or no expert with room — the least
-    loaded agents online with room; and where they come from, in words."""
-    exclude = (task.assignee.handle,) if task.assignee_id else ()
-    if task.required_expertise:
-        ranked = recommend(
-            org=task.organization, agent=None, expertise=task.required_expertise,
-            urgency=task.urgency, exclude=exclude,
-        )  # fmt: skip
-        # Only who has room: each suggestion's button assigns, which a full expert refuses (409).
-        candidates = [
-            c for c in ranked["candidates"]
-            if c["tier"] < 5 and c["current_workload"] < c["workload_capacity"]
-        ][:SUGGESTED]  # fmt: skip
-        expertise = dict(
-            Agent.objects.filter(
-                organization=task.organization, handle__in=[c["id"] for c in candidates]
-            ).values_list("handle", "expertise")
+def _experts(task: Task, exclude: tuple[str, ...]) -> list[Suggestion]:
+    """The recommendation's candidates for the task's expertise, a human asking: who has room
+    (assign), then full experts (queue for them); whom a budget holds back last, saying so."""
+    ranked = recommend(
+        org=task.organization, agent=None, expertise=task.required_expertise,
+        urgency=task.urgency, exclude=exclude,
+    )  # fmt: skip
+    candidates = [c for c in ranked["candidates"] if c["tier"] < 5][:SUGGESTED]
+    expertise = dict(
+        Agent.objects.filter(
+            organization=task.organization, handle__in=[c["id"] for c in candidates]
+        ).values_list("handle", "expertise")
+    )
+    return [
+        Suggestion(
+            c["id"], c["name"], c["team"] or "no team", c["status"],
+            f"{c['current_workload']}/{c['workload_capacity']}",
+            f"{c['tier']} · {c['tier_name'].replace('_', ' ')}",
+            c["reason"].split(": ", 1)[-1], expertise.get(c["id"], []),
+            QUEUE if c["tier_name"] == TIER_NAMES[4] else ASSIGN, c["held_for_budget"] or "",
         )
-        found = [
-            Suggestion(
-                c["id"], c["name"], c["team"] or "no team", c["status"],
-                f"{c['current_workload']}/{c['workload_capacity']}",
-                f"{c['tier']} · {c['tier_name'].replace('_', ' ')}",
-                c["reason"].split(": ", 1)[-1], expertise.get(c["id"], []),
-            )
-            for c in candidates
-        ]  # fmt: skip
-        if found:
-            return found, (
-                f"The recommendation for {task.required_expertise} (seed 001's priorities)."
-            )
-    agents = (
+        for c in candidates
+    ]  # fmt: skip
+
+
+def _with_room(task: Task, exclude: list[str], shown: int) -> list[Suggestion]:
+    """The least loaded agents online with room, `shown` at most."""
+    agents = list(
         agents_with_workload(org=task.organization)
         .filter(is_paused=False)
         .exclude(handle__in=exclude)
         # In SQL: skipping full agents after a slice hid whoever had room behind them.
         .filter(current_workload__lt=F("workload_capacity"))
-        .order_by("current_workload", "name")
+        .order_by("current_workload", "name")[:shown]
     )
+    held = holding_budgets(agents)
     found = []
-    for agent in agents[:SUGGESTED]:
+    for agent in agents:
         status = status_for(
             is_paused=False, workload=agent.current_workload, capacity=agent.workload_capacity
         )
+        hold = hold_reason(held[agent.pk]) if agent.pk in held else ""
         found.append(
             Suggestion(
                 agent.handle, agent.name, agent.team.name if agent.team_id else "no team", status,
                 f"{agent.current_workload}/{agent.workload_capacity}", "—",
-                "has room", agent.expertise,
+                "has room" + (f"; held for budget ({hold})" if hold else ""), agent.expertise,
+                held=hold,
             )
         )  # fmt: skip
-    if task.required_expertise:
+    return found
+
+
+def suggestions(task: Task) -> tuple[list[Suggestion], str]:
+    """Who could take the task: the agents with its expertise first (assign who has room, queue
+    for who is full), then the least loaded agents online with room; and where they come from,
+    in words."""
+    exclude = (task.assignee.handle,) if task.assignee_id else ()
+    experts = _experts(task, exclude) if task.required_expertise else []
+    shown = [*exclude, *(s.handle for s in experts)]
+    found = experts + _with_room(task, shown, SUGGESTED - len(experts))
+    if not task.required_expertise:
+        return found, "The task asks for no expertise: the least loaded agents online."
+    if not experts:
         return found, (
-            f"Nobody with {task.required_expertise} has room: the least loaded agents online."
+            f"Nobody online has {task.required_expertise}: the least loaded agents online."
         )
-    return found, "The task asks for no expertise: the least loaded agents online."
+    return found, (
+        f"The agents with {task.required_expertise} first (seed 001's priorities: a full one "
+        "is queued for), then the least loaded agents online with room."
+    )
+
+
+# --- notices: more reasons a task's page opens on ---------------------------------------------
+
+
+@dataclass
+class Notice:
+    """A banner of its own above the story: why the task does not move, and where to act."""
+
+    name: str  # pinned: the element's id is "notice-<name>"
+    headline: str
+    text: str
+    link: str = ""
+    link_label: str = ""
+
+
+# Each a function of the task: its Notice, or None. Another reason is a function and a line.
+NOTICES: list[Callable[[Task], Notice | None]] = []
+
+
+def register_notice(function: Callable[[Task], Notice | None]):
+    NOTICES.append(function)
+    return function
+
+
+def notices_of(task: Task) -> list[Notice]:
+    return [n for n in (function(task) for function in NOTICES) if n is not None]
+
+
+@register_notice
+def held_for_budget(task: Task) -> Notice | None:
+    """Its holder is a managed agent a budget holds back: no run of theirs starts, so the task
+    waits until the limit is raised or the month turns (runtime `held_for_budget`)."""
+    holder = task.assignee if task.assignee_id and task.status in HELD_STATUSES else None
+    if holder is None or not holder.is_managed:
+        return None
+    budget = blocking_budget(holder)
+    if budget is None:
+        return None
+    reason = hold_reason(budget)
+    return Notice(
+        "held-for-budget",
+        f"Held for budget: {holder.name} cannot work on it.",
+        f"{reason[0].upper()}{reason[1:]}. No run of {holder.name}'s starts until the limit is "
+        "raised or the month turns; then it goes on by itself.",
+        reverse("admin:costs_budget_change", args=[budget.pk]),
+        "Open the budget",
+    )
 
 
 @dataclass
@@ -246,6 +317,7 @@ def task_story(task: Task) -> dict:
     subtasks = subtasks_of(task)
     return {
         "banner": banner_of(task, events, every_event=events_total <= len(events)),
+        "notices": notices_of(task),
         "moments": [moment_of(e) for e in events],
         "moments_total": events_total,
         "chain": " → ".join(task.delegation_chain or []),

@@ -19,10 +19,13 @@ class CostsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from tasks.holds import register_budget_holds
         from tasks.serializers import register_task_cost
 
         from . import tools  # noqa: F401  registers report_usage (Celery finds tasks.py itself)
+        from .holds import hold_reasons
         from .selectors import cost_of_task_tree
 
         register_task_cost(cost_of_task_tree)
+        register_budget_holds(hold_reasons)
         post_migrate.connect(ensure_sweep_schedule, sender=self)

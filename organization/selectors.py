@@ -200,3 +200,42 @@ def teams_with_size(*, org: Organization) -> QuerySet[Team]:
 
 def role_of(*, agent: Agent) -> AgentRole | None:
     return AgentRole.objects.filter(agent=agent).first()
+
+
+# A reporting line is walked a level at a time; `Agent.clean` refuses cycles, and this bound
+# stops a walk even over rows written past it.
+REPORTING_LINE_LEVELS = 100
+
+
+def reports_below(agent: Agent) -> set[int]:
+    """The ids of everyone down `agent`'s reporting line (its reports, theirs, …): one query per
+    level."""
+    found: set[int] = set()
+    level = {agent.pk}
+    for _ in range(REPORTING_LINE_LEVELS):
+        level = set(
+            Agent.objects.filter(organization_id=agent.organization_id, senior_id__in=level)
+            .exclude(pk__in=found | {agent.pk})
+            .values_list("pk", flat=True)
+        )
+        if not level:
+            break
+        found |= level
+    return found
+
+
+def reports_to(agent: Agent, senior: Agent) -> bool:
+    """Whether `senior` is up `agent`'s reporting line (its senior, theirs, …): no query for a
+    direct report, one per level above."""
+    seen: set[int] = set()
+    current = agent.senior_id
+    while current is not None and current not in seen and len(seen) < REPORTING_LINE_LEVELS:
+        if current == senior.pk:
+            return True
+        seen.add(current)
+        current = (
+            Agent.objects.filter(organization_id=agent.organization_id, pk=current)
+            .values_list("senior_id", flat=True)
+            .first()
+        )
+    return False

@@ -7,11 +7,17 @@ docs/design.md (capacity, offline, …) hold in the admin too; human-initiated m
 checks exactly as over REST. The audit trail is read-only and cannot be deleted.
 """
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
-from django.db.models import F, OuterRef, Subquery
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
+from django.http import Http404, HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
@@ -99,21 +105,56 @@ class AuditAdmin(TasksAppAdmin):
 NEEDS_ATTENTION = (TaskStatus.ESCALATED, TaskStatus.BLOCKED)
 
 
+@dataclass(frozen=True)
+class Attention:
+    """Another reason a task waits on a human, told by an app above this one (a budget holding
+    its holder back): `value` is the list filter's `?attention=` value, `condition()` the tasks
+    it selects (a Q over Task)."""
+
+    value: str
+    label: str
+    condition: Callable[[], Q]
+
+
+ATTENTION: list[Attention] = []
+
+
+def register_attention(reason: Attention) -> Attention:
+    """Add `reason` to the tasks list's attention filter and to its "Needs attention" choice."""
+    if reason.value in ("needs", "stale") or any(a.value == reason.value for a in ATTENTION):
+        raise ValueError(f"An attention filter is already named {reason.value!r}.")
+    ATTENTION.append(reason)
+    return reason
+
+
+def needs_attention() -> Q:
+    """The tasks that wait on a human: escalated, blocked, or held for a registered reason."""
+    condition = Q(status__in=NEEDS_ATTENTION)
+    for reason in ATTENTION:
+        condition |= reason.condition()
+    return condition
+
+
 class NeedsAttentionFilter(admin.SimpleListFilter):
     title = "attention"
     parameter_name = "attention"
 
     def lookups(self, request, model_admin):
+        why = ["escalated to humans", "blocked", *(reason.label.lower() for reason in ATTENTION)]
         return [
-            ("needs", "Needs attention (escalated to humans, or blocked)"),
+            ("needs", f"Needs attention ({', '.join(why[:-1])} or {why[-1]})"),
             ("stale", "Queued past its threshold or deadline"),
+            *[(reason.value, reason.label) for reason in ATTENTION],
         ]
 
     def queryset(self, request, queryset):
         if self.value() == "needs":
-            return queryset.filter(status__in=NEEDS_ATTENTION)
+            return queryset.filter(needs_attention())
         if self.value() == "stale":
             return queryset.filter(pk__in=stale_queued(timezone.now()).values("pk"))
+        for reason in ATTENTION:
+            if self.value() == reason.value:
+                return queryset.filter(reason.condition())
         return queryset
 
 
@@ -341,6 +382,43 @@ class TaskAdmin(TasksAppAdmin):
     def last_event(self, task):
         moment = getattr(task, "last_event_at", None) or task.created_at
         return format_html('<span title="{}">{} ago</span>', moment, ago(moment))
+
+    # --- queue for a full expert (the escalation banner's "Queue for them") --------------------
+
+    def get_urls(self):
+        return [
+            path("<path:object_id>/queue/", self.admin_site.admin_view(self.queue_view),
+                 name="tasks_task_queue"),
+            *super().get_urls(),
+        ]  # fmt: skip
+
+    def queue_view(self, request, object_id):
+        """POST `agent` (a handle): the task waits for that full expert, by `task_queue` as over
+        `POST /api/tasks/<id>/queue`, with the staff user as its actor."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        task = self.get_object(request, object_id)  # scoped to the user's organizations
+        if task is None:
+            raise Http404
+        if not self.has_change_permission(request, task):
+            raise PermissionDenied
+        page = redirect(reverse("admin:tasks_task_change", args=[task.pk]))
+        expert = Agent.objects.filter(
+            organization=task.organization, handle=request.POST.get("agent", "")
+        ).first()
+        if expert is None:
+            self.message_user(request, "Choose an agent of the organization.", messages.ERROR)
+            return page
+        try:
+            services.task_queue(task=task, actor=admin_actor(request, task.organization), to=expert)
+        except DomainError as exc:
+            self.message_user(request, f"{exc.message} ({exc.code})", messages.ERROR)
+            return page
+        self.message_user(
+            request, f"Queued for {expert.name}: theirs as soon as they have room.",
+            messages.SUCCESS,
+        )  # fmt: skip
+        return page
 
     def _run(self, request, queryset, service, verb, **kwargs):
         done = 0

@@ -65,7 +65,7 @@ DELEGATIONS = [
         "fallback": "Sam (Infrastructure Lead) when back.",
         "reasoning": "Busy but has room (4/5): no available Kubernetes expert in Leadership, "
         "so the busy expert with room, offered after every available colleague.",
-        "notes": "Cross-team delegation: Jordan's lead Sam is away, so Alice coordinates.",
+        "notes": "Down my reporting line: Jordan reports to Sam, who is away, so I hand it over.",
     }),
     ("agent-sarah", "agent-taylor", "Refresh the colour tokens", "CSS", {
         "primary_reason": "CSS expertise (Design), 2/5 tasks.",

@@ -31,6 +31,7 @@ from organization.models import Agent
 from organization.prepared import INT, TEXT, PreparedQuerySet, column_values, insert_new
 
 from . import webhooks
+from .holds import budget_holds
 from .models import (
     FINISHED_STATUSES,
     ActorKind,
@@ -88,7 +89,7 @@ def task_assigned_event(*, task: Task, actor: Actor, before: dict, to: Agent) ->
             actor,
             before,
             recipient=to,
-            message=f"{actor.label} assigned the task to {to.handle}.",
+            message=f"{actor.label} assigned the task to {to.handle}.{_held(to)}",
         ),  # fmt: skip
     )
 
@@ -134,7 +135,7 @@ def task_delegated_event(
             actor,
             before,
             recipient=to,
-            message=f"{actor.label} delegated the task to {to.handle}.",
+            message=f"{actor.label} delegated the task to {to.handle}.{_held(to)}",
             decision=Decision.DELEGATE,
             primary_choice=to.handle,
             **decision,
@@ -157,7 +158,7 @@ def task_queued_event(
             recipient=to,
             message=(
                 f"{actor.label} queued the task for {to.handle} "
-                f"(estimated wait {estimated_wait} s)."
+                f"(estimated wait {estimated_wait} s).{_held(to)}"
             ),
             decision=Decision.QUEUE,
             primary_choice=to.handle,
@@ -335,6 +336,15 @@ _AGENT_NAMED = PreparedQuerySet(
 
 
 # --- building and writing ------------------------------------------------------------------------
+
+
+def _held(to: Agent) -> str:
+    """The sentence a routing to a managed agent a budget holds back adds to its event: the
+    work reaches them but waits (`tasks.holds`)."""
+    why = budget_holds([to]).get(to.pk)
+    return (
+        f" {to.handle} is held for budget ({why}): the work waits until it has room." if why else ""
+    )
 
 
 def _cross_team(actor: Actor, to: Agent) -> dict:

@@ -6,7 +6,9 @@ those who still have room (said to be busy, offered after every available collea
 full, not offline, exact expert to queue for, with an estimated wait · 5 escalate (senior,
 default supervisor, humans). Available means idle or active, exactly as the roster's
 `filter=available` (seed 000). Offline agents are never candidates; with hierarchy enforcement
-on, neither is anyone the caller may not assign to.
+on, neither is anyone the caller may not assign to. The asker's own reports (down its reporting
+line) count as its team, whatever team they are on: a manager's delegation to them costs no
+coordination. A managed agent a budget holds back is offered after everyone else, saying so.
 """
 
 from django.db.models import Count, Q
@@ -14,11 +16,17 @@ from django.utils import timezone
 
 from organization.models import Agent, ExpertiseGroup, Organization
 from organization.prepared import INT, INT2, TEXT, PreparedQuerySet
-from organization.selectors import agents_with_workload, holds_expertise, team_rule_of
+from organization.selectors import (
+    agents_with_workload,
+    holds_expertise,
+    reports_below,
+    team_rule_of,
+)
 from organization.workload import AVAILABLE_STATUSES, status_for
 
+from .holds import budget_holds
 from .models import URGENCY_RANK, Decision, Task, TaskStatus, Urgency
-from .rules import coordination_note, escalation_target, is_cross_team, role_violation
+from .rules import coordination_note, escalation_target, role_violation
 from .selectors import completion_seconds, wait_seconds
 
 TIER_NAMES = {
@@ -77,6 +85,37 @@ def _describe(agent: Agent, status: str) -> str:
     )
 
 
+def _choose(candidates: list[dict], expertise: str, urgency: str, threshold: float):
+    """Seed 001's choice among ranked `candidates`: (decision, primary, reasoning), or None
+    when none fits (escalate)."""
+    direct = [c for c in candidates if c["tier"] <= 3]
+    with_room = [c for c in candidates if c["tier_name"] == BUSY_WITH_ROOM]
+    waiting = [c for c in candidates if c["tier_name"] == TIER_NAMES[4]]
+    if direct:
+        primary = direct[0]
+        tier = TIER_NAMES[primary["tier"]].replace("_", " ")
+        return (
+            Decision.DELEGATE, primary,
+            f"{primary['name']} is the best match (priority {primary['tier']}: {tier}).",
+        )  # fmt: skip
+    if with_room:
+        primary = with_room[0]
+        return (
+            Decision.DELEGATE, primary,
+            f"No available colleague fits; {primary['name']} is busy "
+            f"({primary['current_workload']}/{primary['workload_capacity']}) but still has room.",
+        )  # fmt: skip
+    if waiting and waiting[0]["estimated_wait_seconds"] < threshold:
+        primary = waiting[0]
+        return (
+            Decision.QUEUE, primary,
+            f"No {expertise} expert has room; {primary['name']} should be free in about "
+            f"{primary['estimated_wait_seconds']} s, within the {urgency} timeline "
+            f"({int(threshold)} s).",
+        )  # fmt: skip
+    return None
+
+
 def recommend(
     *,
     org: Organization,
@@ -97,16 +136,29 @@ def recommend(
         everyone = _CANDIDATES_FOR_HUMANS.instances(organization_id=org.pk, terms=terms)
     me = next((a for a in everyone if agent is not None and a.pk == agent.pk), None)
     my_team = me.team_id if me is not None else None
+    others = [
+        other
+        for other in everyone
+        if not (me is not None and other.pk == me.pk)
+        and other.handle not in exclude
+        and not other.is_paused
+        and not (me is not None and role_violation(rule=rule, source=me, target=other))
+    ]
+    # The asker's reports count as its team; read only when someone is on another team.
+    mine = (
+        reports_below(me)
+        if me is not None and any(my_team is None or o.team_id != my_team for o in others)
+        else set()
+    )
+    held = budget_holds(others)
     candidates = []
-    for other in everyone:
-        if (me is not None and other.pk == me.pk) or other.handle in exclude or other.is_paused:
-            continue
-        if me is not None and role_violation(rule=rule, source=me, target=other):
-            continue
+    for other in others:
         exact = expertise in other.expertise
         overlap = sorted(related.intersection(other.expertise))
         has_room = other.current_workload < other.workload_capacity
-        same_team = my_team is not None and other.team_id == my_team
+        report = other.pk in mine and (my_team is None or other.team_id != my_team)
+        same_team = report or (my_team is not None and other.team_id == my_team)
+        team_words = "reports to you" if report else "same team"
         status = status_for(
             is_paused=False, workload=other.current_workload, capacity=other.workload_capacity
         )
@@ -114,11 +166,11 @@ def recommend(
         available = status in AVAILABLE_STATUSES
         tier_name = None
         if exact and available and same_team:
-            tier, why = 1, f"{expertise} expertise, same team, no coordination overhead"
+            tier, why = 1, f"{expertise} expertise, {team_words}, no coordination overhead"
         elif overlap and available and same_team and not exact:
             tier, why = (
                 2,
-                f"related expertise ({', '.join(overlap)}), same team, can learn with guidance",
+                f"related expertise ({', '.join(overlap)}), {team_words}, can learn with guidance",
             )
         elif exact and available:
             tier, why = 3, f"{expertise} expertise, other team: note the coordination overhead"
@@ -146,6 +198,7 @@ def recommend(
                 "workload_capacity": other.workload_capacity,
                 "availability_until": other.availability_until,
                 "estimated_wait_seconds": None,
+                "held_for_budget": held.get(other.pk),
                 "_agent": other,
                 "_order": (not exact, not same_team),
             }
@@ -180,10 +233,15 @@ def recommend(
                 c["reason"] += (
                     f" (free at {c['availability_until'].isoformat()}, by their own estimate)"
                 )
-    # Within tier 4, who has room comes before whom to queue for; then exact before related
-    # expertise and same team before other teams.
+    for c in candidates:
+        if c["held_for_budget"]:
+            c["reason"] += f"; held for budget ({c['held_for_budget']}): work given to them waits"
+    # Whom a budget holds back comes after everyone else. Within tier 4, who has room comes
+    # before whom to queue for; then exact before related expertise and same team before other
+    # teams.
     candidates.sort(
         key=lambda c: (
+            c["held_for_budget"] is not None,
             c["tier"],
             c["tier_name"] != BUSY_WITH_ROOM,
             c["estimated_wait_seconds"] or 0,
@@ -213,43 +271,47 @@ def recommend(
         "workload_capacity": None,
         "availability_until": None,
         "estimated_wait_seconds": None,
+        "held_for_budget": None,
     }
 
     threshold = getattr(rule, f"stale_after_{urgency}").total_seconds()
-    direct = [c for c in candidates if c["tier"] <= 3]
-    with_room = [c for c in candidates if c["tier_name"] == BUSY_WITH_ROOM]
-    waiting = [c for c in candidates if c["tier_name"] == TIER_NAMES[4]]
-    if direct:
-        decision, primary = Decision.DELEGATE, direct[0]
-        reasoning = f"{primary['name']} is the best match (priority {primary['tier']}: {TIER_NAMES[primary['tier']].replace('_', ' ')})."
-    elif with_room:
-        decision, primary = Decision.DELEGATE, with_room[0]
-        reasoning = (
-            f"No available colleague fits; {primary['name']} is busy "
-            f"({primary['current_workload']}/{primary['workload_capacity']}) but still has room."
-        )
-    elif waiting and waiting[0]["estimated_wait_seconds"] < threshold:
-        decision, primary = Decision.QUEUE, waiting[0]
-        reasoning = (
-            f"No {expertise} expert has room; {primary['name']} should be free in about "
-            f"{primary['estimated_wait_seconds']} s, within the {urgency} timeline ({int(threshold)} s)."
-        )
+    free = [c for c in candidates if c["held_for_budget"] is None]
+    held_back = [c for c in candidates if c["held_for_budget"] is not None]
+    # Whom a budget holds back is chosen only when nobody else fits, and the decision says so.
+    chosen_move = _choose(free, expertise, urgency, threshold) or _choose(
+        held_back, expertise, urgency, threshold
+    )
+    if chosen_move is not None:
+        decision, primary, reasoning = chosen_move
     else:
         decision, primary = Decision.ESCALATE, escalation
+        waiting = [c for c in candidates if c["tier_name"] == TIER_NAMES[4]]
         reasoning = (
             f"No available colleague has {expertise} expertise"
             + (" and the experts' wait exceeds the urgency timeline" if waiting else "")
             + f": {escalation['reason']}."
         )
+    if primary.get("held_for_budget"):
+        reasoning += (
+            f" {primary['name']} is held for budget ({primary['held_for_budget']}): the work "
+            "waits until the budget has room."
+        )
+    elif held_back:
+        passed = held_back[0]
+        reasoning += (
+            f" {passed['name']} is held for budget ({passed['held_for_budget']}): passed over."
+        )
     rest = [c for c in candidates if c is not primary]
     fallback = rest[0] if rest and decision != Decision.ESCALATE else None
     ranked = [*candidates, escalation]
     chosen = primary.get("_agent")
+    # `is_cross_team`, with the asker's reports read above.
     cross_team = (
         decision != Decision.ESCALATE
         and me is not None
         and chosen is not None
-        and is_cross_team(me, chosen)
+        and (my_team is None or chosen.team_id != my_team)
+        and chosen.pk not in mine
     )
     for c in ranked:
         c.pop("_agent", None)

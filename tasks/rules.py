@@ -19,7 +19,7 @@ from organization.caller import Caller
 from organization.errors import Conflict, Forbidden, NotFound
 from organization.models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
 from organization.prepared import INT, INT2, TEXT, PreparedQuery, PreparedQuerySet
-from organization.selectors import team_rule_of
+from organization.selectors import reports_to, team_rule_of
 from organization.workload import workloads_of
 
 from .models import FINISHED_STATUSES, ActorKind, Task
@@ -88,8 +88,11 @@ class Verdict:
 
 
 def is_cross_team(source: Agent, target: Agent) -> bool:
-    """Seeds 000/001: a routing to someone not on the source's team costs coordination."""
-    return source.team_id is None or source.team_id != target.team_id
+    """Seeds 000/001: a routing to someone not on the source's team costs coordination; one down
+    the source's own reporting line (a manager to its reports) does not, whatever the teams."""
+    if source.team_id is not None and source.team_id == target.team_id:
+        return False
+    return not reports_to(target, source)
 
 
 def coordination_note(source: Agent, target: Agent) -> str:

@@ -500,6 +500,11 @@ class CandidateSerializer(serializers.Serializer):
         allow_null=True, help_text="When the colleague expects to be free (their own estimate)."
     )
     estimated_wait_seconds = serializers.IntegerField(allow_null=True)
+    held_for_budget = serializers.CharField(
+        allow_null=True,
+        help_text="Why a budget holds this managed agent back (its runs wait), in words; null "
+        "when none does.",
+    )
 
 
 class RecommendationSerializer(serializers.Serializer):
@@ -512,7 +517,8 @@ class RecommendationSerializer(serializers.Serializer):
     escalate_to = CandidateSerializer()
     reasoning = serializers.CharField()
     cross_team = serializers.BooleanField(
-        help_text="The primary choice is not on the asking agent's team (note the coordination)."
+        help_text="The primary choice is neither on the asking agent's team nor down its "
+        "reporting line (note the coordination)."
     )
     candidates = CandidateSerializer(many=True)
     decision_text = serializers.CharField()

@@ -7,6 +7,7 @@ from decimal import Decimal
 from django.utils import timezone
 
 from collaboration.models import CollaborationSession, SessionStatus
+from costs.metering import current_period
 from costs.models import LIFETIME, Budget, BudgetAlert, UsageRecord
 from organization.models import Agent, Organization
 from runtime.models import Run, RunStatus, RunTrigger
@@ -24,6 +25,7 @@ EXPECTED = {
     "offline_with_work": 8,
     "budget_alerts": 9,
     "held_wakes": 10,
+    "held_for_budget": 11,
     # The costs app's: what the ledger holds today and this month (USD).
     "cost_today_usd": Decimal("1.25"),
     "cost_month_usd": Decimal("3.75"),
@@ -31,7 +33,7 @@ EXPECTED = {
 EXPECTED["needs_attention"] = sum(
     EXPECTED[m]
     for m in ("escalated", "blocked", "stale_queued", "failed_sessions", "failed_runs",
-              "failing_webhooks", "budget_alerts", "held_wakes")
+              "failing_webhooks", "budget_alerts", "held_wakes", "held_for_budget")
 )  # fmt: skip
 
 
@@ -56,6 +58,8 @@ def build(org: Organization, prefix: str = "m") -> dict:
         )  # fmt: skip
 
     full = agents("full", 7)  # 5/5: at capacity
+    # Managed, 11/12 (not at capacity), and held back by its $0 budget: its 11 tasks wait.
+    held = agents("held", 1, runtime="managed", workload_capacity=12)[0]
     busy = agents("busy", 2)  # 4/5: busy, not at capacity
     offline = agents("away", 8, is_paused=True)  # each with a queued task or a report
     idle_offline = agents("gone", 2, is_paused=True)  # offline with nothing: not counted
@@ -69,6 +73,8 @@ def build(org: Organization, prefix: str = "m") -> dict:
               for a in full for i in range(5)]  # fmt: skip
     tasks += [task(f"held {a.handle} {i}", TaskStatus.IN_PROGRESS, assignee=a)
               for a in busy for i in range(4)]  # fmt: skip
+    tasks += [task(f"held by budget {i}", (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS)[i % 2],
+                   assignee=held) for i in range(11)]  # fmt: skip
     tasks += [task("Decide the vendor", TaskStatus.ESCALATED, urgency=Urgency.HIGH)]
     tasks += [task(f"Blocked {i}", TaskStatus.BLOCKED) for i in range(2)]
     tasks += [task(f"Stale {i}", TaskStatus.QUEUED, queued_at=now - timedelta(days=2))
@@ -125,6 +131,9 @@ def build(org: Organization, prefix: str = "m") -> dict:
     team_budgets = Budget.objects.bulk_create(
         Budget(organization=org, scope="agent", agent=a, limit_usd=1, period=LIFETIME)
         for a in [*full, *busy, worker]
+    )
+    Budget.objects.create(
+        organization=org, scope="agent", agent=held, limit_usd=0, period=current_period()
     )
     BudgetAlert.objects.bulk_create(
         BudgetAlert(organization=org, budget=b, kind="warning", period="2026-01", message="80 %",

@@ -73,12 +73,12 @@ def test_the_dashboard_shows_each_number_and_their_sum(client, root, org, rival)
     client.force_login(root)
     html = client.get(INDEX, {"organization": org.pk}).content.decode()
     shown = numbers(html)
-    for name in [*OURS, "needs_attention"]:
+    for name in [*OURS, "held_for_budget", "needs_attention"]:
         assert shown[name] == str(EXPECTED[name]), name
     assert "Agent Org" in html
 
 
-@pytest.mark.parametrize("name", OURS)
+@pytest.mark.parametrize("name", [*OURS, "held_for_budget"])
 def test_each_number_links_to_the_list_that_holds_as_many_rows(client, root, org, rival, name):
     client.force_login(root)
     href = links(client.get(INDEX, {"organization": org.pk}).content.decode())[name]
@@ -92,7 +92,7 @@ def test_needs_attention_links_to_the_tasks_that_need_a_human(client, root, org,
     client.force_login(root)
     href = links(client.get(INDEX, {"organization": org.pk}).content.decode())["needs_attention"]
     listed = client.get(href).context["cl"].result_count
-    assert listed == EXPECTED["escalated"] + EXPECTED["blocked"]
+    assert listed == EXPECTED["escalated"] + EXPECTED["blocked"] + EXPECTED["held_for_budget"]
 
 
 def test_a_superuser_picks_the_organization_and_the_choice_is_remembered(client, root, org, rival):

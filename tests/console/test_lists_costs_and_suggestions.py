@@ -102,15 +102,12 @@ def test_the_banner_suggests_an_agent_with_room_even_behind_many_full_agents(roo
     assert "Nobody online has room" not in banner
 
 
-# --- 3. the banner offers "Assign" to experts who are full -----------------------------------
+# --- 3. the banner never offers "Assign" to experts who are full -----------------------------
 
 
-def test_the_banner_never_suggests_an_agent_who_cannot_take_the_task(root_client):
-    """The banner lists who could take the escalated task, each with an *Assign* button, and
-    says "Nobody online has room for it now" when there is none. console/story.py: suggestions
-    keeps every recommendation candidate below tier 5, which includes tier 4 "queue for them":
-    an expert at capacity. Its *Assign* can only be refused (409 capacity_exceeded), so the
-    manager is offered a move the engine always refuses instead of being told nobody has room."""
+def test_the_banner_offers_a_full_expert_a_queue_never_an_assign(root_client):
+    """An expert at capacity can only refuse an assignment (409 capacity_exceeded): the banner
+    offers to queue the task for them instead (`tasks_task_queue`), never *Assign*."""
     org = make_org("acme")
     full = make_agent(org, "agent-full", expertise=["PostgreSQL"], workload_capacity=2)
     give_tasks(full, 2)
@@ -119,12 +116,10 @@ def test_the_banner_never_suggests_an_agent_who_cannot_take_the_task(root_client
         required_expertise="PostgreSQL",
     )  # fmt: skip
     banner = _banner(root_client, task)
-    assert 'data-agent="agent-full"' not in banner
-    response = root_client.post(
-        reverse("admin:tasks_task_console_assign", args=[task.pk]), {"agent": "agent-full"},
-        follow=True,
-    )  # fmt: skip
-    assert "capacity_exceeded" in response.content.decode()  # what that button leads to
+    row = banner.split('data-agent="agent-full"')[1].split("</tr>")[0]
+    assert 'data-action="queue"' in row and "Queue for them" in row
+    assert reverse("admin:tasks_task_queue", args=[task.pk]) in row
+    assert reverse("admin:tasks_task_console_assign", args=[task.pk]) not in row
 
 
 # --- 4. the dashboard's costs are rounded to cents -------------------------------------------

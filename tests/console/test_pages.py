@@ -109,7 +109,9 @@ def test_a_task_reads_as_a_story_without_raw_json(root_client, demo):
     assert "delegated the task to agent-jordan" in timeline
     assert "Fallback:</strong> Sam (Infrastructure Lead) when back." in timeline
     assert "Busy but has room (4/5)" in timeline
-    assert "Note:</strong> Cross-team delegation: Jordan&#x27;s lead Sam is away" in timeline
+    assert "Note:</strong> Down my reporting line: Jordan reports to Sam" in timeline
+    # Alice's delegation down her reporting line is not cross-team, whatever the teams.
+    assert "Cross-team" not in timeline
     assert "&quot;status&quot;" not in html and '{"status"' not in html  # no event snapshot
     assert "Passed through" in html
 
@@ -253,3 +255,131 @@ def test_an_outcome_counts_the_synthesis_tokens_and_keeps_an_agents_cost_its_own
     assert "(the coordinator $2.00)" in html
     costs = [part.split("</span>")[0] for part in html.split('<span class="card-cost">')[1:]]
     assert costs == ["$0.2500", "$0.5000"]
+
+
+# --- the escalation banner leads with the experts; a full one is queued for -----------------
+
+
+def suggested(banner: str) -> list[tuple[str, str]]:
+    """(agent, action) of each suggestion row, in order."""
+    import re
+
+    return re.findall(r'class="suggestion" data-agent="([^"]+)" data-action="([a-z]+)"', banner)
+
+
+def test_the_escalation_banner_leads_with_the_full_expert_to_queue_for(root_client, demo):
+    task = Task.objects.get(organization=demo, title=ESCALATED[1])
+    banner = page_of(root_client, task).split('id="attention-banner"')[1].split("</section>")[0]
+    rows = suggested(banner)
+    # Jordan, the only AWS expert online, is full (5/5): first, to queue for; then who has room.
+    assert rows[0] == ("agent-jordan", "queue")
+    assert [action for _, action in rows[1:]] == ["assign"] * (len(rows) - 1) and rows[1:]
+    jordan = banner.split('data-agent="agent-jordan"')[1].split("</tr>")[0]
+    assert "Queue for them" in jordan and ">Assign<" not in jordan
+    assert "The agents with AWS first" in banner
+
+
+def test_queue_for_them_queues_the_escalated_task_for_the_full_expert(root_client, demo):
+    task = Task.objects.get(organization=demo, title=ESCALATED[1])
+    jordan = demo.agents.get(handle="agent-jordan")
+    url = reverse("admin:tasks_task_queue", args=[task.pk])
+    assert root_client.get(url).status_code == 405
+    response = root_client.post(url, {"agent": "agent-jordan"}, follow=True)
+    assert response.redirect_chain == [(reverse("admin:tasks_task_change", args=[task.pk]), 302)]
+    assert "Queued for Jordan" in response.content.decode()
+    task.refresh_from_db()
+    assert (task.status, task.queued_for, task.assignee) == (TaskStatus.QUEUED, jordan, None)
+    event = task.events.order_by("-pk").first()
+    assert (event.kind, event.actor_kind, event.actor_label) == (
+        EventKind.QUEUED,
+        "user",
+        "user:root",
+    )  # as the assign and the API record a human
+    assert (event.recipient, event.decision, event.primary_choice) == (
+        jordan, "QUEUE", "agent-jordan"
+    )  # fmt: skip
+    assert event.before["status"] == TaskStatus.ESCALATED
+    assert event.after["status"] == TaskStatus.QUEUED
+    assert 'id="attention-banner"' not in response.content.decode()
+
+
+def test_queue_for_them_refuses_an_expert_with_room_with_the_engines_reason(root_client, demo):
+    task = Task.objects.get(organization=demo, title=ESCALATED[1])
+    response = root_client.post(
+        reverse("admin:tasks_task_queue", args=[task.pk]), {"agent": "agent-alex"}, follow=True
+    )
+    assert "expert_available" in response.content.decode()
+    task.refresh_from_db()
+    assert task.status == TaskStatus.ESCALATED
+
+
+def test_queue_for_them_is_a_csrf_protected_post_scoped_to_the_organization(client, demo):
+    from django.test import Client
+
+    task = Task.objects.get(organization=demo, title=ESCALATED[1])
+    url = reverse("admin:tasks_task_queue", args=[task.pk])
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(make_admin_user(demo, username="bob"))
+    assert strict.post(url, {"agent": "agent-jordan"}).status_code == 403
+    client.force_login(make_admin_user(make_org("elsewhere"), username="eve"))
+    assert client.post(url, {"agent": "agent-jordan"}).status_code == 404
+    task.refresh_from_db()
+    assert task.status == TaskStatus.ESCALATED
+
+
+def test_queue_for_them_needs_an_admin_of_the_organization(client, demo):
+    from organization.models import Membership
+
+    task = Task.objects.get(organization=demo, title=ESCALATED[1])
+    url = reverse("admin:tasks_task_queue", args=[task.pk])
+    anonymous = client.post(url, {"agent": "agent-jordan"})
+    assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
+    member = get_user_model().objects.create_user("member", "m@example.com", "pw", is_staff=True)
+    Membership.objects.create(organization=demo, user=member, is_admin=False)
+    client.force_login(member)
+    assert client.post(url, {"agent": "agent-jordan"}).status_code == 404
+    task.refresh_from_db()
+    assert task.status == TaskStatus.ESCALATED
+
+
+# --- a task whose holder a budget holds back says so ----------------------------------------
+
+
+def held_by_budget(org, handle="agent-alex", limit="0"):
+    """The agent made managed, under an exhausted agent budget (as spent this month)."""
+    from costs.metering import current_period
+    from costs.models import Budget
+
+    agent = org.agents.get(handle=handle)
+    agent.runtime = "managed"
+    agent.save(update_fields=["runtime"])
+    budget = Budget.objects.create(
+        organization=org, scope="agent", agent=agent, limit_usd=limit, spent_usd=limit,
+        period=current_period(),
+    )  # fmt: skip
+    return agent, budget
+
+
+def test_a_task_whose_holder_is_held_for_budget_says_so_with_a_link_to_the_budget(
+    root_client, demo
+):
+    alex, budget = held_by_budget(demo, limit="1")
+    task = Task.objects.filter(organization=demo, assignee=alex).first()
+    html = page_of(root_client, task)
+    notice = html.split('id="notice-held-for-budget"')[1].split("</section>")[0]
+    assert "Held for budget: Alex cannot work on it." in notice
+    assert "agent budget “agent-alex” has no room this month: $1.00 spent of $1.00" in notice
+    assert reverse("admin:costs_budget_change", args=[budget.pk]) in notice
+
+
+def test_no_budget_notice_for_an_external_holder_or_a_budget_with_room(root_client, demo):
+    alex, budget = held_by_budget(demo, limit="1")
+    task = Task.objects.filter(organization=demo, assignee=alex).first()
+    budget.limit_usd = 5
+    budget.save()
+    assert 'id="notice-held-for-budget"' not in page_of(root_client, task)
+    budget.limit_usd = 1
+    budget.save()
+    alex.runtime = "external"  # its own program calls models: nothing the service holds back
+    alex.save(update_fields=["runtime"])
+    assert 'id="notice-held-for-budget"' not in page_of(root_client, task)

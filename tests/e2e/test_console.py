@@ -124,6 +124,25 @@ def test_an_escalated_task_is_assigned_from_its_banner(live_server, demo_with_vo
         expect(page.locator("#attention-banner")).to_have_count(0)
 
 
+def test_an_escalated_task_is_queued_for_its_full_expert_from_its_banner(
+    live_server, demo_with_vote, page
+):
+    from tasks.models import TaskStatus
+
+    task = demo_with_vote["escalated"]
+    log_in(page, live_server.url, "bob")
+    page.goto(f"{live_server.url}/admin/tasks/task/{task.pk}/change/")
+    first = page.locator("#attention-banner tr.suggestion").first
+    expect(first).to_have_attribute("data-agent", "agent-jordan")
+    expect(first.get_by_role("button", name="Assign")).to_have_count(0)
+    first.get_by_role("button", name="Queue for them").click()
+    expect(page.locator(".messagelist")).to_contain_text("Queued for Jordan")
+    expect(page.locator("#attention-banner")).to_have_count(0)
+    expect(page.locator("#timeline")).to_contain_text("queued the task for agent-jordan")
+    task.refresh_from_db()
+    assert (task.status, task.queued_for.handle) == (TaskStatus.QUEUED, "agent-jordan")
+
+
 def test_a_task_page_tells_its_story(live_server, demo_with_vote, page):
     log_in(page, live_server.url, "bob")
     page.goto(f"{live_server.url}/admin/tasks/task/{demo_with_vote['story'].pk}/change/")

@@ -3,7 +3,7 @@
 import pytest
 
 from tasks.models import TaskEvent
-from tests.factories import give_tasks
+from tests.factories import give_tasks, make_agent, make_team
 from tests.tasks.conftest import create, post
 from tests.tasks.test_tools import call
 
@@ -168,6 +168,64 @@ def test_the_admin_shows_the_coordination_note_under_the_task(cast, admin_client
     assert "Cross-team delegation: agent-sarah (Development) to agent-morgan (Data)" in (
         page.content.decode()
     )
+
+
+# --- down the reporting line is not cross-team ----------------------------------------------
+
+
+@pytest.fixture
+def line(cast):
+    """The boss leads from a team of their own; Morgan (Data) reports to them, Riley (Ops) to
+    Morgan."""
+    cast.boss.team = make_team(cast.org, "Leadership")
+    cast.boss.expertise = ["Planning"]
+    cast.boss.save()
+    cast.riley = make_agent(
+        cast.org, "agent-riley", team=make_team(cast.org, "Ops"), senior=cast.morgan,
+        expertise=["MySQL"],
+    )  # fmt: skip
+    return cast
+
+
+@pytest.mark.parametrize("report", ["agent-morgan", "agent-riley"])
+def test_a_managers_delegation_down_its_reporting_line_is_not_cross_team(line, report):
+    task = a_task_of(line, line.boss)
+    response = post(line.client(line.boss), f"/api/tasks/{task}/delegate", {"agent_id": report})
+    assert response.status_code == 200, response.content
+    event = last_event(task, "delegated")
+    assert (event.cross_team, event.coordination_note) == (False, "")
+    shown = line.client(line.boss).get(f"/api/tasks/{task}/events").json()["results"]
+    assert all(e["cross_team"] is False for e in shown)
+
+
+def test_a_delegation_up_or_across_the_line_stays_cross_team(line):
+    task = a_task_of(line, line.riley)
+    post(line.client(line.riley), f"/api/tasks/{task}/delegate", {"agent_id": "agent-alex"})
+    assert last_event(task, "delegated").cross_team is True
+
+
+def test_the_recommendation_for_a_manager_ranks_its_reports_as_its_team(line):
+    response = line.client(line.boss).get("/api/delegation/recommendation?expertise=MySQL")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert [(c["id"], c["tier"]) for c in body["candidates"][:2]] == [
+        ("agent-morgan", 1), ("agent-riley", 1),
+    ]  # fmt: skip
+    assert body["primary_choice"]["reason"].endswith(
+        "MySQL expertise, reports to you, no coordination overhead"
+    )
+    assert body["cross_team"] is False
+    assert "Cross-team" not in body["decision_text"]
+    assert "Notes:" not in body["decision_text"]
+    assert "other team" not in body["decision_text"]
+
+
+def test_the_task_page_tells_no_coordination_for_a_delegation_to_a_report(line, admin_client):
+    task = a_task_of(line, line.boss)
+    post(line.client(line.boss), f"/api/tasks/{task}/delegate", {"agent_id": "agent-morgan"})
+    page = admin_client.get(f"/admin/tasks/task/{task}/change/").content.decode()
+    assert "delegated the task to agent-morgan" in page
+    assert "Cross-team" not in page and "coordination overhead" not in page
 
 
 @pytest.mark.parametrize("door", ["rest", "tool"])
