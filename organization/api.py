@@ -15,7 +15,7 @@ from .models import Agent, Team
 from .pagination import LimitOffsetPagination
 from .prompt import system_prompt_for
 from .roster import get_roster
-from .schema import ERRORS, errors
+from .schema import ERRORS, conflict, errors
 from .selectors import agent_for_api, agents_for_api, teams_with_size
 from .serializers import (
     AgentSerializer,
@@ -64,10 +64,23 @@ class RosterView(CallerMixin, APIView):
         return Response(roster)
 
 
+# A tool answers what its REST twin answers: its JSON object, or our error shape with the
+# status its service raised (`GET /api/tools` describes each tool's params).
+CALL_TOOL_RESPONSES = {
+    200: OpenApiResponse(OpenApiTypes.OBJECT, description="The tool's result (a JSON object)"),
+    **ERRORS,
+    409: conflict(
+        "The move conflicts with the organization's state: capacity_exceeded, agent_offline, "
+        "delegation_loop, self_delegation, already_assigned, already_queued, "
+        "invalid_transition, session_finished, budget_exhausted"
+    ),
+}
+
+
 class CallToolView(CallerMixin, APIView):
     @extend_schema(
         request=CallToolSerializer,
-        responses={200: OpenApiResponse(description="The tool's result"), **ERRORS},
+        responses=CALL_TOOL_RESPONSES,
         summary="Run a tool of the registry as the key's agent",
     )
     def post(self, request):

@@ -1,6 +1,7 @@
 """Thin DRF views of the tasks engine: validate → service/selector → serialize."""
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework import status as http
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
@@ -215,10 +216,19 @@ class InboxView(CallerMixin, APIView):
         return paginator.get_paginated_response(InboxItemSerializer(page, many=True).data)
 
 
+INBOX_MARKED = inline_serializer(
+    "InboxMarked",
+    fields={
+        "success": serializers.BooleanField(),
+        "marked": serializers.IntegerField(help_text="How many items this call marked read."),
+    },
+)
+
+
 class InboxReadView(CallerMixin, APIView):
     @extend_schema(
         request=InboxReadSerializer,
-        responses={200: OpenApiResponse(description='{"success": true, "marked": n}'), **ERRORS},
+        responses={200: INBOX_MARKED, **ERRORS},
         summary="Mark inbox items read (all unread ones without ids)",
         operation_id="inbox_read_many",
     )
