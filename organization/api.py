@@ -11,6 +11,7 @@ from . import registry, services
 from .audit import audit_rows, describe
 from .caller import CallerMixin
 from .filters import AgentFilter
+from .idempotency import IDEMPOTENCY_KEY, KEY_REUSED, idempotent
 from .models import Agent, Team
 from .pagination import LimitOffsetPagination
 from .prompt import system_prompt_for
@@ -80,9 +81,11 @@ CALL_TOOL_RESPONSES = {
 class CallToolView(CallerMixin, APIView):
     @extend_schema(
         request=CallToolSerializer,
-        responses=CALL_TOOL_RESPONSES,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={**CALL_TOOL_RESPONSES, **KEY_REUSED},
         summary="Run a tool of the registry as the key's agent",
     )
+    @idempotent
     def post(self, request):
         body = CallToolSerializer(data=request.data)
         body.is_valid(raise_exception=True)

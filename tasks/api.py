@@ -11,6 +11,7 @@ from rest_framework.viewsets import GenericViewSet
 from organization import registry
 from organization.caller import CallerMixin
 from organization.errors import DomainError
+from organization.idempotency import IDEMPOTENCY_KEY, KEY_REUSED, idempotent
 from organization.pagination import LimitOffsetPagination
 from organization.schema import ERRORS, conflict, errors
 from organization.selectors import agent_by_handle
@@ -105,7 +106,12 @@ class TaskViewSet(CallerMixin, GenericViewSet):
         data = TaskSerializer(items, many=True, context={"waits": estimated_waits(items)}).data
         return self.get_paginated_response(data) if page is not None else Response(data)
 
-    @extend_schema(request=TaskCreateSerializer, responses={201: TaskSerializer, **MOVE_ERRORS})
+    @extend_schema(
+        request=TaskCreateSerializer,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: TaskSerializer, **MOVE_ERRORS, **KEY_REUSED},
+    )
+    @idempotent
     def create(self, request):
         data = self.body(TaskCreateSerializer)
         handle, parent = data.pop("agent_id"), data.pop("parent")
@@ -181,9 +187,11 @@ class TaskViewSet(CallerMixin, GenericViewSet):
 
     @extend_schema(
         request=CommentSerializer,
-        responses={201: TaskCommentSerializer, **ERRORS},
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: TaskCommentSerializer, **ERRORS, **KEY_REUSED},
         summary="Comment on the task: its holder, creator and delegator are told",
     )
+    @idempotent
     def add_comment(self, request, pk=None):
         task = self.task()
         data = self.body(CommentSerializer)
