@@ -13,7 +13,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from ..auth import bearer_token
 from ..errors import error_body
-from .server import SCOPE_KEY, build_server, close_db_connections, find_counted_key
+from ..throttling import locked_out_message
+from .server import SCOPE_KEY, admit, build_server, close_db_connections
 
 MCP_PATH = "/mcp"
 
@@ -250,13 +251,20 @@ class McpHttpApp:
             await send_refusal(send, 503, message, "mcp_unavailable")
             return
         header = header_of(scope, b"authorization")
+        plaintext = bearer_token(header) if header is not None else None
+        address = (scope.get("client") or (None,))[0]
+        admitted = await admit(plaintext, address)
+        if admitted.locked_for is not None:
+            message = locked_out_message(admitted.locked_for)
+            headers = [retry_after(admitted.locked_for)]
+            await send_refusal(send, 429, message, "authentication_throttled", headers)
+            return
         challenge = [(b"www-authenticate", b'Bearer realm="mcp"')]
         if header is None:
             message = "Authentication required: send 'Authorization: Bearer <agent key>'."
             await send_refusal(send, 401, message, "authentication_required", challenge)
             return
-        plaintext = bearer_token(header)
-        key, wait = await find_counted_key(plaintext) if plaintext is not None else (None, None)
+        key, wait = admitted.key, admitted.wait
         if key is None:
             message = "Invalid or revoked API key."
             await send_refusal(send, 401, message, "authentication_failed", challenge)
