@@ -150,7 +150,6 @@ def test_a_generated_client_reads_call_tools_conflicts_and_the_inbox_and_sends_i
 ):
     import inspect
 
-    package = generated_client
     org = make_org()
     sarah = make_agent(org, "agent-sarah")
     client = importlib.import_module(f"{PACKAGE}.client").AuthenticatedClient(
