@@ -3,6 +3,8 @@
 Every error answers `{"success": false, "error": "<sentence>", "code": "<machine_code>"}`.
 """
 
+import logging
+
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import InterfaceError, OperationalError
@@ -10,6 +12,8 @@ from django.http import Http404, JsonResponse
 from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
+
+logger = logging.getLogger(__name__)
 
 
 class DomainError(Exception):
@@ -70,6 +74,7 @@ def database_unavailable(exc: Exception) -> Response | None:
         # SQLite (the embedded default) under more writers than its busy timeout waits for.
         body = error_body("The database is busy; try again in a moment.", "database_busy")
     else:
+        logger.warning("Database unavailable: answered 503", exc_info=exc)
         body = error_body(DATABASE_UNAVAILABLE, "database_unavailable")
     return Response(body, status=503, headers={"Retry-After": "1"})
 
