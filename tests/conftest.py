@@ -18,8 +18,6 @@ settings.COLLAB_IDLE_CLOSE_SECONDS = 0
 # The schema fuzz sends thousands of requests with one key; the throttle still runs (its
 # cache is exercised), at a rate no test reaches. tests/organization/test_throttling.py lowers it.
 settings.API_THROTTLE_RATE = "1000000/min"
-# Hundreds of tests answer 401 to 127.0.0.1; tests/organization/test_auth_throttling.py lowers it.
-settings.AUTH_FAILURE_LIMIT = 1_000_000
 
 
 @pytest.fixture(autouse=True)
