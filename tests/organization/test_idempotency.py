@@ -182,3 +182,22 @@ def test_a_lost_connection_without_a_key_is_503_too(org, via_proxy):
     assert via_proxy.dropped.is_set()
     assert (lost.status_code, lost.json()["code"]) == (503, "database_unavailable")
     assert lost["Retry-After"] == "1"
+
+
+@requires_postgres()
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_killed_before_the_write_committed_lets_the_keys_retry_write(org, via_proxy):
+    client = KeyClient(make_key(org, org.agents.get(handle="agent-sarah")))
+    via_proxy.cut_at(b'INSERT INTO "tasks_task"')  # killed as the task is inserted
+    lost = create(client, {"title": "Cut short"})
+    assert via_proxy.was_cut.is_set()
+    assert (lost.status_code, lost.json()["code"]) == (503, "database_unavailable")
+    assert lost["Retry-After"] == "1"
+    assert not Task.objects.filter(title="Cut short").exists()
+    assert not IdempotencyKey.objects.exists()  # rolled back with the write
+
+    retried = create(client, {"title": "Cut short"})
+    assert retried.status_code == 201
+    assert "Idempotent-Replayed" not in retried
+    assert Task.objects.filter(title="Cut short").count() == 1
