@@ -65,9 +65,7 @@ def idempotent(view_method):
         with undone_whole():
             stored, first = claim(caller=view.caller, key=key, fingerprint=fingerprint_of(request))
             if not first:
-                return Response(
-                    stored.body, status=stored.status, headers={REPLAYED_HEADER: "true"}
-                )
+                return replay(stored)
             response = view_method(view, request, *args, **kwargs)
             remember(stored, response)
         return response
@@ -117,6 +115,12 @@ def remember(row: IdempotencyKey, response) -> None:
     if 200 <= response.status_code < 300:
         row.status = response.status_code
         row.body = json.loads(json_bytes(response.data))
-        row.save(update_fields=["status", "body"])
+        row.location = response.get("Location", "")
+        row.save(update_fields=["status", "body", "location"])
     else:
         row.delete()
+
+
+def replay(row: IdempotencyKey) -> Response:
+    headers = {REPLAYED_HEADER: "true", **({"Location": row.location} if row.location else {})}
+    return Response(row.body, status=row.status, headers=headers)

@@ -561,6 +561,8 @@ class IdempotencyKey(models.Model):
     fingerprint = models.CharField(max_length=64)
     status = models.PositiveSmallIntegerField()
     body = models.JSONField(null=True)
+    # The first answer's Location header (a created collaboration's URL), if it had one.
+    location = models.CharField(max_length=2000, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -127,6 +127,24 @@ def test_call_tool_and_comments_honour_the_key(org, sarah):
     assert TaskComment.objects.filter(task=task).count() == 1
 
 
+def test_a_started_collaboration_is_replayed_with_its_location(org, settings):
+    from collaboration.models import CollaborationSession
+
+    org_key = KeyClient(make_key(org))
+    body = {
+        "task": "Review the payment API",
+        "agents": [{"name": "reviewer", "role": "Reviewer"}, {"name": "tester", "role": "Tester"}],
+    }
+    answers = [
+        org_key.post("/api/collaborations", body, format="json", HTTP_IDEMPOTENCY_KEY="s")
+        for _ in range(2)
+    ]
+    assert [a.status_code for a in answers] == [202, 202], answers[0].content
+    assert answers[1].json() == answers[0].json()
+    assert answers[1]["Location"] == answers[0]["Location"] == answers[0].json()["url"]
+    assert CollaborationSession.objects.count() == 1
+
+
 # --- the connection lost mid-request: PgProxy drops the answer to the request's COMMIT -------
 
 
