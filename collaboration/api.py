@@ -7,6 +7,7 @@ from rest_framework.response import Response
 
 from organization import registry
 from organization.caller import CallerMixin
+from organization.idempotency import IDEMPOTENCY_KEY, KEY_REUSED, idempotent
 from organization.schema import ERRORS as BASE_ERRORS
 from organization.schema import conflict, errors
 
@@ -57,9 +58,11 @@ class CollaborationViewSet(CallerMixin, mixins.ListModelMixin, viewsets.GenericV
 
     @extend_schema(
         request=StartCollaborationSerializer,
-        responses={202: SessionSerializer, **ERRORS},
+        parameters=[IDEMPOTENCY_KEY],
+        responses={202: SessionSerializer, **ERRORS, **KEY_REUSED},
         summary="Start a collaborative session (seed 004); it runs on a worker",
     )
+    @idempotent
     def create(self, request):
         caller = self.caller
         payload = request.data

@@ -194,6 +194,8 @@ INSTALLED_APPS = [
     "django_celery_beat",
     # Who changed what (issue 13 §3): the historical rows and the admin's history pages.
     "simple_history",
+    # The admin login's lockout after repeated failures (ADMIN_LOGIN_FAILURE_LIMIT).
+    "axes",
     "organization",
     "tasks",
     "costs",
@@ -206,6 +208,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's static files under uvicorn/gunicorn without a separate web server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # /api/ only: 429 for a client address past AUTH_FAILURE_LIMIT failed authentications.
+    "organization.middleware.AuthFailureThrottleMiddleware",
     # /api/ only: 413 for an oversize body, 400 for NUL or lone surrogates in path or query.
     "organization.middleware.ApiInputMiddleware",
     # The pages (admin, console): 400 for NUL or lone surrogates in path, query or form fields.
@@ -218,6 +222,8 @@ MIDDLEWARE = [
     "simple_history.middleware.HistoryRequestMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Answers a locked-out admin login (django-axes); last, as its documentation asks.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -294,7 +300,7 @@ if DATABASE_POOL:
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": _pool_min,
         "max_size": _pool_max,
-        # Seconds a request waits for a free connection before it fails (500).
+        # Seconds a request waits for a free connection before it fails (503, Retry-After).
         "timeout": env_float("DATABASE_POOL_TIMEOUT", 10, minimum=0.1),
     }
     # Django's backend whose pool skips connections the server closed (a restart left one 500
@@ -342,6 +348,22 @@ STATIC_ROOT = VAR_DIR / "static"
 make_var_dir(STATIC_ROOT)
 
 LOGIN_URL = "/admin/login/"
+
+# The admin login locks a client address out after ADMIN_LOGIN_FAILURE_LIMIT failed logins, for
+# ADMIN_LOGIN_LOCKOUT_SECONDS (django-axes: https://django-axes.readthedocs.io/). Its backend
+# only watches; Django's checks the password.
+AUTHENTICATION_BACKENDS = [
+    "organization.auth.LoginLockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("ADMIN_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(seconds=env_int("ADMIN_LOGIN_LOCKOUT_SECONDS", 900, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_USERNAME_FORM_FIELD = "username"  # the admin login form's (else a lazy object per process)
+# Lifted early with `manage.py axes_reset`; the attempts stay out of the console's admin.
+AXES_ENABLE_ADMIN = False
+AXES_VERBOSE = False  # no banner in the log of every process that starts (workers, commands)
 
 # The admin's history pages read the past; they never write it back (organization/admin/history.py).
 SIMPLE_HISTORY_REVERT_DISABLED = True
@@ -625,6 +647,13 @@ if API_THROTTLE_RATE.lower() != "off" and not re.fullmatch(
         f"API_THROTTLE_RATE={API_THROTTLE_RATE!r}: use <n>/<second|minute|hour|day> "
         "(e.g. 600/min) or off."
     )
+# Failed authentications (401s of /api/ and /mcp) one client address may have in a window of
+# AUTH_FAILURE_WINDOW_SECONDS (opened by its first); past it the address answers 429
+# `authentication_throttled` until the window ends. 0 turns it off.
+AUTH_FAILURE_LIMIT = env_int("AUTH_FAILURE_LIMIT", 30, minimum=0)
+AUTH_FAILURE_WINDOW_SECONDS = env_int("AUTH_FAILURE_WINDOW_SECONDS", 600, minimum=1)
+# How long a POST's Idempotency-Key is remembered (its first answer replayed), in seconds.
+IDEMPOTENCY_KEY_WINDOW_SECONDS = env_int("IDEMPOTENCY_KEY_WINDOW_SECONDS", 86400, minimum=1)
 # Request bodies above this answer 413 `too_large` under /api/ (Django's own limit, 2.5 MB).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440, minimum=1)
 

@@ -1,5 +1,6 @@
 import django_filters
 
+from organization.filters import IdFilter
 from organization.inputs import BIGINT_MAX
 
 from .models import UsagePurpose, UsageRecord, UsageState
@@ -12,12 +13,8 @@ class UsageFilter(django_filters.FilterSet):
     purpose = django_filters.ChoiceFilter(choices=UsagePurpose.choices)
     state = django_filters.ChoiceFilter(choices=UsageState.choices)
     session = django_filters.UUIDFilter(field_name="session_id", help_text="A collaboration.")
-    run = django_filters.NumberFilter(
-        field_name="run_id", min_value=1, max_value=BIGINT_MAX, help_text="A run."
-    )
-    task = django_filters.NumberFilter(
-        field_name="task_id", min_value=1, max_value=BIGINT_MAX, help_text="A task."
-    )
+    run = IdFilter(field_name="run_id", min_value=1, max_value=BIGINT_MAX, help_text="A run.")
+    task = IdFilter(field_name="task_id", min_value=1, max_value=BIGINT_MAX, help_text="A task.")
     since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     until = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
     self_reported = django_filters.BooleanFilter()

@@ -11,11 +11,12 @@ from . import registry, services
 from .audit import audit_rows, describe
 from .caller import CallerMixin
 from .filters import AgentFilter
+from .idempotency import IDEMPOTENCY_KEY, KEY_REUSED, idempotent
 from .models import Agent, Team
 from .pagination import LimitOffsetPagination
 from .prompt import system_prompt_for
 from .roster import get_roster
-from .schema import ERRORS, errors
+from .schema import ERRORS, conflict, errors
 from .selectors import agent_for_api, agents_for_api, teams_with_size
 from .serializers import (
     AgentSerializer,
@@ -64,12 +65,27 @@ class RosterView(CallerMixin, APIView):
         return Response(roster)
 
 
+# A tool answers what its REST twin answers: its JSON object, or our error shape with the
+# status its service raised (`GET /api/tools` describes each tool's params).
+CALL_TOOL_RESPONSES = {
+    200: OpenApiResponse(OpenApiTypes.OBJECT, description="The tool's result (a JSON object)"),
+    **ERRORS,
+    409: conflict(
+        "The move conflicts with the organization's state: capacity_exceeded, agent_offline, "
+        "delegation_loop, self_delegation, already_assigned, already_queued, "
+        "invalid_transition, session_finished, budget_exhausted"
+    ),
+}
+
+
 class CallToolView(CallerMixin, APIView):
     @extend_schema(
         request=CallToolSerializer,
-        responses={200: OpenApiResponse(description="The tool's result"), **ERRORS},
+        parameters=[IDEMPOTENCY_KEY],
+        responses={**CALL_TOOL_RESPONSES, **KEY_REUSED},
         summary="Run a tool of the registry as the key's agent",
     )
+    @idempotent
     def post(self, request):
         body = CallToolSerializer(data=request.data)
         body.is_valid(raise_exception=True)

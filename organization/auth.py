@@ -9,6 +9,7 @@ import secrets
 import weakref
 from dataclasses import dataclass
 
+from axes.backends import AxesStandaloneBackend
 from django.db import connections, router
 from django.utils import timezone
 from rest_framework import authentication, exceptions
@@ -196,3 +197,13 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return 'Bearer realm="api"'
+
+
+class LoginLockoutBackend(AxesStandaloneBackend):
+    """django-axes' lockout of the admin login, for logins that come with a request; a login
+    without one (the test client's `login()`, a shell) is no client address's to lock."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if request is None:
+            return None
+        return super().authenticate(request, username=username, password=password, **kwargs)

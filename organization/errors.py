@@ -3,13 +3,17 @@
 Every error answers `{"success": false, "error": "<sentence>", "code": "<machine_code>"}`.
 """
 
+import logging
+
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
+
+logger = logging.getLogger(__name__)
 
 
 class DomainError(Exception):
@@ -52,6 +56,27 @@ class RateLimited(DomainError):
 
 def error_body(message: str, code: str) -> dict:
     return {"success": False, "error": message, "code": code}
+
+
+# Retryable database failures: a connection lost mid-request (the server restarted, a proxy cut
+# it), the pool's wait for a free connection, a lock or statement timeout, a deadlock.
+DATABASE_UNAVAILABLE = (
+    "The database could not finish the request; retry in a moment. A write may or may not "
+    "have taken effect: send an Idempotency-Key header to retry without doing it twice."
+)
+
+
+def database_unavailable(exc: Exception) -> Response | None:
+    """503 with Retry-After for a database error the caller may retry, else None."""
+    if not isinstance(exc, OperationalError | InterfaceError):
+        return None
+    if "database is locked" in str(exc):
+        # SQLite (the embedded default) under more writers than its busy timeout waits for.
+        body = error_body("The database is busy; try again in a moment.", "database_busy")
+    else:
+        logger.warning("Database unavailable: answered 503", exc_info=exc)
+        body = error_body(DATABASE_UNAVAILABLE, "database_unavailable")
+    return Response(body, status=503, headers={"Retry-After": "1"})
 
 
 def first_validation_message(detail, field: str | None = None) -> str:
@@ -97,11 +122,9 @@ def _error_response(exc, context):
     # Imported here: rest_framework.views loads the API settings, which import this module.
     from rest_framework.views import exception_handler as drf_exception_handler
 
-    if isinstance(exc, OperationalError) and "database is locked" in str(exc):
-        # SQLite (the embedded default) under more writers than its busy timeout waits for:
-        # the caller may simply try again.
-        body = error_body("The database is busy; try again in a moment.", "database_busy")
-        return Response(body, status=503, headers={"Retry-After": "1"})
+    unavailable = database_unavailable(exc)
+    if unavailable is not None:
+        return unavailable
     if isinstance(exc, DomainError):
         headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimited) else None
         return Response(error_body(exc.message, exc.code), status=exc.status, headers=headers)

@@ -1,12 +1,21 @@
-"""django-filter filter sets of the read API (`GET /api/agents`)."""
+"""django-filter filter sets of the read API (`GET /api/agents`), and the id filter of every
+app's lists."""
 
 import django_filters
+from django import forms
 
 from .models import Agent, AgentRuntime, AgentStatus, HierarchyRole
 from .selectors import with_expertise
 from .workload import AVAILABLE, with_status
 
 NO_ROLE = "none"
+
+
+class IdFilter(django_filters.Filter):
+    """A database id: a whole number that fits a bigint (anything else is 400 invalid), typed
+    `integer` in the OpenAPI schema (NumberFilter's `number` made generated clients send floats)."""
+
+    field_class = forms.IntegerField
 
 
 class AgentFilter(django_filters.FilterSet):

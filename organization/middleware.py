@@ -1,5 +1,6 @@
-"""Checks every request before any view sees it: for /api/ the body size, path and query string
-(answered as JSON); for the pages (admin, console) the path, query string and form fields."""
+"""Checks every request before any view sees it: for /api/ the client address's failed
+authentications, the body size, path and query string (answered as JSON); for the pages (admin,
+console) the path, query string and form fields. And /api/'s answer when the database is away."""
 
 from django.conf import settings
 from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
@@ -8,6 +9,29 @@ from django.http.multipartparser import MultiPartParserError
 
 from .errors import error_body, is_api_request
 from .inputs import text_problem
+from .throttling import address_locked_for, count_auth_failure, locked_out_message
+
+
+class AuthFailureThrottleMiddleware:
+    """/api/: every 401 counts against the client's address; past AUTH_FAILURE_LIMIT in the
+    window its requests answer 429 `authentication_throttled` (with Retry-After) before any
+    key is looked up."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if not is_api_request(request):
+            return self.get_response(request)
+        address = request.META.get("REMOTE_ADDR")
+        wait = address_locked_for(address)
+        if wait is not None:
+            body = error_body(locked_out_message(wait), "authentication_throttled")
+            return JsonResponse(body, status=429, headers={"Retry-After": str(wait)})
+        response = self.get_response(request)
+        if response.status_code == 401:
+            count_auth_failure(address)
+        return response
 
 
 class ApiInputMiddleware:

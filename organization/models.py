@@ -546,3 +546,33 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_name}{tuple(self.args)}"
+
+
+class IdempotencyKey(models.Model):
+    """A creating POST's `Idempotency-Key` and its first answer, written in the transaction of
+    the write itself: a retry with the same key and body gets that answer again instead of
+    writing twice (organization/idempotency.py, docs/api.md#idempotency)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    # Whose key it is: `key:<api key prefix>` or `user:<id>`; two callers never share one.
+    caller = models.CharField(max_length=40)
+    key = models.CharField(max_length=255)
+    # SHA-256 of the method, path and body the key was first sent with.
+    fingerprint = models.CharField(max_length=64)
+    status = models.PositiveSmallIntegerField()
+    body = models.JSONField(null=True)
+    # The first answer's Location header (a created collaboration's URL), if it had one.
+    location = models.CharField(max_length=2000, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "caller", "key"], name="idempotency_key_unique"
+            )
+        ]
+        # The prune deletes an organization's keys older than the window.
+        indexes = [models.Index(fields=["organization", "created_at"], name="idempotency_age_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.caller} {self.key}"

@@ -40,15 +40,23 @@ def errors(*codes: int) -> dict:
     return {code: ERRORS[code] for code in codes or ERRORS}
 
 
-# Answered by any /api/ operation, outside its view: the throttle (API_THROTTLE_RATE) and, for a
-# body, its size limit (organization/middleware.py).
-_ANY_OPERATION = {"429": "Too many requests (rate_limited): wait Retry-After seconds"}
-_WITH_A_BODY = {"413": "Body too large (too_large)"}
+# Answered by any /api/ operation, outside its view: the throttles (API_THROTTLE_RATE, failed
+# authentication per address), the database away and, for a body, its size limit
+# (organization/middleware.py).
+_ANY_OPERATION = {
+    "429": "Too many requests (rate_limited, authentication_throttled): wait Retry-After seconds",
+    "503": "The database is busy or unreachable (database_busy, database_unavailable): "
+    "retry after Retry-After seconds",
+}
+_WITH_A_BODY = {
+    "413": "Body too large (too_large)",
+    "415": "Not a JSON body (unsupported_media_type)",
+}
 
 
 def every_operation_answers_its_limits(result, generator, request, public):
-    """drf-spectacular postprocessing hook: every /api/ operation documents 429, and each that
-    takes a body 413, in the one error shape: a generated client (openapi-python-client) raises
+    """drf-spectacular postprocessing hook: every /api/ operation documents 429 and 503, and each
+    that takes a body 413 and 415, in the one error shape: a generated client (openapi-python-client) raises
     on a status its schema does not list rather than reading our error."""
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for path, operations in result.get("paths", {}).items():

@@ -93,3 +93,67 @@ def key_over_rate(api_key) -> int | None:
     if throttle.allow_request(SimpleNamespace(user=KeyUser(api_key)), None):
         return None
     return max(1, math.ceil(throttle.wait() or 1))
+
+
+# --- failed authentication, per client address ---------------------------------------------
+#
+# Every 401 of /api/ and /mcp counts against the client's address (AUTH_FAILURE_LIMIT a window
+# of AUTH_FAILURE_WINDOW_SECONDS, opened by the first failure); past the limit each request from
+# that address answers 429 before any key is looked up, until the window ends. The address is
+# the connection's: uvicorn takes it from X-Forwarded-For only for proxies in
+# FORWARDED_ALLOW_IPS.
+
+_LOCKED_FOR = Script(
+    None,
+    b"local n = redis.call('GET', KEYS[1]) "
+    b"if n and tonumber(n) >= tonumber(ARGV[1]) then return redis.call('TTL', KEYS[1]) end "
+    b"return -2",
+)
+
+
+def _failures_key(address: str) -> str:
+    return f"throttle_auth_failures_{address}"
+
+
+def address_locked_for(address: str | None) -> int | None:
+    """The seconds `address` must wait before trying to authenticate again, or None."""
+    limit = settings.AUTH_FAILURE_LIMIT
+    if not limit or not address:
+        return None
+    try:
+        cache = caches["default"]
+        key = _failures_key(address)
+        if isinstance(cache, RedisCache):
+            key = cache.make_and_validate_key(key)
+            ttl = _LOCKED_FOR(keys=[key], args=[limit], client=cache._cache.get_client(key))
+            return None if ttl == -2 else max(1, ttl)
+        failures = cache.get(key) or 0
+        return settings.AUTH_FAILURE_WINDOW_SECONDS if failures >= limit else None
+    except Exception:
+        logger.warning("Throttle cache unavailable; address not checked", exc_info=True)
+        return None
+
+
+def count_auth_failure(address: str | None) -> None:
+    """Count one failed authentication of `address` in its window."""
+    if not settings.AUTH_FAILURE_LIMIT or not address:
+        return
+    window = settings.AUTH_FAILURE_WINDOW_SECONDS
+    try:
+        cache = caches["default"]
+        key = _failures_key(address)
+        if isinstance(cache, RedisCache):
+            key = cache.make_and_validate_key(key)
+            _COUNT(keys=[key], args=[window], client=cache._cache.get_client(key, write=True))
+            return
+        cache.add(key, 0, window)
+        cache.incr(key)
+    except Exception:
+        logger.warning("Throttle cache unavailable; failure not counted", exc_info=True)
+
+
+def locked_out_message(wait: int) -> str:
+    return (
+        f"Too many failed authentications from your address: try again in {wait} seconds "
+        "(AUTH_FAILURE_LIMIT)."
+    )

@@ -1,16 +1,10 @@
 import django_filters
-from django import forms
 from django.db.models import Exists, OuterRef
 
+from organization.filters import IdFilter
 from organization.inputs import BIGINT_MAX
 
 from .models import TRIGGERS, Run, RunStatus, RunTrigger
-
-
-class IdFilter(django_filters.Filter):
-    """A database id: a whole number that fits a bigint (anything else is 400 invalid)."""
-
-    field_class = forms.IntegerField
 
 
 class RunFilter(django_filters.FilterSet):

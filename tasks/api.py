@@ -1,6 +1,7 @@
 """Thin DRF views of the tasks engine: validate → service/selector → serialize."""
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework import status as http
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
@@ -10,6 +11,7 @@ from rest_framework.viewsets import GenericViewSet
 from organization import registry
 from organization.caller import CallerMixin
 from organization.errors import DomainError
+from organization.idempotency import IDEMPOTENCY_KEY, KEY_REUSED, idempotent
 from organization.pagination import LimitOffsetPagination
 from organization.schema import ERRORS, conflict, errors
 from organization.selectors import agent_by_handle
@@ -104,7 +106,12 @@ class TaskViewSet(CallerMixin, GenericViewSet):
         data = TaskSerializer(items, many=True, context={"waits": estimated_waits(items)}).data
         return self.get_paginated_response(data) if page is not None else Response(data)
 
-    @extend_schema(request=TaskCreateSerializer, responses={201: TaskSerializer, **MOVE_ERRORS})
+    @extend_schema(
+        request=TaskCreateSerializer,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: TaskSerializer, **MOVE_ERRORS, **KEY_REUSED},
+    )
+    @idempotent
     def create(self, request):
         data = self.body(TaskCreateSerializer)
         handle, parent = data.pop("agent_id"), data.pop("parent")
@@ -180,9 +187,11 @@ class TaskViewSet(CallerMixin, GenericViewSet):
 
     @extend_schema(
         request=CommentSerializer,
-        responses={201: TaskCommentSerializer, **ERRORS},
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: TaskCommentSerializer, **ERRORS, **KEY_REUSED},
         summary="Comment on the task: its holder, creator and delegator are told",
     )
+    @idempotent
     def add_comment(self, request, pk=None):
         task = self.task()
         data = self.body(CommentSerializer)
@@ -215,10 +224,19 @@ class InboxView(CallerMixin, APIView):
         return paginator.get_paginated_response(InboxItemSerializer(page, many=True).data)
 
 
+INBOX_MARKED = inline_serializer(
+    "InboxMarked",
+    fields={
+        "success": serializers.BooleanField(),
+        "marked": serializers.IntegerField(help_text="How many items this call marked read."),
+    },
+)
+
+
 class InboxReadView(CallerMixin, APIView):
     @extend_schema(
         request=InboxReadSerializer,
-        responses={200: OpenApiResponse(description='{"success": true, "marked": n}'), **ERRORS},
+        responses={200: INBOX_MARKED, **ERRORS},
         summary="Mark inbox items read (all unread ones without ids)",
         operation_id="inbox_read_many",
     )

@@ -1,15 +1,9 @@
 import django_filters
-from django import forms
 
+from organization.filters import IdFilter
 from organization.inputs import BIGINT_MAX
 
 from .models import Task, TaskStatus, Urgency
-
-
-class IdFilter(django_filters.Filter):
-    """A database id: a whole number that fits a bigint (anything else is 400 invalid)."""
-
-    field_class = forms.IntegerField
 
 
 class TaskFilter(django_filters.FilterSet):

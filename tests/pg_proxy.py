@@ -3,6 +3,9 @@
 Armed, it forwards the next `COMMIT` (simple query protocol, as psycopg sends it) to the server,
 reads the server's answer (the commit happened) and then closes the client's connection without
 passing that answer on: the client sees its connection lost during COMMIT.
+
+`cut_at(text)` instead cuts the connection, both ways, at the next message whose statement
+contains `text`, before the server sees it: a connection killed mid-transaction.
 """
 
 import socket
@@ -32,8 +35,13 @@ class PgProxy:
         self.port = self.listener.getsockname()[1]
         self.armed = threading.Event()
         self.dropped = threading.Event()
+        self.cut_on: bytes | None = None
+        self.was_cut = threading.Event()
         self._closing = False
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut_at(self, text: bytes) -> None:
+        self.cut_on = text
 
     def close(self) -> None:
         self._closing = True
@@ -76,6 +84,11 @@ class PgProxy:
                 head = _recv_exact(client, 4)
                 (length,) = struct.unpack("!I", head)
                 body = _recv_exact(client, length - 4)
+                if self.cut_on is not None and self.cut_on in body:
+                    self.cut_on = None
+                    self.was_cut.set()
+                    self._shut(client, server)
+                    return
                 if (
                     kind == b"Q"
                     and body.rstrip(b"\0").strip().upper() == b"COMMIT"

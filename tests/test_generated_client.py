@@ -142,3 +142,58 @@ def test_a_generated_client_imports_lists_the_roster_and_creates_a_task(
         card = card_api.sync_detailed("agent-alex", client=client)
         assert isinstance(card.parsed, models.AgentCard)
         assert [s.name for s in card.parsed.skills] == ["sql"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_generated_client_reads_call_tools_conflicts_and_the_inbox_and_sends_integer_ids(
+    generated_client, live_server
+):
+    import inspect
+
+    org = make_org()
+    sarah = make_agent(org, "agent-sarah")
+    client = importlib.import_module(f"{PACKAGE}.client").AuthenticatedClient(
+        base_url=live_server.url, token=make_key(org, sarah), raise_on_unexpected_status=True
+    )
+    create_api = importlib.import_module(f"{PACKAGE}.api.tasks.tasks_create")
+    call_api = importlib.import_module(f"{PACKAGE}.api.agent_engine.agent_engine_call_tool_create")
+    inbox_api = importlib.import_module(f"{PACKAGE}.api.inbox.inbox_read_many")
+    usage_api = importlib.import_module(f"{PACKAGE}.api.usage.usage_list")
+    models = importlib.import_module(f"{PACKAGE}.models")
+
+    with client:
+        task = create_api.sync_detailed(
+            client=client, body=models.TaskCreateRequest(title="Mine", agent_id="agent-sarah")
+        ).parsed
+        # 409 is documented: the client hands back our error, where it raised before.
+        refused = call_api.sync_detailed(
+            client=client,
+            body=models.CallToolRequest(
+                tool_name="delegate_task",
+                params=models.CallToolRequestParamsType0.from_dict(
+                    {"task_id": task.id, "agent_id": "agent-sarah"}
+                ),
+            ),
+        )
+        assert refused.status_code == 409
+        assert isinstance(refused.parsed, models.Error)
+        assert refused.parsed.code == "self_delegation"
+
+        answered = call_api.sync_detailed(
+            client=client,
+            body=models.CallToolRequest(
+                tool_name="get_my_context", params=models.CallToolRequestParamsType0()
+            ),
+        )
+        assert answered.status_code == 200
+        assert "YOUR ORGANIZATIONAL CONTEXT" in answered.parsed["system_prompt"]
+
+        marked = inbox_api.sync_detailed(client=client, body=models.InboxReadRequest())
+        assert marked.status_code == 200
+        assert isinstance(marked.parsed, models.InboxMarked)
+        assert (marked.parsed.success, marked.parsed.marked) == (True, 0)
+
+    # An id filter is an int in the generated signature, not a float.
+    parameters = inspect.signature(usage_api.sync_detailed).parameters
+    assert "int" in str(parameters["run"].annotation)
+    assert "float" not in str(parameters["run"].annotation)

@@ -175,3 +175,58 @@ def test_bad_strings_never_cause_a_server_error(
     case.call_and_validate(
         headers={"Authorization": f"Bearer {any_key}"}, checks=[not_a_server_error]
     )
+
+
+# --- what a generated client is typed from ------------------------------------------------
+
+
+def test_no_query_parameter_is_a_float():
+    """Every numeric filter is a database id: `integer`, or a generated client sends 3.0."""
+    floats = [
+        f"{method.upper()} {path} ?{p['name']}"
+        for path, item in schema.raw_schema["paths"].items()
+        for method, operation in item.items()
+        if isinstance(operation, dict)
+        for p in operation.get("parameters", [])
+        if p.get("in") == "query" and p.get("schema", {}).get("type") == "number"
+    ]
+    assert floats == []
+    usage = schema.raw_schema["paths"]["/api/usage"]["get"]["parameters"]
+    assert {p["name"]: p["schema"]["type"] for p in usage if p["name"] in ("run", "task")} == {
+        "run": "integer",
+        "task": "integer",
+    }
+
+
+def test_call_tool_documents_its_result_and_every_status_it_answers():
+    responses = schema.raw_schema["paths"]["/api/agent-engine/call-tool"]["post"]["responses"]
+    codes = "200 400 401 403 404 409 413 415 422 429 503"
+    assert set(responses) == set(codes.split())
+    result = responses["200"]["content"]["application/json"]["schema"]
+    assert result["type"] == "object"
+    for code in set(responses) - {"200"}:
+        error = responses[code]["content"]["application/json"]["schema"]
+        assert error == {"$ref": "#/components/schemas/Error"}, code
+    assert "capacity_exceeded" in responses["409"]["description"]
+
+
+def test_marking_the_inbox_read_documents_its_answer():
+    answer = schema.raw_schema["paths"]["/api/inbox/read"]["post"]["responses"]["200"]
+    ref = answer["content"]["application/json"]["schema"]["$ref"]
+    marked = schema.raw_schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert marked["properties"] == {
+        "success": {"type": "boolean"},
+        "marked": {"type": "integer", "description": "How many items this call marked read."},
+    }
+    assert sorted(marked["required"]) == ["marked", "success"]
+
+
+def test_every_operation_documents_503_for_the_database_away():
+    missing = [
+        f"{method.upper()} {path}"
+        for path, item in schema.raw_schema["paths"].items()
+        for method, operation in item.items()
+        if method in {"get", "post", "put", "patch", "delete"} and path.startswith("/api/")
+        if "503" not in operation["responses"]
+    ]
+    assert missing == []

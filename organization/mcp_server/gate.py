@@ -13,7 +13,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from ..auth import bearer_token
 from ..errors import error_body
-from .server import SCOPE_KEY, build_server, close_db_connections, find_counted_key
+from ..throttling import locked_out_message
+from .server import SCOPE_KEY, admit, build_server, close_db_connections
 
 MCP_PATH = "/mcp"
 
@@ -32,6 +33,31 @@ async def send_json(send, status: int, body: dict, headers: list | None = None) 
         }
     )
     await send({"type": "http.response.body", "body": payload})
+
+
+# JSON-RPC errors of the server's own range (-32000 to -32099): a refused key is -32001, as on
+# stdio (server.KEY_REFUSED); any other refusal of the gate -32000.
+RPC_KEY_REFUSED = -32001
+RPC_REFUSED = -32000
+
+
+async def send_refusal(
+    send, status: int, message: str, code: str, headers: list | None = None
+) -> None:
+    """A refusal MCP clients can report: a JSON-RPC error (`id` null: the gate reads no body)
+    whose message is our sentence and whose `data` is our code and status, also carrying
+    `success` and `code` at the top, where a plain HTTP client reads them. The SDK shows the
+    error's message; a bare error status it reports only as "Server returned an error
+    response"."""
+    rpc_code = RPC_KEY_REFUSED if status == 401 else RPC_REFUSED
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": rpc_code, "message": message, "data": {"code": code, "status": status}},
+        "success": False,
+        "code": code,
+    }
+    await send_json(send, status, body, headers)
 
 
 def header_of(scope, name: bytes) -> str | None:
@@ -111,6 +137,10 @@ async def send_preflight(send) -> None:
     ]
     await send({"type": "http.response.start", "status": 204, "headers": headers})
     await send({"type": "http.response.body", "body": b""})
+
+
+def retry_after(seconds: int) -> tuple[bytes, bytes]:
+    return (b"retry-after", str(seconds).encode())
 
 
 class TooLarge(Exception):
@@ -217,42 +247,41 @@ class McpHttpApp:
         if self._stack is None:
             # The session manager runs in the ASGI lifespan; a server started without one
             # (e.g. `uvicorn --lifespan off`) cannot serve MCP.
-            body = error_body(
-                "The MCP server is not running: serve the app with its ASGI lifespan on.",
-                "mcp_unavailable",
-            )
-            await send_json(send, 503, body)
+            message = "The MCP server is not running: serve the app with its ASGI lifespan on."
+            await send_refusal(send, 503, message, "mcp_unavailable")
             return
         header = header_of(scope, b"authorization")
+        plaintext = bearer_token(header) if header is not None else None
+        address = (scope.get("client") or (None,))[0]
+        admitted = await admit(plaintext, address)
+        if admitted.locked_for is not None:
+            message = locked_out_message(admitted.locked_for)
+            headers = [retry_after(admitted.locked_for)]
+            await send_refusal(send, 429, message, "authentication_throttled", headers)
+            return
         challenge = [(b"www-authenticate", b'Bearer realm="mcp"')]
         if header is None:
-            body = error_body(
-                "Authentication required: send 'Authorization: Bearer <agent key>'.",
-                "authentication_required",
-            )
-            await send_json(send, 401, body, challenge)
+            message = "Authentication required: send 'Authorization: Bearer <agent key>'."
+            await send_refusal(send, 401, message, "authentication_required", challenge)
             return
-        plaintext = bearer_token(header)
-        key, wait = await find_counted_key(plaintext) if plaintext is not None else (None, None)
+        key, wait = admitted.key, admitted.wait
         if key is None:
-            body = error_body("Invalid or revoked API key.", "authentication_failed")
-            await send_json(send, 401, body, challenge)
+            message = "Invalid or revoked API key."
+            await send_refusal(send, 401, message, "authentication_failed", challenge)
             return
         if wait is not None:
             # API_THROTTLE_RATE is per key whatever the door: REST and /mcp share its counter.
-            body = error_body(
-                f"Request was throttled. Expected available in {wait} seconds.", "rate_limited"
-            )
-            await send_json(send, 429, body, [(b"retry-after", str(wait).encode())])
+            message = f"Request was throttled. Expected available in {wait} seconds."
+            await send_refusal(send, 429, message, "rate_limited", [retry_after(wait)])
             return
         if self.stateless and scope["method"] == "GET":
             # The stream a GET opens carries what the server sends unasked, and a stateless
             # server has nothing to send on it: it would only hold a connection open forever.
             # The spec's answer for a server without that stream is 405 (after the key, as for
             # every request: a bad key is 401 whatever the method).
-            body = error_body("No server-sent stream here (MCP_STATELESS): POST requests.",
-                              "method_not_allowed")  # fmt: skip
-            await send_json(send, 405, body, [(b"allow", b"POST, DELETE, OPTIONS")])
+            message = "No server-sent stream here (MCP_STATELESS): POST requests."
+            allow = [(b"allow", b"POST, DELETE, OPTIONS")]
+            await send_refusal(send, 405, message, "method_not_allowed", allow)
             return
         if scope["method"] == "POST":
             receive = await checked_body(scope, receive, send)

@@ -5,10 +5,13 @@ Who calls comes only from the API key: the one the /mcp gate checked for each HT
 (`serve_stdio`).
 """
 
+import os
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections, connections
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -18,7 +21,7 @@ from .. import registry
 from ..auth import authenticate_key
 from ..caller import Caller, caller_for_key
 from ..models import ApiKey
-from ..throttling import key_over_rate
+from ..throttling import address_locked_for, count_auth_failure, key_over_rate
 from .prompts import AGENT_ARGUMENT, PROMPTS, get_prompt
 from .tools import mcp_tool, run_tool
 
@@ -62,17 +65,33 @@ def _find_key(plaintext: str) -> ApiKey | None:
 find_key = sync_to_async(_find_key, thread_sensitive=False)
 
 
-def _find_counted_key(plaintext: str) -> tuple[ApiKey | None, int | None]:
-    """The key, and the seconds it must wait when over API_THROTTLE_RATE (None: go on): each
-    /mcp request counts as a REST request does, in the same counter."""
+@dataclass(frozen=True)
+class Admission:
+    """What the /mcp gate learns of a request's key in one trip off the event loop."""
+
+    key: ApiKey | None = None
+    wait: int | None = None  # over API_THROTTLE_RATE: seconds to wait
+    locked_for: int | None = None  # the address past AUTH_FAILURE_LIMIT: seconds to wait
+
+
+def _admit(plaintext: str | None, address: str | None) -> Admission:
+    """The key of `plaintext` and its rate (each /mcp request counts as a REST request does, in
+    the same counter), unless the address is locked out; a missing or refused key counts as a
+    failed authentication of the address, as a REST 401 does."""
     try:
-        key = authenticate_key(plaintext)
-        return key, (key_over_rate(key) if key is not None else None)
+        locked_for = address_locked_for(address)
+        if locked_for is not None:
+            return Admission(locked_for=locked_for)
+        key = authenticate_key(plaintext) if plaintext is not None else None
+        if key is None:
+            count_auth_failure(address)
+            return Admission()
+        return Admission(key=key, wait=key_over_rate(key))
     finally:
         close_old_connections()
 
 
-find_counted_key = sync_to_async(_find_counted_key, thread_sensitive=False)
+admit = sync_to_async(_admit, thread_sensitive=False)
 
 
 # A JSON-RPC error of the server's own range: the key stdio was started with no longer holds.
@@ -153,6 +172,25 @@ def build_server(caller_source: CallerSource = caller_of_request) -> Server:
 
 
 # --- stdio ---------------------------------------------------------------------------
+
+
+def stdio_configuration_problem() -> str | None:
+    """Why this process cannot serve as the service would, or None.
+
+    The stdio server reads the service's configuration from the environment its host passes.
+    On PostgreSQL the service's workers read a broker server (REDIS_URL): without one this
+    process would queue work on the embedded default, files under VAR_DIR no worker reads.
+    """
+    explicit_broker = os.environ.get("CELERY_BROKER_URL", "").strip()
+    if connections["default"].vendor == "sqlite" or explicit_broker:
+        return None
+    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        return (
+            "REDIS_URL is not set: work this server queues would wait in VAR_DIR's filesystem "
+            "broker, which the service's workers do not read. Pass the service's REDIS_URL "
+            "(and its DATABASE_URL and SECRET_KEY) in the host's env (docs/clients.md)."
+        )
+    return None
 
 
 async def serve_stdio(plaintext: str) -> None:

@@ -4,7 +4,7 @@ import os
 from django.core.management.base import BaseCommand, CommandError
 
 from organization.auth import authenticate_key
-from organization.mcp_server.server import serve_stdio
+from organization.mcp_server.server import serve_stdio, stdio_configuration_problem
 
 
 class Command(BaseCommand):
@@ -20,6 +20,9 @@ class Command(BaseCommand):
         plaintext = options["key"] or os.environ.get("AGENT_ORG_KEY", "")
         if not plaintext:
             raise CommandError("Pass --key <agent key> or set AGENT_ORG_KEY.")
+        problem = stdio_configuration_problem()
+        if problem:
+            raise CommandError(problem)
         if authenticate_key(plaintext) is None:
             raise CommandError("Invalid or revoked API key.")
         # stdout is the protocol channel: nothing else may be written to it. Every request
