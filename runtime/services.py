@@ -590,31 +590,27 @@ def _managed_since(agent_ids: set[int]) -> dict[int, datetime]:
     return since
 
 
-def wake_after_budget(*, organization_id: int) -> int:
-    """A budget of the organization made room (raised, removed, a new month): wake its managed
-    agents whose work waited for it — triggers that waited, a queued run its claim held, tasks
-    they hold that no run was woken for (run_resume checks their budgets again). An agent with
-    nothing waiting is not woken. Returns how many woke."""
+def wake_after_budget(
+    *, organization_id: int, team_id: int | None = None, agent_id: int | None = None
+) -> int:
+    """A budget of the organization released the agents it held back (raised, removed, a new
+    month): wake those it covers (`team_id`, `agent_id`: only that team's or agent's) whose work
+    waited for it — triggers that waited, a queued run its claim held (run_resume checks their
+    budgets again). An agent with nothing waiting is not woken. Returns how many woke."""
+    covered = Q(organization_id=organization_id)
+    if team_id is not None:
+        covered &= Q(agent__team_id=team_id)
+    if agent_id is not None:
+        covered &= Q(agent_id=agent_id)
     waiting = (
-        RunTrigger.objects.filter(organization_id=organization_id, run__isnull=True)
+        RunTrigger.objects.filter(covered, run__isnull=True)
         .values_list("agent_id", flat=True)
         .distinct()
     )
-    held = Run.objects.filter(
-        organization_id=organization_id, status=RunStatus.QUEUED, agent__is_paused=False
-    ).values_list("agent_id", flat=True)
-    unseen = (
-        Task.objects.filter(
-            organization_id=organization_id,
-            status=TaskStatus.ASSIGNED,
-            assignee__runtime=AgentRuntime.MANAGED,
-            assignee__is_paused=False,
-        )
-        .filter(unseen_since_assigned("assignee_id"))
-        .values_list("assignee_id", flat=True)
-        .distinct()
+    held = Run.objects.filter(covered, status=RunStatus.QUEUED, agent__is_paused=False).values_list(
+        "agent_id", flat=True
     )
     woke = 0
-    for agent_id in sorted(set(waiting) | set(held) | set(unseen)):
+    for agent_id in sorted(set(waiting) | set(held)):
         woke += run_resume(agent_id=agent_id) is not None
     return woke
