@@ -575,6 +575,9 @@ COLLAB_IDLE_CLOSE_SECONDS = env_float("COLLAB_IDLE_CLOSE_SECONDS", 30.0)
 # A run whose worker has not renewed its lease for this long is resumed by another worker (the
 # sweep sends it again); a second delivery of a live run backs off this long.
 RUNTIME_LEASE_SECONDS = env_float("RUNTIME_LEASE_SECONDS", 30.0, minimum=1)
+# A run whose model call waits for budget headroom (money only held by calls under way) is sent
+# again after this many seconds, doubling at each wait up to RUNTIME_LEASE_SECONDS.
+RUNTIME_BUDGET_WAIT_SECONDS = env_float("RUNTIME_BUDGET_WAIT_SECONDS", 1.0, minimum=0.1)
 # How often the beat's sweep looks for runs a worker lost (editable in the admin once seeded).
 RUNTIME_SWEEP_INTERVAL = env_interval("RUNTIME_SWEEP_SECONDS", 30)
 # The run task's hard time limit (Celery's prefork pool enforces it; a killed run is resumed).

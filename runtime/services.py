@@ -479,6 +479,26 @@ def run_hand_back(*, run: Run, token: str) -> bool:
     return bool(handed)
 
 
+# The error a run shows while it waits for budget headroom (runner.WaitForHeadroom).
+WAITING_FOR_HEADROOM = "Waiting for budget headroom"
+
+
+@transaction.atomic
+def run_wait_for_headroom(*, run: Run, token: str, reason: str) -> bool:
+    """A model call of the run did not fit only because calls under way hold its budgets' money:
+    the run goes back to `queued`, its input and turns kept, saying why it waits, and goes on
+    where it stopped when its task sends it again (runtime/tasks.py, with a back-off). It keeps
+    its starts as a handed-back run does. False when the lease was lost."""
+    _locked_agent(run.agent_id)
+    return bool(
+        Run.objects.filter(pk=run.pk, lease_token=token).update(
+            status=RunStatus.QUEUED, lease_token="", dispatched_at=timezone.now(),
+            attempts=Greatest(F("attempts") - 1, Value(1)),
+            error=f"{WAITING_FOR_HEADROOM}: {reason}"[:2000],
+        )
+    )  # fmt: skip
+
+
 def sweep_runs() -> dict:
     """Send again the runs a worker lost: running with a heartbeat older than the lease (the
     worker died), or queued and not sent for as long (a message that never arrived). A second
