@@ -517,6 +517,9 @@ LLM_PRICES = env_prices("LLM_PRICES")
 # spent at its worst case (its worker died before settling it).
 COSTS_RESERVATION_GRACE = env_int("COSTS_RESERVATION_GRACE", 600, minimum=60)
 COSTS_SWEEP_INTERVAL = env_interval("COSTS_SWEEP_INTERVAL", 300)
+# The most one self-reported call (POST /api/usage, report_usage) may cost, as priced or as
+# claimed: an agent's word is bounded (docs/costs.md, "Self-reported calls"); at most 1000.
+USAGE_REPORT_MAX_COST_USD = Decimal(str(env_float("USAGE_REPORT_MAX_COST_USD", 100.0)))
 
 # Seed 004's limits; a session may only lower them (max_parallel, agent_timeout, max_total_tokens).
 COLLAB_MAX_AGENTS = env_int("COLLAB_MAX_AGENTS", 5, minimum=1)

@@ -48,7 +48,7 @@ class UsageView(CallerMixin, generics.ListAPIView):
 
     @extend_schema(
         request=UsageReportSerializer,
-        responses={201: UsageRecordSerializer, **errors(400, 401, 403, 404)},
+        responses={201: UsageRecordSerializer, **errors(400, 401, 403, 404, 409)},
         summary="Report a model call the agent made itself (agent key; marked self-reported)",
     )
     def post(self, request, *args, **kwargs):

@@ -516,13 +516,26 @@ def sweep_expired(now=None) -> int:
     return booked
 
 
+class ReportRefused(Conflict):
+    """409 `report_exceeds_budget`: a self-reported call would exhaust a budget that other
+    agents' work depends on (a team's, the organization's, a task tree's)."""
+
+    def __init__(self, message: str, budget: Budget):
+        super().__init__(message, "report_exceeds_budget")
+        self.budget = budget
+
+
 def book_reported(
     meter: Meter, provider: str, model: str, *, prompt_tokens: int, completion_tokens: int,
-    cost_usd: Decimal | None = None,
+    cost_usd: Decimal | None = None, spare_others: bool = False,
 ) -> UsageRecord:  # fmt: skip
     """An outside agent's own report of a call it made: priced like ours (its own `cost_usd` only
     when we know no price), marked self-reported, and booked on the budgets covering it. It was
-    spent already: nothing could have refused it, but the budgets and their alerts see it."""
+    spent already: nothing could have refused it, but the budgets and their alerts see it.
+
+    `spare_others`: refused (ReportRefused, nothing booked) where it would exhaust a budget that
+    is not the reporter's own — an agent's word may spend its own budget past its limit, never
+    hold its colleagues back."""
     price = price_of(provider, model)
     prompt_tokens = bounded_tokens(prompt_tokens, "prompt tokens")
     completion_tokens = bounded_tokens(completion_tokens, "completion tokens")
@@ -535,6 +548,8 @@ def book_reported(
     rates = (bounded_usd(rates[0]), bounded_usd(rates[1]))
     with transaction.atomic():
         budgets = list(Budget.objects.select_for_update().filter(meter.covering()).order_by("pk"))
+        if spare_others and cost:
+            _refuse_if_it_exhausts_others(budgets, meter, cost)
         record = insert_new(UsageRecord(
             **{**_row(meter, provider, model, price), "price_source": source},
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost,
@@ -544,3 +559,22 @@ def book_reported(
         ))  # fmt: skip
         _spend(budgets, held=ZERO, cost=cost or ZERO)
     return record
+
+
+def _refuse_if_it_exhausts_others(budgets: list[Budget], meter: Meter, cost: Decimal) -> None:
+    """ReportRefused when `cost` would leave no room in a locked budget other than the
+    reporter's own agent budget (one spent out already changes nothing for anyone)."""
+    now = timezone.now()
+    for budget in budgets:
+        if budget.scope == BudgetScope.AGENT and budget.agent_id == meter.agent_id:
+            continue
+        roll(budget, now)
+        if budget.spent_usd >= budget.limit_usd or cost < remaining(budget):
+            continue
+        raise ReportRefused(
+            f"This report ({usd(cost)}) would exhaust the {budget.scope} budget of "
+            f"{budget.subject} ({usd(max(remaining(budget), ZERO))} left of "
+            f"{usd(budget.limit_usd)}), and with it your colleagues' work: nothing was recorded. "
+            "A human can raise the budget; then report the call again.",
+            budget,
+        )

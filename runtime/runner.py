@@ -176,9 +176,16 @@ def llm_settings(agent) -> tuple[str, str, float | None, int]:
     return provider, model, agent.llm_temperature, agent.llm_max_tokens or DEFAULT_MAX_TOKENS
 
 
+# Never offered to a managed run: the service meters its model calls itself, so a report of its
+# own would count them twice (or book whatever the model claims).
+NOT_FOR_MANAGED_RUNS = frozenset({"report_usage"})
+
+
 def tool_names_of(agent) -> list[str]:
-    """The tools the agent is offered: its allow-list, or every tool of the registry."""
-    return list(agent.allowed_tools) if agent.allowed_tools else sorted(registry.REGISTRY)
+    """The tools the agent is offered: its allow-list, or every tool of the registry, less
+    those no managed run is offered."""
+    names = list(agent.allowed_tools) if agent.allowed_tools else sorted(registry.REGISTRY)
+    return [name for name in names if name not in NOT_FOR_MANAGED_RUNS]
 
 
 def prepare(run: Run, token: str) -> None:

@@ -114,3 +114,18 @@ def test_removing_a_budget_that_held_an_agent_wakes_it_and_no_one_else(cast):
 
     budget_delete(caller=cast.human, budget=budget)
     assert [(r.agent_id, r.task_id) for r in Run.objects.all()] == [(cast.alex.pk, task.pk)]
+
+
+def test_a_managed_run_is_not_offered_report_usage(cast, fake_llm):
+    """The service meters a managed run's calls itself: a report of its own would count them
+    twice, or book whatever the model claims — even when its allow-list names the tool."""
+    type(cast.alex).objects.filter(pk=cast.alex.pk).update(
+        allowed_tools=["get_my_tasks", "report_usage"]
+    )
+    services.task_create(org=cast.org, actor=cast.by_human, title="a", assignee=cast.alex)
+    services.task_create(org=cast.org, actor=cast.by_human, title="b", assignee=cast.sarah)
+    drain()
+    alex, sarah = (fake_llm.calls_for(agent=handle) for handle in ("agent-alex", "agent-sarah"))
+    assert alex and alex[0].tool_names == ["get_my_tasks"]
+    assert sarah and "report_usage" not in sarah[0].tool_names
+    assert "get_task" in sarah[0].tool_names
