@@ -63,3 +63,23 @@ def test_the_admins_alerts_name_their_budget_and_show_it_as_it_is_now(client, ca
     assert len(now) == 2
     assert all("$1.14 spent of $1.00 ($0.14 over its limit)" in cell for cell in now)
     assert "budget-status-overspent" in html
+
+
+def test_the_api_shows_each_alerts_budget_as_it_is_now(client, cast, django_assert_max_num_queries):
+    human = caller_for_member(make_admin_user(cast.org), cast.org)
+    budget, _ = budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="0")
+    with pytest.raises(BudgetExhausted):
+        reserve(Meter.for_agent(cast.alex, "run"), "openai", "fake-model", prompt_bound=10,
+                max_tokens=10)  # fmt: skip
+    budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="1")
+    report(client, cast.alex_key, "1.14")
+    with django_assert_max_num_queries(6):
+        response = client.get("/api/budgets/alerts", **auth(cast.org_key))
+    assert response.status_code == 200
+    first, second = reversed(response.json()["results"])
+    assert (first["limit_usd"], second["limit_usd"]) == ("0.000000000", "1.000000000")
+    assert first["budget_now"] == second["budget_now"] == {
+        "id": budget.pk, "scope": "agent", "subject": "agent-alex", "period": budget.period,
+        "limit_usd": "1.000000000", "spent_usd": "1.140000000", "state": "exhausted",
+        "overspent_usd": "0.140000000",
+    }  # fmt: skip
