@@ -51,12 +51,13 @@ budget_made_room = Signal()
 
 
 def state_of(budget: Budget, now=None) -> str:
+    """`exhausted` only for money spent (or a call marked it, `holds_back`); what calls under way
+    hold counts towards `warning` (they may settle for far less)."""
     period = period_of(budget, now)
     spent = budget.spent_usd if budget.period == period else ZERO
-    held = spent + budget.reserved_usd
-    if held >= budget.limit_usd or budget.refused_period == period:
+    if holds_back(budget, now):
         return BudgetState.EXHAUSTED
-    if held >= budget.limit_usd * WARNING_SHARE:
+    if spent + budget.reserved_usd >= budget.limit_usd * WARNING_SHARE:
         return BudgetState.WARNING
     return BudgetState.OK
 

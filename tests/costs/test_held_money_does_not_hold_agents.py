@@ -82,6 +82,24 @@ def test_money_held_raises_no_exhausted_alert_and_money_spent_still_holds_back(r
     assert blocking_budget(rcast.sarah) == budget
 
 
+def test_a_budget_held_full_by_a_call_under_way_reads_warning_not_exhausted(rcast):
+    """Only money spent exhausts a budget: what a call holds may settle for far less."""
+    from costs.budgets import state_of
+    from costs.models import Budget
+
+    budget, _ = budget_set(caller=rcast.human, scope="organization", limit_usd="1")
+    ticket = reserve(
+        Meter.for_agent(rcast.alex, "run"),
+        "openai",
+        "fake-model",
+        prompt_bound=0,
+        max_tokens=500_000,
+    )  # fmt: skip  (worst case: the whole $1)
+    assert state_of(Budget.objects.get(pk=budget.pk)) == "warning"
+    settle(ticket, prompt_tokens=0, completion_tokens=500_000)  # the whole $1 spent
+    assert state_of(Budget.objects.get(pk=budget.pk)) == "exhausted"
+
+
 def test_a_call_refused_for_money_merely_held_does_not_mark_the_budget(rcast):
     """A call refused because a colleague's call holds the budget (not because of what is spent)
     is refused, but does not mark the budget refused for the month: marked, it held every managed
