@@ -631,6 +631,6 @@ def wake_after_budget(
         "agent_id", flat=True
     )
     woke = 0
-    for agent_id in sorted(set(waiting) | set(held)):
-        woke += run_resume(agent_id=agent_id) is not None
+    for waiting_agent in sorted(set(waiting) | set(held)):
+        woke += run_resume(agent_id=waiting_agent) is not None
     return woke
