@@ -539,6 +539,9 @@ LLM_PRICES = env_prices("LLM_PRICES")
 # spent at its worst case (its worker died before settling it).
 COSTS_RESERVATION_GRACE = env_int("COSTS_RESERVATION_GRACE", 600, minimum=60)
 COSTS_SWEEP_INTERVAL = env_interval("COSTS_SWEEP_INTERVAL", 300)
+# The most one self-reported call (POST /api/usage, report_usage) may cost, as priced or as
+# claimed: an agent's word is bounded (docs/costs.md, "Self-reported calls"); at most 1000.
+USAGE_REPORT_MAX_COST_USD = Decimal(str(env_float("USAGE_REPORT_MAX_COST_USD", 100.0)))
 
 # Seed 004's limits; a session may only lower them (max_parallel, agent_timeout, max_total_tokens).
 COLLAB_MAX_AGENTS = env_int("COLLAB_MAX_AGENTS", 5, minimum=1)
@@ -597,6 +600,9 @@ COLLAB_IDLE_CLOSE_SECONDS = env_float("COLLAB_IDLE_CLOSE_SECONDS", 30.0)
 # A run whose worker has not renewed its lease for this long is resumed by another worker (the
 # sweep sends it again); a second delivery of a live run backs off this long.
 RUNTIME_LEASE_SECONDS = env_float("RUNTIME_LEASE_SECONDS", 30.0, minimum=1)
+# A run whose model call waits for budget headroom (money only held by calls under way) is sent
+# again after this many seconds, doubling at each wait up to RUNTIME_LEASE_SECONDS.
+RUNTIME_BUDGET_WAIT_SECONDS = env_float("RUNTIME_BUDGET_WAIT_SECONDS", 1.0, minimum=0.1)
 # How often the beat's sweep looks for runs a worker lost (editable in the admin once seeded).
 RUNTIME_SWEEP_INTERVAL = env_interval("RUNTIME_SWEEP_SECONDS", 30)
 # The run task's hard time limit (Celery's prefork pool enforces it; a killed run is resumed).

@@ -23,6 +23,7 @@ from organization.errors import DomainError
 from organization.inputs import parse_id
 from organization.models import Organization
 
+from .alerts import figures
 from .budgets import budget_delete, budget_set, current_view, state_of
 from .metering import remaining
 from .models import MONTHLY_SCOPES, ZERO, Budget, BudgetAlert, BudgetScope, PriceSource, UsageRecord
@@ -32,6 +33,7 @@ from .selectors import GROUPS, cost_rows
 REPORT_DAYS = 30
 STATUS_COLOURS["budget"] = {
     "ok": "#198754", "warning": "#fd7e14", "exhausted": "#dc3545", "alert": "#dc3545",
+    "overspent": "#842029",
 }  # fmt: skip
 
 
@@ -224,6 +226,9 @@ class BudgetAdmin(HistoryAdmin, OrgOwnedAdmin):
 
     @admin.display(description="state")
     def state_badge(self, budget):
+        budget = current_view(budget)
+        if budget.spent_usd > budget.limit_usd:  # calls it could not refuse took it past
+            return badge("overspent", "budget")
         return badge(state_of(budget), "budget")
 
     def save_model(self, request, obj, form, change):
@@ -253,10 +258,27 @@ class BudgetAdmin(HistoryAdmin, OrgOwnedAdmin):
 
 @admin.register(BudgetAlert)
 class BudgetAlertAdmin(OrgOwnedAdmin):
-    list_display = ["created_at", "kind_badge", "message", "read_at"]
+    """Each alert names its budget (a link to it) and shows it as it is now beside what it said
+    when it was raised: a limit raised or a new month since reads at a glance."""
+
+    list_display = ["created_at", "kind_badge", "budget_link", "message", "now", "read_at"]
     list_filter = ["kind", "period", ("read_at", admin.EmptyFieldListFilter)]
-    list_select_related = ["organization", "budget"]
+    list_select_related = ["organization", "budget__organization", "budget__team", "budget__agent"]
     actions = ["mark_read"]
+
+    @admin.display(description="budget", ordering="budget")
+    def budget_link(self, alert):
+        url = reverse("admin:costs_budget_change", args=[alert.budget_id])
+        return format_html('<a href="{}">{}</a>', url, str(alert.budget))
+
+    @admin.display(description="now")
+    def now(self, alert):
+        budget = current_view(alert.budget)
+        return format_html(
+            "{} {} · {}", budget.period if budget.is_monthly else "lifetime", figures(budget),
+            badge("overspent" if budget.spent_usd > budget.limit_usd else state_of(budget),
+                  "budget"),
+        )  # fmt: skip
 
     def has_add_permission(self, request, *args):
         return False

@@ -1,5 +1,6 @@
 """Budget alerts: one inbox item for the organization's humans when a budget crosses 80 % and
-one when it is exhausted, per period (the unique constraint keeps it one under races)."""
+one when it is exhausted, per period and limit (the unique constraint keeps it one under races;
+raising a limit re-arms both, `budgets.budget_set`)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def _raise(budget: Budget, kind: str, period: str, message: str) -> None:
             Budget.objects.filter(pk=budget.pk).update(**{field: period})
             alert = BudgetAlert.objects.create(
                 organization_id=budget.organization_id, budget=budget, kind=kind, period=period,
-                message=message,
+                limit_usd=budget.limit_usd, message=message,
             )  # fmt: skip
             _to_webhook(alert)
     except IntegrityError:
@@ -82,11 +83,21 @@ def raise_exhausted(budget: Budget, period: str) -> None:
         return
     _raise(
         budget, AlertKind.EXHAUSTED, period,
-        f"The {budget.scope} budget of {budget.subject} is exhausted {_period_words(period)}: "
-        f"{usd(budget.spent_usd)} spent of {usd(budget.limit_usd)}; new model calls it covers "
-        "are refused until it is raised"
-        + (" or the month ends." if period != LIFETIME else "."),
+        f"The {budget.scope} budget of {budget.subject} is "
+        f"{'overspent' if budget.spent_usd > budget.limit_usd else 'exhausted'} "
+        f"{_period_words(period)}: {figures(budget)}; new model calls it covers are refused "
+        "until it is raised" + (" or the month ends." if period != LIFETIME else "."),
     )  # fmt: skip
+
+
+def figures(budget: Budget) -> str:
+    """ "$1.14 spent of $1.00 ($0.14 over its limit)": what it has spent of its limit, and by how
+    much it is past it (calls it could not refuse: reported after they were made, or under way
+    when it was set)."""
+    words = f"{usd(budget.spent_usd)} spent of {usd(budget.limit_usd)}"
+    if budget.spent_usd > budget.limit_usd:
+        words += f" ({usd(budget.spent_usd - budget.limit_usd)} over its limit)"
+    return words
 
 
 def after_spending(budget: Budget) -> None:
@@ -99,6 +110,5 @@ def after_spending(budget: Budget) -> None:
         _raise(
             budget, AlertKind.WARNING, period,
             f"The {budget.scope} budget of {budget.subject} is at "
-            f"{budget.spent_usd / limit:.0%} {_period_words(period)}: {usd(budget.spent_usd)} "
-            f"spent of {usd(budget.limit_usd)}.",
+            f"{budget.spent_usd / limit:.0%} {_period_words(period)}: {figures(budget)}.",
         )  # fmt: skip

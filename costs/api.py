@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from organization import registry
 from organization.caller import CallerMixin
-from organization.schema import errors
+from organization.schema import conflict, errors
 
 from . import budgets, selectors, services
 from .filters import UsageFilter
@@ -48,7 +48,11 @@ class UsageView(CallerMixin, generics.ListAPIView):
 
     @extend_schema(
         request=UsageReportSerializer,
-        responses={201: UsageRecordSerializer, **errors(400, 401, 403, 404)},
+        responses={
+            201: UsageRecordSerializer,
+            **errors(400, 401, 403, 404),
+            409: conflict("report_exceeds_budget: it would exhaust a budget not the agent's own"),
+        },
         summary="Report a model call the agent made itself (agent key; marked self-reported)",
     )
     def post(self, request, *args, **kwargs):

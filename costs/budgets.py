@@ -1,7 +1,8 @@
 """Budgets: set one (the admin and `POST /api/budgets`), read its state, find what blocks an agent.
 
-Setting a limit (or a new month) can make room: `budget_made_room` is sent after the commit, and
-the runtime wakes the managed agents that waited for it.
+Raising a limit that held agents back, removing such a budget, or a new month makes room:
+`budget_made_room` is sent after the commit, and the runtime wakes the managed agents that
+waited for it. Creating, lowering or setting a budget again releases nobody and wakes nobody.
 """
 
 from __future__ import annotations
@@ -44,17 +45,19 @@ from .models import (
 from .pricing import price_of
 from .selectors import cost_of_task_tree
 
-# Sent after the commit of a change that may let refused calls through: kwargs organization_id.
+# Sent after the commit of a change that released agents a budget held back: kwargs
+# organization_id, and team_id or agent_id when only that team's or agent's budget released them.
 budget_made_room = Signal()
 
 
 def state_of(budget: Budget, now=None) -> str:
+    """`exhausted` only for money spent (or a call marked it, `holds_back`); what calls under way
+    hold counts towards `warning` (they may settle for far less)."""
     period = period_of(budget, now)
     spent = budget.spent_usd if budget.period == period else ZERO
-    held = spent + budget.reserved_usd
-    if held >= budget.limit_usd or budget.refused_period == period:
+    if holds_back(budget, now):
         return BudgetState.EXHAUSTED
-    if held >= budget.limit_usd * WARNING_SHARE:
+    if spent + budget.reserved_usd >= budget.limit_usd * WARNING_SHARE:
         return BudgetState.WARNING
     return BudgetState.OK
 
@@ -160,26 +163,38 @@ def budget_set(
         budget.period = period_of(budget)
         budget.spent_usd = spent_so_far(budget)
         budget.save()
-    else:
-        roll(budget)
-        budget.limit_usd, budget.refused_period = limit, ""
-        budget.save(update_fields=["limit_usd", "refused_period", "period", "spent_usd",
-                                   "updated_at"])  # fmt: skip
-    transaction.on_commit(
-        partial(budget_made_room.send_robust, sender=Budget, organization_id=org.pk), robust=True
-    )
+        return budget, created
+    roll(budget)
+    held_back = holds_back(budget)
+    if limit > budget.limit_usd:
+        # Raised: a call refused at the old limit may fit now, and the alerts watch the new one.
+        budget.refused_period = budget.warned_period = budget.exhausted_period = ""
+    budget.limit_usd = limit
+    budget.save(update_fields=["limit_usd", "refused_period", "warned_period", "exhausted_period",
+                               "period", "spent_usd", "updated_at"])  # fmt: skip
+    if budget.is_monthly and held_back and not holds_back(budget):
+        _made_room(budget)
     return budget, created
+
+
+def _made_room(budget: Budget) -> None:
+    """Once the change commits, wake the managed agents the budget covers whose work waited."""
+    transaction.on_commit(
+        partial(
+            budget_made_room.send_robust, sender=Budget, organization_id=budget.organization_id,
+            team_id=budget.team_id, agent_id=budget.agent_id,
+        ),
+        robust=True,
+    )  # fmt: skip
 
 
 @transaction.atomic
 def budget_delete(*, caller: Caller, budget: Budget) -> None:
+    """Remove a budget; the agents it held back are woken (those another budget holds stay)."""
     caller.require_human()
-    organization_id = budget.organization_id
+    if budget.is_monthly and holds_back(current_view(budget)):
+        _made_room(budget)
     budget.delete()
-    transaction.on_commit(
-        partial(budget_made_room.send_robust, sender=Budget, organization_id=organization_id),
-        robust=True,
-    )
 
 
 _ANY_BUDGET = PreparedQuery(

@@ -50,13 +50,20 @@ from .pricing import Price, price_of, round_up
 
 log = logging.getLogger(__name__)
 
+# A call too big for what a budget has left marks it exhausted for the period only once this
+# share of it is spent: one call's worst case must not hold a month mostly unspent back.
+REFUSAL_MARKS_FROM = Decimal("0.5")
+
 
 class BudgetExhausted(Conflict):
-    """409 `budget_exhausted`: the call (or the collaboration) does not fit a budget."""
+    """409 `budget_exhausted`: the call (or the collaboration) does not fit a budget.
+    `held_only`: it would fit what the budgets have not spent — only calls under way hold the
+    money, and it fits once they settle (a managed run waits for that rather than fail)."""
 
-    def __init__(self, message: str, budget: Budget | None = None):
+    def __init__(self, message: str, budget: Budget | None = None, held_only: bool = False):
         super().__init__(message, "budget_exhausted")
         self.budget = budget
+        self.held_only = held_only
 
 
 def current_period(now=None) -> str:
@@ -238,16 +245,20 @@ def reserve(
             ticket.budget_ids = [b.pk for b in budgets]
             return ticket
         _mark_refused(refused, worst, now)
-    raise _refusal(refused[0], worst, provider, model)
+    raise _refusal(refused, worst, provider, model)
 
 
 def _mark_refused(refused: list[Budget], worst: Decimal, now) -> None:
-    """Mark each budget (rolled to `now`) that refused a call for this period, with its alert —
-    only where what it has *spent* leaves no room for the call. A refusal for money merely held
-    by calls under way passes: marked, the budget would hold every managed agent back for the
-    rest of the month (`budgets.holds_back`) though those calls may settle for far less."""
+    """Mark each budget (rolled to `now`) that refused a call as exhausted for this period, with
+    its alert — only where what it has *spent* leaves no room for the call and is at least half
+    its limit. Marked, a budget holds every managed agent back for the rest of the period
+    (`budgets.holds_back`): not for money merely held by calls under way (they may settle for far
+    less), nor for one call too big for a budget mostly unspent (that call is refused, the
+    others go on)."""
     for budget in refused:
         if budget.limit_usd - budget.spent_usd >= worst:
+            continue
+        if budget.spent_usd < budget.limit_usd * REFUSAL_MARKS_FROM:
             continue
         period = period_of(budget, now)
         if budget.refused_period != period:
@@ -255,12 +266,21 @@ def _mark_refused(refused: list[Budget], worst: Decimal, now) -> None:
         alerts.raise_exhausted(budget, period)
 
 
-def _refusal(budget: Budget, worst: Decimal, provider: str, model: str) -> BudgetExhausted:
+def _refusal(refused: list[Budget], worst: Decimal, provider: str, model: str) -> BudgetExhausted:
+    """The refusal, naming the first budget the call does not fit; `held_only` when it would fit
+    every one of them once the calls under way settle."""
+    held_only = all(b.limit_usd - b.spent_usd >= worst for b in refused)
+    budget = next((b for b in refused if b.limit_usd - b.spent_usd < worst), refused[0])
+    left = max(remaining(budget), ZERO)
+    held = (
+        f", {usd(budget.reserved_usd)} more held by calls under way" if budget.reserved_usd else ""
+    )
     return BudgetExhausted(
         f"The {budget.scope} budget of {budget.subject} ({usd(budget.limit_usd)}"
-        f"{' a month' if budget.is_monthly else ''}) has {usd(max(remaining(budget), ZERO))} "
-        f"left; this call could cost up to {usd(worst)} ({provider}/{model}).",
+        f"{' a month' if budget.is_monthly else ''}) has {usd(left)} left{held}; this call "
+        f"could cost up to {usd(worst)} ({provider}/{model}).",
         budget,
+        held_only=held_only,
     )
 
 
@@ -295,7 +315,7 @@ def _reserve_in_one_statement(ticket: Ticket, deadline: float | None) -> Ticket:
         roll(budget, now)
     with transaction.atomic():
         _mark_refused(refused, ticket.worst_usd, now)
-    raise _refusal(refused[0], ticket.worst_usd, ticket.provider, ticket.model)
+    raise _refusal(refused, ticket.worst_usd, ticket.provider, ticket.model)
 
 
 def _covering_params(meter: Meter) -> dict:
@@ -496,13 +516,26 @@ def sweep_expired(now=None) -> int:
     return booked
 
 
+class ReportRefused(Conflict):
+    """409 `report_exceeds_budget`: a self-reported call would exhaust a budget that other
+    agents' work depends on (a team's, the organization's, a task tree's)."""
+
+    def __init__(self, message: str, budget: Budget):
+        super().__init__(message, "report_exceeds_budget")
+        self.budget = budget
+
+
 def book_reported(
     meter: Meter, provider: str, model: str, *, prompt_tokens: int, completion_tokens: int,
-    cost_usd: Decimal | None = None,
+    cost_usd: Decimal | None = None, spare_others: bool = False,
 ) -> UsageRecord:  # fmt: skip
     """An outside agent's own report of a call it made: priced like ours (its own `cost_usd` only
     when we know no price), marked self-reported, and booked on the budgets covering it. It was
-    spent already: nothing could have refused it, but the budgets and their alerts see it."""
+    spent already: nothing could have refused it, but the budgets and their alerts see it.
+
+    `spare_others`: refused (ReportRefused, nothing booked) where it would exhaust a budget that
+    is not the reporter's own — an agent's word may spend its own budget past its limit, never
+    hold its colleagues back."""
     price = price_of(provider, model)
     prompt_tokens = bounded_tokens(prompt_tokens, "prompt tokens")
     completion_tokens = bounded_tokens(completion_tokens, "completion tokens")
@@ -515,6 +548,8 @@ def book_reported(
     rates = (bounded_usd(rates[0]), bounded_usd(rates[1]))
     with transaction.atomic():
         budgets = list(Budget.objects.select_for_update().filter(meter.covering()).order_by("pk"))
+        if spare_others and cost:
+            _refuse_if_it_exhausts_others(budgets, meter, cost)
         record = insert_new(UsageRecord(
             **{**_row(meter, provider, model, price), "price_source": source},
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost,
@@ -524,3 +559,22 @@ def book_reported(
         ))  # fmt: skip
         _spend(budgets, held=ZERO, cost=cost or ZERO)
     return record
+
+
+def _refuse_if_it_exhausts_others(budgets: list[Budget], meter: Meter, cost: Decimal) -> None:
+    """ReportRefused when `cost` would leave no room in a locked budget other than the
+    reporter's own agent budget (one spent out already changes nothing for anyone)."""
+    now = timezone.now()
+    for budget in budgets:
+        if budget.scope == BudgetScope.AGENT and budget.agent_id == meter.agent_id:
+            continue
+        roll(budget, now)
+        if budget.spent_usd >= budget.limit_usd or cost < remaining(budget):
+            continue
+        raise ReportRefused(
+            f"This report ({usd(cost)}) would exhaust the {budget.scope} budget of "
+            f"{budget.subject} ({usd(max(remaining(budget), ZERO))} left of "
+            f"{usd(budget.limit_usd)}), and with it your colleagues' work: nothing was recorded. "
+            "A human can raise the budget; then report the call again.",
+            budget,
+        )

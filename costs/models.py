@@ -243,12 +243,15 @@ class AlertKind(models.TextChoices):
 
 class BudgetAlert(models.Model):
     """An inbox item for the organization's humans: a budget crossed 80 % or ran out. One per
-    budget, kind and period (the unique constraint makes "not one per call" hold under races)."""
+    budget, kind, period and limit (the unique constraint makes "not one per call" hold under
+    races; a raised limit is watched afresh)."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
     budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="alerts")
     kind = models.CharField(max_length=10, choices=AlertKind.choices)
     period = models.CharField(max_length=8)
+    # The budget's limit when it was raised.
+    limit_usd = models.DecimalField(null=True, blank=True, **MONEY)
     message = models.TextField()
     read_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -257,7 +260,8 @@ class BudgetAlert(models.Model):
         ordering = ["-created_at", "-pk"]
         constraints = [
             models.UniqueConstraint(
-                fields=["budget", "kind", "period"], name="budget_alert_once_per_period"
+                fields=["budget", "kind", "period", "limit_usd"],
+                name="budget_alert_once_per_period_and_limit",
             )
         ]
 

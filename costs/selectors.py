@@ -124,8 +124,10 @@ def budgets_of(*, caller: Caller) -> QuerySet[Budget]:
 def alerts_of(*, caller: Caller | None) -> QuerySet[BudgetAlert]:
     if caller is None:
         return BudgetAlert.objects.none()
-    return BudgetAlert.objects.filter(organization=caller.organization).order_by(
-        "-created_at", "-pk"
+    return (
+        BudgetAlert.objects.filter(organization=caller.organization)
+        .select_related("budget__organization", "budget__team", "budget__agent")
+        .order_by("-created_at", "-pk")
     )
 
 

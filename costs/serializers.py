@@ -174,10 +174,41 @@ class BudgetSerializer(serializers.ModelSerializer):
         return state_of(budget)
 
 
+class AlertBudgetSerializer(serializers.Serializer):
+    """An alert's budget as it is now (its message says what it was when the alert was raised)."""
+
+    id = serializers.IntegerField()
+    scope = serializers.CharField()
+    subject = serializers.CharField()
+    period = serializers.CharField()
+    limit_usd = UsdField()
+    spent_usd = UsdField()
+    state = serializers.SerializerMethodField()
+    overspent_usd = serializers.SerializerMethodField(
+        help_text="How far its spending is past its limit (calls it could not refuse), or 0."
+    )
+
+    def to_representation(self, budget):
+        from .budgets import current_view
+
+        return super().to_representation(current_view(budget))
+
+    def get_state(self, budget) -> str:
+        return state_of(budget)
+
+    def get_overspent_usd(self, budget) -> str:
+        return f"{max(budget.spent_usd - budget.limit_usd, ZERO):.9f}"
+
+
 class BudgetAlertSerializer(serializers.ModelSerializer):
     budget = serializers.PrimaryKeyRelatedField(read_only=True)
+    limit_usd = UsdField(allow_null=True, help_text="The budget's limit when it was raised.")
+    budget_now = AlertBudgetSerializer(source="budget", read_only=True)
 
     class Meta:
         model = BudgetAlert
-        fields = ["id", "budget", "kind", "period", "message", "read_at", "created_at"]
+        fields = [
+            "id", "budget", "kind", "period", "limit_usd", "message", "budget_now", "read_at",
+            "created_at",
+        ]  # fmt: skip
         read_only_fields = fields

@@ -2,11 +2,16 @@
 
 from decimal import Decimal
 
+from django.conf import settings
+
 from organization.caller import Caller
+from organization.errors import Invalid
 from tasks.selectors import task_for
 
 from .metering import Meter, book_reported, task_ancestry
 from .models import UsagePurpose, UsageRecord
+from .money import usd
+from .pricing import price_of
 
 
 def usage_report(
@@ -14,13 +19,24 @@ def usage_report(
     task: int | None = None, cost_usd: Decimal | None = None,
 ) -> UsageRecord:  # fmt: skip
     """`POST /api/usage` / `report_usage`: the agent of the key reports a call it made itself;
-    the task, if named, must be one it can see (404 otherwise, as everywhere)."""
+    the task, if named, must be one it can see (404 otherwise, as everywhere). What it may claim
+    is bounded: one call at most USAGE_REPORT_MAX_COST_USD (400 `invalid`), and never so much
+    that a budget other than its own is exhausted by it (409 `report_exceeds_budget`)."""
     agent = caller.require_agent()
     task_id = task_for(caller, task).pk if task is not None else None
+    provider, model = provider.strip().lower(), model.strip()
+    price = price_of(provider, model)
+    cost = price.cost(prompt_tokens, completion_tokens) if price.known else cost_usd
+    if cost is not None and cost > settings.USAGE_REPORT_MAX_COST_USD:
+        raise Invalid(
+            f"This call costs {usd(cost)} as reported; a self-reported call may cost at most "
+            f"{usd(settings.USAGE_REPORT_MAX_COST_USD)} here (USAGE_REPORT_MAX_COST_USD): report "
+            "each call on its own."
+        )
     meter = Meter.for_agent(
         agent, UsagePurpose.REPORTED, task_id=task_id, task_tree=task_ancestry(task_id)
     )
     return book_reported(
-        meter, provider.strip().lower(), model.strip(), prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens, cost_usd=cost_usd,
+        meter, provider, model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+        cost_usd=cost_usd, spare_others=True,
     )  # fmt: skip

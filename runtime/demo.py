@@ -1,8 +1,9 @@
 """The demo organization's managed agents at work (issue 11 §2), offline and in-process.
 
-Alice (a manager) and her reports Sarah, Alex and Taylor become managed agents, and a task made
-for Alice — a launch in three parts — is worked by their runs, each run made here by the same
-runner a worker uses, on the offline provider (no key, nothing leaves the machine): Alice splits
+Alice (a manager) and her reports Sarah, Alex and Taylor become managed agents on the offline
+provider (whatever LLM_PROVIDER and keys the machine has: the demo never calls a model), and a
+task made for Alice — a launch in three parts — is worked by their runs, each run made here by
+the same runner a worker uses (nothing leaves the machine): Alice splits
 the task into subtasks and delegates each to its expert, the experts complete them, and the last
 one wakes Alice, who completes the parent with their results. Keyed by the story's task: played
 once; the runs' messages that reach a worker later find them finished.
@@ -12,12 +13,15 @@ import logging
 
 from django.db import connection, transaction
 
+from collaboration.providers import Provider
+from organization.caller import caller_for_agent
 from organization.errors import DomainError
 from organization.history import record_changes
 from organization.models import AgentRuntime, Organization
 from tasks import services as task_services
-from tasks.demo import DEMO_HUMAN
-from tasks.models import Task
+from tasks.demo import DEMO_HUMAN, stories
+from tasks.models import Task, TaskStatus
+from tasks.rules import Actor
 
 from .models import Run, RunStatus
 from .runner import run_agent
@@ -48,7 +52,10 @@ def seed_demo_runtime(org: Organization) -> Task | None:
     alice = org.agents.filter(handle="agent-alice").first()
     if alice is None:
         return None
-    org.agents.filter(handle__in=DEMO_MANAGED).update(runtime=AgentRuntime.MANAGED)
+    _start_their_demo_work(org)
+    managed = org.agents.filter(handle__in=DEMO_MANAGED)
+    managed.filter(llm_provider="").update(llm_provider=Provider.OFFLINE)
+    managed.update(runtime=AgentRuntime.MANAGED)
     # In their history too: the runtime sweep reads there since when an agent is managed.
     record_changes(org.agents.filter(handle__in=DEMO_MANAGED).order_by("pk"))
     alice.refresh_from_db()
@@ -74,3 +81,17 @@ def seed_demo_runtime(org: Organization) -> Task | None:
             break
     story.refresh_from_db()
     return story
+
+
+def _start_their_demo_work(org: Organization) -> None:
+    """The demo tasks the agents about to be managed hold unstarted are started by them (work
+    from before they were managed): a managed agent holding work no run was woken for is woken
+    by whatever makes room for it, and its run would finish tasks nobody asked it about."""
+    titles = [title for title, _ in stories(org)]
+    unstarted = Task.objects.filter(
+        organization=org, title__in=titles, assignee__handle__in=DEMO_MANAGED,
+        status=TaskStatus.ASSIGNED,
+    ).select_related("assignee")  # fmt: skip
+    for task in unstarted.order_by("pk"):
+        holder = Actor.of(caller_for_agent(task.assignee))
+        task_services.task_set_status(task=task, actor=holder, status=TaskStatus.IN_PROGRESS)

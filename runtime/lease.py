@@ -70,7 +70,9 @@ def claim(run_id: int, token: str) -> tuple[str, Run | None]:
         run.heartbeat_at = now
         run.started_at = run.started_at or now
         run.status = RunStatus.RUNNING
-        run.save(update_fields=["attempts", "lease_token", "heartbeat_at", "started_at", "status"])
+        run.error = ""  # a queued run's only error says why it waited (for budget headroom)
+        run.save(update_fields=["attempts", "lease_token", "heartbeat_at", "started_at", "status",
+                                "error"])  # fmt: skip
     return CLAIMED, run
 
 

@@ -15,6 +15,9 @@ lease cannot commit a call at all. Then the run is settled:
 - `max_turns` or a provider error (after the SDK's retries): each task the agent still holds,
   assigned or in progress, is blocked with the reason in its note ("Needs attention"), and the
   run fails with the error;
+- a model call refused only for money that calls under way hold (it fits what its budgets have
+  not spent): the run goes back to `queued`, its turns kept, "waiting for budget headroom", and
+  its Celery task sends it again after a back-off (`WAITING`);
 
 and ended (`services.run_finish`), which starts the follow-up if triggers arrived meanwhile.
 """
@@ -32,7 +35,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from collaboration import providers
-from collaboration.providers import LLMReply, LLMRequest, Purpose
+from collaboration.providers import BudgetRefused, LLMReply, LLMRequest, Purpose
 from collaboration.toolloop import CallStatus, LoopStop, TurnKind, run_tool_loop
 from costs.metering import Meter, task_ancestry
 from costs.models import UsagePurpose
@@ -72,6 +75,15 @@ class AgentPaused(Exception):
     """A human paused the agent while its run was under way: stop before the next model call."""
 
 
+class WaitForHeadroom(Exception):
+    """A model call did not fit only because calls under way hold its budgets' money: the run
+    waits for them to settle rather than fail."""
+
+
+# What `run_agent` answers for a run that waits for budget headroom (its task retries it).
+WAITING = "waiting"
+
+
 class AgentMadeExternal(Exception):
     """The agent was made external while its run was under way ("we run it ourselves now"):
     stop before the next model call, and end the run, its tasks left as they are."""
@@ -98,6 +110,11 @@ def run_agent(run_id: int) -> str:
         log.info("run %s: its agent was paused; handed back until it is resumed", run_id)
         if not services.run_hand_back(run=run, token=token):
             log.warning("run %s: the lease was lost to another worker; stopping here", run_id)
+    except WaitForHeadroom as exc:
+        log.info("run %s waits for budget headroom: %s", run_id, exc)
+        if services.run_wait_for_headroom(run=run, token=token, reason=str(exc)):
+            return WAITING
+        log.warning("run %s: the lease was lost to another worker; stopping here", run_id)
     except DATABASE_GONE:
         # The database went away under the run (a restart, a failover): the run is not at
         # fault. Its lease is handed back and the error raised, so that the task runs it again
@@ -159,9 +176,16 @@ def llm_settings(agent) -> tuple[str, str, float | None, int]:
     return provider, model, agent.llm_temperature, agent.llm_max_tokens or DEFAULT_MAX_TOKENS
 
 
+# Never offered to a managed run: the service meters its model calls itself, so a report of its
+# own would count them twice (or book whatever the model claims).
+NOT_FOR_MANAGED_RUNS = frozenset({"report_usage"})
+
+
 def tool_names_of(agent) -> list[str]:
-    """The tools the agent is offered: its allow-list, or every tool of the registry."""
-    return list(agent.allowed_tools) if agent.allowed_tools else sorted(registry.REGISTRY)
+    """The tools the agent is offered: its allow-list, or every tool of the registry, less
+    those no managed run is offered."""
+    names = list(agent.allowed_tools) if agent.allowed_tools else sorted(registry.REGISTRY)
+    return [name for name in names if name not in NOT_FOR_MANAGED_RUNS]
 
 
 def prepare(run: Run, token: str) -> None:
@@ -257,6 +281,10 @@ class TurnRecorder:
         started = time.perf_counter()
         try:
             return providers.complete(self.run.provider, request, meter=self.meter)
+        except BudgetRefused as exc:
+            if getattr(exc.__cause__, "held_only", False):
+                raise WaitForHeadroom(str(exc)) from exc
+            raise
         finally:
             self.last_ms = (time.perf_counter() - started) * 1000
 

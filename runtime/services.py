@@ -529,6 +529,26 @@ def run_hand_back(*, run: Run, token: str) -> bool:
     return bool(handed)
 
 
+# The error a run shows while it waits for budget headroom (runner.WaitForHeadroom).
+WAITING_FOR_HEADROOM = "Waiting for budget headroom"
+
+
+@transaction.atomic
+def run_wait_for_headroom(*, run: Run, token: str, reason: str) -> bool:
+    """A model call of the run did not fit only because calls under way hold its budgets' money:
+    the run goes back to `queued`, its input and turns kept, saying why it waits, and goes on
+    where it stopped when its task sends it again (runtime/tasks.py, with a back-off). It keeps
+    its starts as a handed-back run does. False when the lease was lost."""
+    _locked_agent(run.agent_id)
+    return bool(
+        Run.objects.filter(pk=run.pk, lease_token=token).update(
+            status=RunStatus.QUEUED, lease_token="", dispatched_at=timezone.now(),
+            attempts=Greatest(F("attempts") - 1, Value(1)),
+            error=f"{WAITING_FOR_HEADROOM}: {reason}"[:2000],
+        )
+    )  # fmt: skip
+
+
 def sweep_runs() -> dict:
     """Send again the runs a worker lost: running with a heartbeat older than the lease (the
     worker died), or queued and not sent for as long (a message that never arrived). A second
@@ -641,31 +661,27 @@ def _managed_since(agent_ids: set[int]) -> dict[int, datetime]:
     return since
 
 
-def wake_after_budget(*, organization_id: int) -> int:
-    """A budget of the organization made room (raised, removed, a new month): wake its managed
-    agents whose work waited for it — triggers that waited, a queued run its claim held, tasks
-    they hold that no run was woken for (run_resume checks their budgets again). An agent with
-    nothing waiting is not woken. Returns how many woke."""
+def wake_after_budget(
+    *, organization_id: int, team_id: int | None = None, agent_id: int | None = None
+) -> int:
+    """A budget of the organization released the agents it held back (raised, removed, a new
+    month): wake those it covers (`team_id`, `agent_id`: only that team's or agent's) whose work
+    waited for it — triggers that waited, a queued run its claim held (run_resume checks their
+    budgets again). An agent with nothing waiting is not woken. Returns how many woke."""
+    covered = Q(organization_id=organization_id)
+    if team_id is not None:
+        covered &= Q(agent__team_id=team_id)
+    if agent_id is not None:
+        covered &= Q(agent_id=agent_id)
     waiting = (
-        RunTrigger.objects.filter(organization_id=organization_id, run__isnull=True)
+        RunTrigger.objects.filter(covered, run__isnull=True, held="")
         .values_list("agent_id", flat=True)
         .distinct()
     )
-    held = Run.objects.filter(
-        organization_id=organization_id, status=RunStatus.QUEUED, agent__is_paused=False
-    ).values_list("agent_id", flat=True)
-    unseen = (
-        Task.objects.filter(
-            organization_id=organization_id,
-            status=TaskStatus.ASSIGNED,
-            assignee__runtime=AgentRuntime.MANAGED,
-            assignee__is_paused=False,
-        )
-        .filter(unseen_since_assigned("assignee_id"))
-        .values_list("assignee_id", flat=True)
-        .distinct()
+    held = Run.objects.filter(covered, status=RunStatus.QUEUED, agent__is_paused=False).values_list(
+        "agent_id", flat=True
     )
     woke = 0
-    for agent_id in sorted(set(waiting) | set(held) | set(unseen)):
-        woke += run_resume(agent_id=agent_id) is not None
+    for waiting_agent in sorted(set(waiting) | set(held)):
+        woke += run_resume(agent_id=waiting_agent) is not None
     return woke

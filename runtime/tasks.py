@@ -4,6 +4,8 @@ Services queue `runtime.run_agent` by name through the outbox (models.RUN_AGENT_
 nothing imports this module but Celery; the runner is imported inside the task body.
 """
 
+import random
+
 from celery import shared_task
 from django.conf import settings
 from django.db import connection
@@ -27,6 +29,7 @@ from .models import RUN_AGENT_TASK
 )
 def run_agent(self, run_id: int) -> str:
     from .lease import BUSY
+    from .runner import WAITING
     from .runner import run_agent as run
 
     try:
@@ -39,6 +42,13 @@ def run_agent(self, run_id: int) -> str:
     if outcome == BUSY:
         # Another worker holds a live lease on this run: look again once it could have expired.
         raise self.retry(countdown=settings.RUNTIME_LEASE_SECONDS)
+    if outcome == WAITING:
+        # Its budgets' money is held by calls under way: try again once they may have settled,
+        # doubling up to a lease (the sweep sends again a queued run not sent for a lease), with
+        # jitter so that the runs waiting for the same money do not all come back at once.
+        backoff = settings.RUNTIME_BUDGET_WAIT_SECONDS * 2 ** min(self.request.retries, 16)
+        countdown = min(backoff, settings.RUNTIME_LEASE_SECONDS) * random.uniform(0.5, 1.0)  # noqa: S311
+        raise self.retry(countdown=countdown)
     return outcome
 
 

@@ -8,11 +8,15 @@ import pytest
 from django.apps import apps
 from django.core.management import call_command
 
+from costs.budgets import budget_set
+from organization.caller import Caller
 from organization.models import Agent
+from runtime.models import Run
 from tasks.events import snapshot
 from tasks.models import HELD_STATUSES, Task, TaskEvent
+from tests.collaboration.conftest import fake_llm  # noqa: F401  (a fixture)
 from tests.conftest import KeyClient
-from tests.factories import give_tasks, make_key
+from tests.factories import give_tasks, make_admin_user, make_agent, make_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -169,3 +173,35 @@ def test_the_demos_managed_agents_worked_a_task_for_alice_offline():
     # The demo's own held work is as it was: Alice holds her 4 demo tasks again.
     alice = client.get("/api/agents/agent-alice").json()
     assert (alice["current_workload"], alice["runtime"]) == (4, "managed")
+
+
+def test_seed_demo_calls_no_model_whatever_provider_is_configured(fake_llm):  # noqa: F811
+    """LLM_PROVIDER=openai with a key (the fake model on 127.0.0.1): the demo is still offline."""
+    seed()
+    assert fake_llm.calls == []
+    story = Task.objects.get(title="Launch the customer portal")
+    assert (story.status, story.result.startswith("[offline provider")) == ("completed", True)
+    managed = Agent.objects.filter(organization=story.organization, runtime="managed")
+    assert set(managed.values_list("llm_provider", flat=True)) == {"offline"}
+
+
+def test_no_demo_agent_that_is_managed_holds_work_it_never_started():
+    seed()
+    unstarted = Task.objects.filter(assignee__runtime="managed", status="assigned")
+    assert list(unstarted.values_list("title", flat=True)) == []
+
+
+def test_a_budget_for_a_new_agent_of_the_demo_wakes_nobody():
+    """A $0 budget set for one new agent is no reason for any managed agent to run."""
+    seed()
+    org = Agent.objects.get(handle="agent-alice").organization
+    make_agent(org, "agent-new", name="New")
+    before = (list(Run.objects.order_by("pk").values_list("pk", flat=True)),
+              list(Task.objects.order_by("pk").values_list("pk", "status")))  # fmt: skip
+    human = Caller(organization=org, user=make_admin_user(org))
+    budget_set(caller=human, scope="agent", agent="agent-new", limit_usd="0")
+    budget_set(caller=human, scope="organization", limit_usd="50")
+    budget_set(caller=human, scope="organization", limit_usd="20")
+    after = (list(Run.objects.order_by("pk").values_list("pk", flat=True)),
+             list(Task.objects.order_by("pk").values_list("pk", "status")))  # fmt: skip
+    assert after == before

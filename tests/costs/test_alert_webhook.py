@@ -54,9 +54,9 @@ def test_no_webhook_no_delivery_but_the_alert_is_kept(cast):
     from costs.models import BudgetAlert
 
     caller = caller_for_member(make_admin_user(cast.org), cast.org)
-    budget_set(caller=caller, scope="organization", limit_usd="0.001")
+    budget_set(caller=caller, scope="organization", limit_usd="0")
     with pytest.raises(BudgetExhausted):
-        spend(cast.alex, 1000)  # $0.003 at worst: refused, the exhausted alert
+        spend(cast.alex, 1000)  # refused by a $0 budget: the exhausted alert
     assert list(BudgetAlert.objects.values_list("kind", flat=True)) == ["exhausted"]
     assert not WebhookDelivery.objects.exists()
 

@@ -1,6 +1,7 @@
 """What an agent's estimate shows of budgets that do not cover its own calls."""
 
 import json
+from decimal import Decimal
 
 import pytest
 
@@ -66,7 +67,9 @@ def test_a_call_refused_mid_session_by_a_colleagues_budget_does_not_tell_it(clie
                           content_type="application/json", **auth(cast.alex_key))  # fmt: skip
     assert started.status_code == 202, started.content
     admin = caller_for_member(make_admin_user(cast.org), cast.org)
-    budget_set(caller=admin, scope="agent", agent="agent-morgan", limit_usd="0.000001")
+    budget, _ = budget_set(caller=admin, scope="agent", agent="agent-morgan", limit_usd="0.000002")
+    # Half spent: the refusal exhausts it for the month, and its alert names it.
+    type(budget).objects.filter(pk=budget.pk).update(spent_usd=Decimal("0.000001"))
     runner.run_session(started.json()["id"])
     seen = client.get(f"/api/collaborations/{started.json()['id']}", **auth(cast.alex_key))
     assert seen.status_code == 200
@@ -74,7 +77,7 @@ def test_a_call_refused_mid_session_by_a_colleagues_budget_does_not_tell_it(clie
     assert contribution["status"] == "failed"
     assert "a budget that does not cover your own calls" in contribution["error"]
     text = seen.content.decode()
-    assert "0.000001" not in text and "budget of agent-morgan" not in text
+    assert "0.000002" not in text and "budget of agent-morgan" not in text
     from costs.models import BudgetAlert
 
     assert BudgetAlert.objects.filter(budget__agent__handle="agent-morgan").exists()

@@ -36,7 +36,8 @@ def unpriced_row(org, agent, cost: str) -> UsageRecord:
     )  # fmt: skip
 
 
-def test_a_self_reported_cost_above_the_bound_is_refused(client, cast):
+def test_a_self_reported_cost_above_the_bound_is_refused(client, cast, settings):
+    settings.USAGE_REPORT_MAX_COST_USD = Decimal(1000)  # the operator's cap, at its most
     response = client.post("/api/usage", HUGE, content_type="application/json",
                            **auth(cast.alex_key))  # fmt: skip
     assert response.status_code == 400
@@ -68,7 +69,8 @@ def test_the_totals_render_whatever_the_ledger_sums(client, cast, group_by):
         assert [row["cost_usd"] for row in response.json()] == ["19999999999.999999998"]
 
 
-def test_reports_past_a_budget_saturate_its_counter_instead_of_overflowing(client, cast):
+def test_reports_past_a_budget_saturate_its_counter_instead_of_overflowing(client, cast, settings):
+    settings.USAGE_REPORT_MAX_COST_USD = Decimal(1000)
     budget, _ = budget_set(caller=human(cast.org), scope="organization",
                            limit_usd="9999999999")  # fmt: skip
     meter = Meter.for_agent(cast.alex, "reported")

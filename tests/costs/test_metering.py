@@ -73,16 +73,19 @@ def test_every_covering_budget_holds_it_and_one_that_does_not_fit_refuses(cast):
     org_budget, _ = budget_set(caller=caller, scope="organization", limit_usd="10")
     team_budget, _ = budget_set(caller=caller, scope="team", team="Development", limit_usd="10")
     tight, _ = budget_set(caller=caller, scope="agent", agent="agent-alex", limit_usd="0.002")
+    # Half of it spent already: a call that does not fit what is left exhausts it for the month.
+    Budget.objects.filter(pk=tight.pk).update(spent_usd=Decimal("0.001"))
     other_agent, _ = budget_set(caller=caller, scope="agent", agent="agent-sarah", limit_usd="0")
     with pytest.raises(BudgetExhausted) as refused:
         reserve(meter(cast.alex), "openai", "fake-model", prompt_bound=1000, max_tokens=1000)
     assert refused.value.code == "budget_exhausted" and refused.value.status == 409
     assert "agent budget of agent-alex" in refused.value.message
     assert UsageRecord.objects.count() == 0
-    for budget in (org_budget, team_budget, tight):
+    for budget in (org_budget, team_budget):
         budget.refresh_from_db()
         assert budget.reserved_usd == 0 and budget.spent_usd == 0
     tight.refresh_from_db()
+    assert (tight.reserved_usd, tight.spent_usd) == (0, Decimal("0.001"))
     assert state_of(tight) == "exhausted"
     assert BudgetAlert.objects.filter(budget=tight, kind=AlertKind.EXHAUSTED).count() == 1
     # Morgan (no team, no budget of its own) is covered by the organization's budget only.

@@ -73,3 +73,59 @@ def test_a_new_month_wakes_the_agents_that_waited_for_it(cast):
     assert sweep_reservations() == {"expired": 0, "organizations_woken": 1}
     assert Run.objects.filter(agent=cast.alex, status="queued").count() == 1
     assert sweep_reservations()["organizations_woken"] == 0  # once, not at every sweep
+
+
+def never_woken_task(cast, agent, title: str):
+    """A task the managed `agent` holds and no run was ever woken for (given to it while it was
+    external): what a wake-up that is not about it would have its run finish."""
+    type(agent).objects.filter(pk=agent.pk).update(runtime="external")
+    task = services.task_create(org=cast.org, actor=cast.by_human, title=title, assignee=agent)
+    type(agent).objects.filter(pk=agent.pk).update(runtime="managed")
+    return task
+
+
+def test_setting_or_lowering_a_budget_wakes_nobody(cast):
+    never_woken_task(cast, cast.lena, "Plan the quarter")
+    budget_set(caller=cast.human, scope="agent", agent="agent-sarah", limit_usd="0")
+    budget_set(caller=cast.human, scope="organization", limit_usd="50")
+    budget_set(caller=cast.human, scope="organization", limit_usd="50")
+    budget_set(caller=cast.human, scope="organization", limit_usd="10")
+    assert not Run.objects.exists()
+
+
+def test_raising_a_budget_wakes_only_the_agents_it_held(cast):
+    never_woken_task(cast, cast.lena, "Plan the quarter")
+    budget_set(caller=cast.human, scope="team", team="Development", limit_usd="0")
+    budget_set(caller=cast.human, scope="organization", limit_usd="50")
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    assert not Run.objects.exists()
+    # Raising the organization's budget releases nobody: the team's still holds Alex.
+    budget_set(caller=cast.human, scope="organization", limit_usd="80")
+    assert not Run.objects.exists()
+    budget_set(caller=cast.human, scope="team", team="Development", limit_usd="5")
+    assert [(r.agent_id, r.task_id) for r in Run.objects.all()] == [(cast.alex.pk, task.pk)]
+
+
+def test_removing_a_budget_that_held_an_agent_wakes_it_and_no_one_else(cast):
+    never_woken_task(cast, cast.lena, "Plan the quarter")
+    budget, _ = budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="0")
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    from costs.budgets import budget_delete
+
+    budget_delete(caller=cast.human, budget=budget)
+    assert [(r.agent_id, r.task_id) for r in Run.objects.all()] == [(cast.alex.pk, task.pk)]
+
+
+def test_a_managed_run_is_not_offered_report_usage(cast, fake_llm):
+    """The service meters a managed run's calls itself: a report of its own would count them
+    twice, or book whatever the model claims — even when its allow-list names the tool."""
+    type(cast.alex).objects.filter(pk=cast.alex.pk).update(
+        allowed_tools=["get_my_tasks", "report_usage"]
+    )
+    services.task_create(org=cast.org, actor=cast.by_human, title="a", assignee=cast.alex)
+    services.task_create(org=cast.org, actor=cast.by_human, title="b", assignee=cast.sarah)
+    drain()
+    alex, sarah = (fake_llm.calls_for(agent=handle) for handle in ("agent-alex", "agent-sarah"))
+    assert alex and alex[0].tool_names == ["get_my_tasks"]
+    assert sarah and "report_usage" not in sarah[0].tool_names
+    assert "get_task" in sarah[0].tool_names

@@ -14,7 +14,8 @@ class Command(BaseCommand):
     help = (
         "Add whatever is missing of the demo organization of the seeds: its agents, their tasks "
         "(through the task services), a finished collaboration and managed agents at work "
-        "(offline). Never changes what exists."
+        "(on the offline provider, which they keep: no model is called). Never changes what "
+        "exists."
     )
 
     def add_arguments(self, parser):
