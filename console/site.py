@@ -15,8 +15,8 @@ class ConsoleAdminSite(admin.AdminSite):
     site_title = "Agent Org"
     index_title = "Dashboard"
     index_template = "admin/console/dashboard.html"
-    # The service has no public site: its API docs are the closest.
-    site_url = "/api/docs/"
+    # The front page: links to the console, the API docs and the health check.
+    site_url = "/"
 
     def register(self, model_or_iterable, admin_class=None, **options):
         """Django's own apps' admins (users, periodic tasks) get the lists' guard too: a lookup

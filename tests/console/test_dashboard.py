@@ -152,11 +152,11 @@ def test_djangos_own_models_are_under_system_for_superusers_only(client, root, o
     assert '<details class="system">' not in client.get(INDEX).content.decode()
 
 
-def test_the_site_is_titled_and_view_site_leads_to_the_api_docs(client, root, db):
+def test_the_site_is_titled_and_view_site_leads_to_the_front_page(client, root, db):
     client.force_login(root)
     page = client.get(INDEX)
     assert page.context["site_header"] == "Agent Org"
-    assert page.context["site_url"] == "/api/docs/"
+    assert page.context["site_url"] == "/"
 
 
 def test_user_text_is_escaped(client, root, org):
