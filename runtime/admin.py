@@ -8,6 +8,7 @@ import json
 
 from django.contrib import admin
 from django.db.models import Count
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -17,7 +18,6 @@ from organization.admin.scoping import (
     STATUS_COLOURS,
     HumanChoicesFilter,
     OrgOwnedAdmin,
-    ReadOnlyInline,
     badge,
     human,
 )
@@ -33,31 +33,102 @@ STATUS_COLOURS["run"] = {
     RunStatus.COMPLETED: "#198754",
     RunStatus.FAILED: "#dc3545",
 }
-# How much of a tool result or a model text the run's page shows (the API has it all).
-SHOWN_CHARS = 1_500
+# How much of a tool result or a model text the run's page shows (the API has it all), and past
+# how many lines a result is folded under its first line.
+SHOWN_CHARS = 6_000
+FOLDED_LINES = 12
+
+# What woke the agent, as a sentence about the task (the inbox kinds of runtime.models.TRIGGERS).
+WOKEN_BECAUSE = {
+    "created": "a task was created for it",
+    "assigned": "a task was assigned to it",
+    "auto_assigned": "a task queued for it reached it when it had room",
+    "delegated": "a task was delegated to it",
+    "escalated": "a task was escalated to it",
+    "comment": "someone commented on a task it works on",
+    "subtasks_done": "the last open subtask of its task finished",
+    "resumed": "it was resumed with work waiting for it",
+}
 
 
 def _cut(text: str) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
+def _pretty(value) -> str:
+    """A value as a person reads it: text as it is, anything else as indented JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+def _arguments(arguments) -> list[tuple[str, str]]:
+    """A call's arguments as (name, value) lines."""
+    if not isinstance(arguments, dict):
+        return [("arguments", _pretty(arguments))] if arguments not in (None, "") else []
+    return [(str(name), _cut(_pretty(value))) for name, value in arguments.items()]
+
+
+def _tool_entry(turn: dict) -> dict:
+    status = turn.get("status")
+    if status == "error":
+        error = turn.get("error")
+        if isinstance(error, dict):
+            said = f"Refused: {error.get('error', '')}"
+            code = error.get("code", "")
+        else:
+            said, code = f"Refused: {_pretty(error)}", ""
+        return {"kind": "tool", "name": turn.get("name"), "arguments": _arguments(
+            turn.get("arguments")), "ok": False, "said": said, "code": code}  # fmt: skip
+    if status != "ok":
+        return {"kind": "tool", "name": turn.get("name"), "ok": None,
+                "arguments": _arguments(turn.get("arguments")),
+                "said": "Running: its outcome is not recorded yet."}  # fmt: skip
+    result = _cut(_pretty(turn.get("result")))
+    lines = result.count("\n") + 1
+    return {
+        "kind": "tool", "name": turn.get("name"), "arguments": _arguments(turn.get("arguments")),
+        "ok": True, "result": result, "lines": lines, "folded": lines > FOLDED_LINES,
+        "first_line": result.split("\n", 1)[0],
+    }  # fmt: skip
+
+
+def conversation(run: Run) -> list[dict]:
+    """The run's turns as the page tells them: the model's words, then each call it made with
+    its arguments and what it answered (plain data; the template escapes every value)."""
+    entries = []
+    for turn in run.turns or []:
+        if turn.get("kind") == "model":
+            entries.append({
+                "kind": "model",
+                "text": _cut(turn.get("text") or ""),
+                "tokens": (turn.get("prompt_tokens") or 0, turn.get("completion_tokens") or 0),
+                "ms": turn.get("provider_ms"),
+                "calls": [c.get("name") for c in turn.get("tool_calls") or []],
+            })  # fmt: skip
+        else:
+            entries.append(_tool_entry(turn))
+    return entries
+
+
+def outcome_sentence(item: dict, titles: dict[int, str]) -> str:
+    """One line of a run's outcome: what the runtime did with a task once the model stopped."""
+    task = f"Task #{item.get('task')}"
+    if item.get("task") in titles:
+        task += f" “{titles[item['task']]}”"
+    action, why = item.get("action"), item.get("why", "")
+    if action == "completed":
+        return f"{task}: completed with the model's final answer."
+    if action == "blocked":
+        return f"{task}: blocked" + (f" — {why}." if why else ".")
+    if action == "none":
+        return f"{task}: left as it was" + (f" ({why})." if why else ".")
+    return f"{task}: {human(action).lower()}" + (f" ({why})." if why else ".")
+
+
 def _run_link(run: Run):
     url = reverse("admin:runtime_run_change", args=[run.pk])
     return format_html('<a href="{}">run #{}</a>', url, run.pk)
-
-
-class RunTriggerInline(ReadOnlyInline):
-    model = RunTrigger
-    fk_name = "run"
-    parent_org_path = "organization"
-    fields = ["created_at", "trigger", "task", "woken_by"]
-    readonly_fields = fields
-    verbose_name = "trigger"
-    verbose_name_plural = "what woke the agent"
-
-    def get_queryset(self, request):
-        # A row's label and links read these: not a query each per trigger.
-        return super().get_queryset(request).select_related("agent", "task", "woken_by__agent")
 
 
 @admin.register(Run)
@@ -69,7 +140,6 @@ class RunAdmin(OrgOwnedAdmin):
     list_filter = [("status", HumanChoicesFilter), ("trigger", HumanChoicesFilter)]
     list_select_related = ["agent", "task", "organization"]
     search_fields = ["agent__handle", "task__title", "error"]
-    inlines = [RunTriggerInline]
     fieldsets = [
         (
             None,
@@ -78,7 +148,7 @@ class RunAdmin(OrgOwnedAdmin):
                     "organization",
                     "agent",
                     "task",
-                    "trigger",
+                    "woken_because",
                     "status_badge",
                     "previous",
                     "error",
@@ -112,7 +182,7 @@ class RunAdmin(OrgOwnedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in Run._meta.fields] + [
-            "status_badge", "story", "outcome_display", "cost"
+            "status_badge", "story", "outcome_display", "cost", "woken_because"
         ]  # fmt: skip
 
     @admin.display(description="cost (USD)", ordering="cost_usd")
@@ -152,40 +222,53 @@ class RunAdmin(OrgOwnedAdmin):
     def tokens(self, run):
         return run.tokens_used
 
-    @admin.display(description="outcome")
+    @admin.display(description="woken because")
+    def woken_because(self, run):
+        """Each trigger as a sentence: when, why, which task, and whose run caused it."""
+        triggers = run.triggers.select_related("task", "woken_by__agent").order_by("pk")
+        lines = []
+        for trigger in triggers:
+            task = (
+                format_html(
+                    ' — <a href="{}">task #{} “{}”</a>',
+                    reverse("admin:tasks_task_change", args=[trigger.task_id]),
+                    trigger.task_id, trigger.task.title,
+                ) if trigger.task_id else ""
+            )  # fmt: skip
+            by = (
+                format_html(" (caused by {} of {})", _run_link(trigger.woken_by),
+                            trigger.woken_by.agent.handle)
+                if trigger.woken_by_id else ""
+            )  # fmt: skip
+            lines.append((
+                trigger.created_at.strftime("%H:%M:%S"),
+                WOKEN_BECAUSE.get(trigger.trigger, human(trigger.trigger)).capitalize(),
+                task, by,
+            ))  # fmt: skip
+        if not lines:
+            return WOKEN_BECAUSE.get(run.trigger, human(run.trigger)).capitalize() + "."
+        return format_html_join(
+            "", '<div class="run-trigger"><span class="quiet">{}</span> {}{}{}.</div>', lines
+        )
+
+    @admin.display(description="what the runtime did")
     def outcome_display(self, run):
         if not run.outcome:
             return "—"
+        ids = [o.get("task") for o in run.outcome if isinstance(o.get("task"), int)]
+        titles = dict(Task.objects.filter(pk__in=ids).values_list("pk", "title"))
         return format_html_join(
-            "", "<div>task #{}: {} {}</div>",
-            ((o.get("task"), o.get("action"), o.get("why", "")) for o in run.outcome),
+            "", '<div class="run-outcome">{}</div>',
+            ((outcome_sentence(o, titles),) for o in run.outcome),
         )  # fmt: skip
 
-    @admin.display(description="turns, in order")
+    @admin.display(description="the conversation")
     def story(self, run):
-        """Each model turn and tool call as a line a human reads (escaped)."""
-        rows = []
-        for turn in run.turns or []:
-            if turn.get("kind") == "model":
-                calls = ", ".join(c["name"] for c in turn.get("tool_calls") or [])
-                rows.append((
-                    f"model ({turn.get('prompt_tokens', 0)}+{turn.get('completion_tokens', 0)} "
-                    f"tokens, {turn.get('provider_ms', '?')} ms)",
-                    _cut(turn.get("text") or "") + (f"\n→ calls {calls}" if calls else ""),
-                ))  # fmt: skip
-            else:
-                body = turn.get("result") if turn.get("status") == "ok" else turn.get("error")
-                rows.append((
-                    f"{turn.get('name')} [{turn.get('status')}]",
-                    f"{json.dumps(turn.get('arguments'), ensure_ascii=False)}\n→ "
-                    + _cut(json.dumps(body, ensure_ascii=False, default=str)),
-                ))  # fmt: skip
-        if not rows:
+        """The model's words and each tool call with its arguments and answer (escaped)."""
+        entries = conversation(run)
+        if not entries:
             return "—"
-        return format_html_join(
-            "", '<div style="margin-bottom:6px"><b>{}</b><pre style="white-space:pre-wrap;'
-            'margin:2px 0">{}</pre></div>', rows,
-        )  # fmt: skip
+        return render_to_string("admin/runtime/run/conversation.html", {"entries": entries})
 
 
 # The runs on the task and agent pages are read-only fields, not inlines: an inline adds a
