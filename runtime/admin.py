@@ -10,8 +10,11 @@ from django.contrib import admin
 from django.db.models import Count
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 
+from costs.money import usd
 from costs.selectors import cost_subquery
 from organization.admin.registrations import AgentAdmin
 from organization.admin.scoping import (
@@ -19,6 +22,7 @@ from organization.admin.scoping import (
     HumanChoicesFilter,
     OrgOwnedAdmin,
     badge,
+    duration,
     human,
 )
 from organization.models import Agent
@@ -133,9 +137,10 @@ def _run_link(run: Run):
 
 @admin.register(Run)
 class RunAdmin(OrgOwnedAdmin):
+    # One cell per question (who, on what, why, how it went, how much, when): a list that fits
+    # a 1280 px window; the attempts and the exact times are on the run's page.
     list_display = [
-        "id", "agent", "task", "trigger_display", "status_badge", "turn_count", "tokens", "cost", "attempts",
-        "started_at", "finished_at",
+        "id", "agent", "task", "trigger_display", "status_badge", "turn_count", "cost", "when",
     ]  # fmt: skip
     list_filter = [("status", HumanChoicesFilter), ("trigger", HumanChoicesFilter)]
     list_select_related = ["agent", "task", "organization"]
@@ -185,9 +190,9 @@ class RunAdmin(OrgOwnedAdmin):
             "status_badge", "story", "outcome_display", "cost", "woken_because"
         ]  # fmt: skip
 
-    @admin.display(description="cost (USD)", ordering="cost_usd")
+    @admin.display(description="cost", ordering="cost_usd")
     def cost(self, run):
-        return f"{run.cost_usd:.6f}".rstrip("0").rstrip(".") if run.cost_usd else "0"
+        return usd(run.cost_usd or 0)
 
     def has_add_permission(self, request):
         return False
@@ -214,13 +219,27 @@ class RunAdmin(OrgOwnedAdmin):
             .annotate(turn_count=Count("turn_rows"), cost_usd=cost_subquery("run"))
         )
 
-    @admin.display(description="turns", ordering="turn_count")
+    @admin.display(description="turns · tokens", ordering="turn_count")
     def turn_count(self, run):
-        return run.turn_count
+        return format_html(
+            '{}<br><span class="quiet">{}</span>',
+            f"{run.turn_count} turn{'' if run.turn_count == 1 else 's'}",
+            f"{run.tokens_used:,} tokens",
+        )
 
-    @admin.display(description="tokens")
-    def tokens(self, run):
-        return run.tokens_used
+    @admin.display(description="started · took", ordering="started_at")
+    def when(self, run):
+        if run.started_at is None:
+            return format_html('<span class="quiet">{}</span>', "not started")
+        took = (
+            duration((run.finished_at - run.started_at).total_seconds())
+            if run.finished_at else "running"
+        )  # fmt: skip
+        return format_html(
+            '{}<br><span class="quiet">{}</span>',
+            date_format(timezone.localtime(run.started_at), "M j, H:i"),
+            took,
+        )
 
     @admin.display(description="woken because")
     def woken_because(self, run):

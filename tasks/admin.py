@@ -24,6 +24,7 @@ from organization.admin.scoping import (
     ReadOnlyInline,
     admin_org_ids,
     badge,
+    breakable,
     human,
     sees_several_organizations,
 )
@@ -424,7 +425,7 @@ class TaskEventAdmin(AuditAdmin):
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(AuditAdmin):
     list_display = [
-        "created_at", "agent", "status_badge", "attempts", "response_status", "outcome", "url",
+        "created_at", "agent", "status_badge", "attempts", "response_status", "outcome", "address",
     ]  # fmt: skip
     list_filter = [("status", HumanChoicesFilter)]
     list_select_related = ["agent"]
@@ -437,6 +438,10 @@ class WebhookDeliveryAdmin(AuditAdmin):
         # SSRF rule kept exception details that tell which internal ports answer).
         fields = [f for f in super().get_readonly_fields(request, obj) if f != "last_error"]
         return [*fields, "outcome"]
+
+    @admin.display(description="URL", ordering="url")
+    def address(self, delivery):
+        return breakable(delivery.url)  # wraps after its slashes and dots, not inside a word
 
     @admin.display(description="outcome")
     def outcome(self, delivery):

@@ -59,6 +59,7 @@ from .scoping import (
     ScopedRelatedFilter,
     admin_org_ids,
     badge,
+    breakable,
     colour_of,
     human,
     sees_several_organizations,
@@ -743,14 +744,15 @@ class ApiKeyAdmin(HistoryAdmin, OrgOwnedAdmin):
     """Only the digest is stored; the plaintext is on the page that answers the creation, once."""
 
     list_display = [
-        "__str__",
+        "name_cell",
+        "holder",
         "prefix",
         "organization",
-        "agent",
         "created_at",
         "last_used_at",
         "state",
     ]
+    list_display_links = ["name_cell"]
     list_select_related = ["organization", "agent"]
     list_filter = [KeyStateFilter]
     search_fields = ["name", "prefix", "agent__handle"]
@@ -778,6 +780,18 @@ class ApiKeyAdmin(HistoryAdmin, OrgOwnedAdmin):
     def has_delete_permission(self, request, obj=None):
         # Revoke, do not delete: the row is the record of who could call.
         return request.user.is_active and request.user.is_superuser
+
+    @admin.display(description="name", ordering="name")
+    def name_cell(self, key):
+        return key.name or format_html('<span class="quiet">(no name) {}</span>', key.prefix)
+
+    @admin.display(description="acts as", ordering="agent__handle")
+    def holder(self, key):
+        if key.agent_id is None:
+            return format_html('<span class="quiet">{}</span>', "the organization")
+        return format_html(
+            '{}<br><span class="quiet">{}</span>', key.agent.name, breakable(key.agent.handle)
+        )
 
     @admin.display(description="state")
     def state(self, key):

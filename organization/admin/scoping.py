@@ -20,6 +20,9 @@ so such a user needs no Django model permissions to work.
   under their parent and never added, changed or deleted in the admin.
 - `human(value)` — a stored choice as people read it (`in_progress` → "In progress").
 - `HumanChoicesFilter` — a choices field's filter with those labels.
+- `duration(seconds)` — "5 minutes", "2 hours 5 minutes": a duration in words.
+- `breakable(text)` — a long token (an address, a model's name) that a list's column may wrap
+  after its punctuation, never inside a word.
 - `badge(value, kind, label)` — a status as a coloured pill reading `label` (the lists pass
   `human(value)`); the colours of each kind of status are
   in the one map `STATUS_COLOURS` (the agents' here; another app's admin module adds its
@@ -35,7 +38,8 @@ from django.contrib.admin.widgets import AutocompleteSelect, ForeignKeyRawIdWidg
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import DataError, NotSupportedError, connection
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from ..caller import admin_organizations
 from ..inputs import parse_id
@@ -88,6 +92,39 @@ def badge(value: str, kind: str, label: str | None = None):
         colour_of(kind, value),
         label if label is not None else value,
     )
+
+
+_BREAK_AFTER = re.compile(r"([/.?&=_:-]+)")
+
+
+def breakable(text: str):
+    """`text` escaped, with a line-break opportunity after each run of an address's or a
+    model name's punctuation: a list's column wraps a long token there, never inside a word."""
+    parts = _BREAK_AFTER.split(str(text or ""))
+    return format_html_join("", "{}{}", ((part, mark_safe("<wbr>") if i % 2 else "")
+                                        for i, part in enumerate(parts)))  # fmt: skip
+
+
+def duration(seconds) -> str:
+    """A number of seconds as people say it: "45 seconds", "5 minutes", "2 hours 5 minutes",
+    "3 days"; "" for none."""
+    if seconds is None:
+        return ""
+    seconds = int(seconds)
+
+    def unit(n: int, word: str) -> str:
+        return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+    if seconds < 60:
+        return unit(seconds, "second")
+    minutes, rest = divmod(seconds, 60)
+    if minutes < 60:
+        return unit(minutes, "minute") + (f" {unit(rest, 'second')}" if rest else "")
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return unit(hours, "hour") + (f" {unit(minutes, 'minute')}" if minutes else "")
+    days, hours = divmod(hours, 24)
+    return unit(days, "day") + (f" {unit(hours, 'hour')}" if hours else "")
 
 
 class HumanChoicesFilter(admin.ChoicesFieldListFilter):
