@@ -17,6 +17,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from organization import webhooks
+from organization.admin.actors import key_name_of, label_words
 from organization.admin.scoping import (
     STATUS_COLOURS,
     HumanChoicesFilter,
@@ -405,9 +406,12 @@ class TaskEventAdmin(AuditAdmin):
     def what(self, event):
         return human(event.kind)
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(actor_key_name=key_name_of("actor_label"))
+
     @admin.display(description="by", ordering="actor_label")
     def by(self, event):
-        return event.actor_label
+        return label_words(event.actor_label, getattr(event, "actor_key_name", None))
 
     @admin.display(description="to", ordering="recipient__name")
     def to(self, event):

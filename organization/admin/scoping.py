@@ -37,7 +37,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.widgets import AutocompleteSelect, ForeignKeyRawIdWidget
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import DataError, NotSupportedError, connection
+from django.db import DataError, NotSupportedError, connection, models
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -307,6 +307,16 @@ class OrgScoped(BoundedLookups):
     def has_delete_permission(self, request, obj=None):
         return self._allowed(request, obj)
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        """Labels in words ("LLM provider", "Limit (USD)"); durations typed and shown as words."""
+        from .words import DurationInWordsField, relabel
+
+        if isinstance(db_field, models.DurationField):
+            kwargs.setdefault("form_class", DurationInWordsField)
+        formfield = super().formfield_for_dbfield(db_field, request, **kwargs)
+        relabel(db_field, formfield)
+        return formfield
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         ids = admin_org_ids(request)
         scope = _scope_org_id(request)
@@ -396,6 +406,18 @@ def sees_several_organizations(request) -> bool:
     return len(ids) > 1
 
 
+def only_organization_id(request) -> int | None:
+    """The one organization the user can work in, when there is just one (a staff member's
+    only organization; for a superuser, the database's only one), else None."""
+    ids = admin_org_ids(request)
+    if ids is not None:
+        return next(iter(ids)) if len(ids) == 1 else None
+    if not hasattr(request, "_admin_only_org_id"):
+        first_two = list(Organization.objects.order_by("pk").values_list("pk", flat=True)[:2])
+        request._admin_only_org_id = first_two[0] if len(first_two) == 1 else None
+    return request._admin_only_org_id
+
+
 def _choose_scope_org(request, obj) -> int | None:
     """The organization a change/add form is for: the object's, the one asked for, or the only one."""
     if obj is not None and obj.pk is not None:
@@ -404,9 +426,7 @@ def _choose_scope_org(request, obj) -> int | None:
     asked = parse_id(request.POST.get("organization") or request.GET.get("organization"))
     if asked is not None and (ids is None or asked in ids):
         return asked
-    if ids is not None and len(ids) == 1:
-        return next(iter(ids))
-    return None
+    return only_organization_id(request)
 
 
 class OrgOwnedAdmin(OrgScoped, admin.ModelAdmin):
