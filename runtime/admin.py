@@ -22,9 +22,9 @@ from organization.admin.scoping import (
     HumanChoicesFilter,
     OrgOwnedAdmin,
     badge,
-    duration,
     human,
 )
+from organization.admin.words import duration
 from organization.models import Agent
 from tasks.admin import TaskAdmin
 from tasks.models import Task

@@ -20,7 +20,6 @@ so such a user needs no Django model permissions to work.
   under their parent and never added, changed or deleted in the admin.
 - `human(value)` — a stored choice as people read it (`in_progress` → "In progress").
 - `HumanChoicesFilter` — a choices field's filter with those labels.
-- `duration(seconds)` — "5 minutes", "2 hours 5 minutes": a duration in words.
 - `breakable(text)` — a long token (an address, a model's name) that a list's column may wrap
   after its punctuation, never inside a word.
 - `badge(value, kind, label)` — a status as a coloured pill reading `label` (the lists pass
@@ -44,6 +43,7 @@ from django.utils.safestring import mark_safe
 from ..caller import admin_organizations
 from ..inputs import parse_id
 from ..models import Agent, AgentStatus, Organization, Team
+from .words import DurationInWordsField, relabel
 
 # --- status badges: one colour map, one helper ---------------------------------------------
 
@@ -103,28 +103,6 @@ def breakable(text: str):
     parts = _BREAK_AFTER.split(str(text or ""))
     return format_html_join("", "{}{}", ((part, mark_safe("<wbr>") if i % 2 else "")
                                         for i, part in enumerate(parts)))  # fmt: skip
-
-
-def duration(seconds) -> str:
-    """A number of seconds as people say it: "45 seconds", "5 minutes", "2 hours 5 minutes",
-    "3 days"; "" for none."""
-    if seconds is None:
-        return ""
-    seconds = int(seconds)
-
-    def unit(n: int, word: str) -> str:
-        return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-    if seconds < 60:
-        return unit(seconds, "second")
-    minutes, rest = divmod(seconds, 60)
-    if minutes < 60:
-        return unit(minutes, "minute") + (f" {unit(rest, 'second')}" if rest else "")
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return unit(hours, "hour") + (f" {unit(minutes, 'minute')}" if minutes else "")
-    days, hours = divmod(hours, 24)
-    return unit(days, "day") + (f" {unit(hours, 'hour')}" if hours else "")
 
 
 class HumanChoicesFilter(admin.ChoicesFieldListFilter):
@@ -309,8 +287,6 @@ class OrgScoped(BoundedLookups):
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):
         """Labels in words ("LLM provider", "Limit (USD)"); durations typed and shown as words."""
-        from .words import DurationInWordsField, relabel
-
         if isinstance(db_field, models.DurationField):
             kwargs.setdefault("form_class", DurationInWordsField)
         formfield = super().formfield_for_dbfield(db_field, request, **kwargs)

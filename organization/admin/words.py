@@ -8,7 +8,28 @@ from django import forms
 from django.utils.dateparse import parse_duration
 from django.utils.text import capfirst
 
-from .scoping import duration
+
+def duration(seconds) -> str:
+    """A number of seconds as people say it: "45 seconds", "5 minutes", "2 hours 5 minutes",
+    "3 days"; "" for none."""
+    if seconds is None:
+        return ""
+    seconds = int(seconds)
+
+    def unit(n: int, word: str) -> str:
+        return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+    if seconds < 60:
+        return unit(seconds, "second")
+    minutes, rest = divmod(seconds, 60)
+    if minutes < 60:
+        return unit(minutes, "minute") + (f" {unit(rest, 'second')}" if rest else "")
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return unit(hours, "hour") + (f" {unit(minutes, 'minute')}" if minutes else "")
+    days, hours = divmod(hours, 24)
+    return unit(days, "day") + (f" {unit(hours, 'hour')}" if hours else "")
+
 
 ACRONYMS = {"llm": "LLM", "usd": "USD", "url": "URL", "api": "API", "id": "ID", "mcp": "MCP",
             "mtok": "MTok"}  # fmt: skip
