@@ -48,6 +48,11 @@ class ConsoleAdminSite(admin.AdminSite):
         return apps
 
     def index(self, request, extra_context=None):
-        from .dashboard import dashboard_context  # the models are loaded once a request comes
+        # The models are loaded once a request comes.
+        from .charts import dashboard_charts
+        from .dashboard import dashboard_context
 
-        return super().index(request, {**dashboard_context(request), **(extra_context or {})})
+        context = dashboard_context(request)
+        if context.get("organization") is not None:
+            context["charts"] = dashboard_charts(context["organization"])
+        return super().index(request, {**context, **(extra_context or {})})
