@@ -301,7 +301,7 @@ def _runs_table(rows):
         return "—"
     body = format_html_join(
         "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-        ((_run_link(run), trigger, run.agent.handle, f"#{run.task_id}" if run.task_id else "—",
+        ((_run_link(run), human(trigger), run.agent.handle, f"#{run.task_id}" if run.task_id else "—",
           badge(run.status, "run", human(run.status)), run.created_at.strftime("%Y-%m-%d %H:%M:%S"))
          for run, trigger in rows),
     )  # fmt: skip

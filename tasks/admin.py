@@ -29,6 +29,7 @@ from organization.admin.scoping import (
     human,
     sees_several_organizations,
 )
+from organization.admin.words import duration
 from organization.caller import caller_for_admin
 from organization.errors import DomainError
 from organization.models import Agent
@@ -94,6 +95,17 @@ class AuditAdmin(TasksAppAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+def state_words(state: dict | None) -> str:
+    """An audit snapshot in words: "in progress, held by agent-alex", "queued for agent-sam"."""
+    state = state or {}
+    said = human(state.get("status")).lower() if state.get("status") else "nowhere"
+    if state.get("assignee"):
+        said += f", held by {state['assignee']}"
+    if state.get("queued_for"):
+        said += f", queued for {state['queued_for']}"
+    return said
 
 
 # What a human must look at: tasks escalated to humans, and blocked ones (a managed agent's run
@@ -408,6 +420,25 @@ class TaskEventAdmin(AuditAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(actor_key_name=key_name_of("actor_label"))
+
+    # The event's page: the move in words, not the audit row's JSON snapshots.
+    SAID_INSTEAD = {"before": "move", "after": None, "actor_label": "by",
+                    "wait_time_seconds": "estimated_wait"}  # fmt: skip
+
+    def get_fields(self, request, obj=None):
+        fields = [f.name for f in self.model._meta.fields]
+        return [self.SAID_INSTEAD.get(f, f) for f in fields if self.SAID_INSTEAD.get(f, f)]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*super().get_readonly_fields(request, obj), "move", "by", "estimated_wait"]
+
+    @admin.display(description="the task went")
+    def move(self, event):
+        return f"from {state_words(event.before)} to {state_words(event.after)}"
+
+    @admin.display(description="estimated wait")
+    def estimated_wait(self, event):
+        return duration(event.wait_time_seconds) or "—"
 
     @admin.display(description="by", ordering="actor_label")
     def by(self, event):

@@ -62,7 +62,10 @@ def test_a_run_page_tells_the_model_words_and_each_call_with_its_answer(client, 
     assert f"&quot;id&quot;: {task.pk},\n  &quot;title&quot;" in page
     assert "<dt>result</dt><dd>Shipped.</dd>" in page
     assert "Refused: The task has open subtasks." in page
-    assert "Answered:</span><pre>{\n  &quot;handle&quot;: &quot;agent-lena&quot;\n}</pre>" in page
+    assert (
+        'Answered:</span><pre class="tool-result">{\n  &quot;handle&quot;: &quot;agent-lena&quot;\n}</pre>'
+        in page
+    )
     # No JSON written on one line.
     assert "{&quot;" not in page
     # What woke it and what the runtime did, in words.

@@ -11,7 +11,7 @@ from collaboration.models import CollaborationSession
 from costs.metering import current_period
 from costs.models import Budget, PriceSource, UsagePurpose, UsageRecord, UsageState
 from organization.services import api_key_create
-from runtime.models import ACTIVE_STATUSES, Run, RunStatus
+from runtime.models import ACTIVE_STATUSES, Run, RunStatus, RunTrigger, RunTurn
 from tasks.models import DeliveryStatus, Task, TaskStatus, WebhookDelivery
 from tests.console.test_pages import a_vote
 
@@ -24,6 +24,17 @@ MODELS = [
     ("openai", "gpt-4o-mini-2024-07-18"),
     ("anthropic", "claude-sonnet-4-5-20250929"),
 ]
+
+# A run's conversation: the model's words, a call answered, a call refused.
+TURNS = [
+    {"kind": "model", "text": "I will check the task first.", "prompt_tokens": 900,
+     "completion_tokens": 40, "tool_calls": [{"id": "c1", "name": "get_task"}]},
+    {"kind": "tool_call", "id": "c1", "name": "get_task", "arguments": {"task_id": 1},
+     "status": "ok", "result": {"id": 1, "status": "in_progress", "subtasks": [{"id": 2}]}},
+    {"kind": "tool_call", "id": "c2", "name": "complete_task", "arguments": {"task_id": 1},
+     "status": "error", "error": {"success": False, "error": "It has open subtasks.",
+                                  "code": "open_subtasks"}},
+]  # fmt: skip
 
 
 def make_busy(org) -> None:
@@ -53,6 +64,11 @@ def make_busy(org) -> None:
             started_at=now - timedelta(minutes=40),
             finished_at=None if status in ACTIVE_STATUSES else now - timedelta(minutes=3),
         )  # fmt: skip
+        RunTrigger.objects.create(
+            organization=org, agent=agent, run=run, task=task, trigger=run.trigger
+        )
+        for index, turn in enumerate(TURNS):
+            RunTurn.objects.create(run=run, index=index, data={"index": index, **turn})
         for j, (provider, model) in enumerate(MODELS):
             UsageRecord.objects.create(
                 organization=org, agent=agent, team=agent.team, task=task, run=run,
