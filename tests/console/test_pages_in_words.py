@@ -53,3 +53,29 @@ def test_every_console_page_reads_in_words(client, demo):
         if blobs or words:
             found[url] = (len(blobs), words)
     assert found == {}
+
+
+def test_every_task_agent_and_run_page_of_the_demo_reads_in_words(client, demo):
+    from runtime.models import Run
+
+    client.force_login(get_user_model().objects.create_superuser("root", "r@example.com", "pw"))
+    found = {}
+    for name, rows in (
+        ("tasks_task", demo.tasks.all()),
+        ("organization_agent", demo.agents.all()),
+        ("runtime_run", Run.objects.filter(organization=demo)),
+    ):
+        for row in rows:
+            url = reverse(f"admin:{name}_change", args=[row.pk])
+            text = visible(client.get(url).content.decode())
+            words = sorted(set(API_WORDS.findall(text)))
+            if words or re.search(r"[{\[]\s*&quot;", text):
+                found[url] = words
+    assert found == {}
+
+
+def test_a_status_change_reads_as_a_move_in_words(client, demo):
+    blocked = demo.tasks.get(status="blocked")
+    client.force_login(get_user_model().objects.create_superuser("root", "r@example.com", "pw"))
+    html = client.get(reverse("admin:tasks_task_change", args=[blocked.pk])).content.decode()
+    assert "moved it from in progress to blocked." in html
