@@ -88,13 +88,23 @@ def _tool_entry(turn: dict) -> dict:
         return {"kind": "tool", "name": turn.get("name"), "ok": None,
                 "arguments": _arguments(turn.get("arguments")),
                 "said": "Running: its outcome is not recorded yet."}  # fmt: skip
-    result = _cut(_pretty(turn.get("result")))
+    answer = turn.get("result")
+    result = _cut(_pretty(answer))
     lines = result.count("\n") + 1
     return {
         "kind": "tool", "name": turn.get("name"), "arguments": _arguments(turn.get("arguments")),
         "ok": True, "result": result, "lines": lines, "folded": lines > FOLDED_LINES,
-        "first_line": result.split("\n", 1)[0],
+        "gist": _gist(answer, result),
     }  # fmt: skip
+
+
+def _gist(answer, shown: str) -> str:
+    """What a folded answer holds, in a line: its fields, its count of items, or its start."""
+    if isinstance(answer, dict):
+        return "with " + ", ".join(str(key) for key in answer)
+    if isinstance(answer, list):
+        return f"{len(answer)} item{'' if len(answer) == 1 else 's'}"
+    return shown.split("\n", 1)[0]
 
 
 def conversation(run: Run) -> list[dict]:
@@ -281,7 +291,7 @@ class RunAdmin(OrgOwnedAdmin):
             ((outcome_sentence(o, titles),) for o in run.outcome),
         )  # fmt: skip
 
-    @admin.display(description="the conversation")
+    @admin.display(description="turn by turn")
     def story(self, run):
         """The model's words and each tool call with its arguments and answer (escaped)."""
         entries = conversation(run)

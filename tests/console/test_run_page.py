@@ -58,7 +58,7 @@ def test_a_run_page_tells_the_model_words_and_each_call_with_its_answer(client, 
     # Each call: its name, its arguments as lines, its answer as indented JSON, folded when long.
     assert 'Called <code class="tool-name">get_task</code>' in page
     assert f"<dt>task_id</dt><dd>{task.pk}</dd>" in page
-    assert '<details class="result"><summary>Answered (' in page
+    assert '<details class="result"><summary>Answered with id, title, subtasks' in page
     assert f"&quot;id&quot;: {task.pk},\n  &quot;title&quot;" in page
     assert "<dt>result</dt><dd>Shipped.</dd>" in page
     assert "Refused: The task has open subtasks." in page

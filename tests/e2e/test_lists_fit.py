@@ -39,3 +39,32 @@ def test_a_busy_list_fits_the_window_with_no_word_cut(live_server, busy_demo, pa
     screenshot(page, "busy-list-" + changelist.replace("/", "-"))
     no_horizontal_overflow(page)
     no_word_broken(page)
+
+
+def test_a_run_page_reads_as_a_conversation_and_fits(live_server, busy_demo, page):
+    from runtime.models import Run
+
+    run = Run.objects.filter(organization=busy_demo).order_by("pk").first()
+    log_in(page, live_server.url, "bob")
+    page.goto(f"{live_server.url}/admin/runtime/run/{run.pk}/change/")
+    talk = page.locator(".run-conversation")
+    expect(talk.locator(".turn.model")).to_contain_text("I will check the task first.")
+    expect(talk.locator(".tool-name")).to_have_text(["get_task", "complete_task"])
+    folded = talk.locator("details.result")
+    expect(folded.locator("pre")).not_to_be_visible()
+    folded.locator("summary").click()
+    expect(folded.locator("pre")).to_contain_text('"status": "completed"')
+    expect(talk.locator(".turn.refused")).to_contain_text("Refused: It has open subtasks.")
+    no_horizontal_overflow(page)
+    screenshot(page, "run-conversation")
+
+
+def test_the_dashboard_draws_its_charts(live_server, busy_demo, page):
+    from django.utils import timezone
+
+    log_in(page, live_server.url, "bob")
+    expect(page.locator("#chart-cost .bar")).to_have_count(timezone.now().day)
+    expect(page.locator("#chart-load .bar")).to_have_count(14)
+    expect(page.locator("#chart-card-cost")).to_contain_text("so far")
+    no_horizontal_overflow(page)
+    screenshot(page, "dashboard-charts")
