@@ -165,7 +165,7 @@ class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
 
     @admin.display(description="started by", ordering="created_by")
     def started_by(self, obj):
-        return label_words(obj.created_by, getattr(obj, "created_by_key_name", None))
+        return label_words(obj.created_by, getattr(obj, "created_by_key_name", None)) or "—"
 
     @admin.display(description="how", ordering="mode")
     def how(self, obj):
