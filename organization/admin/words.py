@@ -46,9 +46,15 @@ def field_label(name: str) -> str:
 
 
 def relabel(db_field, formfield) -> None:
-    """Give `formfield` the words of its model field's name, unless the model names it itself."""
-    if formfield is not None and getattr(db_field, "_verbose_name", True) is None:
+    """Give `formfield` the words of its model field's name ("LLM provider"); a name the model
+    gives it itself keeps its words, its acronyms capitalised ("id" → "ID")."""
+    if formfield is None:
+        return
+    named = getattr(db_field, "_verbose_name", None)
+    if named is None:
         formfield.label = field_label(db_field.name)
+    elif any(word in ACRONYMS for word in str(named).split()):
+        formfield.label = capfirst(" ".join(ACRONYMS.get(w, w) for w in str(named).split()))
 
 
 _UNITS = {

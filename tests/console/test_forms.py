@@ -56,7 +56,8 @@ def test_labels_read_as_words(client):
     org = make_org("acme")
     client.force_login(make_admin_user(org))
     agent_form = client.get("/admin/organization/agent/add/").content.decode()
-    for label in ("LLM provider", "LLM model", "LLM temperature", "LLM max tokens", "Webhook URL"):
+    labels = ("ID", "LLM provider", "LLM model", "LLM temperature", "LLM max tokens", "Webhook URL")
+    for label in labels:
         assert f">{label}:</label>" in agent_form, label
     assert "Llm " not in agent_form and "Webhook url" not in agent_form
     budget_form = client.get("/admin/costs/budget/add/").content.decode()
