@@ -96,14 +96,15 @@ def bar_chart(bars: list[Bar], *, name: str, title: str, line: float | None = No
     )  # fmt: skip
     return format_html(
         '<svg class="chart" id="chart-{}" viewBox="0 0 {} {}" role="img" aria-label="{}" '
-        'preserveAspectRatio="none" xmlns="http://www.w3.org/2000/svg">'
+        'xmlns="http://www.w3.org/2000/svg">'
         '<line class="axis" x1="0" x2="{}" y1="{}" y2="{}"></line>{}{}{}</svg>',
         name, WIDTH, HEIGHT, title, WIDTH, TOP + plot, TOP + plot, rects, level, labels,
     )  # fmt: skip
 
 
-def cost_per_day(org: Organization) -> list[Bar]:
-    """Each day of the month so far and what the ledger's calls cost on it (one query)."""
+def cost_per_day(org: Organization) -> tuple[list[Bar], Decimal]:
+    """Each day of the month so far and what the ledger's calls cost on it (one query), and
+    the month's total."""
     first = start_of_month()
     totals = dict(
         UsageRecord.objects.filter(organization=org, created_at__gte=first)
@@ -119,7 +120,7 @@ def cost_per_day(org: Organization) -> list[Bar]:
         total = totals.get(day, Decimal(0))
         said = f"{date_format(day, 'M j')}: {usd(total)}"
         bars.append(Bar(str(day.day), float(total), said))
-    return bars
+    return bars, sum(totals.values(), Decimal(0))
 
 
 def load_per_day(org: Organization, days: int = LOAD_DAYS) -> tuple[list[Bar], int]:
@@ -147,9 +148,8 @@ def load_per_day(org: Organization, days: int = LOAD_DAYS) -> tuple[list[Bar], i
 
 def dashboard_charts(org: Organization) -> dict:
     """The dashboard's two charts, as SVG ready for the page (three queries)."""
-    costs = cost_per_day(org)
+    costs, month_total = cost_per_day(org)
     load, capacity = load_per_day(org)
-    month_total = sum(Decimal(str(b.value)) for b in costs)
     return {
         "cost": bar_chart(costs, name="cost", title="Cost per day this month"),
         "cost_total": usd(month_total),
