@@ -74,28 +74,25 @@ def _arguments(arguments) -> list[tuple[str, str]]:
 
 
 def _tool_entry(turn: dict) -> dict:
+    """A tool call: its name, its arguments as lines, and its answer or its refusal in words."""
+    entry = {
+        "kind": "tool",
+        "name": turn.get("name"),
+        "arguments": _arguments(turn.get("arguments")),
+    }
     status = turn.get("status")
     if status == "error":
         error = turn.get("error")
-        if isinstance(error, dict):
-            said = f"Refused: {error.get('error', '')}"
-            code = error.get("code", "")
-        else:
-            said, code = f"Refused: {_pretty(error)}", ""
-        return {"kind": "tool", "name": turn.get("name"), "arguments": _arguments(
-            turn.get("arguments")), "ok": False, "said": said, "code": code}  # fmt: skip
+        said = error.get("error", "") if isinstance(error, dict) else _pretty(error)
+        code = error.get("code", "") if isinstance(error, dict) else ""
+        return {**entry, "ok": False, "said": f"Refused: {said}", "code": code}
     if status != "ok":
-        return {"kind": "tool", "name": turn.get("name"), "ok": None,
-                "arguments": _arguments(turn.get("arguments")),
-                "said": "Running: its outcome is not recorded yet."}  # fmt: skip
+        return {**entry, "ok": None, "said": "Running: its outcome is not recorded yet."}
     answer = turn.get("result")
     result = _cut(_pretty(answer))
     lines = result.count("\n") + 1
-    return {
-        "kind": "tool", "name": turn.get("name"), "arguments": _arguments(turn.get("arguments")),
-        "ok": True, "result": result, "lines": lines, "folded": lines > FOLDED_LINES,
-        "gist": _gist(answer, result),
-    }  # fmt: skip
+    return {**entry, "ok": True, "result": result, "lines": lines,
+            "folded": lines > FOLDED_LINES, "gist": _gist(answer, result)}  # fmt: skip
 
 
 def _gist(answer, shown: str) -> str:
@@ -285,7 +282,8 @@ class RunAdmin(OrgOwnedAdmin):
         if not run.outcome:
             return "—"
         ids = [o.get("task") for o in run.outcome if isinstance(o.get("task"), int)]
-        titles = dict(Task.objects.filter(pk__in=ids).values_list("pk", "title"))
+        tasks = Task.objects.filter(organization_id=run.organization_id, pk__in=ids)
+        titles = dict(tasks.values_list("pk", "title"))
         return format_html_join(
             "", '<div class="run-outcome">{}</div>',
             ((outcome_sentence(o, titles),) for o in run.outcome),
