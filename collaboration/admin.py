@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
+from organization.admin.actors import key_name_of, label_words
 from organization.admin.scoping import (
     STATUS_COLOURS,
     HumanChoicesFilter,
@@ -110,7 +111,7 @@ class SessionEventInline(SessionRowInline):
 @admin.register(CollaborationSession)
 class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
     # The question, how it went and how it was run; the times in one sortable column.
-    list_display = ["short_task", "status_badge", "progress", "how", "created_by", "when"]
+    list_display = ["short_task", "status_badge", "progress", "how", "started_by", "when"]
     list_filter = [(f, HumanChoicesFilter) for f in ("status", "mode", "synthesis")]
     search_fields = ["task", "created_by"]
     list_select_related = ["organization"]
@@ -119,7 +120,7 @@ class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
     actions = ["cancel_sessions"]
     fieldsets = [
         (None, {"fields": ["organization", "task", "mode", "synthesis", "status_badge",
-                           "progress", "created_by", "created_at", "started_at", "finished_at"]}),
+                           "progress", "started_by", "created_at", "started_at", "finished_at"]}),
         ("Result", {"fields": ["result_text", "error", "consensus", "metadata"]}),
         ("Settings", {"fields": ["context", "coordinator_config", "max_parallel", "agent_timeout",
                                  "max_total_tokens", "attempts", "cancel_requested"]}),
@@ -132,6 +133,7 @@ class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
             super()
             .get_queryset(request)
             .annotate(
+                created_by_key_name=key_name_of("created_by"),
                 agents_total=Count("contributions", distinct=True),
                 agents_done=Count(
                     "contributions",
@@ -160,6 +162,10 @@ class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj):
         return badge(obj.status, "collaboration", human(obj.status))
+
+    @admin.display(description="started by", ordering="created_by")
+    def started_by(self, obj):
+        return label_words(obj.created_by, getattr(obj, "created_by_key_name", None)) or "—"
 
     @admin.display(description="how", ordering="mode")
     def how(self, obj):

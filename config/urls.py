@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from .health import healthz
@@ -20,6 +21,8 @@ urlpatterns = [
         name="docs",
     ),
     path("healthz", healthz, name="healthz"),
+    # The first page a newcomer opens: where the console, the API docs and the health check are.
+    path("", TemplateView.as_view(template_name="home.html"), name="home"),
     path("admin/", admin.site.urls),
 ]
 

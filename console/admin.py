@@ -7,6 +7,8 @@ below never import this one). Every move goes through the tasks services; every 
 show is escaped by the templates.
 """
 
+import re
+
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import DecimalField, F, OuterRef, Subquery, Sum
@@ -18,12 +20,15 @@ from collaboration.admin import CollaborationSessionAdmin
 from collaboration.models import CollaborationSession
 from costs.models import UsageRecord
 from costs.selectors import start_of_month
+from organization.admin.actors import actor_words, key_names
+from organization.admin.scoping import human
+from organization.admin.words import duration
 from organization.errors import DomainError
 from organization.models import Agent
 from runtime.admin import AgentAdminWithRuns, TaskAdminWithRuns
 from tasks import services
 from tasks.admin import TaskAdmin, admin_actor
-from tasks.models import COMMENT_MAX_LENGTH, NOTE_MAX_LENGTH, Task
+from tasks.models import COMMENT_MAX_LENGTH, NOTE_MAX_LENGTH, EventKind, Task
 
 from .agent_state import agent_state, money
 from .story import collaboration_outcome, task_story
@@ -89,7 +94,7 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
         if obj is not None and obj.pk is not None:
             context = {
                 **context,
-                "story": task_story(obj),
+                "story": told_in_words(task_story(obj), obj.organization_id),
                 "runs": self.managed_runs(obj),
                 "task": obj,
                 "comment_max_length": COMMENT_MAX_LENGTH,
@@ -184,6 +189,44 @@ class _NotPost(Exception):
     pass
 
 
+# An audit row's message for a status change: "agent-jordan: in_progress → blocked. <note>".
+STATUS_MOVE = re.compile(
+    r"(?P<who>[^:]+): (?P<before>[a-z_]+) → (?P<after>[a-z_]+)\.(?P<rest>.*)", re.S
+)
+
+
+def status_sentence(sentence: str) -> str:
+    """A status change said in words: "agent-jordan moved it from in progress to blocked."."""
+    move = STATUS_MOVE.fullmatch(sentence)
+    if move is None:
+        return sentence
+    return (
+        f"{move['who']} moved it from {human(move['before']).lower()} to "
+        f"{human(move['after']).lower()}.{move['rest']}"
+    )
+
+
+def told_in_words(story: dict, organization_id: int) -> dict:
+    """The story with status changes in words and each organization key that acted said by its
+    name (one query at most)."""
+    banner, moments, comments = story["banner"], story["moments"], story["comments"]
+    for moment in moments:
+        if moment.kind == EventKind.STATUS_CHANGED:
+            moment.sentence = status_sentence(moment.sentence)
+    texts = [m.sentence for m in moments] + [c.author_label for c in comments]
+    names = key_names(organization_id=organization_id,
+                      texts=texts + ([banner.who] if banner else []))  # fmt: skip
+    if not names:
+        return story
+    for moment in moments:
+        moment.sentence = actor_words(moment.sentence, names)
+    for comment in comments:
+        comment.author_label = actor_words(comment.author_label, names)
+    if banner is not None:
+        banner.who = actor_words(banner.who, names)
+    return story
+
+
 class ConsoleCollaborationAdmin(CostColumn, CollaborationSessionAdmin):
     """A session opens on its outcome; nothing on it is edited, so it has no Save button."""
 
@@ -194,12 +237,16 @@ class ConsoleCollaborationAdmin(CostColumn, CollaborationSessionAdmin):
     inlines = []
     fieldsets = [
         (None, {"fields": ["organization", "mode", "synthesis", "status_badge", "progress",
-                           "created_by", "created_at", "started_at", "finished_at", "error"]}),
+                           "started_by", "created_at", "started_at", "finished_at", "error"]}),
         ("Limits", {"classes": ["collapse"],
-                    "fields": ["max_parallel", "agent_timeout", "max_total_tokens", "attempts",
+                    "fields": ["max_parallel", "time_per_agent", "max_total_tokens", "attempts",
                                "cancel_requested"]}),
     ]  # fmt: skip
     readonly_fields = [f for _, o in fieldsets for f in o["fields"]]
+
+    @admin.display(description="time per agent")
+    def time_per_agent(self, session):
+        return duration(session.agent_timeout)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = {

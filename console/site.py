@@ -15,8 +15,8 @@ class ConsoleAdminSite(admin.AdminSite):
     site_title = "Agent Org"
     index_title = "Dashboard"
     index_template = "admin/console/dashboard.html"
-    # The service has no public site: its API docs are the closest.
-    site_url = "/api/docs/"
+    # The front page: links to the console, the API docs and the health check.
+    site_url = "/"
 
     def register(self, model_or_iterable, admin_class=None, **options):
         """Django's own apps' admins (users, periodic tasks) get the lists' guard too: a lookup
@@ -48,6 +48,11 @@ class ConsoleAdminSite(admin.AdminSite):
         return apps
 
     def index(self, request, extra_context=None):
-        from .dashboard import dashboard_context  # the models are loaded once a request comes
+        # The models are loaded once a request comes.
+        from .charts import dashboard_charts
+        from .dashboard import dashboard_context
 
-        return super().index(request, {**dashboard_context(request), **(extra_context or {})})
+        context = dashboard_context(request)
+        if context.get("organization") is not None:
+            context["charts"] = dashboard_charts(context["organization"])
+        return super().index(request, {**context, **(extra_context or {})})

@@ -375,10 +375,21 @@ def verdict_summary(contributions) -> tuple[str, str, set[str]]:
 
 
 def tool_calls_of(contribution) -> str:
-    """Each call of an agent with tools, a line each: name(arguments) → ok, or the error's code."""
+    """Each call of an agent with tools, a line each, in words: its name, its arguments as
+    `name: value` and how it went (done, refused with the error's code, or still running)."""
+
+    def said(value) -> str:
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+    def went(call) -> str:
+        if call["status"] == "error":
+            return f"refused ({(call.get('error') or {}).get('code', 'error')})"
+        return "done" if call["status"] == "ok" else "running"
+
     return "\n".join(
-        f"{t['name']}({json.dumps(t['arguments'], ensure_ascii=False)}) → "
-        + (t["error"]["code"] if t["status"] == "error" else t["status"])
+        t["name"]
+        + "".join(f", {k}: {said(v)}" for k, v in (t.get("arguments") or {}).items())
+        + f" → {went(t)}"
         for t in contribution.turns or []
         if t.get("kind") == "tool_call"
     )

@@ -17,7 +17,14 @@ from django.utils.dateparse import parse_date
 from django.utils.html import format_html
 
 from organization.admin.history import HistoryAdmin
-from organization.admin.scoping import STATUS_COLOURS, OrgOwnedAdmin, admin_org_ids, badge
+from organization.admin.scoping import (
+    STATUS_COLOURS,
+    OrgOwnedAdmin,
+    admin_org_ids,
+    badge,
+    breakable,
+    human,
+)
 from organization.caller import caller_for_admin
 from organization.errors import DomainError
 from organization.inputs import parse_id
@@ -39,9 +46,11 @@ STATUS_COLOURS["budget"] = {
 
 @admin.register(UsageRecord)
 class UsageRecordAdmin(OrgOwnedAdmin):
+    # Fits a 1280 px window: the model as provider over name (wrapping at its punctuation), the
+    # tokens in one cell, choices in words.
     list_display = [
-        "created_at", "agent", "purpose", "model_name", "prompt_tokens", "completion_tokens",
-        "cost", "state", "self_reported",
+        "created_at", "agent", "purpose_display", "model_name", "tokens", "cost", "state_display",
+        "self_reported",
     ]  # fmt: skip
     list_filter = ["purpose", "state", "self_reported", "price_source", "provider"]
     list_select_related = ["agent", "organization"]
@@ -60,12 +69,31 @@ class UsageRecordAdmin(OrgOwnedAdmin):
 
     @admin.display(description="model", ordering="model")
     def model_name(self, record):
-        return f"{record.provider}/{record.model}"
+        return format_html(
+            '{}<br><span class="quiet">{}</span>', breakable(record.model), record.provider
+        )
+
+    @admin.display(description="tokens in · out", ordering="prompt_tokens")
+    def tokens(self, record):
+        return format_html(
+            '{}<br><span class="quiet">{}</span>',
+            f"{record.prompt_tokens:,} in",
+            f"{record.completion_tokens:,} out",
+        )
+
+    @admin.display(description="purpose", ordering="purpose")
+    def purpose_display(self, record):
+        return human(record.purpose)
+
+    @admin.display(description="state", ordering="state")
+    def state_display(self, record):
+        return human(record.state)
 
     @admin.display(description="cost", ordering="cost_usd")
     def cost(self, record):
         if record.price_source == PriceSource.UNKNOWN:
-            return badge("no price: set LLM_PRICES", "alert")
+            # The banner above the list says how to price it (LLM_PRICES).
+            return badge("unknown", "alert", "no price")
         return money(record.cost_usd)
 
     def get_urls(self):

@@ -11,19 +11,23 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, OuterRef
 from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect
+from django.template.loader import render_to_string
 from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 
+from costs.money import usd
 from costs.selectors import cost_subquery
 from organization.admin.registrations import AgentAdmin
 from organization.admin.scoping import (
     STATUS_COLOURS,
     HumanChoicesFilter,
     OrgOwnedAdmin,
-    ReadOnlyInline,
     badge,
     human,
 )
+from organization.admin.words import duration
 from organization.models import Agent
 from tasks.admin import TaskAdmin
 from tasks.models import Task
@@ -37,12 +41,104 @@ STATUS_COLOURS["run"] = {
     RunStatus.COMPLETED: "#198754",
     RunStatus.FAILED: "#dc3545",
 }
-# How much of a tool result or a model text the run's page shows (the API has it all).
-SHOWN_CHARS = 1_500
+# How much of a tool result or a model text the run's page shows (the API has it all), and past
+# how many lines a result is folded under its first line.
+SHOWN_CHARS = 6_000
+FOLDED_LINES = 12
+
+# What woke the agent, as a sentence about the task (the inbox kinds of runtime.models.TRIGGERS).
+WOKEN_BECAUSE = {
+    "created": "a task was created for it",
+    "assigned": "a task was assigned to it",
+    "auto_assigned": "a task queued for it reached it when it had room",
+    "delegated": "a task was delegated to it",
+    "escalated": "a task was escalated to it",
+    "comment": "someone commented on a task it works on",
+    "subtasks_done": "the last open subtask of its task finished",
+    "resumed": "it was resumed with work waiting for it",
+}
 
 
 def _cut(text: str) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+def _pretty(value) -> str:
+    """A value as a person reads it: text as it is, anything else as indented JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+def _arguments(arguments) -> list[tuple[str, str]]:
+    """A call's arguments as (name, value) lines."""
+    if not isinstance(arguments, dict):
+        return [("arguments", _pretty(arguments))] if arguments not in (None, "") else []
+    return [(str(name), _cut(_pretty(value))) for name, value in arguments.items()]
+
+
+def _tool_entry(turn: dict) -> dict:
+    """A tool call: its name, its arguments as lines, and its answer or its refusal in words."""
+    entry = {
+        "kind": "tool",
+        "name": turn.get("name"),
+        "arguments": _arguments(turn.get("arguments")),
+    }
+    status = turn.get("status")
+    if status == "error":
+        error = turn.get("error")
+        said = error.get("error", "") if isinstance(error, dict) else _pretty(error)
+        code = error.get("code", "") if isinstance(error, dict) else ""
+        return {**entry, "ok": False, "said": f"Refused: {said}", "code": code}
+    if status != "ok":
+        return {**entry, "ok": None, "said": "Running: its outcome is not recorded yet."}
+    answer = turn.get("result")
+    result = _cut(_pretty(answer))
+    lines = result.count("\n") + 1
+    return {**entry, "ok": True, "result": result, "lines": lines,
+            "folded": lines > FOLDED_LINES, "gist": _gist(answer, result)}  # fmt: skip
+
+
+def _gist(answer, shown: str) -> str:
+    """What a folded answer holds, in a line: its fields, its count of items, or its start."""
+    if isinstance(answer, dict):
+        return "with " + ", ".join(str(key) for key in answer)
+    if isinstance(answer, list):
+        return f"{len(answer)} item{'' if len(answer) == 1 else 's'}"
+    return shown.split("\n", 1)[0]
+
+
+def conversation(run: Run) -> list[dict]:
+    """The run's turns as the page tells them: the model's words, then each call it made with
+    its arguments and what it answered (plain data; the template escapes every value)."""
+    entries = []
+    for turn in run.turns or []:
+        if turn.get("kind") == "model":
+            entries.append({
+                "kind": "model",
+                "text": _cut(turn.get("text") or ""),
+                "tokens": (turn.get("prompt_tokens") or 0, turn.get("completion_tokens") or 0),
+                "ms": turn.get("provider_ms"),
+                "calls": [c.get("name") for c in turn.get("tool_calls") or []],
+            })  # fmt: skip
+        else:
+            entries.append(_tool_entry(turn))
+    return entries
+
+
+def outcome_sentence(item: dict, titles: dict[int, str]) -> str:
+    """One line of a run's outcome: what the runtime did with a task once the model stopped."""
+    task = f"Task #{item.get('task')}"
+    if item.get("task") in titles:
+        task += f" “{titles[item['task']]}”"
+    action, why = item.get("action"), item.get("why", "")
+    if action == "completed":
+        return f"{task}: completed with the model's final answer."
+    if action == "blocked":
+        return f"{task}: blocked" + (f" — {why}." if why else ".")
+    if action == "none":
+        return f"{task}: left as it was" + (f" ({why})." if why else ".")
+    return f"{task}: {human(action).lower()}" + (f" ({why})." if why else ".")
 
 
 def _run_link(run: Run):
@@ -50,30 +146,16 @@ def _run_link(run: Run):
     return format_html('<a href="{}">run #{}</a>', url, run.pk)
 
 
-class RunTriggerInline(ReadOnlyInline):
-    model = RunTrigger
-    fk_name = "run"
-    parent_org_path = "organization"
-    fields = ["created_at", "trigger", "task", "woken_by"]
-    readonly_fields = fields
-    verbose_name = "trigger"
-    verbose_name_plural = "what woke the agent"
-
-    def get_queryset(self, request):
-        # A row's label and links read these: not a query each per trigger.
-        return super().get_queryset(request).select_related("agent", "task", "woken_by__agent")
-
-
 @admin.register(Run)
 class RunAdmin(OrgOwnedAdmin):
+    # One cell per question (who, on what, why, how it went, how much, when): a list that fits
+    # a 1280 px window; the attempts and the exact times are on the run's page.
     list_display = [
-        "id", "agent", "task", "trigger_display", "status_badge", "turn_count", "tokens", "cost", "attempts",
-        "started_at", "finished_at",
+        "id", "agent", "task", "trigger_display", "status_badge", "turn_count", "cost", "when",
     ]  # fmt: skip
     list_filter = [("status", HumanChoicesFilter), ("trigger", HumanChoicesFilter)]
     list_select_related = ["agent", "task", "organization"]
     search_fields = ["agent__handle", "task__title", "error"]
-    inlines = [RunTriggerInline]
     fieldsets = [
         (
             None,
@@ -82,7 +164,7 @@ class RunAdmin(OrgOwnedAdmin):
                     "organization",
                     "agent",
                     "task",
-                    "trigger",
+                    "woken_because",
                     "status_badge",
                     "previous",
                     "depth",
@@ -117,12 +199,12 @@ class RunAdmin(OrgOwnedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in Run._meta.fields] + [
-            "status_badge", "story", "outcome_display", "cost"
+            "status_badge", "story", "outcome_display", "cost", "woken_because"
         ]  # fmt: skip
 
-    @admin.display(description="cost (USD)", ordering="cost_usd")
+    @admin.display(description="cost", ordering="cost_usd")
     def cost(self, run):
-        return f"{run.cost_usd:.6f}".rstrip("0").rstrip(".") if run.cost_usd else "0"
+        return usd(run.cost_usd or 0)
 
     def has_add_permission(self, request):
         return False
@@ -149,48 +231,76 @@ class RunAdmin(OrgOwnedAdmin):
             .annotate(turn_count=Count("turn_rows"), cost_usd=cost_subquery("run"))
         )
 
-    @admin.display(description="turns", ordering="turn_count")
+    @admin.display(description="turns · tokens", ordering="turn_count")
     def turn_count(self, run):
-        return run.turn_count
+        return format_html(
+            '{}<br><span class="quiet">{}</span>',
+            f"{run.turn_count} turn{'' if run.turn_count == 1 else 's'}",
+            f"{run.tokens_used:,} tokens",
+        )
 
-    @admin.display(description="tokens")
-    def tokens(self, run):
-        return run.tokens_used
+    @admin.display(description="started · took", ordering="started_at")
+    def when(self, run):
+        if run.started_at is None:
+            return format_html('<span class="quiet">{}</span>', "not started")
+        took = (
+            duration((run.finished_at - run.started_at).total_seconds())
+            if run.finished_at else "running"
+        )  # fmt: skip
+        return format_html(
+            '{}<br><span class="quiet">{}</span>',
+            date_format(timezone.localtime(run.started_at), "M j, H:i"),
+            took,
+        )
 
-    @admin.display(description="outcome")
+    @admin.display(description="woken because")
+    def woken_because(self, run):
+        """Each trigger as a sentence: when, why, which task, and whose run caused it."""
+        triggers = run.triggers.select_related("task", "woken_by__agent").order_by("pk")
+        lines = []
+        for trigger in triggers:
+            task = (
+                format_html(
+                    ' — <a href="{}">task #{} “{}”</a>',
+                    reverse("admin:tasks_task_change", args=[trigger.task_id]),
+                    trigger.task_id, trigger.task.title,
+                ) if trigger.task_id else ""
+            )  # fmt: skip
+            by = (
+                format_html(" (caused by {} of {})", _run_link(trigger.woken_by),
+                            trigger.woken_by.agent.handle)
+                if trigger.woken_by_id else ""
+            )  # fmt: skip
+            lines.append((
+                trigger.created_at.strftime("%H:%M:%S"),
+                WOKEN_BECAUSE.get(trigger.trigger, human(trigger.trigger)).capitalize(),
+                task, by,
+            ))  # fmt: skip
+        if not lines:
+            return WOKEN_BECAUSE.get(run.trigger, human(run.trigger)).capitalize() + "."
+        return format_html_join(
+            "", '<div class="run-trigger"><span class="quiet">{}</span> {}{}{}.</div>', lines
+        )
+
+    @admin.display(description="what the runtime did")
     def outcome_display(self, run):
         if not run.outcome:
             return "—"
+        ids = [o.get("task") for o in run.outcome if isinstance(o.get("task"), int)]
+        tasks = Task.objects.filter(organization_id=run.organization_id, pk__in=ids)
+        titles = dict(tasks.values_list("pk", "title"))
         return format_html_join(
-            "", "<div>task #{}: {} {}</div>",
-            ((o.get("task"), o.get("action"), o.get("why", "")) for o in run.outcome),
+            "", '<div class="run-outcome">{}</div>',
+            ((outcome_sentence(o, titles),) for o in run.outcome),
         )  # fmt: skip
 
-    @admin.display(description="turns, in order")
+    @admin.display(description="turn by turn")
     def story(self, run):
-        """Each model turn and tool call as a line a human reads (escaped)."""
-        rows = []
-        for turn in run.turns or []:
-            if turn.get("kind") == "model":
-                calls = ", ".join(c["name"] for c in turn.get("tool_calls") or [])
-                rows.append((
-                    f"model ({turn.get('prompt_tokens', 0)}+{turn.get('completion_tokens', 0)} "
-                    f"tokens, {turn.get('provider_ms', '?')} ms)",
-                    _cut(turn.get("text") or "") + (f"\n→ calls {calls}" if calls else ""),
-                ))  # fmt: skip
-            else:
-                body = turn.get("result") if turn.get("status") == "ok" else turn.get("error")
-                rows.append((
-                    f"{turn.get('name')} [{turn.get('status')}]",
-                    f"{json.dumps(turn.get('arguments'), ensure_ascii=False)}\n→ "
-                    + _cut(json.dumps(body, ensure_ascii=False, default=str)),
-                ))  # fmt: skip
-        if not rows:
+        """The model's words and each tool call with its arguments and answer (escaped)."""
+        entries = conversation(run)
+        if not entries:
             return "—"
-        return format_html_join(
-            "", '<div style="margin-bottom:6px"><b>{}</b><pre style="white-space:pre-wrap;'
-            'margin:2px 0">{}</pre></div>', rows,
-        )  # fmt: skip
+        return render_to_string("admin/runtime/run/conversation.html", {"entries": entries})
 
 
 # The runs on the task and agent pages are read-only fields, not inlines: an inline adds a
@@ -204,7 +314,7 @@ def _runs_table(rows):
         return "—"
     body = format_html_join(
         "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-        ((_run_link(run), trigger, run.agent.handle, f"#{run.task_id}" if run.task_id else "—",
+        ((_run_link(run), human(trigger), run.agent.handle, f"#{run.task_id}" if run.task_id else "—",
           badge(run.status, "run", human(run.status)), run.created_at.strftime("%Y-%m-%d %H:%M:%S"))
          for run, trigger in rows),
     )  # fmt: skip

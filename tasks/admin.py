@@ -23,6 +23,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from organization import webhooks
+from organization.admin.actors import key_name_of, label_words
 from organization.admin.scoping import (
     STATUS_COLOURS,
     HumanChoicesFilter,
@@ -30,9 +31,11 @@ from organization.admin.scoping import (
     ReadOnlyInline,
     admin_org_ids,
     badge,
+    breakable,
     human,
     sees_several_organizations,
 )
+from organization.admin.words import duration
 from organization.caller import caller_for_admin
 from organization.errors import DomainError
 from organization.models import Agent
@@ -98,6 +101,17 @@ class AuditAdmin(TasksAppAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+def state_words(state: dict | None) -> str:
+    """An audit snapshot in words: "in progress, held by agent-alex", "queued for agent-sam"."""
+    state = state or {}
+    said = human(state.get("status")).lower() if state.get("status") else "nowhere"
+    if state.get("assignee"):
+        said += f", held by {state['assignee']}"
+    if state.get("queued_for"):
+        said += f", queued for {state['queued_for']}"
+    return said
 
 
 # What a human must look at: tasks escalated to humans, and blocked ones (a managed agent's run
@@ -482,9 +496,31 @@ class TaskEventAdmin(AuditAdmin):
     def what(self, event):
         return human(event.kind)
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(actor_key_name=key_name_of("actor_label"))
+
+    # The event's page: the move in words, not the audit row's JSON snapshots.
+    SAID_INSTEAD = {"before": "move", "after": None, "actor_label": "by",
+                    "wait_time_seconds": "estimated_wait"}  # fmt: skip
+
+    def get_fields(self, request, obj=None):
+        fields = [f.name for f in self.model._meta.fields]
+        return [self.SAID_INSTEAD.get(f, f) for f in fields if self.SAID_INSTEAD.get(f, f)]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*super().get_readonly_fields(request, obj), "move", "by", "estimated_wait"]
+
+    @admin.display(description="the task went")
+    def move(self, event):
+        return f"from {state_words(event.before)} to {state_words(event.after)}"
+
+    @admin.display(description="estimated wait")
+    def estimated_wait(self, event):
+        return duration(event.wait_time_seconds) or "—"
+
     @admin.display(description="by", ordering="actor_label")
     def by(self, event):
-        return event.actor_label
+        return label_words(event.actor_label, getattr(event, "actor_key_name", None))
 
     @admin.display(description="to", ordering="recipient__name")
     def to(self, event):
@@ -502,7 +538,7 @@ class TaskEventAdmin(AuditAdmin):
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(AuditAdmin):
     list_display = [
-        "created_at", "agent", "status_badge", "attempts", "response_status", "outcome", "url",
+        "created_at", "agent", "status_badge", "attempts", "response_status", "outcome", "address",
     ]  # fmt: skip
     list_filter = [("status", HumanChoicesFilter)]
     list_select_related = ["agent"]
@@ -515,6 +551,10 @@ class WebhookDeliveryAdmin(AuditAdmin):
         # SSRF rule kept exception details that tell which internal ports answer).
         fields = [f for f in super().get_readonly_fields(request, obj) if f != "last_error"]
         return [*fields, "outcome"]
+
+    @admin.display(description="URL", ordering="url")
+    def address(self, delivery):
+        return breakable(delivery.url)  # wraps after its slashes and dots, not inside a word
 
     @admin.display(description="outcome")
     def outcome(self, delivery):

@@ -59,6 +59,7 @@ from .scoping import (
     ScopedRelatedFilter,
     admin_org_ids,
     badge,
+    breakable,
     colour_of,
     human,
     sees_several_organizations,
@@ -249,7 +250,18 @@ class OrganizationAdmin(RelatedHistories, OrgScoped, admin.ModelAdmin):
         # The slug names the organization in API calls (X-Organization); only superusers move it.
         fields = [] if request.user.is_superuser else ["slug"]
         # What its webhooks' receivers check X-Agent-Org-Signature with (its admins only).
-        return fields if obj is None else [*fields, "webhook_secret"]
+        return fields if obj is None else [*fields, "webhook_secret_masked"]
+
+    @admin.display(description="webhook secret")
+    def webhook_secret_masked(self, org):
+        """Masked until asked for: a screen shared or looked over does not give it away."""
+        return format_html(
+            '<details class="secret"><summary><span class="masked">{}</span> '
+            '<span class="quiet">Reveal</span></summary><code id="webhook-secret">{}</code>'
+            "</details>",
+            "•" * 12,
+            org.webhook_secret,
+        )
 
     @admin.action(description="Rotate the webhook secret (receivers must take the new one)")
     def rotate_webhook_secret(self, request, queryset):
@@ -405,6 +417,7 @@ class AgentForm(OrgUniqueNameForm):
     unique_in_org = "handle"
     expertise = ExpertiseField()
     webhook_url = forms.URLField(
+        label="Webhook URL",
         required=False,
         assume_scheme="https",
         help_text="Optional: notified of new work (signed with the organization's secret).",
@@ -426,6 +439,12 @@ class AgentForm(OrgUniqueNameForm):
         # A name saved earlier whose tool has since gone stays visible (and can be unticked).
         names += [n for n in (self.initial.get("allowed_tools") or []) if n not in names]
         self.fields["allowed_tools"].choices = [(n, n) for n in names]
+
+    def clean_senior(self):
+        senior = self.cleaned_data.get("senior")
+        if senior is not None and self.instance.pk is not None and senior.pk == self.instance.pk:
+            raise forms.ValidationError("An agent cannot be its own senior: choose someone else.")
+        return senior
 
     def clean_allowed_tools(self):
         names = self.cleaned_data.get("allowed_tools")
@@ -743,14 +762,15 @@ class ApiKeyAdmin(HistoryAdmin, OrgOwnedAdmin):
     """Only the digest is stored; the plaintext is on the page that answers the creation, once."""
 
     list_display = [
-        "__str__",
+        "name_cell",
+        "holder",
         "prefix",
         "organization",
-        "agent",
         "created_at",
         "last_used_at",
         "state",
     ]
+    list_display_links = ["name_cell"]
     list_select_related = ["organization", "agent"]
     list_filter = [KeyStateFilter]
     search_fields = ["name", "prefix", "agent__handle"]
@@ -778,6 +798,18 @@ class ApiKeyAdmin(HistoryAdmin, OrgOwnedAdmin):
     def has_delete_permission(self, request, obj=None):
         # Revoke, do not delete: the row is the record of who could call.
         return request.user.is_active and request.user.is_superuser
+
+    @admin.display(description="name", ordering="name")
+    def name_cell(self, key):
+        return key.name or format_html('<span class="quiet">(no name) {}</span>', key.prefix)
+
+    @admin.display(description="acts as", ordering="agent__handle")
+    def holder(self, key):
+        if key.agent_id is None:
+            return format_html('<span class="quiet">{}</span>', "the organization")
+        return format_html(
+            '{}<br><span class="quiet">{}</span>', key.agent.name, breakable(key.agent.handle)
+        )
 
     @admin.display(description="state")
     def state(self, key):

@@ -20,6 +20,8 @@ so such a user needs no Django model permissions to work.
   under their parent and never added, changed or deleted in the admin.
 - `human(value)` — a stored choice as people read it (`in_progress` → "In progress").
 - `HumanChoicesFilter` — a choices field's filter with those labels.
+- `breakable(text)` — a long token (an address, a model's name) that a list's column may wrap
+  after its punctuation, never inside a word.
 - `badge(value, kind, label)` — a status as a coloured pill reading `label` (the lists pass
   `human(value)`); the colours of each kind of status are
   in the one map `STATUS_COLOURS` (the agents' here; another app's admin module adds its
@@ -34,12 +36,14 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.widgets import AutocompleteSelect, ForeignKeyRawIdWidget
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import DataError, NotSupportedError, connection
-from django.utils.html import format_html
+from django.db import DataError, NotSupportedError, connection, models
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from ..caller import admin_organizations
 from ..inputs import parse_id
 from ..models import Agent, AgentStatus, Organization, Team
+from .words import DurationInWordsField, relabel
 
 # --- status badges: one colour map, one helper ---------------------------------------------
 
@@ -88,6 +92,17 @@ def badge(value: str, kind: str, label: str | None = None):
         colour_of(kind, value),
         label if label is not None else value,
     )
+
+
+_BREAK_AFTER = re.compile(r"([/.?&=_:-]+)")
+
+
+def breakable(text: str):
+    """`text` escaped, with a line-break opportunity after each run of an address's or a
+    model name's punctuation: a list's column wraps a long token there, never inside a word."""
+    parts = _BREAK_AFTER.split(str(text or ""))
+    return format_html_join("", "{}{}", ((part, mark_safe("<wbr>") if i % 2 else "")
+                                        for i, part in enumerate(parts)))  # fmt: skip
 
 
 class HumanChoicesFilter(admin.ChoicesFieldListFilter):
@@ -270,6 +285,14 @@ class OrgScoped(BoundedLookups):
     def has_delete_permission(self, request, obj=None):
         return self._allowed(request, obj)
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        """Labels in words ("LLM provider", "Limit (USD)"); durations typed and shown as words."""
+        if isinstance(db_field, models.DurationField):
+            kwargs.setdefault("form_class", DurationInWordsField)
+        formfield = super().formfield_for_dbfield(db_field, request, **kwargs)
+        relabel(db_field, formfield)
+        return formfield
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         ids = admin_org_ids(request)
         scope = _scope_org_id(request)
@@ -359,6 +382,18 @@ def sees_several_organizations(request) -> bool:
     return len(ids) > 1
 
 
+def only_organization_id(request) -> int | None:
+    """The one organization the user can work in, when there is just one (a staff member's
+    only organization; for a superuser, the database's only one), else None."""
+    ids = admin_org_ids(request)
+    if ids is not None:
+        return next(iter(ids)) if len(ids) == 1 else None
+    if not hasattr(request, "_admin_only_org_id"):
+        first_two = list(Organization.objects.order_by("pk").values_list("pk", flat=True)[:2])
+        request._admin_only_org_id = first_two[0] if len(first_two) == 1 else None
+    return request._admin_only_org_id
+
+
 def _choose_scope_org(request, obj) -> int | None:
     """The organization a change/add form is for: the object's, the one asked for, or the only one."""
     if obj is not None and obj.pk is not None:
@@ -367,9 +402,7 @@ def _choose_scope_org(request, obj) -> int | None:
     asked = parse_id(request.POST.get("organization") or request.GET.get("organization"))
     if asked is not None and (ids is None or asked in ids):
         return asked
-    if ids is not None and len(ids) == 1:
-        return next(iter(ids))
-    return None
+    return only_organization_id(request)
 
 
 class OrgOwnedAdmin(OrgScoped, admin.ModelAdmin):

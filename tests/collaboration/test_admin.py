@@ -45,7 +45,8 @@ def test_llm_text_is_escaped_in_the_session_page(acme, alice):
     html = response.content.decode()
     assert response.status_code == 200
     assert SCRIPT not in html
-    assert "The result &lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
+    # The result is Markdown: its tags as text (a quote needs no escaping outside attributes).
+    assert "The result &lt;script&gt;alert('pwned')&lt;/script&gt;" in html
     assert "a says &lt;script&gt;" in html
 
 
@@ -115,8 +116,8 @@ def test_the_session_page_lists_its_events_in_order(acme, alice):
     html = alice.get(
         reverse("admin:collaboration_collaborationsession_change", args=[session.pk])
     ).content.decode()
-    positions = [html.index(f"{name}<") for name in ("tool:collaborative:queued",
-                 "tool:collaborative:start", "tool:collaborative:agent:start")]  # fmt: skip
+    # In words, in order (the API's names in each line's title).
+    positions = [html.index(f'">{words} <span') for words in ("Queued", "Start", "Agent start")]
     assert positions == sorted(positions)
     assert "3/5 agents done" in html  # a, b completed and e timed out
 
@@ -158,8 +159,8 @@ def test_a_script_in_an_llm_reply_is_escaped_in_the_admin(acme, alice, fake_llm)
         reverse("admin:collaboration_collaborationsession_change", args=[session.pk])
     ).content.decode()
     assert SCRIPT not in html
-    assert "a replies &lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
-    assert "synthesis &lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
+    assert "a replies &lt;script&gt;alert('pwned')&lt;/script&gt;" in html
+    assert "synthesis &lt;script&gt;alert('pwned')&lt;/script&gt;" in html
 
 
 def test_the_session_page_lists_an_agents_tool_calls_escaped(acme, alice):
@@ -177,8 +178,8 @@ def test_the_session_page_lists_an_agents_tool_calls_escaped(acme, alice):
     html = response.content.decode()
     assert SCRIPT not in html
     assert (
-        "get_organization_roster({&quot;expertise&quot;: &quot;&lt;script&gt;alert(&#x27;pwned&#x27;)"
-        "&lt;/script&gt;&quot;}) → ok\nget_my_context({}) → agent_not_found"
+        "get_organization_roster, expertise: &lt;script&gt;alert(&#x27;pwned&#x27;)"
+        "&lt;/script&gt; → done\nget_my_context → refused (agent_not_found)"
     ) in html
 
 

@@ -35,3 +35,30 @@ def screenshot(page, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1440, "height": 900})
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def no_word_broken(page) -> None:
+    """No word of a list's cells is split over two lines, at either width: each run of letters
+    and digits keeps to one line box (a break at a space, a hyphen or a slash is fine)."""
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        broken = page.evaluate(
+            """(() => {
+              const cut = [];
+              const cells = document.querySelectorAll('#result_list td, #result_list th');
+              for (const cell of cells) {
+                const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+                for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                  for (const m of node.data.matchAll(/[\\p{L}\\p{N}]+/gu)) {
+                    const range = document.createRange();
+                    range.setStart(node, m.index);
+                    range.setEnd(node, m.index + m[0].length);
+                    const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+                    if (tops.size > 1) cut.push(m[0]);
+                  }
+                }
+              }
+              return cut;
+            })()"""
+        )
+        assert not broken, f"{page.url} cuts words at {width} px: {broken[:10]}"

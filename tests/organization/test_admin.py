@@ -274,10 +274,10 @@ def test_expertise_is_typed_one_term_per_line_and_a_term_may_hold_a_comma(root_c
     assert alex.expertise == ["Go", "SQL", "Design, UX"]
 
 
-def test_the_view_site_link_leads_to_the_api_docs(root_client):
+def test_the_view_site_link_leads_to_the_front_page(root_client):
     index = root_client.get(reverse("admin:index"))
-    assert index.context["site_url"] == "/api/docs/"
-    assert root_client.get("/api/docs/").status_code == 200
+    assert index.context["site_url"] == "/"
+    assert root_client.get("/").status_code == 200
 
 
 def test_a_senior_cycle_is_a_form_error(root_client, demo):

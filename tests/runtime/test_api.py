@@ -114,7 +114,8 @@ def test_the_admin_shows_runs_on_the_run_task_and_agent_pages(cast, worked, clie
     task, lena_run, _ = worked
     client.force_login(make_admin_user(cast.org))
     page = client.get(f"/admin/runtime/run/{lena_run.pk}/change/").content.decode()
-    assert "delegate_task [ok]" in page and "recommend_delegate" in page
+    assert 'Called <code class="tool-name">delegate_task</code>' in page
+    assert "recommend_delegate" in page
     page = client.get(f"/admin/tasks/task/{task.pk}/change/").content.decode()
     assert f"run #{lena_run.pk}" in page and "Managed runs it woke" in page
     assert client.get("/admin/tasks/task/add/").status_code == 200

@@ -1,0 +1,166 @@
+"""The dashboard's pictures: the month's cost per day and the organization's load over the last
+days, as small bar charts drawn here in SVG (no script, no library, nothing fetched: the
+console works offline).
+
+Load history is derived from the tasks' audit trail, not stored: every move of a task writes
+a `TaskEvent` whose `after` says its status and holder, so a task was held at a moment when its
+latest event before then left it held by an agent (console/sql.py reads those stretches in one
+query; they are counted here at each day's end). The capacity line is today's: past
+capacities are not kept.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+
+from django.db.models import Sum
+from django.db.models.functions import Coalesce, TruncDate
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from costs.models import UsageRecord
+from costs.money import usd
+from costs.selectors import MONEY_ZERO, start_of_day, start_of_month
+from organization.models import Organization
+from organization.workload import held_statuses
+
+from .sql import held_intervals
+
+# What `dashboard_charts` costs, whatever the organization's size: the month's costs, the held
+# stretches, the capacity.
+QUERIES = 3
+# How many days the load chart covers (today included).
+LOAD_DAYS = 14
+WIDTH, HEIGHT, TOP, BOTTOM = 560, 150, 18, 20
+
+
+def _n(number: float) -> str:
+    """A coordinate as SVG takes it (format_html escapes its arguments to text first)."""
+    return f"{number:.1f}"
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str  # under the bar (a day of the month)
+    value: float
+    said: str  # the bar's tooltip and its text for a screen reader
+
+
+def bar_chart(bars: list[Bar], *, name: str, title: str, line: float | None = None,
+              line_said: str = "") -> SafeString:  # fmt: skip
+    """`bars` side by side, scaled to the tallest (or to `line`, a dashed level across)."""
+    top = max([b.value for b in bars] + [line or 0, 0]) or 1
+    plot = HEIGHT - TOP - BOTTOM
+    step = WIDTH / max(len(bars), 1)
+    gap = min(4.0, step / 4)
+
+    def y(value: float) -> float:
+        return TOP + plot - plot * value / top
+
+    rects = format_html_join(
+        "",
+        '<g class="bar"><rect x="{}" y="{}" width="{}" height="{}" rx="2">'
+        "<title>{}</title></rect></g>",
+        (
+            (
+                _n(i * step + gap / 2),
+                _n(y(b.value)),
+                _n(step - gap),
+                _n(max(plot * b.value / top, 0)),
+                b.said,
+            )
+            for i, b in enumerate(bars)
+        ),
+    )
+    # A label under every bar when they fit, else under every few.
+    every = 1 if step >= 22 else (2 if step >= 11 else 5)
+    labels = format_html_join(
+        "",
+        '<text x="{}" y="{}" text-anchor="middle">{}</text>',
+        (
+            (_n(i * step + step / 2), HEIGHT - 6, b.label)
+            for i, b in enumerate(bars)
+            if i % every == 0 or i == len(bars) - 1
+        ),
+    )
+    level = (
+        format_html(
+            '<line class="level" x1="0" x2="{}" y1="{}" y2="{}"><title>{}</title></line>'
+            '<text class="level-text" x="{}" y="{}" text-anchor="end">{}</text>',
+            WIDTH, _n(y(line)), _n(y(line)), line_said, WIDTH - 2, _n(y(line) - 4), line_said,
+        )
+        if line is not None
+        else ""
+    )  # fmt: skip
+    return format_html(
+        '<svg class="chart" id="chart-{}" viewBox="0 0 {} {}" role="img" aria-label="{}" '
+        'xmlns="http://www.w3.org/2000/svg">'
+        '<line class="axis" x1="0" x2="{}" y1="{}" y2="{}"></line>{}{}{}</svg>',
+        name, WIDTH, HEIGHT, title, WIDTH, TOP + plot, TOP + plot, rects, level, labels,
+    )  # fmt: skip
+
+
+def cost_per_day(org: Organization) -> tuple[list[Bar], Decimal]:
+    """Each day of the month so far and what the ledger's calls cost on it (one query), and
+    the month's total."""
+    first = start_of_month()
+    totals = dict(
+        UsageRecord.objects.filter(organization=org, created_at__gte=first)
+        .annotate(day=TruncDate("created_at"))
+        .values("day")
+        .annotate(total=Coalesce(Sum("cost_usd"), MONEY_ZERO))
+        .values_list("day", "total")
+    )
+    today = timezone.localdate()
+    bars = []
+    for n in range(today.day):
+        day = first.date() + timedelta(days=n)
+        total = totals.get(day, Decimal(0))
+        said = f"{date_format(day, 'M j')}: {usd(total)}"
+        bars.append(Bar(str(day.day), float(total), said))
+    return bars, sum(totals.values(), Decimal(0))
+
+
+def load_per_day(org: Organization, days: int = LOAD_DAYS) -> tuple[list[Bar], int]:
+    """Tasks held at the end of each of the last `days` days (now, for today), from the audit
+    trail (one query), and the capacity of the agents online now (one query)."""
+    now = timezone.now()
+    since = start_of_day() - timedelta(days=days - 1)
+    intervals = held_intervals(organization_id=org.pk, since=since, statuses=held_statuses())
+    capacity = (
+        org.agents.filter(is_paused=False).aggregate(total=Sum("workload_capacity"))["total"] or 0
+    )
+    bars = []
+    for n in range(days):
+        start = since + timedelta(days=n)
+        end = min(start + timedelta(days=1), now)
+        count = sum(
+            1 for begun, until in intervals if begun <= end and (until is None or until > end)
+        )
+        day = timezone.localtime(start).date()
+        bars.append(
+            Bar(str(day.day), count, f"{date_format(day, 'M j')}: {count} held of {capacity}")
+        )
+    return bars, capacity
+
+
+def dashboard_charts(org: Organization) -> dict:
+    """The dashboard's two charts, as SVG ready for the page (three queries)."""
+    costs, month_total = cost_per_day(org)
+    load, capacity = load_per_day(org)
+    return {
+        "cost": bar_chart(costs, name="cost", title="Cost per day this month"),
+        "cost_total": usd(month_total),
+        "load": bar_chart(
+            load,
+            name="load",
+            title=f"Tasks held per day, last {LOAD_DAYS} days",
+            line=capacity,
+            line_said=f"capacity {capacity}",
+        ),  # fmt: skip
+        "load_now": load[-1].value if load else 0,
+        "capacity": capacity,
+        "load_days": LOAD_DAYS,
+    }

@@ -1,0 +1,44 @@
+"""The dashboard's load history in one statement (console/charts.py says what it counts).
+
+Each audit row of a task is valid until the task's next one (`LEAD` over the task's rows); the
+rows that leave the task held by an agent and are still valid after `since` are the intervals
+the chart counts at each day's end. A window function over all the organization's rows, with
+the held test outside it: the ORM would put that test inside, before `LEAD` sees the rows.
+"""
+
+from datetime import datetime
+
+from django.db import connection
+
+from tasks.models import TaskEvent
+
+# The status and the holder an audit row leaves its task with, per database.
+_AFTER = {
+    "postgresql": ("after->>'status'", "after->>'assignee'"),
+    "sqlite": ("json_extract(after, '$.status')", "json_extract(after, '$.assignee')"),
+}
+
+
+def held_intervals(*, organization_id: int, since: datetime, statuses) -> list[tuple]:
+    """(from, until) of every stretch a task of the organization was held by an agent that
+    lasts past `since` (`until` None: held now)."""
+    status, assignee = _AFTER.get(connection.vendor, _AFTER["postgresql"])
+    statuses = list(statuses)
+    marks = ", ".join(["%s"] * len(statuses))
+    table = connection.ops.quote_name(TaskEvent._meta.db_table)
+    statement = f"""
+        SELECT created_at, until FROM (
+            SELECT created_at, {status} AS status, {assignee} AS assignee,
+                   LEAD(created_at) OVER (PARTITION BY task_id ORDER BY created_at, id) AS until
+            FROM {table} WHERE organization_id = %s
+        ) AS moves
+        WHERE status IN ({marks}) AND assignee IS NOT NULL AND (until IS NULL OR until > %s)
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [organization_id, *statuses, since])
+        rows = cursor.fetchall()
+    if connection.vendor == "sqlite":  # its driver hands text back for these columns
+        from django.utils.dateparse import parse_datetime
+
+        return [(parse_datetime(str(a)), parse_datetime(str(b)) if b else None) for a, b in rows]
+    return rows

@@ -1,0 +1,28 @@
+"""`{{ text|markdown }}`: model-written Markdown rendered safely (organization/admin/markup.py);
+`{{ value|human }}`: a stored choice in words; `{{ name|event_words }}`: a session event's name in
+words."""
+
+from django import template
+
+from ..admin.markup import markdown_html
+from ..admin.scoping import human
+
+register = template.Library()
+
+
+@register.filter(name="markdown")
+def markdown(text):
+    return markdown_html(text)
+
+
+@register.filter(name="human")
+def human_words(value):
+    """A stored choice as people read it (`in_progress` → "In progress")."""
+    return human(value)
+
+
+@register.filter(name="event_words")
+def event_words(name):
+    """A session event's name in words: `tool:collaborative:agent:start` → "Agent start"."""
+    kind = str(name or "").removeprefix("tool:collaborative:")
+    return human(kind.replace(":", "_"))
