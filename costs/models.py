@@ -86,14 +86,14 @@ class UsageRecord(models.Model):
     model = models.CharField(max_length=100)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
-    cost_usd = models.DecimalField(null=True, blank=True, **MONEY)
+    cost_usd = models.DecimalField("cost (USD)", null=True, blank=True, **MONEY)
     # The price used, kept with the row (USD per million tokens) and where it came from.
     input_usd_per_mtok = models.DecimalField(null=True, blank=True, **MONEY)
     output_usd_per_mtok = models.DecimalField(null=True, blank=True, **MONEY)
     price_source = models.CharField(max_length=20, choices=PriceSource.choices)
     self_reported = models.BooleanField(default=False)
     state = models.CharField(max_length=10, choices=UsageState.choices, default=UsageState.RECORDED)
-    reserved_usd = models.DecimalField(default=ZERO, **MONEY)
+    reserved_usd = models.DecimalField("reserved (USD)", default=ZERO, **MONEY)
     budget_ids = models.JSONField(default=list, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
@@ -167,8 +167,8 @@ class Budget(models.Model):
     )  # fmt: skip
     # "YYYY-MM" the counters are for (monthly), or "lifetime".
     period = models.CharField(max_length=8)
-    spent_usd = models.DecimalField(default=ZERO, **MONEY)
-    reserved_usd = models.DecimalField(default=ZERO, **MONEY)
+    spent_usd = models.DecimalField("spent (USD)", default=ZERO, **MONEY)
+    reserved_usd = models.DecimalField("reserved (USD)", default=ZERO, **MONEY)
     # The period in which each alert was raised (one alert per crossing), and in which a call
     # was refused for not fitting (cleared when the limit changes).
     warned_period = models.CharField(max_length=8, blank=True, default="")
@@ -251,7 +251,7 @@ class BudgetAlert(models.Model):
     kind = models.CharField(max_length=10, choices=AlertKind.choices)
     period = models.CharField(max_length=8)
     # The budget's limit when it was raised.
-    limit_usd = models.DecimalField(null=True, blank=True, **MONEY)
+    limit_usd = models.DecimalField("limit (USD)", null=True, blank=True, **MONEY)
     message = models.TextField()
     read_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -262,7 +262,7 @@ class WebhookDelivery(models.Model):
     event = models.ForeignKey(
         TaskEvent, null=True, on_delete=models.SET_NULL, related_name="deliveries"
     )
-    url = models.URLField(max_length=500)
+    url = models.URLField("URL", max_length=500)
     payload = models.JSONField(default=dict)
     status = models.CharField(
         max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING

@@ -9,7 +9,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
+from costs.models import Budget, UsageRecord
 from organization.models import Agent, TeamRule
+from tasks.models import WebhookDelivery
 from tests.factories import make_admin_user, make_agent, make_org
 from tests.organization.test_admin import change_url, form_of
 
@@ -62,6 +64,34 @@ def test_labels_read_as_words(client):
     assert "Llm " not in agent_form and "Webhook url" not in agent_form
     budget_form = client.get("/admin/costs/budget/add/").content.decode()
     assert ">Limit (USD):</label>" in budget_form and "Limit usd" not in budget_form
+
+
+def test_read_only_fields_read_as_words_too(client):
+    org = make_org("acme")
+    agent = make_agent(org, "agent-alex")
+    client.force_login(make_admin_user(org))
+    budget = Budget.objects.create(organization=org, scope="organization", limit_usd=5)
+    record = UsageRecord.objects.create(
+        organization=org,
+        agent=agent,
+        purpose="run",
+        provider="openai",
+        model="gpt-4o-mini",
+        cost_usd=1,
+    )
+    delivery = WebhookDelivery.objects.create(
+        organization=org, agent=agent, url="https://hooks.example/x"
+    )
+    pages = {
+        budget: ("Spent (USD)", "Reserved (USD)"),
+        record: ("Cost (USD)",),
+        delivery: ("URL",),
+    }
+    for obj, labels in pages.items():
+        html = client.get(change_url(obj)).content.decode()
+        for label in labels:
+            assert f"<label>{label}:</label>" in html, (obj, label)
+        assert not re.search(r"<label>\w+ (usd|url):</label>", html), obj
 
 
 def test_an_agent_cannot_be_its_own_senior(client):
