@@ -294,8 +294,11 @@ def _top_spenders(org: Organization) -> dict:
     organization and month."""
     since = cost_selectors.start_of_month()
     query = urlencode({"organization": org.pk, "since": since.date().isoformat()})
+    rows = cost_selectors.top_spenders(org, since)
+    for row in rows:
+        row["money"] = usd_figure(row["cost_usd"])
     return {
-        "rows": cost_selectors.top_spenders(org, since),
+        "rows": rows,
         "report": f"{reverse('admin:costs_usagerecord_report')}?{query}",
     }
 

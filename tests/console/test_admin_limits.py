@@ -2,6 +2,7 @@
 9999, texts longer than the API allows, an agent holding hundreds of tasks, a run woken by many
 triggers, an organization of many members — and the dashboard's links keep its organization."""
 
+import re
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -116,7 +117,6 @@ def test_the_agent_page_lists_at_most_ten_held_tasks(root_client, db):
 
 
 def test_the_spenders_panel_links_to_the_report_of_the_organization_shown(root_client, db):
-    import re
     from decimal import Decimal
 
     from costs.models import UsageRecord
@@ -218,3 +218,21 @@ def test_the_agent_pages_links_list_its_own_acts_and_runs_only(root_client, db):
         owner = "actor_agent" if model is TaskEvent else "agent"
         assert shown == set(model.objects.filter(**{owner: mine}).values_list("pk", flat=True))
         assert shown
+
+
+def test_the_spenders_panel_shows_money_as_the_console_does(root_client, db):
+    from decimal import Decimal
+
+    from costs.models import UsageRecord
+
+    org = make_org("acme", "Acme")
+    big, small = make_agent(org, "agent-big"), make_agent(org, "agent-small")
+    for agent, cost in ((big, "24.6914"), (small, "0.01234")):
+        UsageRecord.objects.create(
+            organization=org, agent=agent, purpose="run", provider="openai", model="gpt-4o-mini",
+            cost_usd=Decimal(cost), price_source="genai-prices",
+        )  # fmt: skip
+    html = root_client.get(reverse("admin:index"), {"organization": org.pk}).content.decode()
+    panel = html.split('id="panel-top_spenders"')[1].split("</table>")[0]
+    cells = dict(re.findall(r'data-spender="([^"]+)">.*?<td>\d+</td>\s*<td>([^<]*)</td>', panel, re.S))
+    assert cells == {"agent-big": "24.69", "agent-small": "0.0123"}
