@@ -3,6 +3,7 @@
 triggers, an organization of many members — and the dashboard's links keep its organization."""
 
 import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -234,5 +235,7 @@ def test_the_spenders_panel_shows_money_as_the_console_does(root_client, db):
         )  # fmt: skip
     html = root_client.get(reverse("admin:index"), {"organization": org.pk}).content.decode()
     panel = html.split('id="panel-top_spenders"')[1].split("</table>")[0]
-    cells = dict(re.findall(r'data-spender="([^"]+)">.*?<td>\d+</td>\s*<td>([^<]*)</td>', panel, re.S))
+    cells = dict(
+        re.findall(r'data-spender="([^"]+)">.*?<td>\d+</td>\s*<td>([^<]*)</td>', panel, re.S)
+    )
     assert cells == {"agent-big": "24.69", "agent-small": "0.0123"}
