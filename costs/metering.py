@@ -38,6 +38,7 @@ from .models import (
     LIFETIME,
     MAX_CALL_TOKENS,
     MONEY_MAX,
+    WARNING_SHARE,
     ZERO,
     Budget,
     BudgetScope,
@@ -562,19 +563,24 @@ def book_reported(
 
 
 def _refuse_if_it_exhausts_others(budgets: list[Budget], meter: Meter, cost: Decimal) -> None:
-    """ReportRefused when `cost` would leave no room in a locked budget other than the
-    reporter's own agent budget (one spent out already changes nothing for anyone)."""
+    """ReportRefused when `cost` would take a locked budget other than the reporter's own agent
+    budget past its warning share: the last fifth of a shared budget is kept for the calls the
+    service meters, so reports alone never leave colleagues' calls without room."""
     now = timezone.now()
     for budget in budgets:
         if budget.scope == BudgetScope.AGENT and budget.agent_id == meter.agent_id:
             continue
         roll(budget, now)
-        if budget.spent_usd >= budget.limit_usd or cost < remaining(budget):
+        if budget.spent_usd >= budget.limit_usd:
+            continue  # spent out already: the report changes nothing for anyone
+        room = budget.limit_usd * WARNING_SHARE - budget.spent_usd - budget.reserved_usd
+        if cost <= room:
             continue
         raise ReportRefused(
-            f"This report ({usd(cost)}) would exhaust the {budget.scope} budget of "
-            f"{budget.subject} ({usd(max(remaining(budget), ZERO))} left of "
-            f"{usd(budget.limit_usd)}), and with it your colleagues' work: nothing was recorded. "
-            "A human can raise the budget; then report the call again.",
+            f"This report ({usd(cost)}) would take the {budget.scope} budget of "
+            f"{budget.subject} past {WARNING_SHARE:.0%} of its {usd(budget.limit_usd)} "
+            f"({usd(max(room, ZERO))} left for reported calls; the rest is kept for your "
+            "colleagues' work): nothing was recorded. A human can raise the budget; then report "
+            "the call again.",
             budget,
         )
