@@ -174,6 +174,12 @@ def _start_run(agent: Agent, waiting: list[RunTrigger], previous: Run | None = N
     return run
 
 
+def _as_shallow_as(run: Run, depth: int) -> None:
+    """A queued run taking a wake-up of a chain `depth` runs long is no deeper than a run that
+    wake-up would start: a human's act joining a deep chain's run gives it a fresh chain."""
+    Run.objects.filter(pk=run.pk, depth__gt=depth + 1).update(depth=depth + 1)
+
+
 COMMENT = "comment"
 AGENT_TALK_WINDOW = timedelta(hours=1)
 
@@ -240,9 +246,11 @@ def _trigger_with_active_run(agent: Agent, trigger: str, task: Task | None, caus
     the agent's lock already orders this trigger before the run's end reads what waits, and the
     run writes its row at every turn — a busy agent's run would otherwise wait on each wake-up
     the moves of other agents send it."""
+    joined_depth = (cause.depth if cause else 0) + 1
     with connection.cursor() as cursor:
         cursor.execute(sql.trigger_with_active_run(connection), [
-            agent.pk, RunStatus.QUEUED, agent.pk, list(ACTIVE_STATUSES), agent.organization_id,
+            agent.pk, RunStatus.QUEUED, joined_depth, joined_depth, agent.pk,
+            list(ACTIVE_STATUSES), agent.organization_id,
             agent.pk, task.pk if task is not None else None, trigger,
             cause.run_id if cause else None, cause.depth if cause else 0, timezone.now(),
         ])  # fmt: skip
@@ -294,6 +302,7 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
         # before or after the claim, never in between). One handed back by a pause has its
         # input already: the trigger waits for its end, as for a running one.
         run = active
+        _as_shallow_as(run, depth)
     else:
         run = None  # coalesced: the run's end starts one follow-up with every waiting trigger
     insert_new(RunTrigger(
@@ -339,7 +348,11 @@ def run_resume(*, agent_id: int) -> Run | None:
             # stopped it under way: its input is fixed, what arrived waits for its end), and
             # goes now.
             if not active.attempts:
-                RunTrigger.objects.filter(agent=agent, run__isnull=True, held="").update(run=active)
+                joining = RunTrigger.objects.filter(agent=agent, run__isnull=True, held="")
+                depths = list(joining.values_list("depth", flat=True))
+                if depths:
+                    joining.update(run=active)
+                    _as_shallow_as(active, min(depths))
             _dispatch(active)
         return active
     waiting = _waiting(agent)

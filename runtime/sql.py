@@ -55,8 +55,9 @@ _inserts: dict[str, str] = {}
 def trigger_with_active_run(connection: BaseDatabaseWrapper) -> str:
     """Insert a trigger with the agent's active run, if it has one: joining it when it is queued
     and not started (its row locked), else waiting for its end (`run` null); nothing when it has
-    none. Returns the run joined (null when waiting). Parameters: agent, queued status, agent,
-    active statuses, then TRIGGER_FIELDS but `run` and `held` (not held)."""
+    none; a run it joins becomes as shallow as the chain it brings. Returns the run joined (null
+    when waiting). Parameters: agent, queued status, the joined run's depth twice, agent, active
+    statuses, then TRIGGER_FIELDS but `run` and `held` (not held)."""
     sql = _inserts.get(connection.alias)
     if sql is None:
         qn = connection.ops.quote_name
@@ -67,6 +68,8 @@ def trigger_with_active_run(connection: BaseDatabaseWrapper) -> str:
             f"WITH q AS (SELECT id FROM {run_table} "  # noqa: S608  (ours)
             f"WHERE agent_id = %s AND status = %s AND attempts = 0 "
             f"ORDER BY id LIMIT 1 FOR NO KEY UPDATE), "
+            f"u AS (UPDATE {run_table} SET depth = %s WHERE id = (SELECT id FROM q) "
+            f"AND depth > %s), "
             f"r AS (SELECT id FROM {run_table} "
             f"WHERE agent_id = %s AND status = ANY(%s) ORDER BY id LIMIT 1) "
             f"INSERT INTO {qn(RunTrigger._meta.db_table)} ({columns}) "

@@ -226,3 +226,31 @@ def test_the_dashboard_counts_the_task_under_needs_attention(cast, settings, cli
     page = client.get(reverse("admin:index"), {"organization": cast.org.pk}).content.decode()
     assert re.search(r'data-metric="held_wakes">1<', page)
     assert re.search(r'data-metric="needs_attention">1<', page)
+
+
+def test_a_humans_wake_up_joining_a_deep_queued_run_gives_it_a_fresh_chain(cast):
+    deep = Run.objects.create(organization=cast.org, agent=cast.alex, trigger="created",
+                              status=RunStatus.QUEUED, depth=40)  # fmt: skip
+    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    deep.refresh_from_db()
+    assert (deep.depth, deep.triggers.count()) == (1, 1)
+
+
+def test_a_run_woken_by_a_run_joining_a_shallower_queued_run_keeps_its_depth(cast):
+    queued = Run.objects.create(organization=cast.org, agent=cast.alex, trigger="created",
+                                status=RunStatus.QUEUED, depth=2)  # fmt: skip
+    task_for(cast, cast.alex, by_run=a_run(cast, cast.lena, depth=9))
+    queued.refresh_from_db()
+    assert (queued.depth, queued.triggers.count()) == (2, 1)
+
+
+def test_a_released_wake_up_joining_a_deep_queued_run_gives_it_a_fresh_chain(cast, settings):
+    settings.RUNTIME_MAX_CHAIN_RUNS = 5
+    task = task_for(cast, cast.alex, by_run=a_run(cast, cast.lena, depth=5))
+    assert RunTrigger.objects.get(task=task).held == "chain"
+    deep = Run.objects.create(organization=cast.org, agent=cast.alex, trigger="created",
+                              status=RunStatus.QUEUED, depth=5)  # fmt: skip
+    assert run_release(organization_id=cast.org.pk, task_id=task.pk) == 1
+    deep.refresh_from_db()
+    assert deep.depth == 1
+    assert RunTrigger.objects.get(task=task).run_id == deep.pk
