@@ -33,7 +33,7 @@ from costs.models import BudgetAlert, UsageRecord
 from organization.models import Agent, Organization
 from organization.workload import at_capacity, offline_with_work, workload_subquery
 from runtime.models import Run, RunStatus
-from runtime.selectors import tasks_with_held_wakes
+from runtime.selectors import held_wakes_condition, tasks_with_held_wakes
 from tasks.admin import Attention, register_attention
 from tasks.models import DeliveryStatus, Task, TaskStatus, WebhookDelivery
 from tasks.sweep import stale_queued
@@ -176,6 +176,7 @@ register(
         ATTENTION, help="Managed agents' runs, in the last 7 days.",
     )
 )  # fmt: skip
+register_attention(Attention("held_wakes", "Wake-ups held", lambda: Q(held_wakes_condition())))
 register(
     Metric(
         "held_wakes", "Wake-ups held",

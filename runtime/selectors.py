@@ -32,6 +32,11 @@ def run_for(*, caller: Caller, run_id) -> Run:
     return run
 
 
+def held_wakes_condition() -> Exists:
+    """A task (of the outer query) with a wake-up a bound holds."""
+    return Exists(RunTrigger.objects.filter(task_id=OuterRef("pk")).exclude(held=""))
+
+
 def tasks_with_held_wakes(*, organization_id: int) -> QuerySet[Task]:
     """The organization's tasks with a wake-up a bound holds (for a human to release)."""
     held = RunTrigger.objects.filter(
