@@ -72,8 +72,10 @@ CALL_TOOL_RESPONSES = {
     **ERRORS,
     409: conflict(
         "The move conflicts with the organization's state: capacity_exceeded, agent_offline, "
-        "delegation_loop, self_delegation, already_assigned, already_queued, "
-        "invalid_transition, session_finished, budget_exhausted"
+        "delegation_loop, delegation_too_deep, self_delegation, "
+        "already_assigned, already_queued, expert_available, invalid_transition, "
+        "open_subtasks, parent_finished, session_finished, budget_exhausted, "
+        "report_exceeds_budget"
     ),
 }
 
