@@ -9,6 +9,9 @@ key send up to twice its rate across a window's boundary, as fixed windows do. O
 
 import logging
 import math
+import threading
+import time
+from collections import OrderedDict
 from types import SimpleNamespace
 
 from django.conf import settings
@@ -99,7 +102,8 @@ def key_over_rate(api_key) -> int | None:
 #
 # Every 401 of /api/ and /mcp counts against the client's address (AUTH_FAILURE_LIMIT a window
 # of AUTH_FAILURE_WINDOW_SECONDS, opened by the first failure); past the limit each request from
-# that address answers 429 before any key is looked up, until the window ends. The address is
+# that address answers 429 before any key is looked up, until the window ends (on each server
+# process from its first 401 to that address on). The address is
 # the connection's: uvicorn takes it from X-Forwarded-For only for proxies in
 # FORWARDED_ALLOW_IPS.
 
@@ -115,10 +119,36 @@ def _failures_key(address: str) -> str:
     return f"throttle_auth_failures_{address}"
 
 
+# The addresses this process answered a 401 within the window, with when: only they are looked
+# up in the cache, so a request from an address that never failed costs no round trip. A locked
+# address so passes unchecked at most once per server process (then its 401 puts it here).
+_FAILED_HERE: OrderedDict[str, float] = OrderedDict()
+FAILED_HERE_MAX = 10_000
+_FAILED_HERE_LOCK = threading.Lock()
+
+
+def _failed_here(address: str) -> bool:
+    at = _FAILED_HERE.get(address)
+    if at is None:
+        return False
+    if time.monotonic() - at > settings.AUTH_FAILURE_WINDOW_SECONDS:
+        _FAILED_HERE.pop(address, None)
+        return False
+    return True
+
+
+def _remember_failure(address: str) -> None:
+    with _FAILED_HERE_LOCK:
+        _FAILED_HERE[address] = time.monotonic()
+        _FAILED_HERE.move_to_end(address)
+        while len(_FAILED_HERE) > FAILED_HERE_MAX:
+            _FAILED_HERE.popitem(last=False)
+
+
 def address_locked_for(address: str | None) -> int | None:
     """The seconds `address` must wait before trying to authenticate again, or None."""
     limit = settings.AUTH_FAILURE_LIMIT
-    if not limit or not address:
+    if not limit or not address or not _failed_here(address):
         return None
     try:
         cache = caches["default"]
@@ -138,6 +168,7 @@ def count_auth_failure(address: str | None) -> None:
     """Count one failed authentication of `address` in its window."""
     if not settings.AUTH_FAILURE_LIMIT or not address:
         return
+    _remember_failure(address)
     window = settings.AUTH_FAILURE_WINDOW_SECONDS
     try:
         cache = caches["default"]

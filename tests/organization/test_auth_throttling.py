@@ -9,6 +9,7 @@ import random
 import pytest
 from django.contrib.auth import get_user_model
 
+from organization import throttling
 from tests.conftest import KeyClient
 from tests.factories import make_agent, make_key, make_org
 from tests.mcp.live import LiveServer, raw_http
@@ -52,6 +53,28 @@ def test_bad_keys_from_one_address_are_429_past_the_limit(limit, good_key):
     assert KeyClient(good_key).get("/api/roster", REMOTE_ADDR=address).status_code == 429
     assert KeyClient(good_key).get("/api/roster", REMOTE_ADDR=elsewhere).status_code == 200
     assert client.get("/api/roster", REMOTE_ADDR=elsewhere).status_code == 401
+
+
+def test_a_server_process_that_never_saw_the_address_fail_learns_it_from_one_401(limit, good_key):
+    """Only addresses this process answered a 401 are looked up in the cache (a request from
+    any other costs no round trip): another process lets one request through, then refuses."""
+    address = an_address()
+    client = KeyClient(BAD_KEY)
+    for _ in range(limit):
+        assert client.get("/api/roster", REMOTE_ADDR=address).status_code == 401
+    assert client.get("/api/roster", REMOTE_ADDR=address).status_code == 429
+    throttling._FAILED_HERE.clear()  # as a process that served none of them
+    assert client.get("/api/roster", REMOTE_ADDR=address).status_code == 401
+    assert KeyClient(good_key).get("/api/roster", REMOTE_ADDR=address).status_code == 429
+
+
+def test_what_a_process_remembers_of_failed_addresses_is_bounded(limit, db, monkeypatch):
+    monkeypatch.setattr(throttling, "FAILED_HERE_MAX", 3)
+    throttling._FAILED_HERE.clear()
+    addresses = [an_address() for _ in range(5)]
+    for address in addresses:
+        assert KeyClient(BAD_KEY).get("/api/roster", REMOTE_ADDR=address).status_code == 401
+    assert list(throttling._FAILED_HERE) == addresses[2:]
 
 
 def test_requests_without_a_key_count_too(limit, db):
