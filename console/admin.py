@@ -10,11 +10,11 @@ show is escaped by the templates.
 import re
 
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
 from django.db.models import DecimalField, F, OuterRef, Subquery, Sum
-from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import path, reverse
+from django.utils.decorators import method_decorator
+from django.views.decorators.http import require_POST
 
 from collaboration.admin import CollaborationSessionAdmin
 from collaboration.models import CollaborationSession
@@ -116,16 +116,6 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
             *super().get_urls(),
         ]  # fmt: skip
 
-    def _task_for_move(self, request, object_id) -> Task:
-        if request.method != "POST":
-            raise _NotPost
-        task = self.get_object(request, object_id)  # scoped to the user's organizations
-        if task is None:
-            raise Http404
-        if not self.has_change_permission(request, task):
-            raise PermissionDenied
-        return task
-
     def _moved(self, request, task, move, done: str):
         try:
             move(admin_actor(request, task.organization))
@@ -135,11 +125,9 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
             self.message_user(request, done, messages.SUCCESS)
         return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
 
+    @method_decorator(require_POST)
     def assign_view(self, request, object_id):
-        try:
-            task = self._task_for_move(request, object_id)
-        except _NotPost:
-            return HttpResponseNotAllowed(["POST"])
+        task = self.task_to_move(request, object_id)
         agent = Agent.objects.filter(
             organization=task.organization, handle=request.POST.get("agent", "")
         ).first()
@@ -151,11 +139,9 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
             f"Assigned to {agent.name}.",
         )  # fmt: skip
 
+    @method_decorator(require_POST)
     def comment_view(self, request, object_id):
-        try:
-            task = self._task_for_move(request, object_id)
-        except _NotPost:
-            return HttpResponseNotAllowed(["POST"])
+        task = self.task_to_move(request, object_id)
         body = request.POST.get("body", "").strip()
         if not body or len(body) > COMMENT_MAX_LENGTH:
             self.message_user(
@@ -167,11 +153,9 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
             "Comment added: the agents involved are told.",
         )  # fmt: skip
 
+    @method_decorator(require_POST)
     def cancel_view(self, request, object_id):
-        try:
-            task = self._task_for_move(request, object_id)
-        except _NotPost:
-            return HttpResponseNotAllowed(["POST"])
+        task = self.task_to_move(request, object_id)
         reason = request.POST.get("reason", "").strip() or "Cancelled in the admin."
         if len(reason) > NOTE_MAX_LENGTH:  # as the API's reason (the task's events carry it)
             self.message_user(
@@ -183,10 +167,6 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
             lambda actor: services.task_cancel(task=task, actor=actor, reason=reason),
             "Cancelled.",
         )  # fmt: skip
-
-
-class _NotPost(Exception):
-    pass
 
 
 # An audit row's message for a status change: "agent-jordan: in_progress → blocked. <note>".

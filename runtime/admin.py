@@ -7,15 +7,15 @@ registering them again with the inline appended (the apps below never import thi
 import json
 
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, OuterRef
-from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.decorators import method_decorator
 from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
+from django.views.decorators.http import require_POST
 
 from costs.money import usd
 from costs.selectors import cost_subquery
@@ -361,15 +361,10 @@ class TaskAdminWithRuns(TaskAdmin):
             *super().get_urls(),
         ]  # fmt: skip
 
+    @method_decorator(require_POST)
     def release_view(self, request, object_id):
         """The held wake-ups of the task wake their agents, as a human's act (POST)."""
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        task = self.get_object(request, object_id)  # scoped to the user's organizations
-        if task is None:
-            raise Http404
-        if not self.has_change_permission(request, task):
-            raise PermissionDenied
+        task = self.task_to_move(request, object_id)
         released = run_release(organization_id=task.organization_id, task_id=task.pk)
         self.message_user(
             request, f"Released {released} held wake-up(s): the agents are woken.", messages.SUCCESS

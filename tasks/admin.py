@@ -15,12 +15,14 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
-from django.http import Http404, HttpResponseNotAllowed
+from django.http import Http404
 from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.utils.timesince import timesince
+from django.views.decorators.http import require_POST
 
 from organization import webhooks
 from organization.admin.actors import key_name_of, label_words
@@ -406,16 +408,21 @@ class TaskAdmin(TasksAppAdmin):
             *super().get_urls(),
         ]  # fmt: skip
 
-    def queue_view(self, request, object_id):
-        """POST `agent` (a handle): the task waits for that full expert, by `task_queue` as over
-        `POST /api/tasks/<id>/queue`, with the staff user as its actor."""
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        task = self.get_object(request, object_id)  # scoped to the user's organizations
+    def task_to_move(self, request, object_id) -> Task:
+        """The task a page's button moves: one of the user's organizations' (else 404) that
+        they may change (else 403)."""
+        task = self.get_object(request, object_id)
         if task is None:
             raise Http404
         if not self.has_change_permission(request, task):
             raise PermissionDenied
+        return task
+
+    @method_decorator(require_POST)
+    def queue_view(self, request, object_id):
+        """POST `agent` (a handle): the task waits for that full expert, by `task_queue` as over
+        `POST /api/tasks/<id>/queue`, with the staff user as its actor."""
+        task = self.task_to_move(request, object_id)
         page = redirect(reverse("admin:tasks_task_change", args=[task.pk]))
         expert = Agent.objects.filter(
             organization=task.organization, handle=request.POST.get("agent", "")

@@ -11,6 +11,7 @@ contains `text`, before the server sees it: a connection killed mid-transaction.
 import socket
 import struct
 import threading
+from contextlib import contextmanager
 
 SPECIAL_REQUESTS = {80877103, 80877104, 80877102}  # SSL, GSSENC, cancel
 
@@ -114,3 +115,26 @@ class PgProxy:
                 client.sendall(data)
         except (ConnectionError, OSError):
             self._shut(client, server)
+
+
+@contextmanager
+def connections_through_proxy():
+    """Every new connection of this process to the default database goes through a PgProxy
+    (yielded) until the block ends; the pool is emptied on the way in and out."""
+    from django.db import connection
+
+    settings_dict = connection.settings_dict
+    saved = settings_dict["HOST"], settings_dict["PORT"], dict(settings_dict["OPTIONS"])
+    proxy = PgProxy(settings_dict["HOST"] or "127.0.0.1", int(settings_dict["PORT"] or 5432))
+    connection.close()
+    connection.close_pool()
+    settings_dict["HOST"], settings_dict["PORT"] = "127.0.0.1", str(proxy.port)
+    settings_dict["OPTIONS"] = {**saved[2], "sslmode": "disable", "gssencmode": "disable"}
+    try:
+        yield proxy
+    finally:
+        connection.close()
+        connection.close_pool()
+        settings_dict["HOST"], settings_dict["PORT"], settings_dict["OPTIONS"] = saved
+        proxy.close()
+        connection.close_pool()

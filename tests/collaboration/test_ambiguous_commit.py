@@ -11,7 +11,7 @@ from organization.caller import caller_for_agent
 from tasks.models import Task
 from tests.conftest import agent_of, requires_postgres
 from tests.fake_llm import Reply, ToolUse
-from tests.pg_proxy import PgProxy
+from tests.pg_proxy import connections_through_proxy
 
 pytestmark = [
     requires_postgres(),
@@ -24,20 +24,8 @@ pytestmark = [
 @pytest.fixture
 def via_proxy(acme):
     """Every new database connection of this process goes through a PgProxy."""
-    settings_dict = connection.settings_dict
-    saved = settings_dict["HOST"], settings_dict["PORT"], dict(settings_dict["OPTIONS"])
-    proxy = PgProxy(settings_dict["HOST"] or "127.0.0.1", int(settings_dict["PORT"] or 5432))
-    connection.close()
-    connection.close_pool()
-    settings_dict["HOST"], settings_dict["PORT"] = "127.0.0.1", str(proxy.port)
-    settings_dict["OPTIONS"] = {**saved[2], "sslmode": "disable", "gssencmode": "disable"}
-    try:
+    with connections_through_proxy() as proxy:
         yield proxy
-    finally:
-        connection.close()
-        connection.close_pool()
-        settings_dict["HOST"], settings_dict["PORT"], settings_dict["OPTIONS"] = saved
-        proxy.close()
 
 
 @pytest.mark.parametrize("atomic_record", [True, False])

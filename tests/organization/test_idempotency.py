@@ -5,14 +5,13 @@ retry with the key tells whether the write happened."""
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from organization.models import IdempotencyKey
 from tasks.models import Task, TaskComment
 from tests.conftest import KeyClient, requires_postgres
 from tests.factories import make_agent, make_key, make_org
-from tests.pg_proxy import PgProxy
+from tests.pg_proxy import connections_through_proxy
 
 
 @pytest.fixture
@@ -151,21 +150,8 @@ def test_a_started_collaboration_is_replayed_with_its_location(org, settings):
 @pytest.fixture
 def via_proxy(transactional_db):
     """Every new database connection of this process goes through a PgProxy."""
-    settings_dict = connection.settings_dict
-    saved = settings_dict["HOST"], settings_dict["PORT"], dict(settings_dict["OPTIONS"])
-    proxy = PgProxy(settings_dict["HOST"] or "127.0.0.1", int(settings_dict["PORT"] or 5432))
-    connection.close()
-    connection.close_pool()
-    settings_dict["HOST"], settings_dict["PORT"] = "127.0.0.1", str(proxy.port)
-    settings_dict["OPTIONS"] = {**saved[2], "sslmode": "disable", "gssencmode": "disable"}
-    try:
+    with connections_through_proxy() as proxy:
         yield proxy
-    finally:
-        connection.close()
-        connection.close_pool()
-        settings_dict["HOST"], settings_dict["PORT"], settings_dict["OPTIONS"] = saved
-        proxy.close()
-        connection.close_pool()
 
 
 @requires_postgres()
