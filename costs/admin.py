@@ -24,6 +24,7 @@ from organization.admin.scoping import (
     badge,
     breakable,
     human,
+    two_lines,
 )
 from organization.caller import caller_for_admin
 from organization.errors import DomainError
@@ -69,14 +70,11 @@ class UsageRecordAdmin(OrgOwnedAdmin):
 
     @admin.display(description="model", ordering="model")
     def model_name(self, record):
-        return format_html(
-            '{}<br><span class="quiet">{}</span>', breakable(record.model), record.provider
-        )
+        return two_lines(breakable(record.model), record.provider)
 
     @admin.display(description="tokens in · out", ordering="prompt_tokens")
     def tokens(self, record):
-        return format_html(
-            '{}<br><span class="quiet">{}</span>',
+        return two_lines(
             f"{record.prompt_tokens:,} in",
             f"{record.completion_tokens:,} out",
         )

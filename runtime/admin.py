@@ -26,6 +26,7 @@ from organization.admin.scoping import (
     OrgOwnedAdmin,
     badge,
     human,
+    two_lines,
 )
 from organization.admin.words import duration
 from organization.models import Agent
@@ -233,8 +234,7 @@ class RunAdmin(OrgOwnedAdmin):
 
     @admin.display(description="turns · tokens", ordering="turn_count")
     def turn_count(self, run):
-        return format_html(
-            '{}<br><span class="quiet">{}</span>',
+        return two_lines(
             f"{run.turn_count} turn{'' if run.turn_count == 1 else 's'}",
             f"{run.tokens_used:,} tokens",
         )
@@ -247,8 +247,7 @@ class RunAdmin(OrgOwnedAdmin):
             duration((run.finished_at - run.started_at).total_seconds())
             if run.finished_at else "running"
         )  # fmt: skip
-        return format_html(
-            '{}<br><span class="quiet">{}</span>',
+        return two_lines(
             date_format(timezone.localtime(run.started_at), "M j, H:i"),
             took,
         )

@@ -63,6 +63,7 @@ from .scoping import (
     colour_of,
     human,
     sees_several_organizations,
+    two_lines,
 )
 
 
@@ -538,9 +539,7 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
         below = [agent.team.name if agent.team_id else "no team"]
         if role is not None:
             below.append(human(role.role))
-        return format_html(
-            '{}<br><span class="quiet">{}</span>', agent.role or "—", " · ".join(below)
-        )
+        return two_lines(agent.role or "—", " · ".join(below))
 
     @admin.display(description="reports to", ordering="senior__name")
     def senior_name(self, agent):
@@ -807,9 +806,7 @@ class ApiKeyAdmin(HistoryAdmin, OrgOwnedAdmin):
     def holder(self, key):
         if key.agent_id is None:
             return format_html('<span class="quiet">{}</span>', "the organization")
-        return format_html(
-            '{}<br><span class="quiet">{}</span>', key.agent.name, breakable(key.agent.handle)
-        )
+        return two_lines(key.agent.name, breakable(key.agent.handle))
 
     @admin.display(description="state")
     def state(self, key):

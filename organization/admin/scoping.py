@@ -79,6 +79,11 @@ def human(value) -> str:
     return text[:1].upper() + text[1:]
 
 
+def two_lines(first, second):
+    """A list cell of two lines, the second quieter (a model and its provider)."""
+    return format_html('{}<br><span class="quiet">{}</span>', first, second)
+
+
 def badge(value: str, kind: str, label: str | None = None):
     """`value` as a coloured pill reading `label` (default: the value itself), with the CSS
     classes `<kind>-status <kind>-status-<value>`."""
