@@ -410,16 +410,18 @@ def test_a_supervisor_demoted_while_named_default_supervisor_does_not_stay_defau
     org = make_org("race")
     make_agent(org, "agent-alice", hierarchy_role=HierarchyRole.SUPERVISOR)
     human = Caller(organization=org)
-    release = threading.Event()
+    release, demoted = threading.Event(), threading.Event()
 
     def demote_and_hold():
         with transaction.atomic():
             hierarchy.role_set(caller=human, data={"agent_id": "agent-alice", "role": "worker"})
+            demoted.set()  # written, its locks held until `release`
             release.wait(DEADLINE)
 
     demotion = Side(demote_and_hold)
-    wait_until(lambda: AgentRole.objects.filter(role=HierarchyRole.SUPERVISOR).exists()
-               and lock_waiters() == 0 and not demotion.done(), "the demotion under way")  # fmt: skip
+    wait_until(lambda: demoted.is_set() or demotion.done(), "the demotion under way")
+    assert not demotion.done(), demotion.result()
+    assert AgentRole.objects.filter(role=HierarchyRole.SUPERVISOR).exists()  # not committed
     naming = Side(lambda: hierarchy.rules_set(
         caller=human, data={"default_supervisor_agent_id": "agent-alice"}))  # fmt: skip
     wait_until(lambda: lock_waiters() >= 1 or naming.done(), "the naming waiting or done")
