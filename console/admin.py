@@ -194,8 +194,9 @@ def told_in_words(story: dict, organization_id: int) -> dict:
         if moment.kind == EventKind.STATUS_CHANGED:
             moment.sentence = status_sentence(moment.sentence)
     texts = [m.sentence for m in moments] + [c.author_label for c in comments]
-    names = key_names(organization_id=organization_id,
-                      texts=texts + ([banner.who] if banner else []))  # fmt: skip
+    names = key_names(
+        organization_id=organization_id, texts=texts + ([banner.who] if banner else [])
+    )
     if not names:
         return story
     for moment in moments:

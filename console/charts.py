@@ -48,8 +48,9 @@ class Bar:
     said: str  # the bar's tooltip and its text for a screen reader
 
 
-def bar_chart(bars: list[Bar], *, name: str, title: str, line: float | None = None,
-              line_said: str = "") -> SafeString:  # fmt: skip
+def bar_chart(
+    bars: list[Bar], *, name: str, title: str, line: float | None = None, line_said: str = ""
+) -> SafeString:
     """`bars` side by side, scaled to the tallest (or to `line`, a dashed level across)."""
     top = max([b.value for b in bars] + [line or 0, 0]) or 1
     plot = HEIGHT - TOP - BOTTOM
@@ -89,17 +90,32 @@ def bar_chart(bars: list[Bar], *, name: str, title: str, line: float | None = No
         format_html(
             '<line class="level" x1="0" x2="{}" y1="{}" y2="{}"><title>{}</title></line>'
             '<text class="level-text" x="{}" y="{}" text-anchor="end">{}</text>',
-            WIDTH, _n(y(line)), _n(y(line)), line_said, WIDTH - 2, _n(y(line) - 4), line_said,
+            WIDTH,
+            _n(y(line)),
+            _n(y(line)),
+            line_said,
+            WIDTH - 2,
+            _n(y(line) - 4),
+            line_said,
         )
         if line is not None
         else ""
-    )  # fmt: skip
+    )
     return format_html(
         '<svg class="chart" id="chart-{}" viewBox="0 0 {} {}" role="img" aria-label="{}" '
         'xmlns="http://www.w3.org/2000/svg">'
         '<line class="axis" x1="0" x2="{}" y1="{}" y2="{}"></line>{}{}{}</svg>',
-        name, WIDTH, HEIGHT, title, WIDTH, TOP + plot, TOP + plot, rects, level, labels,
-    )  # fmt: skip
+        name,
+        WIDTH,
+        HEIGHT,
+        title,
+        WIDTH,
+        TOP + plot,
+        TOP + plot,
+        rects,
+        level,
+        labels,
+    )
 
 
 def cost_per_day(org: Organization) -> tuple[list[Bar], Decimal]:
@@ -159,7 +175,7 @@ def dashboard_charts(org: Organization) -> dict:
             title=f"Tasks held per day, last {LOAD_DAYS} days",
             line=capacity,
             line_said=f"capacity {capacity}",
-        ),  # fmt: skip
+        ),
         "load_now": load[-1].value if load else 0,
         "capacity": capacity,
         "load_days": LOAD_DAYS,

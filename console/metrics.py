@@ -179,12 +179,14 @@ register(
 register_attention(Attention("held_wakes", "Wake-ups held", lambda: Q(held_wakes_condition())))
 register(
     Metric(
-        "held_wakes", "Wake-ups held",
+        "held_wakes",
+        "Wake-ups held",
         lambda org: tasks_with_held_wakes(organization_id=org.pk).count(),
         lambda org: changelist(Task, org, held="yes"),
-        ATTENTION, help="Tasks where managed agents woke one another past a bound: release them.",
+        ATTENTION,
+        help="Tasks where managed agents woke one another past a bound: release them.",
     )
-)  # fmt: skip
+)
 register(
     Metric(
         "failing_webhooks", "Failing webhooks",
@@ -272,22 +274,27 @@ register(
 # attention filter gets the reason, the dashboard its count. Blocked tasks are counted as blocked.
 HELD_FOR_BUDGET = register_attention(
     Attention(
-        "budget", "Held for budget",
-        lambda: Q(status__in=(TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS))
-        & held_agents_condition("assignee"),
+        "budget",
+        "Held for budget",
+        lambda: (
+            Q(status__in=(TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS))
+            & held_agents_condition("assignee")
+        ),
     )
-)  # fmt: skip
+)
 
 register(
     Metric(
-        "held_for_budget", "Held for budget",
-        lambda org: Task.objects.filter(organization=org)
-        .filter(HELD_FOR_BUDGET.condition())
-        .count(),
+        "held_for_budget",
+        "Held for budget",
+        lambda org: (
+            Task.objects.filter(organization=org).filter(HELD_FOR_BUDGET.condition()).count()
+        ),
         lambda org: changelist(Task, org, attention=HELD_FOR_BUDGET.value),
-        ATTENTION, help="Tasks whose managed holder a budget holds back: raise it, or reassign.",
+        ATTENTION,
+        help="Tasks whose managed holder a budget holds back: raise it, or reassign.",
     )
-)  # fmt: skip
+)
 
 
 def _top_spenders(org: Organization) -> dict:

@@ -134,9 +134,12 @@ def _experts(task: Task, exclude: tuple[str, ...]) -> list[Suggestion]:
     """The recommendation's candidates for the task's expertise, a human asking: who has room
     (assign), then full experts (queue for them); whom a budget holds back last, saying so."""
     ranked = recommend(
-        org=task.organization, agent=None, expertise=task.required_expertise,
-        urgency=task.urgency, exclude=exclude,
-    )  # fmt: skip
+        org=task.organization,
+        agent=None,
+        expertise=task.required_expertise,
+        urgency=task.urgency,
+        exclude=exclude,
+    )
     candidates = [c for c in ranked["candidates"] if c["tier"] < 5][:SUGGESTED]
     expertise = dict(
         Agent.objects.filter(
@@ -145,14 +148,19 @@ def _experts(task: Task, exclude: tuple[str, ...]) -> list[Suggestion]:
     )
     return [
         Suggestion(
-            c["id"], c["name"], c["team"] or "no team", c["status"],
+            c["id"],
+            c["name"],
+            c["team"] or "no team",
+            c["status"],
             f"{c['current_workload']}/{c['workload_capacity']}",
             f"{c['tier']} · {c['tier_name'].replace('_', ' ')}",
-            c["reason"].split(": ", 1)[-1], expertise.get(c["id"], []),
-            QUEUE if c["tier_name"] == TIER_NAMES[4] else ASSIGN, c["held_for_budget"] or "",
+            c["reason"].split(": ", 1)[-1],
+            expertise.get(c["id"], []),
+            QUEUE if c["tier_name"] == TIER_NAMES[4] else ASSIGN,
+            c["held_for_budget"] or "",
         )
         for c in candidates
-    ]  # fmt: skip
+    ]
 
 
 def _with_room(task: Task, exclude: list[str], shown: int) -> list[Suggestion]:

@@ -301,10 +301,13 @@ class BudgetAlertAdmin(OrgOwnedAdmin):
     def now(self, alert):
         budget = current_view(alert.budget)
         return format_html(
-            "{} {} · {}", budget.period if budget.is_monthly else "lifetime", figures(budget),
-            badge("overspent" if budget.spent_usd > budget.limit_usd else state_of(budget),
-                  "budget"),
-        )  # fmt: skip
+            "{} {} · {}",
+            budget.period if budget.is_monthly else "lifetime",
+            figures(budget),
+            badge(
+                "overspent" if budget.spent_usd > budget.limit_usd else state_of(budget), "budget"
+            ),
+        )
 
     def has_add_permission(self, request, *args):
         return False

@@ -170,8 +170,17 @@ def budget_set(
         # Raised: a call refused at the old limit may fit now, and the alerts watch the new one.
         budget.refused_period = budget.warned_period = budget.exhausted_period = ""
     budget.limit_usd = limit
-    budget.save(update_fields=["limit_usd", "refused_period", "warned_period", "exhausted_period",
-                               "period", "spent_usd", "updated_at"])  # fmt: skip
+    budget.save(
+        update_fields=[
+            "limit_usd",
+            "refused_period",
+            "warned_period",
+            "exhausted_period",
+            "period",
+            "spent_usd",
+            "updated_at",
+        ]
+    )
     if budget.is_monthly and held_back and not holds_back(budget):
         _made_room(budget)
     return budget, created
@@ -181,11 +190,14 @@ def _made_room(budget: Budget) -> None:
     """Once the change commits, wake the managed agents the budget covers whose work waited."""
     transaction.on_commit(
         partial(
-            budget_made_room.send_robust, sender=Budget, organization_id=budget.organization_id,
-            team_id=budget.team_id, agent_id=budget.agent_id,
+            budget_made_room.send_robust,
+            sender=Budget,
+            organization_id=budget.organization_id,
+            team_id=budget.team_id,
+            agent_id=budget.agent_id,
         ),
         robust=True,
-    )  # fmt: skip
+    )
 
 
 @transaction.atomic

@@ -208,7 +208,14 @@ class BudgetAlertSerializer(serializers.ModelSerializer):
     class Meta:
         model = BudgetAlert
         fields = [
-            "id", "budget", "kind", "period", "limit_usd", "message", "budget_now", "read_at",
+            "id",
+            "budget",
+            "kind",
+            "period",
+            "limit_usd",
+            "message",
+            "budget_now",
+            "read_at",
             "created_at",
-        ]  # fmt: skip
+        ]
         read_only_fields = fields

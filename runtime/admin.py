@@ -96,8 +96,14 @@ def _tool_entry(turn: dict) -> dict:
     answer = turn.get("result")
     result = _cut(_pretty(answer))
     lines = result.count("\n") + 1
-    return {**entry, "ok": True, "result": result, "lines": lines,
-            "folded": lines > FOLDED_LINES, "gist": _gist(answer, result)}  # fmt: skip
+    return {
+        **entry,
+        "ok": True,
+        "result": result,
+        "lines": lines,
+        "folded": lines > FOLDED_LINES,
+        "gist": _gist(answer, result),
+    }
 
 
 def _gist(answer, shown: str) -> str:
@@ -115,13 +121,15 @@ def conversation(run: Run) -> list[dict]:
     entries = []
     for turn in run.turns or []:
         if turn.get("kind") == "model":
-            entries.append({
-                "kind": "model",
-                "text": _cut(turn.get("text") or ""),
-                "tokens": (turn.get("prompt_tokens") or 0, turn.get("completion_tokens") or 0),
-                "ms": turn.get("provider_ms"),
-                "calls": [c.get("name") for c in turn.get("tool_calls") or []],
-            })  # fmt: skip
+            entries.append(
+                {
+                    "kind": "model",
+                    "text": _cut(turn.get("text") or ""),
+                    "tokens": (turn.get("prompt_tokens") or 0, turn.get("completion_tokens") or 0),
+                    "ms": turn.get("provider_ms"),
+                    "calls": [c.get("name") for c in turn.get("tool_calls") or []],
+                }
+            )
         else:
             entries.append(_tool_entry(turn))
     return entries
@@ -245,8 +253,9 @@ class RunAdmin(OrgOwnedAdmin):
             return format_html('<span class="quiet">{}</span>', "not started")
         took = (
             duration((run.finished_at - run.started_at).total_seconds())
-            if run.finished_at else "running"
-        )  # fmt: skip
+            if run.finished_at
+            else "running"
+        )
         return two_lines(
             date_format(timezone.localtime(run.started_at), "M j, H:i"),
             took,
@@ -262,19 +271,29 @@ class RunAdmin(OrgOwnedAdmin):
                 format_html(
                     ' — <a href="{}">task #{} “{}”</a>',
                     reverse("admin:tasks_task_change", args=[trigger.task_id]),
-                    trigger.task_id, trigger.task.title,
-                ) if trigger.task_id else ""
-            )  # fmt: skip
+                    trigger.task_id,
+                    trigger.task.title,
+                )
+                if trigger.task_id
+                else ""
+            )
             by = (
-                format_html(" (caused by {} of {})", _run_link(trigger.woken_by),
-                            trigger.woken_by.agent.handle)
-                if trigger.woken_by_id else ""
-            )  # fmt: skip
-            lines.append((
-                trigger.created_at.strftime("%H:%M:%S"),
-                WOKEN_BECAUSE.get(trigger.trigger, human(trigger.trigger)).capitalize(),
-                task, by,
-            ))  # fmt: skip
+                format_html(
+                    " (caused by {} of {})",
+                    _run_link(trigger.woken_by),
+                    trigger.woken_by.agent.handle,
+                )
+                if trigger.woken_by_id
+                else ""
+            )
+            lines.append(
+                (
+                    trigger.created_at.strftime("%H:%M:%S"),
+                    WOKEN_BECAUSE.get(trigger.trigger, human(trigger.trigger)).capitalize(),
+                    task,
+                    by,
+                )
+            )
         if not lines:
             return WOKEN_BECAUSE.get(run.trigger, human(run.trigger)).capitalize() + "."
         return format_html_join(
@@ -355,10 +374,13 @@ class TaskAdminWithRuns(TaskAdmin):
     def get_urls(self):
         view = self.admin_site.admin_view
         return [
-            path("<path:object_id>/runtime/release/", view(self.release_view),
-                 name="tasks_task_runtime_release"),
+            path(
+                "<path:object_id>/runtime/release/",
+                view(self.release_view),
+                name="tasks_task_runtime_release",
+            ),
             *super().get_urls(),
-        ]  # fmt: skip
+        ]
 
     @method_decorator(require_POST)
     def release_view(self, request, object_id):
@@ -374,10 +396,15 @@ class TaskAdminWithRuns(TaskAdmin):
         if obj is not None and obj.pk is not None:
             held = held_wakes(organization_id=obj.organization_id, task_id=obj.pk)
             rows = [
-                {"agent": t.agent.name, "trigger": human(t.trigger), "run": t.woken_by_id,
-                 "why": t.held_because, "since": t.created_at}
+                {
+                    "agent": t.agent.name,
+                    "trigger": human(t.trigger),
+                    "run": t.woken_by_id,
+                    "why": t.held_because,
+                    "since": t.created_at,
+                }
                 for t in held.select_related("agent")
-            ]  # fmt: skip
+            ]
             context = {**context, "held_wakes": rows}
         return super().render_change_form(request, context, add, change, form_url, obj)
 

@@ -89,9 +89,11 @@ def _start_their_demo_work(org: Organization) -> None:
     by whatever makes room for it, and its run would finish tasks nobody asked it about."""
     titles = [title for title, _ in stories(org)]
     unstarted = Task.objects.filter(
-        organization=org, title__in=titles, assignee__handle__in=DEMO_MANAGED,
+        organization=org,
+        title__in=titles,
+        assignee__handle__in=DEMO_MANAGED,
         status=TaskStatus.ASSIGNED,
-    ).select_related("assignee")  # fmt: skip
+    ).select_related("assignee")
     for task in unstarted.order_by("pk"):
         holder = Actor.of(caller_for_agent(task.assignee))
         task_services.task_set_status(task=task, actor=holder, status=TaskStatus.IN_PROGRESS)

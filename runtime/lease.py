@@ -71,8 +71,16 @@ def claim(run_id: int, token: str) -> tuple[str, Run | None]:
         run.started_at = run.started_at or now
         run.status = RunStatus.RUNNING
         run.error = ""  # a queued run's only error says why it waited (for budget headroom)
-        run.save(update_fields=["attempts", "lease_token", "heartbeat_at", "started_at", "status",
-                                "error"])  # fmt: skip
+        run.save(
+            update_fields=[
+                "attempts",
+                "lease_token",
+                "heartbeat_at",
+                "started_at",
+                "status",
+                "error",
+            ]
+        )
     return CLAIMED, run
 
 

@@ -169,7 +169,7 @@ class RunTrigger(models.Model):
                 fields=["organization", "task"],
                 name="run_trigger_held",
                 condition=~models.Q(held=""),
-            ),  # fmt: skip
+            ),
         ]
 
     def __str__(self) -> str:

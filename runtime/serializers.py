@@ -38,7 +38,7 @@ class RunSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text="Its place in its chain of wake-ups: 1 when a human's or outside agent's act "
         "woke it, else one more than the run whose act did (bounded: RUNTIME_MAX_CHAIN_RUNS).",
-    )  # fmt: skip
+    )
     turns = serializers.ListField(
         child=serializers.DictField(), read_only=True,
         help_text="Each model turn (text, tool_calls, tokens, provider_ms) and tool call "

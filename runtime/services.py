@@ -112,8 +112,9 @@ def _lock_for_wake(agent_id: int, woken_by: int | None) -> tuple[Agent | None, b
     caused = woken_by is not None
     params = [woken_by, _hour_ago(), settings.RUNTIME_MAX_AGENT_RUNS_PER_HOUR] if caused else []
     with connection.cursor() as cursor:
-        cursor.execute(sql.wake_read(connection, _LOCK_AGENT.fields, caused=caused),
-                       [*params, agent_id])  # fmt: skip
+        cursor.execute(
+            sql.wake_read(connection, _LOCK_AGENT.fields, caused=caused), [*params, agent_id]
+        )
         row = cursor.fetchone()
     if row is None:
         return None, False, None
@@ -282,10 +283,17 @@ def run_wake(*, agent: Agent, trigger: str, task: Task | None) -> Run | None:
     depth = cause.depth if cause else 0
     if held := _bound_passed(cause, trigger, task):
         log.warning("%s not woken about task %s: %s", agent.handle, task and task.pk, held)
-        insert_new(RunTrigger(
-            organization_id=agent.organization_id, agent=agent, task=task, trigger=trigger,
-            woken_by_id=cause.run_id, depth=depth, held=held,
-        ))  # fmt: skip
+        insert_new(
+            RunTrigger(
+                organization_id=agent.organization_id,
+                agent=agent,
+                task=task,
+                trigger=trigger,
+                woken_by_id=cause.run_id,
+                depth=depth,
+                held=held,
+            )
+        )
         return None
     task_id = task.pk if task else None
     if agent.is_paused or (budgets and held_for_budget(agent)):
@@ -555,11 +563,13 @@ def run_wait_for_headroom(*, run: Run, token: str, reason: str) -> bool:
     _locked_agent(run.agent_id)
     return bool(
         Run.objects.filter(pk=run.pk, lease_token=token).update(
-            status=RunStatus.QUEUED, lease_token="", dispatched_at=timezone.now(),
+            status=RunStatus.QUEUED,
+            lease_token="",
+            dispatched_at=timezone.now(),
             attempts=Greatest(F("attempts") - 1, Value(1)),
             error=f"{WAITING_FOR_HEADROOM}: {reason}"[:2000],
         )
-    )  # fmt: skip
+    )
 
 
 def sweep_runs() -> dict:

@@ -47,8 +47,16 @@ def wake_read(connection: BaseDatabaseWrapper, fields: tuple[str, ...], *, cause
 
 # The columns `trigger_with_active_run` writes, in its statement's order.
 TRIGGER_FIELDS = (
-    "organization", "agent", "run", "task", "trigger", "woken_by", "depth", "held", "created_at",
-)  # fmt: skip
+    "organization",
+    "agent",
+    "run",
+    "task",
+    "trigger",
+    "woken_by",
+    "depth",
+    "held",
+    "created_at",
+)
 _inserts: dict[str, str] = {}
 
 

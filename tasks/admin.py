@@ -403,10 +403,13 @@ class TaskAdmin(TasksAppAdmin):
 
     def get_urls(self):
         return [
-            path("<path:object_id>/queue/", self.admin_site.admin_view(self.queue_view),
-                 name="tasks_task_queue"),
+            path(
+                "<path:object_id>/queue/",
+                self.admin_site.admin_view(self.queue_view),
+                name="tasks_task_queue",
+            ),
             *super().get_urls(),
-        ]  # fmt: skip
+        ]
 
     def task_to_move(self, request, object_id) -> Task:
         """The task a page's button moves: one of the user's organizations' (else 404) that
@@ -436,9 +439,10 @@ class TaskAdmin(TasksAppAdmin):
             self.message_user(request, f"{exc.message} ({exc.code})", messages.ERROR)
             return page
         self.message_user(
-            request, f"Queued for {expert.name}: theirs as soon as they have room.",
+            request,
+            f"Queued for {expert.name}: theirs as soon as they have room.",
             messages.SUCCESS,
-        )  # fmt: skip
+        )
         return page
 
     def _run(self, request, queryset, service, verb, **kwargs):
@@ -507,8 +511,12 @@ class TaskEventAdmin(AuditAdmin):
         return super().get_queryset(request).annotate(actor_key_name=key_name_of("actor_label"))
 
     # The event's page: the move in words, not the audit row's JSON snapshots.
-    SAID_INSTEAD = {"before": "move", "after": None, "actor_label": "by",
-                    "wait_time_seconds": "estimated_wait"}  # fmt: skip
+    SAID_INSTEAD = {
+        "before": "move",
+        "after": None,
+        "actor_label": "by",
+        "wait_time_seconds": "estimated_wait",
+    }
 
     def get_fields(self, request, obj=None):
         fields = [f.name for f in self.model._meta.fields]

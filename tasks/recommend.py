@@ -95,24 +95,27 @@ def _choose(candidates: list[dict], expertise: str, urgency: str, threshold: flo
         primary = direct[0]
         tier = TIER_NAMES[primary["tier"]].replace("_", " ")
         return (
-            Decision.DELEGATE, primary,
+            Decision.DELEGATE,
+            primary,
             f"{primary['name']} is the best match (priority {primary['tier']}: {tier}).",
-        )  # fmt: skip
+        )
     if with_room:
         primary = with_room[0]
         return (
-            Decision.DELEGATE, primary,
+            Decision.DELEGATE,
+            primary,
             f"No available colleague fits; {primary['name']} is busy "
             f"({primary['current_workload']}/{primary['workload_capacity']}) but still has room.",
-        )  # fmt: skip
+        )
     if waiting and waiting[0]["estimated_wait_seconds"] < threshold:
         primary = waiting[0]
         return (
-            Decision.QUEUE, primary,
+            Decision.QUEUE,
+            primary,
             f"No {expertise} expert has room; {primary['name']} should be free in about "
             f"{primary['estimated_wait_seconds']} s, within the {urgency} timeline "
             f"({int(threshold)} s).",
-        )  # fmt: skip
+        )
     return None
 
 

@@ -196,12 +196,16 @@ def test_a_budget_for_a_new_agent_of_the_demo_wakes_nobody():
     seed()
     org = Agent.objects.get(handle="agent-alice").organization
     make_agent(org, "agent-new", name="New")
-    before = (list(Run.objects.order_by("pk").values_list("pk", flat=True)),
-              list(Task.objects.order_by("pk").values_list("pk", "status")))  # fmt: skip
+    before = (
+        list(Run.objects.order_by("pk").values_list("pk", flat=True)),
+        list(Task.objects.order_by("pk").values_list("pk", "status")),
+    )
     human = Caller(organization=org, user=make_admin_user(org))
     budget_set(caller=human, scope="agent", agent="agent-new", limit_usd="0")
     budget_set(caller=human, scope="organization", limit_usd="50")
     budget_set(caller=human, scope="organization", limit_usd="20")
-    after = (list(Run.objects.order_by("pk").values_list("pk", flat=True)),
-             list(Task.objects.order_by("pk").values_list("pk", "status")))  # fmt: skip
+    after = (
+        list(Run.objects.order_by("pk").values_list("pk", flat=True)),
+        list(Task.objects.order_by("pk").values_list("pk", "status")),
+    )
     assert after == before

@@ -106,8 +106,9 @@ def breakable(text: str):
     """`text` escaped, with a line-break opportunity after each run of an address's or a
     model name's punctuation: a list's column wraps a long token there, never inside a word."""
     parts = _BREAK_AFTER.split(str(text or ""))
-    return format_html_join("", "{}{}", ((part, mark_safe("<wbr>") if i % 2 else "")
-                                        for i, part in enumerate(parts)))  # fmt: skip
+    return format_html_join(
+        "", "{}{}", ((part, mark_safe("<wbr>") if i % 2 else "") for i, part in enumerate(parts))
+    )
 
 
 class HumanChoicesFilter(admin.ChoicesFieldListFilter):

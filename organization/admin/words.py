@@ -31,8 +31,15 @@ def duration(seconds) -> str:
     return unit(days, "day") + (f" {unit(hours, 'hour')}" if hours else "")
 
 
-ACRONYMS = {"llm": "LLM", "usd": "USD", "url": "URL", "api": "API", "id": "ID", "mcp": "MCP",
-            "mtok": "MTok"}  # fmt: skip
+ACRONYMS = {
+    "llm": "LLM",
+    "usd": "USD",
+    "url": "URL",
+    "api": "API",
+    "id": "ID",
+    "mcp": "MCP",
+    "mtok": "MTok",
+}
 
 
 def field_label(name: str) -> str:
@@ -58,12 +65,28 @@ def relabel(db_field, formfield) -> None:
 
 
 _UNITS = {
-    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
-    "d": 86400, "day": 86400, "days": 86400,
-    "w": 604800, "week": 604800, "weeks": 604800,
-}  # fmt: skip
+    "s": 1,
+    "sec": 1,
+    "secs": 1,
+    "second": 1,
+    "seconds": 1,
+    "m": 60,
+    "min": 60,
+    "mins": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hr": 3600,
+    "hrs": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+    "w": 604800,
+    "week": 604800,
+    "weeks": 604800,
+}
 _PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*,?\s*(?:and\s+)?", re.IGNORECASE)
 
 

@@ -73,8 +73,14 @@ def build(org: Organization, prefix: str = "m") -> dict:
               for a in full for i in range(5)]  # fmt: skip
     tasks += [task(f"held {a.handle} {i}", TaskStatus.IN_PROGRESS, assignee=a)
               for a in busy for i in range(4)]  # fmt: skip
-    tasks += [task(f"held by budget {i}", (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS)[i % 2],
-                   assignee=held) for i in range(11)]  # fmt: skip
+    tasks += [
+        task(
+            f"held by budget {i}",
+            (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS)[i % 2],
+            assignee=held,
+        )
+        for i in range(11)
+    ]
     tasks += [task("Decide the vendor", TaskStatus.ESCALATED, urgency=Urgency.HIGH)]
     tasks += [task(f"Blocked {i}", TaskStatus.BLOCKED) for i in range(2)]
     tasks += [task(f"Stale {i}", TaskStatus.QUEUED, queued_at=now - timedelta(days=2))
@@ -112,11 +118,16 @@ def build(org: Organization, prefix: str = "m") -> dict:
         task(f"Held wake {i}", TaskStatus.COMPLETED) for i in range(11)
     )
     RunTrigger.objects.bulk_create(
-        [RunTrigger(organization=org, agent=worker, task=t, trigger="created", held="chain")
-         for t in [*waiting[:10], waiting[0]]]
-        + [RunTrigger(organization=org, agent=worker, task=waiting[10], trigger="created",
-                      released_at=now)]
-    )  # fmt: skip
+        [
+            RunTrigger(organization=org, agent=worker, task=t, trigger="created", held="chain")
+            for t in [*waiting[:10], waiting[0]]
+        ]
+        + [
+            RunTrigger(
+                organization=org, agent=worker, task=waiting[10], trigger="created", released_at=now
+            )
+        ]
+    )
 
     deliveries = WebhookDelivery.objects.bulk_create(
         [WebhookDelivery(organization=org, agent=worker, url="https://hooks.example/x",

@@ -230,9 +230,14 @@ def test_the_spenders_panel_shows_money_as_the_console_does(root_client, db):
     big, small = make_agent(org, "agent-big"), make_agent(org, "agent-small")
     for agent, cost in ((big, "24.6914"), (small, "0.01234")):
         UsageRecord.objects.create(
-            organization=org, agent=agent, purpose="run", provider="openai", model="gpt-4o-mini",
-            cost_usd=Decimal(cost), price_source="genai-prices",
-        )  # fmt: skip
+            organization=org,
+            agent=agent,
+            purpose="run",
+            provider="openai",
+            model="gpt-4o-mini",
+            cost_usd=Decimal(cost),
+            price_source="genai-prices",
+        )
     html = root_client.get(reverse("admin:index"), {"organization": org.pk}).content.decode()
     panel = html.split('id="panel-top_spenders"')[1].split("</table>")[0]
     cells = dict(

@@ -28,9 +28,14 @@ def human(org):
 
 def _spend(org, agent, cost, when):
     record = UsageRecord.objects.create(
-        organization=org, agent=agent, purpose=UsagePurpose.RUN, provider="openai",
-        model="gpt-4o", cost_usd=Decimal(cost), price_source=PriceSource.GENAI_PRICES,
-    )  # fmt: skip
+        organization=org,
+        agent=agent,
+        purpose=UsagePurpose.RUN,
+        provider="openai",
+        model="gpt-4o",
+        cost_usd=Decimal(cost),
+        price_source=PriceSource.GENAI_PRICES,
+    )
     UsageRecord.objects.filter(pk=record.pk).update(created_at=when)
 
 
@@ -68,8 +73,9 @@ def test_the_load_chart_counts_tasks_held_at_each_days_end_against_capacity(clie
     alex = make_agent(acme, "agent-alex", workload_capacity=3)
     make_agent(acme, "agent-sam", workload_capacity=4, is_paused=True)  # offline: no capacity
     actor = human(acme)
-    held = [services.task_create(org=acme, actor=actor, title=f"t{i}", assignee=alex)
-            for i in range(3)]  # fmt: skip
+    held = [
+        services.task_create(org=acme, actor=actor, title=f"t{i}", assignee=alex) for i in range(3)
+    ]
     # One was held from three days ago to yesterday: its events moved back in time.
     first = held[0]
     services.task_set_status(task=first, actor=actor, status="in_progress")

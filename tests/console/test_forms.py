@@ -18,9 +18,13 @@ from tests.organization.test_admin import change_url, form_of
 pytestmark = pytest.mark.django_db
 
 ADD_FORMS = [
-    "organization/agent", "organization/apikey", "organization/team", "tasks/task",
-    "costs/budget", "organization/expertisegroup",
-]  # fmt: skip
+    "organization/agent",
+    "organization/apikey",
+    "organization/team",
+    "tasks/task",
+    "costs/budget",
+    "organization/expertisegroup",
+]
 
 
 def chosen_organization(html: str) -> str | None:

@@ -24,8 +24,9 @@ def acme():
 def acts_of_a_named_key(acme):
     key, plaintext = api_key_create(organization=acme, name="CI deploy")
     client = KeyClient(plaintext)
-    created = client.post("/api/tasks", {"title": "Ship 1.2", "agent_id": "agent-alex"},
-                          format="json")  # fmt: skip
+    created = client.post(
+        "/api/tasks", {"title": "Ship 1.2", "agent_id": "agent-alex"}, format="json"
+    )
     assert created.status_code == 201, created.content
     task_id = created.json()["id"]
     said = client.post(f"/api/tasks/{task_id}/comments", {"body": "Go."}, format="json")
@@ -60,9 +61,13 @@ def test_the_task_events_list_names_the_key_in_one_query_for_the_page(
 def test_a_collaboration_names_the_key_that_started_it(client, acme):
     key, _ = api_key_create(organization=acme, name="Nightly review")
     session = CollaborationSession.objects.create(
-        organization=acme, task="Review the API", created_by=f"org-key:{key.prefix}",
-        max_parallel=1, agent_timeout=60, max_total_tokens=1000,
-    )  # fmt: skip
+        organization=acme,
+        task="Review the API",
+        created_by=f"org-key:{key.prefix}",
+        max_parallel=1,
+        agent_timeout=60,
+        max_total_tokens=1000,
+    )
     client.force_login(make_admin_user(acme))
     listing = client.get(reverse("admin:collaboration_collaborationsession_changelist"))
     assert "key “Nightly review”" in listing.content.decode()
@@ -76,9 +81,13 @@ def test_another_organizations_key_is_never_named(client, acme):
     rival = make_org("rival")
     theirs, _ = api_key_create(organization=rival, name="Their secret pipeline")
     CollaborationSession.objects.create(
-        organization=acme, task="Forged", created_by=f"org-key:{theirs.prefix}",
-        max_parallel=1, agent_timeout=60, max_total_tokens=1000,
-    )  # fmt: skip
+        organization=acme,
+        task="Forged",
+        created_by=f"org-key:{theirs.prefix}",
+        max_parallel=1,
+        agent_timeout=60,
+        max_total_tokens=1000,
+    )
     client.force_login(make_admin_user(acme))
     html = client.get(
         reverse("admin:collaboration_collaborationsession_changelist")
@@ -90,9 +99,13 @@ def test_another_organizations_key_is_never_named(client, acme):
 def test_an_unnamed_key_reads_as_an_organization_key(client, acme):
     key, _ = api_key_create(organization=acme)
     CollaborationSession.objects.create(
-        organization=acme, task="Unnamed", created_by=f"org-key:{key.prefix}",
-        max_parallel=1, agent_timeout=60, max_total_tokens=1000,
-    )  # fmt: skip
+        organization=acme,
+        task="Unnamed",
+        created_by=f"org-key:{key.prefix}",
+        max_parallel=1,
+        agent_timeout=60,
+        max_total_tokens=1000,
+    )
     client.force_login(make_admin_user(acme))
     html = client.get(
         reverse("admin:collaboration_collaborationsession_changelist")

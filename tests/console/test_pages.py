@@ -296,8 +296,10 @@ def test_queue_for_them_queues_the_escalated_task_for_the_full_expert(root_clien
         "user:root",
     )  # as the assign and the API record a human
     assert (event.recipient, event.decision, event.primary_choice) == (
-        jordan, "QUEUE", "agent-jordan"
-    )  # fmt: skip
+        jordan,
+        "QUEUE",
+        "agent-jordan",
+    )
     assert event.before["status"] == TaskStatus.ESCALATED
     assert event.after["status"] == TaskStatus.QUEUED
     assert 'id="attention-banner"' not in response.content.decode()
@@ -354,9 +356,13 @@ def held_by_budget(org, handle="agent-alex", limit="0"):
     agent.runtime = "managed"
     agent.save(update_fields=["runtime"])
     budget = Budget.objects.create(
-        organization=org, scope="agent", agent=agent, limit_usd=limit, spent_usd=limit,
+        organization=org,
+        scope="agent",
+        agent=agent,
+        limit_usd=limit,
+        spent_usd=limit,
         period=current_period(),
-    )  # fmt: skip
+    )
     return agent, budget
 
 

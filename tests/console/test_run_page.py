@@ -20,27 +20,61 @@ def worked_run():
         organization=org, agent=kai, trigger="assigned", status=RunStatus.COMPLETED
     )
     run = Run.objects.create(
-        organization=org, agent=lena, task=task, trigger="subtasks_done",
+        organization=org,
+        agent=lena,
+        task=task,
+        trigger="subtasks_done",
         status=RunStatus.COMPLETED,
-        outcome=[{"task": task.pk, "action": "completed"},
-                 {"task": 999_999, "action": "none", "why": "open subtasks"}],
-    )  # fmt: skip
+        outcome=[
+            {"task": task.pk, "action": "completed"},
+            {"task": 999_999, "action": "none", "why": "open subtasks"},
+        ],
+    )
     RunTrigger.objects.create(
         organization=org, agent=lena, run=run, task=task, trigger="subtasks_done", woken_by=waker
     )
     turns = [
-        {"kind": "model", "text": "Every part is **done**. <script>alert(1)</script>",
-         "tool_calls": [{"id": "c1", "name": "get_task"}], "prompt_tokens": 120,
-         "completion_tokens": 30, "provider_ms": 850},
-        {"kind": "tool_call", "id": "c1", "name": "get_task", "arguments": {"task_id": task.pk},
-         "status": "ok", "result": {"id": task.pk, "title": "Ship the release",
-                                    "subtasks": [{"id": n, "status": "completed"} for n in range(9)]}},
-        {"kind": "tool_call", "id": "c2", "name": "complete_task",
-         "arguments": {"task_id": task.pk, "result": "Shipped."}, "status": "error",
-         "error": {"success": False, "error": "The task has open subtasks.", "code": "open_subtasks"}},
-        {"kind": "tool_call", "id": "c3", "name": "whoami", "arguments": {}, "status": "ok",
-         "result": {"handle": "agent-lena"}},
-    ]  # fmt: skip
+        {
+            "kind": "model",
+            "text": "Every part is **done**. <script>alert(1)</script>",
+            "tool_calls": [{"id": "c1", "name": "get_task"}],
+            "prompt_tokens": 120,
+            "completion_tokens": 30,
+            "provider_ms": 850,
+        },
+        {
+            "kind": "tool_call",
+            "id": "c1",
+            "name": "get_task",
+            "arguments": {"task_id": task.pk},
+            "status": "ok",
+            "result": {
+                "id": task.pk,
+                "title": "Ship the release",
+                "subtasks": [{"id": n, "status": "completed"} for n in range(9)],
+            },
+        },
+        {
+            "kind": "tool_call",
+            "id": "c2",
+            "name": "complete_task",
+            "arguments": {"task_id": task.pk, "result": "Shipped."},
+            "status": "error",
+            "error": {
+                "success": False,
+                "error": "The task has open subtasks.",
+                "code": "open_subtasks",
+            },
+        },
+        {
+            "kind": "tool_call",
+            "id": "c3",
+            "name": "whoami",
+            "arguments": {},
+            "status": "ok",
+            "result": {"handle": "agent-lena"},
+        },
+    ]
     for index, data in enumerate(turns):
         RunTurn.objects.create(run=run, index=index, data={"index": index, **data})
     return org, run, task

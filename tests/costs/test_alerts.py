@@ -17,8 +17,13 @@ pytestmark = pytest.mark.django_db
 
 
 def report(client, key, cost: str):
-    body = {"provider": "acme", "model": "no-such-model", "prompt_tokens": 1,
-            "completion_tokens": 1, "cost_usd": cost}  # fmt: skip
+    body = {
+        "provider": "acme",
+        "model": "no-such-model",
+        "prompt_tokens": 1,
+        "completion_tokens": 1,
+        "cost_usd": cost,
+    }
     response = client.post("/api/usage", body, content_type="application/json", **auth(key))
     assert response.status_code == 201, response.content
 
@@ -27,8 +32,13 @@ def test_a_raised_limit_rearms_the_alerts_and_an_overspent_budget_says_so(client
     human = caller_for_member(make_admin_user(cast.org), cast.org)
     budget, _ = budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="0")
     with pytest.raises(BudgetExhausted):
-        reserve(Meter.for_agent(cast.alex, "run"), "openai", "fake-model", prompt_bound=10,
-                max_tokens=10)  # fmt: skip
+        reserve(
+            Meter.for_agent(cast.alex, "run"),
+            "openai",
+            "fake-model",
+            prompt_bound=10,
+            max_tokens=10,
+        )
     budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="1")
     report(client, cast.alex_key, "0.85")  # 85 %: the warning
     report(client, cast.alex_key, "0.29")  # $1.14 of $1: exhausted again, at the new limit
@@ -48,8 +58,13 @@ def test_the_admins_alerts_name_their_budget_and_show_it_as_it_is_now(client, ca
     human = caller_for_member(make_admin_user(cast.org), cast.org)
     budget, _ = budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="0")
     with pytest.raises(BudgetExhausted):
-        reserve(Meter.for_agent(cast.alex, "run"), "openai", "fake-model", prompt_bound=10,
-                max_tokens=10)  # fmt: skip
+        reserve(
+            Meter.for_agent(cast.alex, "run"),
+            "openai",
+            "fake-model",
+            prompt_bound=10,
+            max_tokens=10,
+        )
     budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="1")
     report(client, cast.alex_key, "1.14")
     client.force_login(get_user_model().objects.create_superuser("root", "r@x.io", "pw"))
@@ -69,8 +84,13 @@ def test_the_api_shows_each_alerts_budget_as_it_is_now(client, cast, django_asse
     human = caller_for_member(make_admin_user(cast.org), cast.org)
     budget, _ = budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="0")
     with pytest.raises(BudgetExhausted):
-        reserve(Meter.for_agent(cast.alex, "run"), "openai", "fake-model", prompt_bound=10,
-                max_tokens=10)  # fmt: skip
+        reserve(
+            Meter.for_agent(cast.alex, "run"),
+            "openai",
+            "fake-model",
+            prompt_bound=10,
+            max_tokens=10,
+        )
     budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="1")
     report(client, cast.alex_key, "1.14")
     with django_assert_max_num_queries(6):
@@ -78,8 +98,17 @@ def test_the_api_shows_each_alerts_budget_as_it_is_now(client, cast, django_asse
     assert response.status_code == 200
     first, second = reversed(response.json()["results"])
     assert (first["limit_usd"], second["limit_usd"]) == ("0.000000000", "1.000000000")
-    assert first["budget_now"] == second["budget_now"] == {
-        "id": budget.pk, "scope": "agent", "subject": "agent-alex", "period": budget.period,
-        "limit_usd": "1.000000000", "spent_usd": "1.140000000", "state": "exhausted",
-        "overspent_usd": "0.140000000",
-    }  # fmt: skip
+    assert (
+        first["budget_now"]
+        == second["budget_now"]
+        == {
+            "id": budget.pk,
+            "scope": "agent",
+            "subject": "agent-alex",
+            "period": budget.period,
+            "limit_usd": "1.000000000",
+            "spent_usd": "1.140000000",
+            "state": "exhausted",
+            "overspent_usd": "0.140000000",
+        }
+    )

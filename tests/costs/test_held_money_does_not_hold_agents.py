@@ -94,7 +94,7 @@ def test_a_budget_held_full_by_a_call_under_way_reads_warning_not_exhausted(rcas
         "fake-model",
         prompt_bound=0,
         max_tokens=500_000,
-    )  # fmt: skip  (worst case: the whole $1)
+    )  # worst case: the whole $1
     assert state_of(Budget.objects.get(pk=budget.pk)) == "warning"
     settle(ticket, prompt_tokens=0, completion_tokens=500_000)  # the whole $1 spent
     assert state_of(Budget.objects.get(pk=budget.pk)) == "exhausted"
@@ -146,9 +146,10 @@ def test_a_call_refused_for_money_merely_held_waits_and_goes_on_when_it_settles(
         "fake-model",
         prompt_bound=0,
         max_tokens=500_000,
-    )  # fmt: skip  (worst case: the whole $1)
-    task = services.task_create(org=rcast.org, actor=rcast.by_human, title="t",
-                                assignee=rcast.sarah)  # fmt: skip
+    )  # worst case: the whole $1
+    task = services.task_create(
+        org=rcast.org, actor=rcast.by_human, title="t", assignee=rcast.sarah
+    )
     (run,) = Run.objects.filter(agent=rcast.sarah)
     from runtime.runner import WAITING, run_agent
 
@@ -173,8 +174,13 @@ def test_one_call_too_big_for_a_budget_mostly_unspent_does_not_exhaust_the_month
 
     budget, _ = budget_set(caller=rcast.human, scope="organization", limit_usd="1")
     with pytest.raises(BudgetExhausted) as refused:  # $2 at worst, of $1
-        reserve(Meter.for_agent(rcast.alex, "run"), "openai", "fake-model",
-                prompt_bound=0, max_tokens=1_000_000)  # fmt: skip
+        reserve(
+            Meter.for_agent(rcast.alex, "run"),
+            "openai",
+            "fake-model",
+            prompt_bound=0,
+            max_tokens=1_000_000,
+        )
     assert not refused.value.held_only
     budget = Budget.objects.get(pk=budget.pk)
     assert (budget.refused_period, state_of(budget)) == ("", "ok")
@@ -189,8 +195,9 @@ def worker(settings):
     from config.celery import app
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False,
-                      loglevel="WARNING"):  # fmt: skip
+    with start_worker(
+        app, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING"
+    ):
         yield
 
 
@@ -217,10 +224,13 @@ def test_twenty_runs_racing_for_a_little_headroom_all_finish_and_overspend_nothi
     settings.RUNTIME_LEASE_SECONDS = 4  # the back-off's cap
     fake_llm.on(replies=[Reply("Done.", prompt_tokens=15, completion_tokens=3, delay=0.3)])
     budget, _ = budget_set(caller=rcast.human, scope="organization", limit_usd="6")
-    agents = [make_agent(rcast.org, f"agent-r{i:02}", name=f"R{i}", runtime="managed")
-              for i in range(20)]  # fmt: skip
-    tasks = [services.task_create(org=rcast.org, actor=rcast.by_human, title=f"t{i}",
-                                  assignee=agent) for i, agent in enumerate(agents)]  # fmt: skip
+    agents = [
+        make_agent(rcast.org, f"agent-r{i:02}", name=f"R{i}", runtime="managed") for i in range(20)
+    ]
+    tasks = [
+        services.task_create(org=rcast.org, actor=rcast.by_human, title=f"t{i}", assignee=agent)
+        for i, agent in enumerate(agents)
+    ]
     seen_waiting = []
 
     def all_finished():

@@ -30,19 +30,23 @@ def managed(*agents):
 
 def budget(cast, scope, limit, spent=None, period=None, **subject):
     return Budget.objects.create(
-        organization=cast.org, scope=scope, limit_usd=Decimal(limit),
+        organization=cast.org,
+        scope=scope,
+        limit_usd=Decimal(limit),
         spent_usd=Decimal(spent if spent is not None else limit),
-        period=period or current_period(), **subject,
-    )  # fmt: skip
+        period=period or current_period(),
+        **subject,
+    )
 
 
 def held_by_sql(agents) -> set[int]:
     """The agents the console's SQL finds held: through a task each holds."""
     tasks = [
-        Task.objects.create(organization=a.organization, title=a.handle, assignee=a,
-                            status=TaskStatus.ASSIGNED)
+        Task.objects.create(
+            organization=a.organization, title=a.handle, assignee=a, status=TaskStatus.ASSIGNED
+        )
         for a in agents
-    ]  # fmt: skip
+    ]
     found = Task.objects.filter(pk__in=[t.pk for t in tasks]).filter(
         held_agents_condition("assignee")
     )
@@ -70,9 +74,13 @@ def test_the_three_readings_agree_on_who_a_budget_holds_back(cast):
 def test_a_refused_call_this_month_holds_and_an_external_agent_is_never_held(cast):
     managed(cast.alex)
     Budget.objects.create(
-        organization=cast.org, scope="organization", limit_usd=10, spent_usd=1,
-        period=current_period(), refused_period=current_period(),
-    )  # fmt: skip
+        organization=cast.org,
+        scope="organization",
+        limit_usd=10,
+        spent_usd=1,
+        period=current_period(),
+        refused_period=current_period(),
+    )
     assert blocking_budget(cast.alex) is not None
     assert set(holding_budgets([cast.alex, cast.sarah])) == {cast.alex.pk}
     assert held_by_sql([cast.alex, cast.sarah]) == {cast.alex.pk}

@@ -16,8 +16,12 @@ from .conftest import auth
 
 pytestmark = pytest.mark.django_db
 
-UNPRICED = {"provider": "acme", "model": "no-such-model", "prompt_tokens": 1,
-            "completion_tokens": 1}  # fmt: skip
+UNPRICED = {
+    "provider": "acme",
+    "model": "no-such-model",
+    "prompt_tokens": 1,
+    "completion_tokens": 1,
+}
 
 
 def report(client, key, cost: str | None = None, **body):
@@ -66,8 +70,9 @@ def test_reports_never_leave_a_shared_budget_without_room_for_metered_calls(clie
     """Six requests once did: five reports of $99.99 and one of $0.04 left a $500 budget a cent,
     which no managed call's worst case fits. Reports stop at 80 %; the rest is the service's."""
     budget, _ = budget_set(caller=human(cast.org), scope="organization", limit_usd="500")
-    answers = [report(client, cast.alex_key, cost).status_code
-               for cost in ("99.99",) * 5 + ("0.04",)]  # fmt: skip
+    answers = [
+        report(client, cast.alex_key, cost).status_code for cost in ("99.99",) * 5 + ("0.04",)
+    ]
     assert answers == [201, 201, 201, 201, 409, 201]
     budget.refresh_from_db()
     assert budget.spent_usd == Decimal("400.00")

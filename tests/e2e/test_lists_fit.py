@@ -12,10 +12,18 @@ from tests.factories import make_admin_user, make_org
 pytestmark = pytest.mark.e2e
 
 LISTS = [
-    "tasks/task", "organization/agent", "runtime/run", "collaboration/collaborationsession",
-    "tasks/taskevent", "tasks/webhookdelivery", "organization/team", "organization/apikey",
-    "organization/organization", "costs/usagerecord", "costs/budget",
-]  # fmt: skip
+    "tasks/task",
+    "organization/agent",
+    "runtime/run",
+    "collaboration/collaborationsession",
+    "tasks/taskevent",
+    "tasks/webhookdelivery",
+    "organization/team",
+    "organization/apikey",
+    "organization/organization",
+    "costs/usagerecord",
+    "costs/budget",
+]
 
 
 @pytest.fixture

@@ -111,9 +111,10 @@ def test_a_snippet_as_written_queues_a_run_on_the_redis_broker(name):
     assert result.is_error is False, result
     (run,) = Run.objects.filter(agent=alex)
     queued = [
-        m for m in queued_messages()
+        m
+        for m in queued_messages()
         if m["headers"]["task"] == RUN_AGENT_TASK and args_of(m) == [run.pk]
-    ]  # fmt: skip
+    ]
     assert len(queued) == 1, queued_messages()
 
 
@@ -126,8 +127,13 @@ def test_on_postgresql_the_stdio_server_refuses_to_start_without_a_broker(db):
     }
     done = subprocess.run(
         [sys.executable, str(BASE_DIR / "manage.py"), "mcp", "--key", "ao_x_y"],
-        env=env, cwd="/", capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=env,
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode != 0
     assert "REDIS_URL is not set" in done.stderr
     assert "docs/clients.md" in done.stderr

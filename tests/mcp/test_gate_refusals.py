@@ -51,8 +51,11 @@ def test_the_sdk_client_reports_why_its_key_was_refused(live_url, demo_org, key_
 
 def test_a_refusal_is_a_json_rpc_error_that_keeps_our_code(live_url):
     with raw_http(live_url) as http:
-        response = http.post("/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
-                             headers={"Authorization": "Bearer ao_x_y"})  # fmt: skip
+        response = http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
+            headers={"Authorization": "Bearer ao_x_y"},
+        )
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith("Bearer")
     assert response.json() == {

@@ -119,9 +119,11 @@ def test_call_tool_and_comments_honour_the_key(org, sarah):
     task = Task.objects.get(title="By tool")
     for _ in range(2):
         answer = sarah.post(
-            f"/api/tasks/{task.pk}/comments", {"body": "On it"}, format="json",
+            f"/api/tasks/{task.pk}/comments",
+            {"body": "On it"},
+            format="json",
             HTTP_IDEMPOTENCY_KEY="m",
-        )  # fmt: skip
+        )
         assert answer.status_code == 201
     assert TaskComment.objects.filter(task=task).count() == 1
 

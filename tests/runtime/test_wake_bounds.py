@@ -25,8 +25,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def a_run(cast, agent, depth: int, **fields) -> Run:
-    return Run.objects.create(organization=cast.org, agent=agent, trigger="created",
-                              status=RunStatus.COMPLETED, depth=depth, **fields)  # fmt: skip
+    return Run.objects.create(
+        organization=cast.org,
+        agent=agent,
+        trigger="created",
+        status=RunStatus.COMPLETED,
+        depth=depth,
+        **fields,
+    )
 
 
 def as_run(run: Run, move):
@@ -40,8 +46,9 @@ def as_run(run: Run, move):
 
 def task_for(cast, agent, by_run: Run | None = None, title: str = "t") -> Task:
     def move():
-        return services.task_create(org=cast.org, actor=cast.actor(cast.lena), title=title,
-                                    assignee=agent)  # fmt: skip
+        return services.task_create(
+            org=cast.org, actor=cast.actor(cast.lena), title=title, assignee=agent
+        )
 
     return as_run(by_run, move) if by_run else move()
 
@@ -214,8 +221,10 @@ def test_another_organizations_staff_cannot_release(cast, settings, client):
 def test_the_agents_action_releases_their_held_wake_ups(cast, settings, client):
     task = held_task(cast, settings)
     client.force_login(make_admin_user(cast.org))
-    client.post(reverse("admin:organization_agent_changelist"),
-                {"action": "release_held_wakes", "_selected_action": [cast.alex.pk]})  # fmt: skip
+    client.post(
+        reverse("admin:organization_agent_changelist"),
+        {"action": "release_held_wakes", "_selected_action": [cast.alex.pk]},
+    )
     assert runs_of(cast.alex) == [("queued", "created", task.pk)]
     assert RunTrigger.objects.get(task=task).held == ""
 
@@ -229,16 +238,18 @@ def test_the_dashboard_counts_the_task_under_needs_attention(cast, settings, cli
 
 
 def test_a_humans_wake_up_joining_a_deep_queued_run_gives_it_a_fresh_chain(cast):
-    deep = Run.objects.create(organization=cast.org, agent=cast.alex, trigger="created",
-                              status=RunStatus.QUEUED, depth=40)  # fmt: skip
+    deep = Run.objects.create(
+        organization=cast.org, agent=cast.alex, trigger="created", status=RunStatus.QUEUED, depth=40
+    )
     services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
     deep.refresh_from_db()
     assert (deep.depth, deep.triggers.count()) == (1, 1)
 
 
 def test_a_run_woken_by_a_run_joining_a_shallower_queued_run_keeps_its_depth(cast):
-    queued = Run.objects.create(organization=cast.org, agent=cast.alex, trigger="created",
-                                status=RunStatus.QUEUED, depth=2)  # fmt: skip
+    queued = Run.objects.create(
+        organization=cast.org, agent=cast.alex, trigger="created", status=RunStatus.QUEUED, depth=2
+    )
     task_for(cast, cast.alex, by_run=a_run(cast, cast.lena, depth=9))
     queued.refresh_from_db()
     assert (queued.depth, queued.triggers.count()) == (2, 1)
@@ -248,8 +259,9 @@ def test_a_released_wake_up_joining_a_deep_queued_run_gives_it_a_fresh_chain(cas
     settings.RUNTIME_MAX_CHAIN_RUNS = 5
     task = task_for(cast, cast.alex, by_run=a_run(cast, cast.lena, depth=5))
     assert RunTrigger.objects.get(task=task).held == "chain"
-    deep = Run.objects.create(organization=cast.org, agent=cast.alex, trigger="created",
-                              status=RunStatus.QUEUED, depth=5)  # fmt: skip
+    deep = Run.objects.create(
+        organization=cast.org, agent=cast.alex, trigger="created", status=RunStatus.QUEUED, depth=5
+    )
     assert run_release(organization_id=cast.org.pk, task_id=task.pk) == 1
     deep.refresh_from_db()
     assert deep.depth == 1

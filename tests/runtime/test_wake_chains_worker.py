@@ -35,8 +35,9 @@ pytestmark = [
 @pytest.fixture
 def worker():
     flush_redis()
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
-                      loglevel="WARNING"):  # fmt: skip
+    with start_worker(
+        app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"
+    ):
         yield
 
 
@@ -59,8 +60,9 @@ def held_and_quiet(org):
 def shown_to_a_human(client, org, task) -> tuple[str, str]:
     """(the held wake-ups' banner on the task's page, the dashboard's Needs attention count)."""
     page = client.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
-    banner = re.search(r'<section class="banner blocked" id="held-wakes-banner">.*?</section>',
-                       page, re.S)  # fmt: skip
+    banner = re.search(
+        r'<section class="banner blocked" id="held-wakes-banner">.*?</section>', page, re.S
+    )
     index = client.get(reverse("admin:index"), {"organization": org.pk}).content.decode()
     attention = re.search(r'data-metric="needs_attention">([^<]*)<', index).group(1)
     return (banner.group(0) if banner else ""), attention
@@ -81,8 +83,12 @@ def test_a_subtask_for_the_other_on_every_wake_stops_at_the_bound_and_a_release_
     def split(call):
         if call.tool_results or not splitting[0]:
             return []
-        return [ToolUse("create_subtask", {"parent": launch["id"], "title": f"Part {next(parts)}",
-                                           "agent_id": "agent-alex"})]  # fmt: skip
+        return [
+            ToolUse(
+                "create_subtask",
+                {"parent": launch["id"], "title": f"Part {next(parts)}", "agent_id": "agent-alex"},
+            )
+        ]
 
     def lenas_text(call):
         if splitting[0]:
@@ -97,8 +103,11 @@ def test_a_subtask_for_the_other_on_every_wake_stops_at_the_bound_and_a_release_
 
     (held,) = wait_for(lambda: held_and_quiet(cast.org), timeout=90, interval=0.1)
     assert (held.agent, held.task, held.trigger, held.held) == (
-        cast.lena, task, "subtasks_done", "chain",
-    )  # fmt: skip
+        cast.lena,
+        task,
+        "subtasks_done",
+        "chain",
+    )
     runs = list(Run.objects.filter(organization=cast.org).order_by("pk"))
     assert [(r.agent.handle, r.depth, r.status) for r in runs] == [
         (("agent-lena", "agent-alex")[n % 2], n + 1, "completed") for n in range(8)
@@ -147,8 +156,9 @@ def test_a_new_task_for_each_other_on_every_wake_stops_at_the_bound(
 
     fake_llm.on(agent="agent-lena", replies=ask("agent-alex"))
     fake_llm.on(agent="agent-alex", replies=ask("agent-lena"))
-    first = services.task_create(org=cast.org, actor=cast.by_human, title="Start",
-                                 assignee=cast.lena)  # fmt: skip
+    first = services.task_create(
+        org=cast.org, actor=cast.by_human, title="Start", assignee=cast.lena
+    )
 
     (held,) = wait_for(lambda: held_and_quiet(cast.org), timeout=90, interval=0.1)
     runs = list(Run.objects.filter(organization=cast.org).order_by("pk"))
@@ -180,36 +190,56 @@ def test_a_three_level_split_into_twenty_subtasks_runs_untouched_by_the_default_
 ):
     """A director splits a project among her four managers, each among his four engineers: 20
     subtasks, every one worked and the project completed from them, none held."""
-    assert (django_settings.RUNTIME_MAX_CHAIN_RUNS, django_settings.RUNTIME_MAX_AGENT_RUNS_PER_HOUR
-            ) == (50, 120)  # fmt: skip
+    assert (
+        django_settings.RUNTIME_MAX_CHAIN_RUNS,
+        django_settings.RUNTIME_MAX_AGENT_RUNS_PER_HOUR,
+    ) == (50, 120)
     managed = {"runtime": AgentRuntime.MANAGED, "llm_provider": "openai", "llm_model": "fake"}
     director = make_agent(cast.org, "agent-dana", name="Dana", role="Director", **managed)
     for m in range(4):
-        manager = make_agent(cast.org, f"agent-manager-{m}", name=f"Manager {m}", role="Manager",
-                             senior=director, **managed)  # fmt: skip
+        manager = make_agent(
+            cast.org,
+            f"agent-manager-{m}",
+            name=f"Manager {m}",
+            role="Manager",
+            senior=director,
+            **managed,
+        )
         for e in range(4):
-            make_agent(cast.org, f"agent-engineer-{m}{e}", name=f"Engineer {m}{e}",
-                       role="Engineer", senior=manager, **managed)  # fmt: skip
+            make_agent(
+                cast.org,
+                f"agent-engineer-{m}{e}",
+                name=f"Engineer {m}{e}",
+                role="Engineer",
+                senior=manager,
+                **managed,
+            )
 
     def split_among_reports(call):
         if call.tool_results:
             return []
         context = context_of(call.messages[0]["content"])
         return [
-            ToolUse("create_subtask", {"parent": task["id"], "title": f"{task['title']} / {r}",
-                                       "agent_id": r})
+            ToolUse(
+                "create_subtask",
+                {"parent": task["id"], "title": f"{task['title']} / {r}", "agent_id": r},
+            )
             for task in context["tasks"]
-            if task["you_hold_it"] and not task["subtasks"]
+            if task["you_hold_it"]
+            and not task["subtasks"]
             and task["status"] in ("assigned", "in_progress")
             for r in context["agent"]["reports"]
-        ]  # fmt: skip
+        ]
 
-    fake_llm.on(replies=Reply(
-        text=lambda call: "Split among my reports." if call.tool_results else "Done.",
-        tool_calls=split_among_reports,
-    ))  # fmt: skip
-    project = services.task_create(org=cast.org, actor=cast.by_human, title="Project",
-                                   assignee=director)  # fmt: skip
+    fake_llm.on(
+        replies=Reply(
+            text=lambda call: "Split among my reports." if call.tool_results else "Done.",
+            tool_calls=split_among_reports,
+        )
+    )
+    project = services.task_create(
+        org=cast.org, actor=cast.by_human, title="Project", assignee=director
+    )
 
     def finished():
         project.refresh_from_db()

@@ -181,9 +181,12 @@ def line(cast):
     cast.boss.expertise = ["Planning"]
     cast.boss.save()
     cast.riley = make_agent(
-        cast.org, "agent-riley", team=make_team(cast.org, "Ops"), senior=cast.morgan,
+        cast.org,
+        "agent-riley",
+        team=make_team(cast.org, "Ops"),
+        senior=cast.morgan,
         expertise=["MySQL"],
-    )  # fmt: skip
+    )
     return cast
 
 
@@ -209,8 +212,9 @@ def test_the_recommendation_for_a_manager_ranks_its_reports_as_its_team(line):
     assert response.status_code == 200, response.content
     body = response.json()
     assert [(c["id"], c["tier"]) for c in body["candidates"][:2]] == [
-        ("agent-morgan", 1), ("agent-riley", 1),
-    ]  # fmt: skip
+        ("agent-morgan", 1),
+        ("agent-riley", 1),
+    ]
     assert body["primary_choice"]["reason"].endswith(
         "MySQL expertise, reports to you, no coordination overhead"
     )
