@@ -35,6 +35,18 @@ def acts_of_a_named_key(acme):
     return key, Task.objects.get(pk=task_id)
 
 
+def session_started_by(key, organization, task: str) -> CollaborationSession:
+    """A collaboration of `organization` whose starter is the organization key `key`."""
+    return CollaborationSession.objects.create(
+        organization=organization,
+        task=task,
+        created_by=f"org-key:{key.prefix}",
+        max_parallel=1,
+        agent_timeout=60,
+        max_total_tokens=1000,
+    )
+
+
 def test_a_task_page_names_the_key_that_created_and_commented_on_it(client, acme):
     key, task = acts_of_a_named_key(acme)
     client.force_login(make_admin_user(acme))
@@ -60,14 +72,7 @@ def test_the_task_events_list_names_the_key_in_one_query_for_the_page(
 
 def test_a_collaboration_names_the_key_that_started_it(client, acme):
     key, _ = api_key_create(organization=acme, name="Nightly review")
-    session = CollaborationSession.objects.create(
-        organization=acme,
-        task="Review the API",
-        created_by=f"org-key:{key.prefix}",
-        max_parallel=1,
-        agent_timeout=60,
-        max_total_tokens=1000,
-    )
+    session = session_started_by(key, acme, "Review the API")
     client.force_login(make_admin_user(acme))
     listing = client.get(reverse("admin:collaboration_collaborationsession_changelist"))
     assert "key “Nightly review”" in listing.content.decode()
@@ -80,14 +85,7 @@ def test_a_collaboration_names_the_key_that_started_it(client, acme):
 def test_another_organizations_key_is_never_named(client, acme):
     rival = make_org("rival")
     theirs, _ = api_key_create(organization=rival, name="Their secret pipeline")
-    CollaborationSession.objects.create(
-        organization=acme,
-        task="Forged",
-        created_by=f"org-key:{theirs.prefix}",
-        max_parallel=1,
-        agent_timeout=60,
-        max_total_tokens=1000,
-    )
+    session_started_by(theirs, acme, "Forged")
     client.force_login(make_admin_user(acme))
     html = client.get(
         reverse("admin:collaboration_collaborationsession_changelist")
@@ -98,14 +96,7 @@ def test_another_organizations_key_is_never_named(client, acme):
 
 def test_an_unnamed_key_reads_as_an_organization_key(client, acme):
     key, _ = api_key_create(organization=acme)
-    CollaborationSession.objects.create(
-        organization=acme,
-        task="Unnamed",
-        created_by=f"org-key:{key.prefix}",
-        max_parallel=1,
-        agent_timeout=60,
-        max_total_tokens=1000,
-    )
+    session_started_by(key, acme, "Unnamed")
     client.force_login(make_admin_user(acme))
     html = client.get(
         reverse("admin:collaboration_collaborationsession_changelist")
