@@ -8,6 +8,7 @@ from rest_framework.views import APIView
 
 from organization import registry
 from organization.caller import CallerMixin
+from organization.idempotency import IDEMPOTENCY_KEY, KEY_REUSED, idempotent
 from organization.schema import conflict, errors
 
 from . import budgets, selectors, services
@@ -48,13 +49,16 @@ class UsageView(CallerMixin, generics.ListAPIView):
 
     @extend_schema(
         request=UsageReportSerializer,
+        parameters=[IDEMPOTENCY_KEY],
         responses={
             201: UsageRecordSerializer,
             **errors(400, 401, 403, 404),
             409: conflict("report_exceeds_budget: it would exhaust a budget not the agent's own"),
+            **KEY_REUSED,
         },
         summary="Report a model call the agent made itself (agent key; marked self-reported)",
     )
+    @idempotent
     def post(self, request, *args, **kwargs):
         if isinstance(request.data, dict):
             registry.check_identity(self.caller, request.data)

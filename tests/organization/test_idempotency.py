@@ -207,3 +207,17 @@ def test_a_connection_killed_before_the_write_committed_lets_the_keys_retry_writ
     assert retried.status_code == 201
     assert "Idempotent-Replayed" not in retried
     assert Task.objects.filter(title="Cut short").count() == 1
+
+
+def test_a_retried_usage_report_is_recorded_and_charged_once(org, sarah):
+    from costs.models import UsageRecord
+
+    report = {"provider": "acme", "model": "no-such-model", "prompt_tokens": 1}
+    report |= {"completion_tokens": 1, "cost_usd": "0.50"}
+    answers = [
+        sarah.post("/api/usage", report, format="json", HTTP_IDEMPOTENCY_KEY="u") for _ in range(2)
+    ]
+    assert [a.status_code for a in answers] == [201, 201]
+    assert answers[0].json() == answers[1].json()
+    assert answers[1]["Idempotent-Replayed"] == "true"
+    assert UsageRecord.objects.count() == 1
