@@ -18,6 +18,7 @@ from organization.models import Agent, AgentRuntime
 from .budgets import holds_back
 from .metering import current_period
 from .models import MONTHLY_SCOPES, Budget, BudgetScope
+from .money import usd
 
 
 def _covering(agents: list[Agent]) -> Q:
@@ -64,7 +65,7 @@ def hold_reason(budget: Budget) -> str:
     """Why the budget holds its agents back, in words."""
     return (
         f"the {budget.get_scope_display().lower()} budget “{budget.subject}” has no room this "
-        f"month: ${budget.spent_usd:.2f} spent of ${budget.limit_usd:.2f}"
+        f"month: {usd(budget.spent_usd)} spent of {usd(budget.limit_usd)}"
     )
 
 

@@ -165,3 +165,19 @@ def test_a_delegation_to_an_agent_with_budget_left_says_nothing_of_it(cast):
     post(cast.client(cast.sarah), f"/api/tasks/{task}/delegate", {"agent_id": "agent-alex"})
     event = Task.objects.get(pk=task).events.get(kind="delegated")
     assert event.message == "agent-sarah delegated the task to agent-alex."
+
+
+def test_a_small_budgets_reason_shows_its_money_as_every_page_does():
+    from decimal import Decimal
+
+    from costs.holds import hold_reason
+    from costs.models import Budget
+    from organization.models import Organization
+
+    budget = Budget(
+        organization=Organization(name="Acme"),
+        scope="organization",
+        limit_usd=Decimal("0.01"),
+        spent_usd=Decimal("0.004"),
+    )
+    assert hold_reason(budget).endswith("has no room this month: $0.004 spent of $0.01")
