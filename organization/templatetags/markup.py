@@ -1,6 +1,5 @@
 """`{{ text|markdown }}`: model-written Markdown rendered safely (organization/admin/markup.py);
-`{{ value|human }}`: a stored choice in words; `{{ name|event_words }}`: a session event's name in
-words."""
+`{{ name|event_words }}`: a session event's name in words."""
 
 from django import template
 
@@ -13,12 +12,6 @@ register = template.Library()
 @register.filter(name="markdown")
 def markdown(text):
     return markdown_html(text)
-
-
-@register.filter(name="human")
-def human_words(value):
-    """A stored choice as people read it (`in_progress` → "In progress")."""
-    return human(value)
 
 
 @register.filter(name="event_words")
