@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
+from infrastructure.errors import DomainError
 from organization.admin.actors import key_name_of, label_words
 from organization.admin.scoping import (
     STATUS_COLOURS,
@@ -32,7 +33,6 @@ from organization.admin.scoping import (
     sees_several_organizations,
 )
 from organization.caller import caller_for_admin
-from organization.errors import DomainError
 from organization.models import Agent, Organization
 
 from . import services

@@ -9,8 +9,8 @@ import logging
 
 from django.db import transaction
 
+from infrastructure.errors import DomainError
 from organization.caller import caller_for_agent
-from organization.errors import DomainError
 from organization.models import Organization
 
 from .models import CollaborationSession, Mode, Synthesis

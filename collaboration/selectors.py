@@ -4,6 +4,7 @@ import uuid
 
 from django.db.models import Prefetch, Q, QuerySet
 
+from infrastructure.errors import NotFound
 from organization.caller import (
     Caller,
     admin_organizations,
@@ -11,7 +12,6 @@ from organization.caller import (
     caller_for_key,
     caller_for_member,
 )
-from organization.errors import NotFound
 from organization.models import ApiKey
 
 from .models import CollaborationSession, Contribution, SessionEvent

@@ -7,8 +7,8 @@ from rest_framework import serializers
 
 from costs.selectors import cost_of_session
 from costs.serializers import UsdField
+from infrastructure.links import absolute_url
 from organization.caller import resolve_caller
-from organization.links import absolute_url
 from organization.serializers import JSONObjectField
 
 from .models import CollaborationSession, Contribution, Mode, SessionEvent, Synthesis

@@ -18,9 +18,10 @@ from rest_framework import serializers
 
 from costs.budgets import check_fits, parse_usd
 from costs.models import LIFETIME, Budget, BudgetScope
-from organization import outbox, registry
+from infrastructure import outbox
+from infrastructure.errors import Conflict, DomainError, Forbidden, Invalid, RateLimited
+from organization import registry
 from organization.caller import Caller
-from organization.errors import Conflict, DomainError, Forbidden, Invalid, RateLimited
 from organization.models import Organization
 from organization.selectors import agent_by_handle
 from organization.serializers import JSONObjectField

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from organization import outbox
+from infrastructure import outbox
 
 from .models import CollaborationSession, SessionStatus
 

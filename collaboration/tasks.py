@@ -9,7 +9,7 @@ from celery.signals import worker_init, worker_process_init
 from django.conf import settings
 from django.db import connection
 
-from organization.atomic import DATABASE_GONE
+from infrastructure.atomic import DATABASE_GONE
 
 from . import providers
 

@@ -56,10 +56,10 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
+from infrastructure.atomic import undone_whole
+from infrastructure.errors import DomainError, error_body
 from organization import registry
-from organization.atomic import undone_whole
 from organization.caller import Caller
-from organization.errors import DomainError, error_body
 
 from . import providers
 from .providers import LLMReply, LLMRequest, Message, ProviderError, ToolCall, ToolSpec

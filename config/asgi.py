@@ -31,7 +31,7 @@ from config.guards import guarded  # noqa: E402
 wsgi_application = guarded(django_application)
 
 from costs.pricing import load_price_table  # noqa: E402
-from organization.errors import error_body  # noqa: E402
+from infrastructure.errors import error_body  # noqa: E402
 from organization.mcp_server.gate import MCP_PATH, McpHttpApp  # noqa: E402
 
 

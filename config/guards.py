@@ -12,7 +12,7 @@ import logging
 
 from django.utils.http import parse_header_parameters
 
-from organization.errors import error_body
+from infrastructure.errors import error_body
 
 log = logging.getLogger("agent_org.http")
 

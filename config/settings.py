@@ -196,6 +196,7 @@ INSTALLED_APPS = [
     "simple_history",
     # The admin login's lockout after repeated failures (ADMIN_LOGIN_FAILURE_LIMIT).
     "axes",
+    "infrastructure",
     "organization",
     "tasks",
     "costs",
@@ -209,11 +210,11 @@ MIDDLEWARE = [
     # Serves the admin's static files under uvicorn/gunicorn without a separate web server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # /api/ only: 429 for a client address past AUTH_FAILURE_LIMIT failed authentications.
-    "organization.middleware.AuthFailureThrottleMiddleware",
+    "infrastructure.middleware.AuthFailureThrottleMiddleware",
     # /api/ only: 413 for an oversize body, 400 for NUL or lone surrogates in path or query.
-    "organization.middleware.ApiInputMiddleware",
+    "infrastructure.middleware.ApiInputMiddleware",
     # The pages (admin, console): 400 for NUL or lone surrogates in path, query or form fields.
-    "organization.middleware.PageInputMiddleware",
+    "infrastructure.middleware.PageInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -376,23 +377,23 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["organization.permissions.IsOrganizationCaller"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     # Caps `limit` at API_MAX_PAGE_SIZE; 400 for a limit/offset that is not a whole number.
-    "DEFAULT_PAGINATION_CLASS": "organization.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "infrastructure.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
     # JSON only: advertising form/multipart bodies made openapi-python-client generate modules
     # that do not import (its issue #1451). The parser carries the input guard
     # (NUL, lone surrogates, out-of-range numbers, deep nesting → 400).
-    "DEFAULT_PARSER_CLASSES": ["organization.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["infrastructure.parsers.JSONParser"],
     # orjson for JSON (organization/renderers.py); the browsable API as before.
     "DEFAULT_RENDERER_CLASSES": [
-        "organization.renderers.OrjsonRenderer",
+        "infrastructure.renderers.OrjsonRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     # DRF's, with a short cut for */* and application/json (organization/negotiation.py).
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "organization.negotiation.ContentNegotiation",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "infrastructure.negotiation.ContentNegotiation",
     # Per API key (or session user); the rate is API_THROTTLE_RATE, read on every request.
-    "DEFAULT_THROTTLE_CLASSES": ["organization.throttling.ApiKeyRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["infrastructure.throttling.ApiKeyRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "organization.errors.exception_handler",
+    "EXCEPTION_HANDLER": "infrastructure.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 

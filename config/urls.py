@@ -27,6 +27,6 @@ urlpatterns = [
 ]
 
 # One JSON error shape under /api/ (Django's HTML pages elsewhere); see organization/errors.py.
-handler400 = "organization.errors.bad_request"
-handler404 = "organization.errors.page_not_found"
-handler500 = "organization.errors.server_error"
+handler400 = "infrastructure.errors.bad_request"
+handler404 = "infrastructure.errors.page_not_found"
+handler500 = "infrastructure.errors.server_error"

@@ -20,10 +20,10 @@ from collaboration.admin import CollaborationSessionAdmin
 from collaboration.models import CollaborationSession
 from costs.models import UsageRecord
 from costs.selectors import start_of_month
+from infrastructure.errors import DomainError
 from organization.admin.actors import actor_words, key_names
 from organization.admin.scoping import human
 from organization.admin.words import duration
-from organization.errors import DomainError
 from organization.models import Agent
 from runtime.admin import AgentAdminWithRuns, TaskAdminWithRuns
 from tasks import services

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from django.template.loader import render_to_string
 
+from infrastructure.inputs import parse_id
 from organization.admin.scoping import admin_org_ids
-from organization.inputs import parse_id
 from organization.models import Organization
 from tasks.models import Task
 

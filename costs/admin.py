@@ -16,6 +16,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date
 from django.utils.html import format_html
 
+from infrastructure.errors import DomainError
+from infrastructure.inputs import parse_id
 from organization.admin.history import HistoryAdmin
 from organization.admin.scoping import (
     STATUS_COLOURS,
@@ -27,8 +29,6 @@ from organization.admin.scoping import (
     two_lines,
 )
 from organization.caller import caller_for_admin
-from organization.errors import DomainError
-from organization.inputs import parse_id
 from organization.models import Organization
 
 from .alerts import figures

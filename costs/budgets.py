@@ -16,10 +16,10 @@ from django.db.models import Q, Sum
 from django.dispatch import Signal
 from django.utils import timezone
 
+from infrastructure.errors import Invalid, NotFound
+from infrastructure.prepared import INT, PreparedQuery
 from organization.caller import Caller
-from organization.errors import Invalid, NotFound
 from organization.models import Agent, Organization, Team
-from organization.prepared import INT, PreparedQuery
 from tasks.models import Task
 
 from .metering import (

@@ -29,8 +29,8 @@ from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
-from organization.errors import Conflict
-from organization.prepared import INT, PreparedQuery, insert_new
+from infrastructure.errors import Conflict
+from infrastructure.prepared import INT, PreparedQuery, insert_new
 from tasks.models import Task
 
 from . import alerts, sql

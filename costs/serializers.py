@@ -4,7 +4,7 @@ from decimal import Context, Decimal
 
 from rest_framework import serializers
 
-from organization.inputs import BIGINT_MAX
+from infrastructure.inputs import BIGINT_MAX
 
 from .budgets import remaining, state_of
 from .models import (

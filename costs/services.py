@@ -4,8 +4,8 @@ from decimal import Decimal
 
 from django.conf import settings
 
+from infrastructure.errors import Invalid
 from organization.caller import Caller
-from organization.errors import Invalid
 from tasks.selectors import task_for
 
 from .metering import Meter, book_reported, task_ancestry

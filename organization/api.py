@@ -6,6 +6,8 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from infrastructure.pagination import LimitOffsetPagination
+
 from . import hierarchy as team
 from . import registry, services
 from .audit import audit_rows, describe
@@ -13,7 +15,6 @@ from .caller import CallerMixin
 from .filters import AgentFilter
 from .idempotency import IDEMPOTENCY_KEY, KEY_REUSED, idempotent
 from .models import Agent, Team
-from .pagination import LimitOffsetPagination
 from .prompt import system_prompt_for
 from .roster import get_roster
 from .schema import ERRORS, conflict, errors

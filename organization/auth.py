@@ -14,7 +14,8 @@ from django.db import connections, router
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from .inputs import text_problem
+from infrastructure.inputs import text_problem
+
 from .models import Agent, ApiKey, Organization
 
 KEY_PREFIX = "ao"

@@ -4,9 +4,10 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 
+from infrastructure.errors import Forbidden
+from infrastructure.inputs import text_problem
+
 from .auth import KeyUser
-from .errors import Forbidden
-from .inputs import text_problem
 from .models import Agent, ApiKey, Membership, Organization
 
 

@@ -10,8 +10,9 @@ looked up in the caller's organization (404, so another organization's agent is 
 
 from django.db import transaction
 
+from infrastructure.errors import Invalid, NotFound
+
 from .caller import Caller
-from .errors import Invalid, NotFound
 from .history import record_changes
 from .models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
 from .selectors import agents_of, roles_of, team_rule_of

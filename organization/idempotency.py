@@ -20,11 +20,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.response import Response
 
-from .atomic import undone_whole
+from infrastructure.atomic import undone_whole
+from infrastructure.errors import DomainError, Invalid
+from infrastructure.renderers import json_bytes
+
 from .caller import Caller
-from .errors import DomainError, Invalid
 from .models import IdempotencyKey
-from .renderers import json_bytes
 from .serializers import ErrorSerializer
 
 HEADER = "Idempotency-Key"

@@ -1,7 +1,6 @@
 """The organization: its people (Membership), teams, agents and the human-defined hierarchy."""
 
 import secrets
-import uuid
 from datetime import timedelta
 
 from django.apps import apps
@@ -510,42 +509,6 @@ class ApiKey(models.Model):
     def clean(self) -> None:
         if self.agent_id and self.agent.organization_id != self.organization_id:
             raise ValidationError({"agent": "The agent must belong to the key's organization."})
-
-
-class OutboxMessage(models.Model):
-    """A Celery task to send, written in the same transaction as the change that needs it.
-
-    The transactional outbox: a write never depends on the broker being up. The row is sent right
-    after commit when the broker answers, else by the beat's relay once it is back (organization/
-    outbox.py); `dispatched_at` marks it sent. Generic (a task name and its
-    JSON arguments) so that the apps above `organization` can use it without being imported here.
-    """
-
-    task_name = models.CharField(max_length=200)
-    args = models.JSONField(default=list, blank=True)
-    kwargs = models.JSONField(default=dict, blank=True)
-    # The Celery task id the message is sent with: one id however often the send is tried.
-    task_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    dispatched_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.TextField(blank=True, default="")
-    # The message's priority on the broker (Redis: 0, the default, is taken first).
-    priority = models.PositiveSmallIntegerField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["pk"]
-        indexes = [
-            # The relay reads only what is still to send.
-            models.Index(
-                fields=["id"],
-                name="outbox_undispatched_idx",
-                condition=models.Q(dispatched_at__isnull=True),
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.task_name}{tuple(self.args)}"
 
 
 class IdempotencyKey(models.Model):

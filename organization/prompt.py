@@ -2,8 +2,9 @@
 
 from django.template.loader import render_to_string
 
+from infrastructure.prepared import INT, INT2, PreparedQuerySet
+
 from .models import Agent
-from .prepared import INT, INT2, PreparedQuerySet
 from .selectors import agents_with_workload
 
 # The agent as it is now, with its team, senior, role, organization and workload: read for every

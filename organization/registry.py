@@ -15,10 +15,11 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
+from infrastructure.errors import Forbidden, Invalid, NotFound
+from infrastructure.inputs import check_input
+
 from .caller import Caller
-from .errors import Forbidden, Invalid, NotFound
 from .history import acting_as
-from .inputs import check_input
 from .schema import input_schema_of
 
 

@@ -14,7 +14,8 @@ from django.db import connection
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
-from .errors import Invalid
+from infrastructure.errors import Invalid
+
 from .models import Agent, Organization
 from .selectors import expertise_terms, holds_expertise
 from .workload import AVAILABLE, status_condition, status_expression, workload_count

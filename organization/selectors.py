@@ -6,10 +6,11 @@ from django.db.models import BooleanField, Count, JSONField, Lookup, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
-from . import prepared
-from .errors import NotFound
+from infrastructure import prepared
+from infrastructure.errors import NotFound
+from infrastructure.prepared import PreparedQuery, PreparedQuerySet
+
 from .models import Agent, AgentRole, Organization, Team, TeamRule
-from .prepared import PreparedQuery, PreparedQuerySet
 from .workload import status_for, workload_count
 
 

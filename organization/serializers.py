@@ -3,9 +3,10 @@ import json
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .errors import Invalid
+from infrastructure.errors import Invalid
+from infrastructure.inputs import value_problem
+
 from .history import ActorKind
-from .inputs import value_problem
 from .models import AgentRole, AgentRuntime, AgentStatus, HierarchyRole
 from .roster import EXACT, EXPERTISE_MATCHES, ROSTER_FILTERS
 from .workload import status_for

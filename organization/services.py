@@ -7,10 +7,11 @@ from django.db.models import Q, QuerySet
 from django.dispatch import Signal
 from django.utils import timezone
 
+from infrastructure.errors import Conflict
+
 from . import workload
 from .auth import generate_key
 from .caller import Caller
-from .errors import Conflict
 from .hierarchy import drop_default_supervisor
 from .history import record_changes
 from .models import Agent, ApiKey, Organization, new_webhook_secret

@@ -10,7 +10,7 @@ log = logging.getLogger(__name__)
 @shared_task(name="organization.relay_outbox", ignore_result=True)
 def relay_outbox() -> int:
     """Send the outbox messages that could not be sent at commit (scheduled by the beat)."""
-    from . import outbox
+    from infrastructure import outbox
 
     sent = outbox.relay()
     if sent:

@@ -1,9 +1,10 @@
 """Organization tools of the registry (seed 000's roster): each validated by the serializer
 of its REST twin."""
 
+from infrastructure.errors import Invalid, NotFound
+
 from . import services
 from .caller import Caller
-from .errors import Invalid, NotFound
 from .models import Agent
 from .prompt import system_prompt_for
 from .registry import register_tool

@@ -31,8 +31,9 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
 
+from infrastructure.prepared import INT, PreparedQuery
+
 from .models import Agent, AgentStatus
-from .prepared import INT, PreparedQuery
 
 # --- the task states, told by the tasks app -------------------------------------------
 

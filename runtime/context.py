@@ -18,8 +18,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
+from infrastructure.prepared import INT, INT2, PreparedQuery, among
 from organization.models import Agent
-from organization.prepared import INT, INT2, PreparedQuery, among
 from organization.prompt import system_prompt_for
 from tasks.models import FINISHED_STATUSES, Task, TaskComment
 

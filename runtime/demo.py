@@ -14,8 +14,8 @@ import logging
 from django.db import connection, transaction
 
 from collaboration.providers import Provider
+from infrastructure.errors import DomainError
 from organization.caller import caller_for_agent
-from organization.errors import DomainError
 from organization.history import record_changes
 from organization.models import AgentRuntime, Organization
 from tasks import services as task_services

@@ -1,8 +1,8 @@
 import django_filters
 from django.db.models import Exists, OuterRef
 
+from infrastructure.inputs import BIGINT_MAX
 from organization.filters import IdFilter
-from organization.inputs import BIGINT_MAX
 
 from .models import TRIGGERS, Run, RunStatus, RunTrigger
 

@@ -17,7 +17,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from costs.models import Budget
-from organization.prepared import INT, PreparedQuerySet
+from infrastructure.prepared import INT, PreparedQuerySet
 from tasks.rules import NO_KEY
 
 from .models import Run, RunStatus

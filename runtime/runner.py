@@ -39,11 +39,11 @@ from collaboration.providers import BudgetRefused, LLMReply, LLMRequest, Purpose
 from collaboration.toolloop import CallStatus, LoopStop, TurnKind, run_tool_loop
 from costs.metering import Meter, task_ancestry
 from costs.models import UsagePurpose
+from infrastructure.atomic import DATABASE_GONE, once_reconnected, undone_whole
+from infrastructure.errors import DomainError
+from infrastructure.prepared import INT, INT2, PreparedQuerySet, among
 from organization import registry
-from organization.atomic import DATABASE_GONE, once_reconnected, undone_whole
 from organization.caller import caller_for_agent
-from organization.errors import DomainError
-from organization.prepared import INT, INT2, PreparedQuerySet, among
 from tasks import services as task_services
 from tasks.models import FINISHED_STATUSES, EventKind, Task, TaskEvent, TaskStatus
 from tasks.rules import Actor

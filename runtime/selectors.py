@@ -4,9 +4,9 @@ organization's; anything else answers 404 as if it did not exist."""
 from django.db.models import Exists, OuterRef, Prefetch, QuerySet
 
 from costs.selectors import cost_subquery
+from infrastructure.errors import NotFound
+from infrastructure.inputs import parse_id
 from organization.caller import Caller
-from organization.errors import NotFound
-from organization.inputs import parse_id
 from tasks.models import Task
 
 from .models import Run, RunTrigger, RunTurn

@@ -28,9 +28,9 @@ from django.utils import timezone
 from costs.alerts import raise_exhausted
 from costs.budgets import blocking_budget
 from costs.metering import period_of
-from organization import outbox
+from infrastructure import outbox
+from infrastructure.prepared import INT, PreparedInstances, insert_new
 from organization.models import Agent, AgentRuntime
-from organization.prepared import INT, PreparedInstances, insert_new
 from tasks.models import HELD_STATUSES, InboxItem, Task, TaskStatus
 from tasks.rules import NO_KEY
 from tasks.signals import WAKING_KINDS

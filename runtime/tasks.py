@@ -10,7 +10,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import connection
 
-from organization.atomic import DATABASE_GONE
+from infrastructure.atomic import DATABASE_GONE
 
 from .apps import SWEEP_RUNS_TASK
 from .models import RUN_AGENT_TASK

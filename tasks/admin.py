@@ -24,6 +24,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince
 from django.views.decorators.http import require_POST
 
+from infrastructure.errors import DomainError
 from organization import webhooks
 from organization.admin.actors import key_name_of, label_words
 from organization.admin.scoping import (
@@ -39,7 +40,6 @@ from organization.admin.scoping import (
 )
 from organization.admin.words import duration
 from organization.caller import caller_for_admin
-from organization.errors import DomainError
 from organization.models import Agent
 
 from . import services

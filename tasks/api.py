@@ -8,11 +8,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
+from infrastructure.errors import DomainError
+from infrastructure.pagination import LimitOffsetPagination
 from organization import registry
 from organization.caller import CallerMixin
-from organization.errors import DomainError
 from organization.idempotency import IDEMPOTENCY_KEY, KEY_REUSED, idempotent
-from organization.pagination import LimitOffsetPagination
 from organization.schema import ERRORS, conflict, errors
 from organization.selectors import agent_by_handle
 

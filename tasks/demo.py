@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
+from infrastructure.errors import DomainError, NotFound
 from organization.demo import seed_demo_organization
-from organization.errors import DomainError, NotFound
 from organization.models import Agent, Organization
 
 from . import services

@@ -27,8 +27,8 @@ from functools import partial
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, transaction
 
+from infrastructure.prepared import INT, TEXT, PreparedQuerySet, column_values, insert_new
 from organization.models import Agent
-from organization.prepared import INT, TEXT, PreparedQuerySet, column_values, insert_new
 
 from . import webhooks
 from .holds import budget_holds

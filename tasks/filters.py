@@ -1,7 +1,7 @@
 import django_filters
 
+from infrastructure.inputs import BIGINT_MAX
 from organization.filters import IdFilter
-from organization.inputs import BIGINT_MAX
 
 from .models import Task, TaskStatus, Urgency
 

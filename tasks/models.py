@@ -3,8 +3,8 @@
 from django.conf import settings
 from django.db import models
 
+from infrastructure.prepared import insert_new, save_existing
 from organization.models import Agent, Organization
-from organization.prepared import insert_new, save_existing
 
 
 class Urgency(models.TextChoices):

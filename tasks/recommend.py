@@ -14,8 +14,8 @@ coordination. A managed agent a budget holds back is offered after everyone else
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from infrastructure.prepared import INT, INT2, TEXT, PreparedQuerySet
 from organization.models import Agent, ExpertiseGroup, Organization
-from organization.prepared import INT, INT2, TEXT, PreparedQuerySet
 from organization.selectors import (
     agents_with_workload,
     holds_expertise,

@@ -15,10 +15,10 @@ from typing import TypedDict
 
 from django.db.models import Q
 
+from infrastructure.errors import Conflict, Forbidden, NotFound
+from infrastructure.prepared import INT, INT2, TEXT, PreparedQuery, PreparedQuerySet
 from organization.caller import Caller
-from organization.errors import Conflict, Forbidden, NotFound
 from organization.models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
-from organization.prepared import INT, INT2, TEXT, PreparedQuery, PreparedQuerySet
 from organization.selectors import reports_to, team_rule_of
 from organization.workload import workloads_of
 

@@ -9,9 +9,9 @@ from django.db.models import Count, F, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from infrastructure.errors import NotFound
+from infrastructure.inputs import parse_id
 from organization.caller import Caller
-from organization.errors import NotFound
-from organization.inputs import parse_id
 from organization.models import Agent, named_in_delegation_chain
 
 from .models import (

@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
-from organization.inputs import BIGINT_MAX
+from infrastructure.inputs import BIGINT_MAX
 from organization.serializers import JSONObjectField
 
 from .models import (

@@ -17,10 +17,9 @@ from django.db import connections, router, transaction
 from django.db.models import Count, F, Func, Q, Subquery
 from django.utils import timezone
 
-from organization.atomic import atomic
-from organization.errors import Conflict, Forbidden, Invalid, NotFound
-from organization.models import Agent, Organization, TeamRule
-from organization.prepared import (
+from infrastructure.atomic import atomic
+from infrastructure.errors import Conflict, Forbidden, Invalid, NotFound
+from infrastructure.prepared import (
     ID_ARRAY,
     INT,
     INT2,
@@ -30,6 +29,7 @@ from organization.prepared import (
     PreparedQuery,
     PreparedQuerySet,
 )
+from organization.models import Agent, Organization, TeamRule
 from organization.workload import workload_subquery_of, workloads_of
 
 from . import events, rules

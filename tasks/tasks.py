@@ -1,7 +1,7 @@
 """Celery tasks of the engine: thin, they take ids, call one service and own the retry policy.
 
 Each imports its service inside its body (HackSoft's Celery pattern); the services queue these
-tasks by name through `organization.outbox`, so no module of the app imports this one.
+tasks by name through `infrastructure.outbox`, so no module of the app imports this one.
 """
 
 import logging

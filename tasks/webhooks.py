@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from organization import outbox
+from infrastructure import outbox
 from organization import webhooks as url_rule
 from organization.models import Agent
 

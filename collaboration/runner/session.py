@@ -6,7 +6,7 @@ import uuid
 from django.conf import settings
 from django.db import connection, transaction
 
-from organization.atomic import DATABASE_GONE, once_reconnected
+from infrastructure.atomic import DATABASE_GONE, once_reconnected
 
 from ..models import CollaborationSession, SessionStatus
 from .agent import internal_error

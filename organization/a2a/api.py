@@ -5,9 +5,10 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from infrastructure.links import absolute_url
+from infrastructure.pagination import LimitOffsetPagination
+
 from ..caller import CallerMixin
-from ..links import absolute_url
-from ..pagination import LimitOffsetPagination
 from ..schema import ERRORS
 from . import cards
 

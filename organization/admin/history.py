@@ -16,8 +16,9 @@ from django.http import Http404, HttpResponseNotAllowed
 from simple_history.admin import SimpleHistoryAdmin
 from simple_history.template_utils import HistoricalRecordContextHelper
 
+from infrastructure.inputs import parse_id
+
 from ..history import AUDITED
-from ..inputs import parse_id
 from .scoping import admin_org_ids
 
 

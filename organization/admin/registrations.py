@@ -15,11 +15,12 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from infrastructure.errors import DomainError
+from infrastructure.inputs import parse_id
+
 from .. import registry
 from ..caller import caller_for_admin
-from ..errors import DomainError
 from ..hierarchy import role_delete, role_set
-from ..inputs import parse_id
 from ..models import (
     Agent,
     AgentRole,

@@ -40,8 +40,9 @@ from django.db import DataError, NotSupportedError, connection, models
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from infrastructure.inputs import parse_id
+
 from ..caller import admin_organizations
-from ..inputs import parse_id
 from ..models import Agent, AgentStatus, Organization, Team
 from .words import DurationInWordsField, relabel
 

@@ -3,8 +3,9 @@ only null), the caller excluded, with `idle` | `busy` — `GET /api/experts` and
 `discover_experts` tool.
 """
 
+from infrastructure.errors import Forbidden
+
 from ..caller import Caller
-from ..errors import Forbidden
 from ..models import Agent, Organization
 from ..selectors import agent_by_handle, agents_of
 from .manifest import MANIFEST_FIELDS, manifest_entry

@@ -10,7 +10,8 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from ..errors import Invalid
+from infrastructure.errors import Invalid
+
 from ..models import Agent, AgentStatus, Organization
 from .manifest import STATUS_DIR_NAME, files_dir, write_atomically
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import mcp_types as types
 
-from ..errors import error_body, exception_handler
-from ..renderers import json_bytes
+from infrastructure.errors import error_body, exception_handler
+from infrastructure.renderers import json_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,10 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from infrastructure.errors import error_body
+from infrastructure.throttling import locked_out_message
+
 from ..auth import bearer_token
-from ..errors import error_body
-from ..throttling import locked_out_message
 from .server import SCOPE_KEY, admit, build_server, close_db_connections
 
 MCP_PATH = "/mcp"

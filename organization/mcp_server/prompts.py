@@ -10,10 +10,11 @@ from django.db import close_old_connections
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from infrastructure.errors import DomainError, NotFound
+from infrastructure.inputs import check_input
+
 from ..caller import Caller
 from ..discovery.prompt import discovery_prompt_for
-from ..errors import DomainError, NotFound
-from ..inputs import check_input
 from ..models import Agent
 from ..prompt import system_prompt_for
 from ..tools import visible_prompt_subject

@@ -17,11 +17,12 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from infrastructure.throttling import address_locked_for, count_auth_failure, key_over_rate
+
 from .. import registry
 from ..auth import authenticate_key
 from ..caller import Caller, caller_for_key
 from ..models import ApiKey
-from ..throttling import address_locked_for, count_auth_failure, key_over_rate
 from .prompts import AGENT_ARGUMENT, PROMPTS, get_prompt
 from .tools import mcp_tool, run_tool
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from collaboration.models import CollaborationSession
 from collaboration.services import session_create
-from organization.errors import DomainError
+from infrastructure.errors import DomainError
 from organization.mcp_server.tools import _run_tool
 from tests.collaboration.conftest import human, specialists
 from tests.conftest import agent_of

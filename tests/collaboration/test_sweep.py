@@ -14,7 +14,7 @@ from collaboration.models import CollaborationSession
 from collaboration.services import session_create
 from collaboration.sweep import RUN_SESSION_TASK, sweep_sessions
 from collaboration.tasks import run_collaboration
-from organization.models import OutboxMessage
+from infrastructure.models import OutboxMessage
 from tests.collaboration.conftest import human, specialists
 
 pytestmark = pytest.mark.django_db

@@ -9,9 +9,9 @@ from collaboration.providers import LLMRequest, Message, ToolSpec
 from collaboration.providers import complete as provider_complete
 from collaboration.providers.openai import strict_schema
 from collaboration.toolloop import run_tool_loop
+from infrastructure.errors import DomainError
+from infrastructure.models import OutboxMessage
 from organization.caller import caller_for_agent
-from organization.errors import DomainError
-from organization.models import OutboxMessage
 from organization.registry import REGISTRY, register_tool
 from tests.conftest import agent_of
 from tests.fake_llm import Reply, ToolUse

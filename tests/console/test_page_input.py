@@ -1,5 +1,5 @@
 """Pages (admin, console) refuse text the database cannot store with a 400 before any view runs
-(organization.middleware.PageInputMiddleware): a list filter's parameter and the console's moves
+(infrastructure.middleware.PageInputMiddleware): a list filter's parameter and the console's moves
 read the request themselves, and each answered 500 when PostgreSQL refused a NUL."""
 
 import pytest

@@ -10,8 +10,8 @@ from costs import metering
 from costs.budgets import budget_set, state_of
 from costs.metering import Meter, book_reported, reserve, settle
 from costs.models import MONEY_MAX, Budget, UsageRecord
+from infrastructure.errors import Invalid
 from organization.caller import caller_for_agent, caller_for_member
-from organization.errors import Invalid
 from organization.registry import call_tool
 from tests.factories import make_admin_user
 

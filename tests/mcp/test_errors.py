@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions as drf
 
-from organization.errors import Conflict, exception_handler
+from infrastructure.errors import Conflict, exception_handler
 from organization.mcp_server.errors import error_for
 
 

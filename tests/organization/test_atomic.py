@@ -5,8 +5,8 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from organization.atomic import atomic, undone_whole
-from organization.errors import Conflict
+from infrastructure.atomic import atomic, undone_whole
+from infrastructure.errors import Conflict
 from organization.models import Organization, Team
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,7 +9,7 @@ import random
 import pytest
 from django.contrib.auth import get_user_model
 
-from organization import throttling
+from infrastructure import throttling
 from tests.conftest import KeyClient
 from tests.factories import make_agent, make_key, make_org
 from tests.mcp.live import LiveServer, raw_http

@@ -7,9 +7,9 @@ import json
 import pytest
 from django.test import Client
 
+from infrastructure.errors import Invalid
 from organization import registry
 from organization.caller import Caller
-from organization.errors import Invalid
 from organization.mcp_server.errors import error_for
 from organization.models import Agent
 from tests.conftest import agent_of

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.db import connection
 
 from collaboration.models import CollaborationSession
+from infrastructure.models import OutboxMessage
 from organization.apps import OUTBOX_RELAY_NAME, ensure_outbox_relay_schedule
-from organization.models import OutboxMessage
 from tasks.models import WebhookDelivery
 from tests.broker_proxy import BrokerProxy
 from tests.collaboration.conftest import human, specialists, wait_for

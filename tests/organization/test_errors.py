@@ -1,7 +1,7 @@
 from django.core.exceptions import ValidationError
 from rest_framework.test import APIRequestFactory
 
-from organization.errors import exception_handler
+from infrastructure.errors import exception_handler
 
 
 def test_a_model_validation_error_is_a_400_naming_the_field():

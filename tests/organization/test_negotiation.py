@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.test import APIRequestFactory
 
-from organization.negotiation import ContentNegotiation
+from infrastructure.negotiation import ContentNegotiation
 
 RENDERERS = [renderer() for renderer in api_settings.DEFAULT_RENDERER_CLASSES]
 

@@ -11,8 +11,8 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from organization import outbox
-from organization.models import OutboxMessage
+from infrastructure import outbox
+from infrastructure.models import OutboxMessage
 
 pytestmark = pytest.mark.django_db
 

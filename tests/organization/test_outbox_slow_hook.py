@@ -12,8 +12,8 @@ from datetime import timedelta
 import pytest
 from django.db import connection, transaction
 
-from organization import outbox
-from organization.models import OutboxMessage
+from infrastructure import outbox
+from infrastructure.models import OutboxMessage
 from tests.conftest import requires_postgres
 
 pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

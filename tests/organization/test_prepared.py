@@ -5,8 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from organization.models import Agent
-from organization.prepared import (
+from infrastructure.prepared import (
     INT,
     INT2,
     TEXT,
@@ -16,6 +15,7 @@ from organization.prepared import (
     insert_new,
     save_existing,
 )
+from organization.models import Agent
 from organization.selectors import agents_with_workload, holds_expertise
 from tasks.models import Task, TaskStatus
 from tests.factories import give_tasks, make_agent, make_org, make_team

@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy
 from rest_framework.renderers import JSONRenderer
 from rest_framework.settings import api_settings
 
-from organization.renderers import OrjsonRenderer
+from infrastructure.renderers import OrjsonRenderer
 
 VALUES = {
     "utc": dt.datetime(2026, 11, 23, 9, 30, 1, 250000, tzinfo=dt.UTC),

@@ -5,8 +5,8 @@ drf-spectacular's mapping of the same serializer)."""
 import pytest
 from rest_framework import serializers
 
+from infrastructure.errors import DomainError
 from organization.caller import Caller
-from organization.errors import DomainError
 from organization.registry import REGISTRY, call_tool, first_error
 from organization.schema import input_schema_of
 from tests.factories import make_agent, make_org

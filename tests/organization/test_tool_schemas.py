@@ -9,8 +9,8 @@ from django.db import transaction
 from jsonschema import Draft202012Validator
 from openai.lib._pydantic import _ensure_strict_json_schema
 
+from infrastructure.errors import DomainError
 from organization.caller import Caller
-from organization.errors import DomainError
 from organization.registry import REGISTRY, allows_null, call_tool
 from tests.conftest import KeyClient
 from tests.factories import make_agent, make_key, make_org

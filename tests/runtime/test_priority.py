@@ -13,8 +13,8 @@ from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from config.celery import app
-from organization import outbox
-from organization.models import OutboxMessage
+from infrastructure import outbox
+from infrastructure.models import OutboxMessage
 from runtime.models import RUN_AGENT_TASK, Run, RunStatus, RunTrigger
 from runtime.services import MANAGER_PRIORITY, REPORT_PRIORITY, run_wake, sweep_runs
 from tasks import services

@@ -262,7 +262,7 @@ def test_pausing_an_agent_stops_its_run_before_the_next_model_call_and_resuming_
 def test_a_run_handed_back_after_its_agent_was_resumed_meanwhile_is_sent_at_once(cast):
     """The run read the pause, but the human resumed the agent before the run was handed back
     (resuming found it running, and sent nothing): the hand-back sends it itself."""
-    from organization.models import OutboxMessage
+    from infrastructure.models import OutboxMessage
     from runtime.lease import CLAIMED, claim
     from runtime.services import run_hand_back
 

@@ -8,7 +8,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from organization import outbox
+from infrastructure import outbox
 from organization.models import Agent
 from organization.services import agent_set_paused
 from runtime.models import RUN_AGENT_TASK, Run, RunStatus, RunTrigger

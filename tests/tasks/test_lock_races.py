@@ -15,8 +15,8 @@ from collections import Counter
 import pytest
 from django.db import connection, transaction
 
+from infrastructure.errors import Conflict
 from organization.caller import Caller
-from organization.errors import Conflict
 from organization.models import Agent, TeamRule
 from organization.services import agent_delete, agent_set_paused
 from tasks.models import HELD_STATUSES, ActorKind, InboxItem, Task, TaskStatus
@@ -403,8 +403,8 @@ def test_deleting_the_agent_that_queued_a_task_does_not_deadlock_with_a_comment_
 def test_a_supervisor_demoted_while_named_default_supervisor_does_not_stay_default():
     """The default supervisor holds the supervisor role (seed 003): naming one waits for a
     demotion of that agent under way, and then refuses it; it never keeps a worker as default."""
+    from infrastructure.errors import Invalid
     from organization import hierarchy
-    from organization.errors import Invalid
     from organization.models import AgentRole, HierarchyRole
 
     org = make_org("race")

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from organization.errors import Forbidden
+from infrastructure.errors import Forbidden
 from tasks.models import Task, TaskEvent
 from tasks.rules import Actor
 from tasks.services import task_delegate

@@ -5,8 +5,8 @@ the limit is accepted."""
 import pytest
 from django.core.exceptions import ValidationError
 
+from infrastructure.errors import Invalid
 from organization.caller import Caller
-from organization.errors import Invalid
 from organization.models import (
     EXPERTISE_ITEM_MAX_LENGTH,
     EXPERTISE_MAX_ITEMS,

@@ -15,8 +15,8 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from organization import outbox
-from organization.models import OutboxMessage
+from infrastructure import outbox
+from infrastructure.models import OutboxMessage
 from tasks.models import WebhookDelivery
 from tasks.rules import SYSTEM
 from tasks.services import task_create

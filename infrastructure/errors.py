@@ -111,7 +111,7 @@ def exception_handler(exc, context):
     if response is not None and request is not None:
         # An error is JSON even for a browser that asked for the browsable API (`?format=api`,
         # `Accept: text/html`): DRF renders the response with the request's chosen renderer.
-        from organization.renderers import OrjsonRenderer
+        from infrastructure.renderers import OrjsonRenderer
 
         request.accepted_renderer = OrjsonRenderer()
         request.accepted_media_type = OrjsonRenderer.media_type

@@ -20,8 +20,6 @@ from django.core.cache.backends.redis import RedisCache
 from redis.commands.core import Script
 from rest_framework.throttling import SimpleRateThrottle
 
-from .auth import KeyUser
-
 logger = logging.getLogger(__name__)
 
 # The window opens with the first request (SET NX EX); one command to send and one reply to
@@ -50,7 +48,7 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
 
     def get_cache_key(self, request, view) -> str | None:
         user = request.user
-        if isinstance(user, KeyUser):
+        if getattr(user, "api_key", None) is not None:
             # The prefix is random per key, so a reused database id never inherits a history.
             ident = f"key:{user.api_key.prefix}"
         elif user is not None and user.is_authenticated:
@@ -93,7 +91,7 @@ def key_over_rate(api_key) -> int | None:
     """Count one request of `api_key` at a door DRF does not serve (/mcp), in the same counter
     as its REST requests: the seconds to wait when it is over API_THROTTLE_RATE, else None."""
     throttle = ApiKeyRateThrottle()
-    if throttle.allow_request(SimpleNamespace(user=KeyUser(api_key)), None):
+    if throttle.allow_request(SimpleNamespace(user=SimpleNamespace(api_key=api_key)), None):
         return None
     return max(1, math.ceil(throttle.wait() or 1))
 

@@ -37,7 +37,7 @@ class AuthFailureThrottleMiddleware:
 class ApiInputMiddleware:
     """413 `too_large` for a body over DATA_UPLOAD_MAX_MEMORY_SIZE, 400 `invalid` for a path or
     query string the database cannot store (NUL, lone surrogates); JSON bodies are checked by
-    the parsers (organization.parsers), where they are decoded."""
+    the parsers (infrastructure.parsers), where they are decoded."""
 
     def __init__(self, get_response):
         self.get_response = get_response

@@ -1,4 +1,4 @@
-"""The API's body parsers: DRF's, plus the input guard of `organization.inputs`."""
+"""The API's body parsers: DRF's, plus the input guard of `infrastructure.inputs`."""
 
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
