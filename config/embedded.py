@@ -111,9 +111,15 @@ class Child:
         with open(self.log_path, "ab") as log:
             # Its own session: the terminal's Ctrl-C reaches only us, and we ask each child once.
             self.process = subprocess.Popen(
-                self.argv, cwd=BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent,
-            )  # fmt: skip
+                self.argv,
+                cwd=BASE_DIR,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
         self.started_at = time.monotonic()
         self.restart_at = None
         self.starts += 1
@@ -234,12 +240,31 @@ def main() -> int:
         return 1 if not stopping else 0
 
     children = [
-        Child("server", [sys.executable, "-m", "config.serve", "--host", "127.0.0.1",
-                         "--port", str(port)], env, log_dir),
-        Child("worker", [str(BIN / "celery"), "-A", "config", "worker", "-P", "threads", "-c", "4",
-                         "-l", "info"], env, log_dir),
+        Child(
+            "server",
+            [sys.executable, "-m", "config.serve", "--host", "127.0.0.1", "--port", str(port)],
+            env,
+            log_dir,
+        ),
+        Child(
+            "worker",
+            [
+                str(BIN / "celery"),
+                "-A",
+                "config",
+                "worker",
+                "-P",
+                "threads",
+                "-c",
+                "4",
+                "-l",
+                "info",
+            ],
+            env,
+            log_dir,
+        ),
         Child("beat", [str(BIN / "celery"), "-A", "config", "beat", "-l", "info"], env, log_dir),
-    ]  # fmt: skip
+    ]
     for child in children:
         child.start()
     write_state(var, port, children)

@@ -116,8 +116,16 @@ def die_with_parent() -> None:
 
 class Workers:
     def __init__(self, host: str, port: int, count: int):
-        self.command = [sys.executable, "-m", "config.serve", "--worker", "--host", host,
-                        "--port", str(port)]  # fmt: skip
+        self.command = [
+            sys.executable,
+            "-m",
+            "config.serve",
+            "--worker",
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ]
         self.processes: list[tuple[subprocess.Popen, float]] = []
         self.count = count
 
@@ -135,8 +143,9 @@ class Workers:
             if time.monotonic() - started < EARLY_DEATH_SECONDS:
                 print(f"serve: a worker exited at start (code {process.returncode})", flush=True)
                 return False
-            print(f"serve: worker {process.pid} exited ({process.returncode}), restarting",
-                  flush=True)  # fmt: skip
+            print(
+                f"serve: worker {process.pid} exited ({process.returncode}), restarting", flush=True
+            )
             self.processes[index] = self.start_one()
         return True
 

@@ -85,10 +85,12 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
         if obj is None:
             return sets
         return [
-            (name, {**options, "fields": [f for f in options["fields"]
-                                          if f not in TOLD_IN_THE_STORY]})
+            (
+                name,
+                {**options, "fields": [f for f in options["fields"] if f not in TOLD_IN_THE_STORY]},
+            )
             for name, options in sets
-        ]  # fmt: skip
+        ]
 
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         if obj is not None and obj.pk is not None:
@@ -107,14 +109,23 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
     def get_urls(self):
         view = self.admin_site.admin_view
         return [
-            path("<path:object_id>/console/assign/", view(self.assign_view),
-                 name="tasks_task_console_assign"),
-            path("<path:object_id>/console/comment/", view(self.comment_view),
-                 name="tasks_task_console_comment"),
-            path("<path:object_id>/console/cancel/", view(self.cancel_view),
-                 name="tasks_task_console_cancel"),
+            path(
+                "<path:object_id>/console/assign/",
+                view(self.assign_view),
+                name="tasks_task_console_assign",
+            ),
+            path(
+                "<path:object_id>/console/comment/",
+                view(self.comment_view),
+                name="tasks_task_console_comment",
+            ),
+            path(
+                "<path:object_id>/console/cancel/",
+                view(self.cancel_view),
+                name="tasks_task_console_cancel",
+            ),
             *super().get_urls(),
-        ]  # fmt: skip
+        ]
 
     def _moved(self, request, task, move, done: str):
         try:
@@ -135,9 +146,11 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
             self.message_user(request, "Choose an agent of the organization.", messages.ERROR)
             return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
         return self._moved(
-            request, task, lambda actor: services.task_assign(task=task, actor=actor, to=agent),
+            request,
+            task,
+            lambda actor: services.task_assign(task=task, actor=actor, to=agent),
             f"Assigned to {agent.name}.",
-        )  # fmt: skip
+        )
 
     @method_decorator(require_POST)
     def comment_view(self, request, object_id):
@@ -149,9 +162,11 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
             )
             return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
         return self._moved(
-            request, task, lambda actor: services.task_comment(task=task, actor=actor, body=body),
+            request,
+            task,
+            lambda actor: services.task_comment(task=task, actor=actor, body=body),
             "Comment added: the agents involved are told.",
-        )  # fmt: skip
+        )
 
     @method_decorator(require_POST)
     def cancel_view(self, request, object_id):
@@ -163,10 +178,11 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
             )
             return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
         return self._moved(
-            request, task,
+            request,
+            task,
             lambda actor: services.task_cancel(task=task, actor=actor, reason=reason),
             "Cancelled.",
-        )  # fmt: skip
+        )
 
 
 # An audit row's message for a status change: "agent-jordan: in_progress → blocked. <note>".
@@ -217,12 +233,37 @@ class ConsoleCollaborationAdmin(CostColumn, CollaborationSessionAdmin):
     change_form_template = "admin/console/collaboration_change_form.html"
     inlines = []
     fieldsets = [
-        (None, {"fields": ["organization", "mode", "synthesis", "status_badge", "progress",
-                           "started_by", "created_at", "started_at", "finished_at", "error"]}),
-        ("Limits", {"classes": ["collapse"],
-                    "fields": ["max_parallel", "time_per_agent", "max_total_tokens", "attempts",
-                               "cancel_requested"]}),
-    ]  # fmt: skip
+        (
+            None,
+            {
+                "fields": [
+                    "organization",
+                    "mode",
+                    "synthesis",
+                    "status_badge",
+                    "progress",
+                    "started_by",
+                    "created_at",
+                    "started_at",
+                    "finished_at",
+                    "error",
+                ]
+            },
+        ),
+        (
+            "Limits",
+            {
+                "classes": ["collapse"],
+                "fields": [
+                    "max_parallel",
+                    "time_per_agent",
+                    "max_total_tokens",
+                    "attempts",
+                    "cancel_requested",
+                ],
+            },
+        ),
+    ]
     readonly_fields = [f for _, o in fieldsets for f in o["fields"]]
 
     @admin.display(description="time per agent")

@@ -124,12 +124,16 @@ def agent_state(agent: Agent) -> AgentState:
     now = timezone.now()
     held, workload = _first_and_total(
         Task.objects.filter(assignee=agent, status__in=HELD_STATUSES),
-        "-urgency_rank", "assigned_at", "pk",
-    )  # fmt: skip
+        "-urgency_rank",
+        "assigned_at",
+        "pk",
+    )
     queue, queue_total = _first_and_total(
         Task.objects.filter(queued_for=agent, status=TaskStatus.QUEUED),
-        "-urgency_rank", "queued_at", "pk",
-    )  # fmt: skip
+        "-urgency_rank",
+        "queued_at",
+        "pk",
+    )
     status = status_for(
         is_paused=agent.is_paused, workload=workload, capacity=agent.workload_capacity
     )
@@ -203,43 +207,58 @@ def warnings_for(agent: Agent, state: AgentState, now) -> list[Warning]:
     if agent.is_paused:
         reports = Agent.objects.filter(senior=agent).count()
         if reports or state.queue_total:
-            found.append(Warning(
-                "danger",
-                f"{agent.name} is offline (paused) but {reports} agent(s) report to it and "
-                f"{state.queue_total} task(s) wait in its queue.",
-            ))  # fmt: skip
+            found.append(
+                Warning(
+                    "danger",
+                    f"{agent.name} is offline (paused) but {reports} agent(s) report to it and "
+                    f"{state.queue_total} task(s) wait in its queue.",
+                )
+            )
         else:
             found.append(Warning("warn", f"{agent.name} is offline (paused): it receives nothing."))
     senior = agent.senior if agent.senior_id else None
     if senior is not None and senior.is_paused:
-        found.append(Warning(
-            "danger",
-            f"Its senior, {senior.name} ({senior.handle}), is offline: its escalations go past "
-            "them (to the default supervisor, or to humans).",
-            reverse("admin:organization_agent_change", args=[senior.pk]), f"Open {senior.name}",
-        ))  # fmt: skip
+        found.append(
+            Warning(
+                "danger",
+                f"Its senior, {senior.name} ({senior.handle}), is offline: its escalations go past "
+                "them (to the default supervisor, or to humans).",
+                reverse("admin:organization_agent_change", args=[senior.pk]),
+                f"Open {senior.name}",
+            )
+        )
     budget = blocking_budget(agent)
     if budget is not None:
-        found.append(Warning(
-            "danger",
-            f"Paused for budget: the {human(budget.scope).lower()} budget “{budget.subject}” is "
-            f"exhausted ({money(budget.spent_usd)} of {money(budget.limit_usd)}); no managed run "
-            "starts for it until the limit is raised or the month turns.",
-            reverse("admin:costs_budget_change", args=[budget.pk]), "Open the budget",
-        ))  # fmt: skip
+        found.append(
+            Warning(
+                "danger",
+                f"Paused for budget: the {human(budget.scope).lower()} budget “{budget.subject}” is "
+                f"exhausted ({money(budget.spent_usd)} of {money(budget.limit_usd)}); no managed run "
+                "starts for it until the limit is raised or the month turns.",
+                reverse("admin:costs_budget_change", args=[budget.pk]),
+                "Open the budget",
+            )
+        )
     failed = WebhookDelivery.objects.filter(
         agent=agent, status=DeliveryStatus.FAILED, created_at__gte=now - WEBHOOK_WINDOW
     ).aggregate(n=Count("pk"), last=Max("created_at"))
     if failed["n"]:
-        found.append(Warning(
-            "danger",
-            f"Its webhook fails: {failed['n']} delivery(ies) failed for good in the last 7 days.",
-            _changelist("tasks_webhookdelivery", agent__id__exact=agent.pk,
-                        status__exact=DeliveryStatus.FAILED),
-            "See the deliveries",
-        ))  # fmt: skip
+        found.append(
+            Warning(
+                "danger",
+                f"Its webhook fails: {failed['n']} delivery(ies) failed for good in the last 7 days.",
+                _changelist(
+                    "tasks_webhookdelivery",
+                    agent__id__exact=agent.pk,
+                    status__exact=DeliveryStatus.FAILED,
+                ),
+                "See the deliveries",
+            )
+        )
     if not agent.is_paused and state.workload >= state.capacity:
-        found.append(Warning(
-            "warn", f"At capacity ({state.workload}/{state.capacity}): new work for it queues."
-        ))  # fmt: skip
+        found.append(
+            Warning(
+                "warn", f"At capacity ({state.workload}/{state.capacity}): new work for it queues."
+            )
+        )
     return found

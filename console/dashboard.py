@@ -83,10 +83,13 @@ def dashboard_context(request) -> dict:
         return {"organizations": [], "organization": None}
     shown = metric_values(org)
     groups = [
-        {"name": name, "title": title,
-         "metrics": [shown[m.name] for m in metrics.METRICS if m.group == name]}
+        {
+            "name": name,
+            "title": title,
+            "metrics": [shown[m.name] for m in metrics.METRICS if m.group == name],
+        }
         for name, title in metrics.GROUPS
-    ]  # fmt: skip
+    ]
     panels = [
         {
             "name": panel.name,

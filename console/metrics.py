@@ -136,46 +136,56 @@ FAILED_SESSIONS = (SessionStatus.FAILED, SessionStatus.PARTIAL)
 
 register(
     Metric(
-        "escalated", "Escalated to humans", *_tasks_in(TaskStatus.ESCALATED), ATTENTION,
+        "escalated",
+        "Escalated to humans",
+        *_tasks_in(TaskStatus.ESCALATED),
+        ATTENTION,
         help="No agent could take them: yours to assign or cancel.",
     )
-)  # fmt: skip
+)
 register(
     Metric(
-        "blocked", "Blocked", *_tasks_in(TaskStatus.BLOCKED), ATTENTION,
+        "blocked",
+        "Blocked",
+        *_tasks_in(TaskStatus.BLOCKED),
+        ATTENTION,
         help="Held but stuck (a managed agent's failed run blocks its task).",
     )
-)  # fmt: skip
+)
 register(
     Metric(
-        "stale_queued", "Queued too long",
+        "stale_queued",
+        "Queued too long",
         lambda org: stale_queued(timezone.now()).filter(organization=org).count(),
         lambda org: changelist(Task, org, attention="stale"),
-        ATTENTION, help="Past the team rule's threshold or their deadline.",
+        ATTENTION,
+        help="Past the team rule's threshold or their deadline.",
     )
-)  # fmt: skip
+)
 register(
     Metric(
-        "failed_sessions", "Failed collaborations",
+        "failed_sessions",
+        "Failed collaborations",
         lambda org: CollaborationSession.objects.filter(
             organization=org, status__in=FAILED_SESSIONS, created_at__gte=recent_since()
         ).count(),
-        lambda org: _recent(
-            CollaborationSession, org, status__in=",".join(FAILED_SESSIONS)
-        ),
-        ATTENTION, help="Failed or partial, in the last 7 days.",
+        lambda org: _recent(CollaborationSession, org, status__in=",".join(FAILED_SESSIONS)),
+        ATTENTION,
+        help="Failed or partial, in the last 7 days.",
     )
-)  # fmt: skip
+)
 register(
     Metric(
-        "failed_runs", "Failed runs",
+        "failed_runs",
+        "Failed runs",
         lambda org: Run.objects.filter(
             organization=org, status=RunStatus.FAILED, created_at__gte=recent_since()
         ).count(),
         lambda org: _recent(Run, org, status__exact=RunStatus.FAILED),
-        ATTENTION, help="Managed agents' runs, in the last 7 days.",
+        ATTENTION,
+        help="Managed agents' runs, in the last 7 days.",
     )
-)  # fmt: skip
+)
 register_attention(Attention("held_wakes", "Wake-ups held", lambda: Q(held_wakes_condition())))
 register(
     Metric(
@@ -189,32 +199,38 @@ register(
 )
 register(
     Metric(
-        "failing_webhooks", "Failing webhooks",
+        "failing_webhooks",
+        "Failing webhooks",
         lambda org: WebhookDelivery.objects.filter(
             organization=org, status=DeliveryStatus.FAILED, created_at__gte=recent_since()
         ).count(),
         lambda org: _recent(WebhookDelivery, org, status__exact=DeliveryStatus.FAILED),
-        ATTENTION, help="Deliveries failed for good, in the last 7 days.",
+        ATTENTION,
+        help="Deliveries failed for good, in the last 7 days.",
     )
-)  # fmt: skip
+)
 register(
     Metric(
-        "at_capacity", "At capacity",
+        "at_capacity",
+        "At capacity",
         lambda org: at_capacity(
             Agent.objects.filter(organization=org).annotate(current_workload=workload_subquery())
         ).count(),
         lambda org: changelist(Agent, org, load="at_capacity"),
-        PEOPLE, help="Agents holding all the tasks they may: new work queues or escalates.",
+        PEOPLE,
+        help="Agents holding all the tasks they may: new work queues or escalates.",
     )
-)  # fmt: skip
+)
 register(
     Metric(
-        "offline_with_work", "Offline with work",
+        "offline_with_work",
+        "Offline with work",
         lambda org: offline_with_work(Agent.objects.filter(organization=org)).count(),
         lambda org: changelist(Agent, org, load="offline_with_work"),
-        PEOPLE, help="Paused agents who still have reports or a queue.",
+        PEOPLE,
+        help="Paused agents who still have reports or a queue.",
     )
-)  # fmt: skip
+)
 
 
 # --- the panel of the apps below: what waits on a human ------------------------------------
@@ -247,27 +263,36 @@ def _usage_link(org: Organization, since) -> str:
 
 register(
     Metric(
-        "budget_alerts", "Budget alerts", cost_selectors.unread_alert_count,
+        "budget_alerts",
+        "Budget alerts",
+        cost_selectors.unread_alert_count,
         lambda org: changelist(BudgetAlert, org, read_at__isnull="True"),
-        ATTENTION, help="Budgets at 80 % or exhausted (agents held for budget among them).",
+        ATTENTION,
+        help="Budgets at 80 % or exhausted (agents held for budget among them).",
     )
-)  # fmt: skip
+)
 register(
     Metric(
-        "cost_today_usd", "Cost today (USD)",
+        "cost_today_usd",
+        "Cost today (USD)",
         lambda org: cost_selectors.cost_since(org, cost_selectors.start_of_day()),
         lambda org: _usage_link(org, cost_selectors.start_of_day()),
-        COST, help="Model calls since midnight UTC.", text=usd_figure,
+        COST,
+        help="Model calls since midnight UTC.",
+        text=usd_figure,
     )
-)  # fmt: skip
+)
 register(
     Metric(
-        "cost_month_usd", "Cost this month (USD)",
+        "cost_month_usd",
+        "Cost this month (USD)",
         lambda org: cost_selectors.cost_since(org, cost_selectors.start_of_month()),
         lambda org: _usage_link(org, cost_selectors.start_of_month()),
-        COST, help="Model calls since the 1st, UTC.", text=usd_figure,
+        COST,
+        help="Model calls since the 1st, UTC.",
+        text=usd_figure,
     )
-)  # fmt: skip
+)
 
 
 # A task whose holder a budget holds back waits on a human (raise the limit): the tasks list's
@@ -312,6 +337,10 @@ def _top_spenders(org: Organization) -> dict:
 
 
 register_panel(
-    Panel("top_spenders", "Top spenders this month", "admin/console/panel_spenders.html",
-          _top_spenders)
-)  # fmt: skip
+    Panel(
+        "top_spenders",
+        "Top spenders this month",
+        "admin/console/panel_spenders.html",
+        _top_spenders,
+    )
+)

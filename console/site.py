@@ -26,9 +26,10 @@ class ConsoleAdminSite(admin.AdminSite):
         admin_class = admin_class or admin.ModelAdmin
         if not issubclass(admin_class, BoundedLookups):
             admin_class = type(
-                admin_class.__name__, (BoundedLookups, admin_class),
+                admin_class.__name__,
+                (BoundedLookups, admin_class),
                 {"__module__": admin_class.__module__},
-            )  # fmt: skip
+            )
         super().register(model_or_iterable, admin_class, **options)
 
     def get_app_list(self, request, app_label=None):

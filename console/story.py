@@ -182,12 +182,17 @@ def _with_room(task: Task, exclude: list[str], shown: int) -> list[Suggestion]:
         hold = hold_reason(held[agent.pk]) if agent.pk in held else ""
         found.append(
             Suggestion(
-                agent.handle, agent.name, agent.team.name if agent.team_id else "no team", status,
-                f"{agent.current_workload}/{agent.workload_capacity}", "—",
-                "has room" + (f"; held for budget ({hold})" if hold else ""), agent.expertise,
+                agent.handle,
+                agent.name,
+                agent.team.name if agent.team_id else "no team",
+                status,
+                f"{agent.current_workload}/{agent.workload_capacity}",
+                "—",
+                "has room" + (f"; held for budget ({hold})" if hold else ""),
+                agent.expertise,
                 held=hold,
             )
-        )  # fmt: skip
+        )
     return found
 
 

@@ -88,8 +88,12 @@ def _take(before: dict, org: Organization) -> Copy | None:
         new = list(model._base_manager.filter(pk__in=now.keys() - old.keys()).order_by("pk"))
         fields = _fields(model)
         values = [{f.attname: getattr(obj, f.attname) for f in fields} for obj in new]
-        if any(isinstance(f, models.DateField) and not isinstance(f, models.DateTimeField)
-               and any(v[f.attname] is not None for v in values) for f in fields):  # fmt: skip
+        if any(
+            isinstance(f, models.DateField)
+            and not isinstance(f, models.DateTimeField)
+            and any(v[f.attname] is not None for v in values)
+            for f in fields
+        ):
             return None
         rows.append((model, values))
         added.update((model._meta.concrete_model, obj.pk) for obj in new)

@@ -286,8 +286,14 @@ def _words(text: str) -> int:
 
 
 def _message(role: str, content: str = "", **extra) -> dict:
-    return {"role": role, "content": content, "tool_calls": [], "tool_call_id": "",
-            "is_error": False, **extra}  # fmt: skip
+    return {
+        "role": role,
+        "content": content,
+        "tool_calls": [],
+        "tool_call_id": "",
+        "is_error": False,
+        **extra,
+    }
 
 
 def _openai_messages(raw: list[dict]) -> list[dict]:
@@ -310,8 +316,7 @@ def _openai_messages(raw: list[dict]) -> list[dict]:
                     arguments = json.loads(raw_arguments)
                 except (json.JSONDecodeError, RecursionError):  # as a real server, keeps the text
                     arguments = raw_arguments
-                calls.append({"id": c["id"], "name": c["function"]["name"],
-                              "arguments": arguments})  # fmt: skip
+                calls.append({"id": c["id"], "name": c["function"]["name"], "arguments": arguments})
             messages.append(_message("assistant", content, tool_calls=calls))
         else:
             messages.append(_message("user", content))
@@ -327,8 +332,11 @@ def _anthropic_messages(raw: list[dict]) -> list[dict]:
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
         texts = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
         if m.get("role") == "assistant":
-            calls = [{"id": b["id"], "name": b["name"], "arguments": b.get("input")}
-                     for b in blocks if b.get("type") == "tool_use"]  # fmt: skip
+            calls = [
+                {"id": b["id"], "name": b["name"], "arguments": b.get("input")}
+                for b in blocks
+                if b.get("type") == "tool_use"
+            ]
             messages.append(_message("assistant", texts, tool_calls=calls))
             continue
         for b in blocks:
@@ -336,8 +344,14 @@ def _anthropic_messages(raw: list[dict]) -> list[dict]:
                 result = b.get("content", "")
                 if isinstance(result, list):
                     result = "\n".join(p.get("text", "") for p in result)
-                messages.append(_message("tool", result, tool_call_id=b.get("tool_use_id", ""),
-                                         is_error=bool(b.get("is_error"))))  # fmt: skip
+                messages.append(
+                    _message(
+                        "tool",
+                        result,
+                        tool_call_id=b.get("tool_use_id", ""),
+                        is_error=bool(b.get("is_error")),
+                    )
+                )
         if texts or not any(b.get("type") == "tool_result" for b in blocks):
             messages.append(_message("user", texts))
     return messages

@@ -56,10 +56,12 @@ class PgProxy:
                 return
             server = socket.create_connection(self.upstream)
             state = {"drop": False}
-            threading.Thread(target=self._client_to_server, args=(client, server, state),
-                             daemon=True).start()  # fmt: skip
-            threading.Thread(target=self._server_to_client, args=(client, server, state),
-                             daemon=True).start()  # fmt: skip
+            threading.Thread(
+                target=self._client_to_server, args=(client, server, state), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._server_to_client, args=(client, server, state), daemon=True
+            ).start()
 
     @staticmethod
     def _shut(*socks) -> None:

@@ -147,25 +147,75 @@ def main() -> int:
     threading.Thread(target=hook.serve_forever, daemon=True).start()
     try:
         run(str(PY), "manage.py", "migrate", "--noinput", "-v", "0", env=env)
-        run(str(PY), "manage.py", "seed_demo", "--org", "prod-check", env=env,
-            stdout=subprocess.DEVNULL)  # fmt: skip
-        key = run(
-            str(PY), "manage.py", "create_api_key", "--org", "prod-check", env=env,
-            capture_output=True, text=True,
-        ).stdout.strip().splitlines()[-1]  # fmt: skip
+        run(
+            str(PY),
+            "manage.py",
+            "seed_demo",
+            "--org",
+            "prod-check",
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        key = (
+            run(
+                str(PY),
+                "manage.py",
+                "create_api_key",
+                "--org",
+                "prod-check",
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         port = free_port()
         for name, argv in (
-            ("worker", [str(VENV / "bin" / "celery"), "-A", "config", "worker", "-B",
-                        "-P", "threads", "-c", "2", "-l", "info",
-                        "--schedule", str(logs / "beat-schedule")]),
-            ("server", [str(VENV / "bin" / "gunicorn"), "config.wsgi", "-b",
-                        f"127.0.0.1:{port}", "-w", "2"]),
-        ):  # fmt: skip
+            (
+                "worker",
+                [
+                    str(VENV / "bin" / "celery"),
+                    "-A",
+                    "config",
+                    "worker",
+                    "-B",
+                    "-P",
+                    "threads",
+                    "-c",
+                    "2",
+                    "-l",
+                    "info",
+                    "--schedule",
+                    str(logs / "beat-schedule"),
+                ],
+            ),
+            (
+                "server",
+                [
+                    str(VENV / "bin" / "gunicorn"),
+                    "config.wsgi",
+                    "-b",
+                    f"127.0.0.1:{port}",
+                    "-w",
+                    "2",
+                ],
+            ),
+        ):
             out = open(logs / f"{name}.log", "wb")  # noqa: SIM115 (closed with the process)
             processes.append(
-                (name, subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out,
-                                        stderr=subprocess.STDOUT, start_new_session=True))
-            )  # fmt: skip
+                (
+                    name,
+                    subprocess.Popen(
+                        argv,
+                        cwd=ROOT,
+                        env=env,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    ),
+                )
+            )
         base = f"http://127.0.0.1:{port}"
 
         def server_up():
@@ -179,18 +229,34 @@ def main() -> int:
         assert status == 200, (status, agents)
         handle = agents["results"][0]["id"]
         hook_url = f"http://127.0.0.1:{hook.server_port}/hook"
-        run(str(PY), "manage.py", "shell", "-c",
+        run(
+            str(PY),
+            "manage.py",
+            "shell",
+            "-c",
             f"from organization.models import Agent; Agent.objects.filter("
             f"organization__slug='prod-check', handle='{handle}').update(webhook_url='{hook_url}')",
-            env=env)  # fmt: skip
+            env=env,
+        )
 
-        status, session = call(base, key, "POST", "/api/collaborations", {
-            "task": "Is the production install complete?", "synthesis": "merge",
-            "agents": [{"name": "a", "role": "checker", "focus": "dependencies"},
-                       {"name": "b", "role": "checker", "focus": "the broker"}]})  # fmt: skip
+        status, session = call(
+            base,
+            key,
+            "POST",
+            "/api/collaborations",
+            {
+                "task": "Is the production install complete?",
+                "synthesis": "merge",
+                "agents": [
+                    {"name": "a", "role": "checker", "focus": "dependencies"},
+                    {"name": "b", "role": "checker", "focus": "the broker"},
+                ],
+            },
+        )
         assert status == 202, (status, session)
-        status, task = call(base, key, "POST", "/api/tasks",
-                            {"title": "Check the install", "agent_id": handle})  # fmt: skip
+        status, task = call(
+            base, key, "POST", "/api/tasks", {"title": "Check the install", "agent_id": handle}
+        )
         assert status == 201, (status, task)
 
         def session_done():
@@ -200,14 +266,18 @@ def main() -> int:
         body = wait_for(session_done, "the collaboration is done by the worker")
         assert body["status"] == "completed", body
         wait_for(lambda: Hook.received, "the task's webhook is delivered by the worker")
-        log(f"ok in {time.monotonic() - started:.0f} s: a collaboration ran and a webhook was "
-            "delivered from an install without dev extras")  # fmt: skip
+        log(
+            f"ok in {time.monotonic() - started:.0f} s: a collaboration ran and a webhook was "
+            "delivered from an install without dev extras"
+        )
         return 0
     except (AssertionError, subprocess.CalledProcessError) as error:
         log(f"FAILED: {error}")
         for name, _ in processes:
-            print(f"--- {name}.log (last lines)\n" + (logs / f"{name}.log").read_text(
-                errors="replace")[-4000:])  # fmt: skip
+            print(
+                f"--- {name}.log (last lines)\n"
+                + (logs / f"{name}.log").read_text(errors="replace")[-4000:]
+            )
         return 1
     finally:
         for _, process in processes:

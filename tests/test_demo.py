@@ -158,17 +158,22 @@ def test_the_demos_managed_agents_worked_a_task_for_alice_offline():
     assert body["result"].startswith("[offline provider")
     assert body["subtask_progress"] == {"done": 3, "total": 3}
     assert [(s["assignee"], s["status"]) for s in body["subtasks"]] == [
-        ("agent-sarah", "completed"), ("agent-taylor", "completed"), ("agent-alex", "completed"),
-    ]  # fmt: skip
+        ("agent-sarah", "completed"),
+        ("agent-taylor", "completed"),
+        ("agent-alex", "completed"),
+    ]
     for sub in body["subtasks"]:
         assert "placeholder result" in sub["result"]
         delegated = TaskEvent.objects.get(task_id=sub["id"], kind="delegated")
         assert (delegated.actor_label, delegated.decision) == ("agent-alice", "DELEGATE")
     runs = client.get("/api/runs", {"status": "completed"}).json()["results"]
     assert [(r["agent"], r["trigger"]) for r in reversed(runs)] == [
-        ("agent-alice", "created"), ("agent-sarah", "delegated"), ("agent-taylor", "delegated"),
-        ("agent-alex", "delegated"), ("agent-alice", "subtasks_done"),
-    ]  # fmt: skip
+        ("agent-alice", "created"),
+        ("agent-sarah", "delegated"),
+        ("agent-taylor", "delegated"),
+        ("agent-alex", "delegated"),
+        ("agent-alice", "subtasks_done"),
+    ]
     assert client.get("/api/runs", {"status": "queued"}).json()["results"] == []
     # The demo's own held work is as it was: Alice holds her 4 demo tasks again.
     alice = client.get("/api/agents/agent-alice").json()

@@ -17,8 +17,20 @@ DOCS = [
     BASE_DIR / "bench" / "README.md",
     *sorted((BASE_DIR / "docs").glob("*.md")),
 ]
-TOP_LEVEL = ("config", "console", "organization", "tasks", "collaboration", "runtime", "templates", "tests",
-             "bench", "docs", "examples", ".ci")  # fmt: skip
+TOP_LEVEL = (
+    "config",
+    "console",
+    "organization",
+    "tasks",
+    "collaboration",
+    "runtime",
+    "templates",
+    "tests",
+    "bench",
+    "docs",
+    "examples",
+    ".ci",
+)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 CODE_PATH = re.compile(rf"`((?:{'|'.join(re.escape(t) for t in TOP_LEVEL)})/[^`\s]*)`")
 

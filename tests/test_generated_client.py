@@ -70,10 +70,22 @@ def generated_client(live_server, tmp_path):
     generator = shutil.which("openapi-python-client", path=str(Path(sys.executable).parent))
     assert generator, "openapi-python-client is a dev dependency"
     result = subprocess.run(
-        [generator, "generate", "--path", str(schema_file), "--config", str(config),
-         "--meta", "none", "--output-path", str(tmp_path / PACKAGE)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            generator,
+            "generate",
+            "--path",
+            str(schema_file),
+            "--config",
+            str(config),
+            "--meta",
+            "none",
+            "--output-path",
+            str(tmp_path / PACKAGE),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     # The generator prints warnings for pieces it had to leave out: there must be none.
     assert "Warning" not in result.stdout + result.stderr, result.stdout + result.stderr

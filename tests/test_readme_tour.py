@@ -78,18 +78,27 @@ def test_the_readme_tour_works_when_followed_literally_in_order(tmp_path, settin
     import redis
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    worker = start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
-                          loglevel="WARNING")  # fmt: skip
+    worker = start_worker(
+        app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"
+    )
     with worker, LiveServer() as server:
         # What a reader's shell has, plus the database and the key file `make run` would use.
         key_file = tmp_path / "secret_key"
         key_file.write_text("readme-tour-" + "x" * 50)
-        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "DATABASE_URL": url,
-               "SECRET_KEY_FILE": str(key_file)}  # fmt: skip
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": "/tmp",
+            "DATABASE_URL": url,
+            "SECRET_KEY_FILE": str(key_file),
+        }
         done = subprocess.run(
-            ["bash", "-c", tour_script(server.url)], cwd=settings.BASE_DIR, env=env,
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            ["bash", "-c", tour_script(server.url)],
+            cwd=settings.BASE_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert done.returncode == 0, done.stderr
     calls = re.findall(r"^STATUS (\d{3}) (\w+) (\S+)$", done.stderr, re.M)
     assert len(calls) >= 30, done.stderr

@@ -32,16 +32,30 @@ EXPECTED = {
 }
 EXPECTED["needs_attention"] = sum(
     EXPECTED[m]
-    for m in ("escalated", "blocked", "stale_queued", "failed_sessions", "failed_runs",
-              "failing_webhooks", "budget_alerts", "held_wakes", "held_for_budget")
-)  # fmt: skip
+    for m in (
+        "escalated",
+        "blocked",
+        "stale_queued",
+        "failed_sessions",
+        "failed_runs",
+        "failing_webhooks",
+        "budget_alerts",
+        "held_wakes",
+        "held_for_budget",
+    )
+)
 
 
 def _session(org, status, **fields):
     return CollaborationSession(
-        organization=org, task="Compare the options", status=status, max_parallel=3,
-        agent_timeout=60, max_total_tokens=10_000, **fields,
-    )  # fmt: skip
+        organization=org,
+        task="Compare the options",
+        status=status,
+        max_parallel=3,
+        agent_timeout=60,
+        max_total_tokens=10_000,
+        **fields,
+    )
 
 
 def build(org: Organization, prefix: str = "m") -> dict:
@@ -52,10 +66,14 @@ def build(org: Organization, prefix: str = "m") -> dict:
 
     def agents(name, n, **fields):
         return Agent.objects.bulk_create(
-            Agent(organization=org, handle=f"agent-{prefix}-{name}-{i}", name=f"{name.title()} {i}",
-                  **fields)
+            Agent(
+                organization=org,
+                handle=f"agent-{prefix}-{name}-{i}",
+                name=f"{name.title()} {i}",
+                **fields,
+            )
             for i in range(n)
-        )  # fmt: skip
+        )
 
     full = agents("full", 7)  # 5/5: at capacity
     # Managed, 11/12 (not at capacity), and held back by its $0 budget: its 11 tasks wait.
@@ -69,10 +87,16 @@ def build(org: Organization, prefix: str = "m") -> dict:
         return Task(organization=org, title=title, status=status, **fields)
 
     tasks = []
-    tasks += [task(f"held {a.handle} {i}", TaskStatus.ASSIGNED, assignee=a)
-              for a in full for i in range(5)]  # fmt: skip
-    tasks += [task(f"held {a.handle} {i}", TaskStatus.IN_PROGRESS, assignee=a)
-              for a in busy for i in range(4)]  # fmt: skip
+    tasks += [
+        task(f"held {a.handle} {i}", TaskStatus.ASSIGNED, assignee=a)
+        for a in full
+        for i in range(5)
+    ]
+    tasks += [
+        task(f"held {a.handle} {i}", TaskStatus.IN_PROGRESS, assignee=a)
+        for a in busy
+        for i in range(4)
+    ]
     tasks += [
         task(
             f"held by budget {i}",
@@ -83,11 +107,14 @@ def build(org: Organization, prefix: str = "m") -> dict:
     ]
     tasks += [task("Decide the vendor", TaskStatus.ESCALATED, urgency=Urgency.HIGH)]
     tasks += [task(f"Blocked {i}", TaskStatus.BLOCKED) for i in range(2)]
-    tasks += [task(f"Stale {i}", TaskStatus.QUEUED, queued_at=now - timedelta(days=2))
-              for i in range(3)]  # fmt: skip
+    tasks += [
+        task(f"Stale {i}", TaskStatus.QUEUED, queued_at=now - timedelta(days=2)) for i in range(3)
+    ]
     # Offline agents: four with a (fresh) queued task, four with a report.
-    tasks += [task(f"Waiting on {a.handle}", TaskStatus.QUEUED, queued_for=a, queued_at=now)
-              for a in offline[:4]]  # fmt: skip
+    tasks += [
+        task(f"Waiting on {a.handle}", TaskStatus.QUEUED, queued_for=a, queued_at=now)
+        for a in offline[:4]
+    ]
     tasks += [task(f"Done {i}", TaskStatus.COMPLETED) for i in range(3)]
     Task.objects.bulk_create(tasks)
     Agent.objects.bulk_create(
@@ -107,10 +134,12 @@ def build(org: Organization, prefix: str = "m") -> dict:
     CollaborationSession.objects.filter(pk=old[0].pk).update(created_at=long_ago)
 
     runs = Run.objects.bulk_create(
-        [Run(organization=org, agent=worker, trigger="assigned", status=RunStatus.FAILED)
-         for _ in range(6)]
+        [
+            Run(organization=org, agent=worker, trigger="assigned", status=RunStatus.FAILED)
+            for _ in range(6)
+        ]
         + [Run(organization=org, agent=worker, trigger="assigned", status=RunStatus.COMPLETED)]
-    )  # fmt: skip
+    )
     Run.objects.filter(pk=runs[0].pk).update(created_at=long_ago)
 
     # Ten tasks with a wake-up a bound holds (two on one of them), one released: not counted.
@@ -130,11 +159,24 @@ def build(org: Organization, prefix: str = "m") -> dict:
     )
 
     deliveries = WebhookDelivery.objects.bulk_create(
-        [WebhookDelivery(organization=org, agent=worker, url="https://hooks.example/x",
-                         status=DeliveryStatus.FAILED) for _ in range(7)]
-        + [WebhookDelivery(organization=org, agent=worker, url="https://hooks.example/x",
-                           status=DeliveryStatus.DELIVERED)]
-    )  # fmt: skip
+        [
+            WebhookDelivery(
+                organization=org,
+                agent=worker,
+                url="https://hooks.example/x",
+                status=DeliveryStatus.FAILED,
+            )
+            for _ in range(7)
+        ]
+        + [
+            WebhookDelivery(
+                organization=org,
+                agent=worker,
+                url="https://hooks.example/x",
+                status=DeliveryStatus.DELIVERED,
+            )
+        ]
+    )
     WebhookDelivery.objects.filter(pk=deliveries[0].pk).update(created_at=long_ago)
 
     # Nine unread budget alerts (one per budget: an alert is raised once per period) and one
@@ -147,17 +189,30 @@ def build(org: Organization, prefix: str = "m") -> dict:
         organization=org, scope="agent", agent=held, limit_usd=0, period=current_period()
     )
     BudgetAlert.objects.bulk_create(
-        BudgetAlert(organization=org, budget=b, kind="warning", period="2026-01", message="80 %",
-                    read_at=now if i == 9 else None)
+        BudgetAlert(
+            organization=org,
+            budget=b,
+            kind="warning",
+            period="2026-01",
+            message="80 %",
+            read_at=now if i == 9 else None,
+        )
         for i, b in enumerate(team_budgets)
-    )  # fmt: skip
+    )
     month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     earlier = max(month_start, now - timedelta(days=1))
     ledger = UsageRecord.objects.bulk_create(
-        UsageRecord(organization=org, agent=worker, purpose="run", provider="openai",
-                    model="gpt-4o-mini", cost_usd=cost, price_source="genai-prices")
+        UsageRecord(
+            organization=org,
+            agent=worker,
+            purpose="run",
+            provider="openai",
+            model="gpt-4o-mini",
+            cost_usd=cost,
+            price_source="genai-prices",
+        )
         for cost in (Decimal("1.25"), Decimal("2.50"), Decimal("10"))
-    )  # fmt: skip
+    )
     UsageRecord.objects.filter(pk=ledger[1].pk).update(created_at=earlier)
     if earlier >= now.replace(hour=0, minute=0, second=0, microsecond=0):
         EXPECTED["cost_today_usd"] = EXPECTED["cost_month_usd"]  # the 1st: one and the same

@@ -43,11 +43,14 @@ def root_client(client, db):
 # --- 1. date_hierarchy links past year 9999 answer 500 ---------------------------------------
 
 
-@pytest.mark.parametrize("query", [
-    "created_at__year=9999",
-    "created_at__year=9999&created_at__month=12",
-    "created_at__year=9999&created_at__month=12&created_at__day=31",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "query",
+    [
+        "created_at__year=9999",
+        "created_at__year=9999&created_at__month=12",
+        "created_at__year=9999&created_at__month=12&created_at__day=31",
+    ],
+)
 def test_collaboration_list_date_hierarchy_at_year_9999_is_not_a_500(root_client, query):
     url = reverse("admin:collaboration_collaborationsession_changelist")
     response = root_client.get(f"{url}?{query}")
@@ -126,9 +129,14 @@ def test_the_spenders_panel_links_to_the_report_of_the_organization_shown(root_c
     zeta = make_org("zeta", "Zeta")
     spender = make_agent(zeta, "agent-zed")
     UsageRecord.objects.create(
-        organization=zeta, agent=spender, purpose="run", provider="openai", model="gpt-4o-mini",
-        cost_usd=Decimal("0.5"), price_source="genai-prices",
-    )  # fmt: skip
+        organization=zeta,
+        agent=spender,
+        purpose="run",
+        provider="openai",
+        model="gpt-4o-mini",
+        cost_usd=Decimal("0.5"),
+        price_source="genai-prices",
+    )
     html = root_client.get(reverse("admin:index"), {"organization": zeta.pk}).content.decode()
     panel = html.split('id="panel-top_spenders"')[1]
     assert 'data-spender="agent-zed"' in panel
@@ -207,8 +215,12 @@ def test_the_agent_pages_links_list_its_own_acts_and_runs_only(root_client, db):
     for agent in (mine, theirs):
         give_tasks(agent, 1)
         Run.objects.create(organization=agent.organization, agent=agent, trigger="assigned")
-        TaskEvent.objects.create(organization=agent.organization, task=agent.held_tasks.first(),
-                                 kind="status_changed", actor_agent=agent)  # fmt: skip
+        TaskEvent.objects.create(
+            organization=agent.organization,
+            task=agent.held_tasks.first(),
+            kind="status_changed",
+            actor_agent=agent,
+        )
     page = root_client.get(reverse("admin:organization_agent_change", args=[mine.pk]))
     html = page.content.decode()
     for anchor, model in (("agent-acts-link", TaskEvent), ("agent-runs-link", Run)):

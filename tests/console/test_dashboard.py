@@ -18,8 +18,17 @@ from .data import EXPECTED, build
 
 INDEX = reverse("admin:index")
 # The metrics this app registers (the costs app adds budget_alerts and the two costs).
-OURS = ["escalated", "blocked", "stale_queued", "failed_sessions", "failed_runs", "held_wakes",
-        "failing_webhooks", "at_capacity", "offline_with_work"]  # fmt: skip
+OURS = [
+    "escalated",
+    "blocked",
+    "stale_queued",
+    "failed_sessions",
+    "failed_runs",
+    "held_wakes",
+    "failing_webhooks",
+    "at_capacity",
+    "offline_with_work",
+]
 
 
 def numbers(html: str) -> dict[str, str]:
@@ -178,14 +187,23 @@ def _big_org(size_agents: int, size_tasks: int):
         Agent(organization=org, handle=f"agent-b{i}", name=f"B {i}", is_paused=i % 20 == 0)
         for i in range(size_agents)
     )
-    statuses = [TaskStatus.ASSIGNED, TaskStatus.QUEUED, TaskStatus.ESCALATED, TaskStatus.BLOCKED,
-                TaskStatus.COMPLETED]  # fmt: skip
+    statuses = [
+        TaskStatus.ASSIGNED,
+        TaskStatus.QUEUED,
+        TaskStatus.ESCALATED,
+        TaskStatus.BLOCKED,
+        TaskStatus.COMPLETED,
+    ]
     Task.objects.bulk_create(
-        Task(organization=org, title=f"t{i}", status=statuses[i % len(statuses)],
-             assignee=agents[i % size_agents] if i % 5 in (0, 3) else None,
-             queued_for=agents[i % size_agents] if i % 5 == 1 else None)
+        Task(
+            organization=org,
+            title=f"t{i}",
+            status=statuses[i % len(statuses)],
+            assignee=agents[i % size_agents] if i % 5 in (0, 3) else None,
+            queued_for=agents[i % size_agents] if i % 5 == 1 else None,
+        )
         for i in range(size_tasks)
-    )  # fmt: skip
+    )
     return org
 
 

@@ -22,9 +22,14 @@ def root_client(client, db):
 
 def _usage(org, cost, **fields):
     return UsageRecord.objects.create(
-        organization=org, purpose="run", provider="openai", model="gpt-4o-mini",
-        cost_usd=Decimal(cost), price_source="genai-prices", **fields,
-    )  # fmt: skip
+        organization=org,
+        purpose="run",
+        provider="openai",
+        model="gpt-4o-mini",
+        cost_usd=Decimal(cost),
+        price_source="genai-prices",
+        **fields,
+    )
 
 
 def _banner(client, task) -> str:
@@ -71,7 +76,7 @@ def test_sorting_a_cost_column_costliest_first_puts_the_costliest_row_first(root
                 max_parallel=3,
                 agent_timeout=60,
                 max_total_tokens=1000,
-            )  # fmt: skip
+            )
             for i in range(4)
         ]
         _usage(org, "3", session=rows[1])
@@ -112,9 +117,11 @@ def test_the_banner_offers_a_full_expert_a_queue_never_an_assign(root_client):
     full = make_agent(org, "agent-full", expertise=["PostgreSQL"], workload_capacity=2)
     give_tasks(full, 2)
     task = Task.objects.create(
-        organization=org, title="Tune the database", status=TaskStatus.ESCALATED,
+        organization=org,
+        title="Tune the database",
+        status=TaskStatus.ESCALATED,
         required_expertise="PostgreSQL",
-    )  # fmt: skip
+    )
     banner = _banner(root_client, task)
     row = banner.split('data-agent="agent-full"')[1].split("</tr>")[0]
     assert 'data-action="queue"' in row and "Queue for them" in row
@@ -213,11 +220,14 @@ def test_an_invalid_regex_is_refused_before_sqlite_runs_it(
     assert root_client.get(f"{url}?{field}__iregex=.").status_code == 200
 
 
-@pytest.mark.parametrize("listing, field", [
-    ("tasks_task", "delegation_chain"),
-    ("organization_agent", "expertise"),
-    ("organization_expertisegroup", "expertise"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "listing, field",
+    [
+        ("tasks_task", "delegation_chain"),
+        ("organization_agent", "expertise"),
+        ("organization_expertisegroup", "expertise"),
+    ],
+)
 def test_a_lookup_the_database_cannot_run_is_refused_as_a_bad_filter(
     root_client, monkeypatch, listing, field
 ):
@@ -236,10 +246,13 @@ def test_a_lookup_the_database_cannot_run_is_refused_as_a_bad_filter(
 
 
 @pytest.mark.django_db(transaction=True)  # PostgreSQL refuses the pattern: as in production
-@pytest.mark.parametrize("listing, field", [
-    ("auth_user", "username"),
-    ("django_celery_beat_periodictask", "name"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "listing, field",
+    [
+        ("auth_user", "username"),
+        ("django_celery_beat_periodictask", "name"),
+    ],
+)
 def test_django_s_own_lists_refuse_a_bad_pattern_as_a_bad_filter(root_client, listing, field):
     """The superuser's pages of Django's own apps (users, periodic tasks) have the same guard as
     ours: an invalid pattern in the query string redirects with ?e=1 (it was a 500)."""

@@ -24,9 +24,14 @@ def test_a_list_filter_with_a_nul_is_a_400(root_client, query):
     assert root_client.get("/admin/tasks/task/?status__exact=assigned").status_code == 200
 
 
-@pytest.mark.parametrize("move, field", [
-    ("assign", "agent"), ("comment", "body"), ("cancel", "reason"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "move, field",
+    [
+        ("assign", "agent"),
+        ("comment", "body"),
+        ("cancel", "reason"),
+    ],
+)
 def test_a_console_move_with_a_nul_is_a_400_and_changes_nothing(root_client, demo, move, field):
     task = Task.objects.get(organization=demo, title=ESCALATED[1])
     before = (task.status, task.assignee_id, TaskComment.objects.count())

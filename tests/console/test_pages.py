@@ -124,29 +124,50 @@ def test_a_task_page_shows_what_its_tree_cost(root_client, demo):
     task = Task.objects.get(organization=demo, title="Set up a staging cluster")
     sub = Task.objects.create(organization=demo, title="sub", parent=task)
     UsageRecord.objects.bulk_create(
-        UsageRecord(organization=demo, task=t, purpose="run", provider="openai",
-                    model="gpt-4o-mini", cost_usd=Decimal(cost), price_source="genai-prices")
+        UsageRecord(
+            organization=demo,
+            task=t,
+            purpose="run",
+            provider="openai",
+            model="gpt-4o-mini",
+            cost_usd=Decimal(cost),
+            price_source="genai-prices",
+        )
         for t, cost in ((task, "0.5"), (sub, "0.25"))
-    )  # fmt: skip
+    )
     html = page_of(root_client, task)
     assert html.split('id="task-cost">')[1].startswith("$0.7500")
 
 
 def a_vote(org, **fields):
     session = CollaborationSession.objects.create(
-        organization=org, task="Ship on Friday?", status="completed", synthesis="vote",
-        max_parallel=3, agent_timeout=60, max_total_tokens=10_000,
-        result=f"VERDICT: yes {SCRIPT}", **fields,
-    )  # fmt: skip
-    for i, (key, verdict, answer) in enumerate([
-        ("agent-a", "yes", "The tests pass. Ship it."),
-        ("agent-b", "Yes", "Fine by me."),
-        ("agent-c", "no", f"The migration is not reversible. {SCRIPT}"),
-    ]):  # fmt: skip
+        organization=org,
+        task="Ship on Friday?",
+        status="completed",
+        synthesis="vote",
+        max_parallel=3,
+        agent_timeout=60,
+        max_total_tokens=10_000,
+        result=f"VERDICT: yes {SCRIPT}",
+        **fields,
+    )
+    for i, (key, verdict, answer) in enumerate(
+        [
+            ("agent-a", "yes", "The tests pass. Ship it."),
+            ("agent-b", "Yes", "Fine by me."),
+            ("agent-c", "no", f"The migration is not reversible. {SCRIPT}"),
+        ]
+    ):
         Contribution.objects.create(
-            session=session, position=i, agent_key=key, status="completed", verdict=verdict,
-            confidence=0.8, response=answer, tokens_used=100 + i,
-        )  # fmt: skip
+            session=session,
+            position=i,
+            agent_key=key,
+            status="completed",
+            verdict=verdict,
+            confidence=0.8,
+            response=answer,
+            tokens_used=100 + i,
+        )
     return session
 
 
@@ -176,14 +197,20 @@ def test_a_long_task_page_tells_its_latest_events_and_comments_and_links_the_res
     escalated_by = task.events.order_by("-pk").first()
     extra = MOMENTS_SHOWN + 50
     TaskEvent.objects.bulk_create(
-        TaskEvent(organization=demo, task=task, kind=EventKind.COMMENT, actor_kind="agent",
-                  actor_label="agent-jordan", message=f"Note {i:04d}.")
+        TaskEvent(
+            organization=demo,
+            task=task,
+            kind=EventKind.COMMENT,
+            actor_kind="agent",
+            actor_label="agent-jordan",
+            message=f"Note {i:04d}.",
+        )
         for i in range(extra)
-    )  # fmt: skip
+    )
     TaskComment.objects.bulk_create(
         TaskComment(organization=demo, task=task, author_label="agent-jordan", body=f"Ping {i:04d}")
         for i in range(COMMENTS_SHOWN + 30)
-    )  # fmt: skip
+    )
     events_total = task.events.count()
 
     url = reverse("admin:tasks_task_change", args=[task.pk])
@@ -238,15 +265,22 @@ def test_an_outcome_counts_the_synthesis_tokens_and_keeps_an_agents_cost_its_own
     session = a_vote(org, metadata={"total_tokens": 803, "synthesis_tokens": 500})
     session.contributions.filter(agent_key="agent-a").update(agent_key="coordinator")
     UsageRecord.objects.bulk_create(
-        UsageRecord(organization=org, session=session, label=label, purpose=purpose,
-                    provider="openai", model="gpt-4o-mini", cost_usd=Decimal(cost),
-                    price_source="genai-prices")
+        UsageRecord(
+            organization=org,
+            session=session,
+            label=label,
+            purpose=purpose,
+            provider="openai",
+            model="gpt-4o-mini",
+            cost_usd=Decimal(cost),
+            price_source="genai-prices",
+        )
         for label, purpose, cost in (
             ("coordinator", "collaboration", "0.25"),
             ("agent-b", "collaboration", "0.5"),
             ("coordinator", "synthesis", "2"),
         )
-    )  # fmt: skip
+    )
     response = root_client.get(
         reverse("admin:collaboration_collaborationsession_change", args=[session.pk])
     )

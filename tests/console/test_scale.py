@@ -29,10 +29,16 @@ def populate(slug: str, n_agents: int, n_tasks: int) -> dict:
     org = make_org(slug)
     teams = Team.objects.bulk_create(Team(organization=org, name=f"Team {i}") for i in range(8))
     agents = Agent.objects.bulk_create(
-        Agent(organization=org, handle=f"agent-{slug}-{i}", name=f"A {i}", team=teams[i % 8],
-              is_paused=i % 20 == 0, expertise=["Python", f"E{i % 7}"])
+        Agent(
+            organization=org,
+            handle=f"agent-{slug}-{i}",
+            name=f"A {i}",
+            team=teams[i % 8],
+            is_paused=i % 20 == 0,
+            expertise=["Python", f"E{i % 7}"],
+        )
         for i in range(n_agents)
-    )  # fmt: skip
+    )
     for i, agent in enumerate(agents[1:], start=1):
         agent.senior = agents[(i - 1) // 4]  # a tree four wide
     Agent.objects.bulk_update(agents, ["senior"])
@@ -42,48 +48,86 @@ def populate(slug: str, n_agents: int, n_tasks: int) -> dict:
     )
     statuses = list(TaskStatus)
     tasks = Task.objects.bulk_create(
-        Task(organization=org, title=f"Task {i}", status=statuses[i % len(statuses)],
-             assignee=agents[i % n_agents] if i % 8 in (1, 2, 3) else None,
-             queued_for=agents[i % n_agents] if i % 8 == 0 else None)
+        Task(
+            organization=org,
+            title=f"Task {i}",
+            status=statuses[i % len(statuses)],
+            assignee=agents[i % n_agents] if i % 8 in (1, 2, 3) else None,
+            queued_for=agents[i % n_agents] if i % 8 == 0 else None,
+        )
         for i in range(n_tasks)
-    )  # fmt: skip
+    )
     TaskEvent.objects.bulk_create(
-        TaskEvent(organization=org, task=t, kind="delegated", actor_kind="agent",
-                  actor_agent=agents[i % n_agents], actor_label=agents[i % n_agents].handle,
-                  recipient=agents[(i + 1) % n_agents], decision="DELEGATE",
-                  reasoning="Same team.")
+        TaskEvent(
+            organization=org,
+            task=t,
+            kind="delegated",
+            actor_kind="agent",
+            actor_agent=agents[i % n_agents],
+            actor_label=agents[i % n_agents].handle,
+            recipient=agents[(i + 1) % n_agents],
+            decision="DELEGATE",
+            reasoning="Same team.",
+        )
         for i, t in enumerate(tasks)
-    )  # fmt: skip
+    )
     session = CollaborationSession.objects.create(
-        organization=org, task="Which database?", status=SessionStatus.COMPLETED,
-        max_parallel=3, agent_timeout=60, max_total_tokens=10_000, result="Postgres.",
-    )  # fmt: skip
+        organization=org,
+        task="Which database?",
+        status=SessionStatus.COMPLETED,
+        max_parallel=3,
+        agent_timeout=60,
+        max_total_tokens=10_000,
+        result="Postgres.",
+    )
     Contribution.objects.bulk_create(
-        Contribution(session=session, position=i, agent_key=agents[i].handle, status="completed",
-                     response="Postgres.")
+        Contribution(
+            session=session,
+            position=i,
+            agent_key=agents[i].handle,
+            status="completed",
+            response="Postgres.",
+        )
         for i in range(3)
-    )  # fmt: skip
+    )
     runs = Run.objects.bulk_create(
-        Run(organization=org, agent=agents[i % n_agents], task=tasks[i], trigger="assigned",
-            status=RunStatus.COMPLETED)
+        Run(
+            organization=org,
+            agent=agents[i % n_agents],
+            task=tasks[i],
+            trigger="assigned",
+            status=RunStatus.COMPLETED,
+        )
         for i in range(min(n_tasks, 50))
-    )  # fmt: skip
+    )
     UsageRecord.objects.bulk_create(
-        UsageRecord(organization=org, agent=agents[i % n_agents], task=tasks[i],
-                    run=runs[i % len(runs)], session=session if i % 10 == 0 else None,
-                    purpose="run", provider="openai", model="gpt-4o-mini",
-                    cost_usd=Decimal("0.01"), price_source="genai-prices")
+        UsageRecord(
+            organization=org,
+            agent=agents[i % n_agents],
+            task=tasks[i],
+            run=runs[i % len(runs)],
+            session=session if i % 10 == 0 else None,
+            purpose="run",
+            provider="openai",
+            model="gpt-4o-mini",
+            cost_usd=Decimal("0.01"),
+            price_source="genai-prices",
+        )
         for i in range(n_tasks)
-    )  # fmt: skip
+    )
     Budget.objects.bulk_create(
         Budget(organization=org, scope="agent", agent=a, limit_usd=1, period=LIFETIME)
         for a in agents[:10]
     )
     WebhookDelivery.objects.bulk_create(
-        WebhookDelivery(organization=org, agent=agents[i % n_agents], url="https://hooks.example/x",
-                        status=DeliveryStatus.FAILED)
+        WebhookDelivery(
+            organization=org,
+            agent=agents[i % n_agents],
+            url="https://hooks.example/x",
+            status=DeliveryStatus.FAILED,
+        )
         for i in range(n_agents)
-    )  # fmt: skip
+    )
     # The busiest pages: a task with events and cost, a supervisor with reports and a queue.
     return {"org": org, "task": tasks[1], "agent": agents[1], "session": session}
 
@@ -94,11 +138,18 @@ def pages(data: dict) -> dict[str, str]:
     lists = {
         name: reverse(f"admin:{name}_changelist") + only
         for name in [
-            "tasks_task", "tasks_taskevent", "tasks_webhookdelivery", "organization_agent",
-            "organization_team", "organization_apikey", "runtime_run",
-            "collaboration_collaborationsession", "costs_usagerecord", "costs_budget",
+            "tasks_task",
+            "tasks_taskevent",
+            "tasks_webhookdelivery",
+            "organization_agent",
+            "organization_team",
+            "organization_apikey",
+            "runtime_run",
+            "collaboration_collaborationsession",
+            "costs_usagerecord",
+            "costs_budget",
         ]
-    }  # fmt: skip
+    }
     return {
         "dashboard": reverse("admin:index") + f"?organization={org.pk}",
         **lists,

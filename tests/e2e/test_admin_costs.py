@@ -27,8 +27,13 @@ def spending_org(transactional_db, settings):
         caller=caller_for_member(user, org), scope="team", team="Platform", limit_usd="0.012"
     )
     for agent, tokens in ((alice, 2000), (bob, 500), (alice, 1000)):
-        ticket = reserve(Meter.for_agent(agent, "run"), "openai", "fake-model",
-                         prompt_bound=tokens, max_tokens=tokens)  # fmt: skip
+        ticket = reserve(
+            Meter.for_agent(agent, "run"),
+            "openai",
+            "fake-model",
+            prompt_bound=tokens,
+            max_tokens=tokens,
+        )
         settle(ticket, prompt_tokens=tokens, completion_tokens=tokens)
     reserve(Meter.for_agent(bob, "run"), "openai", "fake-model", prompt_bound=100, max_tokens=100)
     return org

@@ -78,9 +78,7 @@ def demo_with_vote(transactional_db):
     escalated = org.tasks.get(status="escalated")
     story = org.tasks.get(title="Set up a staging cluster")
     taker = org.agents.filter(is_paused=False).order_by("handle").first()
-    return {
-        "org": org, "session": session, "escalated": escalated, "story": story, "taker": taker
-    }  # fmt: skip
+    return {"org": org, "session": session, "escalated": escalated, "story": story, "taker": taker}
 
 
 @pytest.fixture
@@ -94,9 +92,13 @@ def demo_in_trouble(demo_with_vote):
     org = demo_with_vote["org"]
     jordan = org.agents.get(handle="agent-jordan")
     Budget.objects.create(
-        organization=org, scope="agent", agent=jordan, limit_usd=1, spent_usd=1,
+        organization=org,
+        scope="agent",
+        agent=jordan,
+        limit_usd=1,
+        spent_usd=1,
         period=current_period(),
-    )  # fmt: skip
+    )
     WebhookDelivery.objects.create(
         organization=org, agent=jordan, url="https://hooks.example/j", status=DeliveryStatus.FAILED
     )
@@ -211,10 +213,18 @@ def test_the_org_chart_groups_by_team_folds_and_flags_offline_supervisors(
 
 # Every list, for a superuser who sees several organizations (the organization's column too).
 LISTS = [
-    "tasks/task", "organization/agent", "runtime/run", "collaboration/collaborationsession",
-    "tasks/taskevent", "tasks/webhookdelivery", "organization/team", "organization/apikey",
-    "organization/organization", "costs/usagerecord", "costs/budget",
-]  # fmt: skip
+    "tasks/task",
+    "organization/agent",
+    "runtime/run",
+    "collaboration/collaborationsession",
+    "tasks/taskevent",
+    "tasks/webhookdelivery",
+    "organization/team",
+    "organization/apikey",
+    "organization/organization",
+    "costs/usagerecord",
+    "costs/budget",
+]
 
 
 @pytest.mark.parametrize("changelist", LISTS)

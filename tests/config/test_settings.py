@@ -25,7 +25,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.settings import env_bool, env_float, env_int
 
-BASE_DIR = Path(__file__).resolve().parents[1]
+BASE_DIR = Path(__file__).resolve().parents[2]
 DOC = BASE_DIR / "docs" / "configuration.md"
 SERVICE_CODE = ["config", "organization", "tasks", "collaboration", "runtime", "manage.py"]
 HELPERS = {"env_str", "env_bool", "env_int", "env_float", "env_list", "env_prices", "env_interval"}
@@ -125,7 +125,7 @@ def test_the_settings_module_is_in_scope():
     """The scope is not empty by accident (a moved settings module would make the test vacuous)."""
     read = variables_read()
     assert {"DATABASE_URL", "DEBUG", "SECRET_KEY", "API_THROTTLE_RATE"} <= set(read)
-    assert "config/settings.py" in read["COLLAB_MAX_AGENTS"]
+    assert "config/settings/domain.py" in read["COLLAB_MAX_AGENTS"]
 
 
 # --- strict parsing -------------------------------------------------------------------------
@@ -133,9 +133,19 @@ def test_the_settings_module_is_in_scope():
 
 @pytest.mark.parametrize(
     "value, expected",
-    [("1", True), ("true", True), ("True", True), ("YES", True), (" on ", True),
-     ("0", False), ("false", False), ("No", False), ("off", False), ("", False)],
-)  # fmt: skip
+    [
+        ("1", True),
+        ("true", True),
+        ("True", True),
+        ("YES", True),
+        (" on ", True),
+        ("0", False),
+        ("false", False),
+        ("No", False),
+        ("off", False),
+        ("", False),
+    ],
+)
 def test_booleans_accept_the_usual_words(monkeypatch, value, expected):
     monkeypatch.setenv("SOME_FLAG", value)
     assert env_bool("SOME_FLAG") is expected
@@ -186,27 +196,51 @@ def test_numbers_parse_strictly(monkeypatch):
 def start_up(command: list[str], **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     return subprocess.run(
-        [sys.executable, *command], cwd=BASE_DIR, env={**clean, **env},
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, *command],
+        cwd=BASE_DIR,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize(
     "name, value, message",
-    [("DEBUG", "ture", "DEBUG='ture': use true or false"),
-     ("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "yes please", "WEBHOOK_ALLOW_PRIVATE_NETWORKS='yes please'"),
-     ("COLLAB_MAX_AGENTS", "5x", "COLLAB_MAX_AGENTS='5x': must be a whole number, e.g. 5."),
-     ("API_MAX_PAGE_SIZE", "0", "API_MAX_PAGE_SIZE='0': must be at least 1."),
-     ("COLLAB_AGENT_TIMEOUT", "5min", "COLLAB_AGENT_TIMEOUT='5min': must be a number"),
-     # Infinity: COLLAB_SESSION_TIME_LIMIT's int() failed with OverflowError.
-     ("COLLAB_AGENT_TIMEOUT", "1e400", "COLLAB_AGENT_TIMEOUT='1e400': must be a number, e.g. 300."),
-     # Past timedelta's range (OverflowError), or past the beat's integer column.
-     ("STALE_CHECK_SECONDS", "100000000000000",
-      "STALE_CHECK_SECONDS='100000000000000': must be at most 2147483647."),
-     ("OUTBOX_RELAY_SECONDS", "2147483648",
-      "OUTBOX_RELAY_SECONDS='2147483648': must be at most 2147483647."),
-     ("LOG_LEVEL", "verbose", "LOG_LEVEL='verbose': use DEBUG, INFO, WARNING, ERROR or CRITICAL.")],
-)  # fmt: skip
+    [
+        ("DEBUG", "ture", "DEBUG='ture': use true or false"),
+        (
+            "WEBHOOK_ALLOW_PRIVATE_NETWORKS",
+            "yes please",
+            "WEBHOOK_ALLOW_PRIVATE_NETWORKS='yes please'",
+        ),
+        ("COLLAB_MAX_AGENTS", "5x", "COLLAB_MAX_AGENTS='5x': must be a whole number, e.g. 5."),
+        ("API_MAX_PAGE_SIZE", "0", "API_MAX_PAGE_SIZE='0': must be at least 1."),
+        ("COLLAB_AGENT_TIMEOUT", "5min", "COLLAB_AGENT_TIMEOUT='5min': must be a number"),
+        # Infinity: COLLAB_SESSION_TIME_LIMIT's int() failed with OverflowError.
+        (
+            "COLLAB_AGENT_TIMEOUT",
+            "1e400",
+            "COLLAB_AGENT_TIMEOUT='1e400': must be a number, e.g. 300.",
+        ),
+        # Past timedelta's range (OverflowError), or past the beat's integer column.
+        (
+            "STALE_CHECK_SECONDS",
+            "100000000000000",
+            "STALE_CHECK_SECONDS='100000000000000': must be at most 2147483647.",
+        ),
+        (
+            "OUTBOX_RELAY_SECONDS",
+            "2147483648",
+            "OUTBOX_RELAY_SECONDS='2147483648': must be at most 2147483647.",
+        ),
+        (
+            "LOG_LEVEL",
+            "verbose",
+            "LOG_LEVEL='verbose': use DEBUG, INFO, WARNING, ERROR or CRITICAL.",
+        ),
+    ],
+)
 def test_a_typo_in_the_environment_stops_start_up_with_a_message(name, value, message):
     done = start_up(
         ["manage.py", "check"], DJANGO_SETTINGS_MODULE="config.settings", **{name: value}
@@ -248,17 +282,25 @@ def settings_of(tmp_path, **env: str) -> dict[str, str]:
         k: v for k, v in os.environ.items() if not k.startswith("PYTEST") and k not in documented
     }
     # A fixed hash seed: a frozenset's repr follows it.
-    base = {"DJANGO_SETTINGS_MODULE": "config.settings", "SECRET_KEY": "x",
-            "VAR_DIR": str(tmp_path / "var"), "PYTHONHASHSEED": "0"}  # fmt: skip
+    base = {
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "SECRET_KEY": "x",
+        "VAR_DIR": str(tmp_path / "var"),
+        "PYTHONHASHSEED": "0",
+    }
     code = (
         f"import sys, json; sys.path.insert(0, {str(BASE_DIR)!r}); import django; django.setup(); "
         "from django.conf import settings as s; "
         "print(json.dumps({k: repr(getattr(s, k)) for k in dir(s) if k.isupper()}))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env={**clean, **base, **env},
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={**clean, **base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
@@ -289,10 +331,13 @@ def test_log_level_is_taken_in_any_case(tmp_path):
 def test_a_pool_min_size_above_its_max_stops_start_up_naming_both():
     """psycopg_pool refused it only at the first query: a 500 on every request, /healthz too."""
     done = start_up(
-        ["manage.py", "check"], DJANGO_SETTINGS_MODULE="config.settings",
-        DATABASE_URL="postgres://postgres@127.0.0.1:5432/test", DATABASE_POOL="true",
-        DATABASE_POOL_MIN_SIZE="30", DATABASE_POOL_MAX_SIZE="",
-    )  # fmt: skip
+        ["manage.py", "check"],
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/test",
+        DATABASE_POOL="true",
+        DATABASE_POOL_MIN_SIZE="30",
+        DATABASE_POOL_MAX_SIZE="",
+    )
     assert done.returncode != 0
     assert (
         "ImproperlyConfigured: DATABASE_POOL_MIN_SIZE (30) must not exceed "
@@ -302,10 +347,15 @@ def test_a_pool_min_size_above_its_max_stops_start_up_naming_both():
 
 @pytest.mark.parametrize(
     "url",
-    ["redis://127.0.0.1:6379/0", "rediss://cache.example.com/0", "Redis://127.0.0.1/0",
-     "redis+socket:///run/redis/redis.sock", "sentinel://10.0.0.1:26379;sentinel://10.0.0.2:26379",
-     "sqs://"],
-)  # fmt: skip
+    [
+        "redis://127.0.0.1:6379/0",
+        "rediss://cache.example.com/0",
+        "Redis://127.0.0.1/0",
+        "redis+socket:///run/redis/redis.sock",
+        "sentinel://10.0.0.1:26379;sentinel://10.0.0.2:26379",
+        "sqs://",
+    ],
+)
 def test_every_broker_that_redelivers_after_a_visibility_timeout_is_checked(settings, url):
     """Redis through a socket or Sentinel, and SQS, re-deliver unacked work as Redis does: a
     visibility timeout shorter than a run let a run still working be delivered twice, unchecked."""
@@ -339,9 +389,12 @@ def test_a_sentinel_broker_is_a_redis_broker_for_prefetch_too(tmp_path):
 
 @pytest.mark.parametrize(
     "code",
-    ["import config.wsgi", "import config.asgi",
-     "from config.celery import app; from django.conf import settings; settings.INSTALLED_APPS"],
-)  # fmt: skip
+    [
+        "import config.wsgi",
+        "import config.asgi",
+        "from config.celery import app; from django.conf import settings; settings.INSTALLED_APPS",
+    ],
+)
 def test_an_empty_settings_module_means_the_default_for_every_entry_point(code):
     """DJANGO_SETTINGS_MODULE= (a compose file's unset variable) is config.settings, as every
     empty variable is its default: setdefault kept the empty value, and Django stopped with
@@ -376,19 +429,26 @@ def test_a_var_dir_that_cannot_be_made_stops_start_up_naming_it(tmp_path):
 
 @pytest.mark.parametrize(
     "url, message",
-    [("mongodb://admin:s3cr3t-pw@db.example.com/agents",
-      "DATABASE_URL: unknown scheme mongodb://: use postgres://, postgresql:// or sqlite:///"),
-     ("postgres", "DATABASE_URL: unknown scheme (none): use postgres://"),
-     ("postgres://admin:s3cr3t-pw@db.example.com:5432x/agents",
-      "DATABASE_URL is not a URL dj-database-url can read"),
-     ("sqlite://", "DATABASE_URL: an SQLite URL needs a file")],
-)  # fmt: skip
+    [
+        (
+            "mongodb://admin:s3cr3t-pw@db.example.com/agents",
+            "DATABASE_URL: unknown scheme mongodb://: use postgres://, postgresql:// or sqlite:///",
+        ),
+        ("postgres", "DATABASE_URL: unknown scheme (none): use postgres://"),
+        (
+            "postgres://admin:s3cr3t-pw@db.example.com:5432x/agents",
+            "DATABASE_URL is not a URL dj-database-url can read",
+        ),
+        ("sqlite://", "DATABASE_URL: an SQLite URL needs a file"),
+    ],
+)
 def test_a_database_url_it_cannot_use_stops_start_up_naming_it_not_its_password(url, message):
     """An unknown scheme (or none) ended in dj-database-url's UnknownSchemeError traceback, a bad
     port in a ParseError naming no variable; `sqlite://` gave each process (server, worker, beat)
     an empty in-memory database of its own."""
-    done = start_up(["manage.py", "check"], DJANGO_SETTINGS_MODULE="config.settings",
-                    DATABASE_URL=url)  # fmt: skip
+    done = start_up(
+        ["manage.py", "check"], DJANGO_SETTINGS_MODULE="config.settings", DATABASE_URL=url
+    )
     assert done.returncode != 0
     assert f"ImproperlyConfigured: {message}" in done.stderr, done.stderr[-800:]
     assert "s3cr3t-pw" not in done.stderr + done.stdout
@@ -403,16 +463,23 @@ def test_both_postgresql_schemes_are_postgresql(tmp_path, scheme):
 
 @pytest.mark.parametrize(
     "url, scheme",
-    [("sentinel://:s3cr3t-pw@10.0.0.1:26379", "sentinel://"),
-     ("redis+socket:///run/redis/redis.sock", "redis+socket://"),
-     ("unix:///run/redis/redis.sock", "unix://"), ("127.0.0.1:6379", "(none)")],
-)  # fmt: skip
+    [
+        ("sentinel://:s3cr3t-pw@10.0.0.1:26379", "sentinel://"),
+        ("redis+socket:///run/redis/redis.sock", "redis+socket://"),
+        ("unix:///run/redis/redis.sock", "unix://"),
+        ("127.0.0.1:6379", "(none)"),
+    ],
+)
 def test_a_redis_url_the_cache_cannot_read_stops_start_up(url, scheme):
     """The broker (kombu) took sentinel:// and redis+socket://, the cache (redis-py) refused
     them on every request, and the throttle, which lets a request through when its cache fails,
     was quietly off (unix:// the other way round: the cache worked, the broker did not)."""
-    done = start_up(["manage.py", "check"], DJANGO_SETTINGS_MODULE="config.settings",
-                    REDIS_URL=url, CELERY_BROKER_URL="")  # fmt: skip
+    done = start_up(
+        ["manage.py", "check"],
+        DJANGO_SETTINGS_MODULE="config.settings",
+        REDIS_URL=url,
+        CELERY_BROKER_URL="",
+    )
     assert done.returncode != 0
     assert (
         f"ImproperlyConfigured: REDIS_URL: scheme {scheme} is not redis:// or rediss://"

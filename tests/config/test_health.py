@@ -32,15 +32,23 @@ def checker(port: int, *, pool: bool) -> subprocess.Popen:
     url = f"postgres://{params.get('user') or 'postgres'}@127.0.0.1:{port}/{params['dbname']}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update(
-        DJANGO_SETTINGS_MODULE="config.settings", SECRET_KEY="x", DATABASE_URL=url,
-        DATABASE_POOL="true" if pool else "false", DATABASE_POOL_TIMEOUT="120",
-    )  # fmt: skip
+        DJANGO_SETTINGS_MODULE="config.settings",
+        SECRET_KEY="x",
+        DATABASE_URL=url,
+        DATABASE_POOL="true" if pool else "false",
+        DATABASE_POOL_TIMEOUT="120",
+    )
     if params.get("password"):
         env["PGPASSWORD"] = params["password"]
     return subprocess.Popen(
-        [sys.executable, "-c", CHECK], cwd=settings.BASE_DIR, env=env, text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [sys.executable, "-c", CHECK],
+        cwd=settings.BASE_DIR,
+        env=env,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def check(process: subprocess.Popen) -> tuple[str, float]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from config.test_runner import label_to_pytest, pytest_args
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def manage_test(*args, cwd=ROOT):
@@ -17,8 +17,12 @@ def manage_test(*args, cwd=ROOT):
         env["TEST_DATABASE_NAME"] += "_runner"
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "test", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_dotted_labels_become_pytest_paths_and_node_ids():
@@ -34,20 +38,42 @@ def test_dotted_labels_become_pytest_paths_and_node_ids():
 
 def test_django_flags_become_pytest_flags():
     options = {
-        "verbosity": 2, "failfast": True, "keepdb": True, "test_name_patterns": ["a", "b"],
-        "tags": ["worker"], "exclude_tags": ["e2e"], "durations": 5, "parallel": 4,
-    }  # fmt: skip
+        "verbosity": 2,
+        "failfast": True,
+        "keepdb": True,
+        "test_name_patterns": ["a", "b"],
+        "tags": ["worker"],
+        "exclude_tags": ["e2e"],
+        "durations": 5,
+        "parallel": 4,
+    }
     assert pytest_args(["tests.test_schema.TestX.test_y"], options, ROOT) == [
-        "--verbose", "--exitfirst", "--reuse-db", "--durations", "5", "-k", "a or b",
-        "-m", "(worker) and not e2e", "tests/test_schema.py::TestX::test_y",
-    ]  # fmt: skip
+        "--verbose",
+        "--exitfirst",
+        "--reuse-db",
+        "--durations",
+        "5",
+        "-k",
+        "a or b",
+        "-m",
+        "(worker) and not e2e",
+        "tests/test_schema.py::TestX::test_y",
+    ]
 
 
 def test_manage_py_test_runs_a_dotted_module_with_django_flags():
     result = manage_test(
-        "--failfast", "--keepdb", "--noinput", "--parallel", "2", "-v", "2",
-        "-k", "survives_openai_strict_mode", "tests.organization.test_tool_schemas",
-    )  # fmt: skip
+        "--failfast",
+        "--keepdb",
+        "--noinput",
+        "--parallel",
+        "2",
+        "-v",
+        "2",
+        "-k",
+        "survives_openai_strict_mode",
+        "tests.organization.test_tool_schemas",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "test_tool_schemas.py::test_every_tool_schema_survives_openai_strict_mode" in (
         result.stdout

@@ -1,7 +1,7 @@
 """`make run`'s embedded default (config/embedded.py) as a team would use it: several agents at
 once on SQLite, a worker killed mid-session on a broker that does not re-deliver, an impatient
 second Ctrl-C, and the files under var/ that hold secrets. Each stack is started for real, as
-tests/test_embedded.py does, with a temporary VAR_DIR; every wait has a deadline.
+tests/config/test_embedded.py does, with a temporary VAR_DIR; every wait has a deadline.
 """
 
 import json
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from config.embedded import port_is_free
-from tests.test_embedded import (
+from tests.config.test_embedded import (
     BASE_DIR,
     alive,
     embedded_env,
@@ -57,17 +57,23 @@ def start_stack(tmp_path_factory, extra_env: dict | None = None):
 
 def manage(var: Path, port: int, *args) -> str:
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=embedded_env(var, port),
-        capture_output=True, text=True, timeout=120, check=True,
-    ).stdout.strip()  # fmt: skip
+        [sys.executable, "manage.py", *args],
+        cwd=BASE_DIR,
+        env=embedded_env(var, port),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.strip()
 
 
 def call(port: int, key: str, method: str, path: str, body=None) -> tuple[int, bytes]:
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}{path}", method=method,
+        f"http://127.0.0.1:{port}{path}",
+        method=method,
         data=json.dumps(body).encode() if body is not None else None,
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    )  # fmt: skip
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as answer:
             return answer.status, answer.read()
@@ -97,12 +103,17 @@ def silent_llm() -> socket.socket:
 def stack(tmp_path_factory):
     """One stack for this module, whose sessions may call a model that never answers."""
     llm = silent_llm()
-    proc, var, port = start_stack(tmp_path_factory, {
-        "OPENAI_API_KEY": "sk-test",
-        "OPENAI_BASE_URL": f"http://127.0.0.1:{llm.getsockname()[1]}/v1",
-        "COLLAB_AGENT_TIMEOUT": "600", "COLLAB_LEASE_SECONDS": "3", "COLLAB_SWEEP_SECONDS": "2",
-        "COLLAB_PROVIDER_MAX_RETRIES": "0",
-    })  # fmt: skip
+    proc, var, port = start_stack(
+        tmp_path_factory,
+        {
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": f"http://127.0.0.1:{llm.getsockname()[1]}/v1",
+            "COLLAB_AGENT_TIMEOUT": "600",
+            "COLLAB_LEASE_SECONDS": "3",
+            "COLLAB_SWEEP_SECONDS": "2",
+            "COLLAB_PROVIDER_MAX_RETRIES": "0",
+        },
+    )
     try:
         yield var, port
     finally:
@@ -148,9 +159,17 @@ def test_several_agents_at_once_never_get_a_500(stack):
         i = 0
         while time.monotonic() < deadline:
             i += 1
-            status, body = call(port, key, "POST", "/api/tasks", {
-                "title": f"load {n}-{i}", "required_expertise": "PostgreSQL",
-                "agent_id": "agent-alice"})  # fmt: skip
+            status, body = call(
+                port,
+                key,
+                "POST",
+                "/api/tasks",
+                {
+                    "title": f"load {n}-{i}",
+                    "required_expertise": "PostgreSQL",
+                    "agent_id": "agent-alice",
+                },
+            )
             answers = [(status, body)]
             if status == 201:
                 task = json.loads(body)["id"]
@@ -178,10 +197,17 @@ def test_a_session_whose_worker_died_is_sent_again(stack):
     worker takes the session with it. Beat's sweep sends it again once its lease is stale."""
     var, port = stack
     key = manage(var, port, "create_api_key", "--org", "demo")
-    status, body = call(port, key, "POST", "/api/collaborations", {
-        "task": "Monolith or microservices?", "synthesis": "vote",
-        "agents": [{"name": "architect", "config": {"provider": "openai", "model": "slow"}}],
-    })  # fmt: skip
+    status, body = call(
+        port,
+        key,
+        "POST",
+        "/api/collaborations",
+        {
+            "task": "Monolith or microservices?",
+            "synthesis": "vote",
+            "agents": [{"name": "architect", "config": {"provider": "openai", "model": "slow"}}],
+        },
+    )
     assert status == 202, body
     session = json.loads(body)["id"]
     log = var / "log" / "worker.log"
@@ -196,14 +222,20 @@ def test_a_session_whose_worker_died_is_sent_again(stack):
     wait_for(lambda: session_status() == "running" and received(), 60, "the session to run")
     before, worker = received(), state(var)["children"]["worker"]
     os.kill(worker, signal.SIGKILL)
-    wait_for(lambda: (pid := state(var)["children"].get("worker")) not in (None, worker)
-             and alive(pid), 30, "the supervisor to restart the worker")  # fmt: skip
+    wait_for(
+        lambda: (pid := state(var)["children"].get("worker")) not in (None, worker) and alive(pid),
+        30,
+        "the supervisor to restart the worker",
+    )
     wait_for(lambda: received() > before, 60, "the session to be sent again")
 
 
 def children_of(pid: int) -> list[int]:
-    return [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
-            for child in (task / "children").read_text().split()]  # fmt: skip
+    return [
+        int(child)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    ]
 
 
 def test_a_second_ctrl_c_leaves_no_server_process_behind(tmp_path_factory):

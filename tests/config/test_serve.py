@@ -12,7 +12,7 @@ import pytest
 
 from config import serve
 
-BASE_DIR = Path(__file__).resolve().parents[1]
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -62,8 +62,11 @@ def test_an_out_of_range_port_stops_the_command_with_a_message_not_a_traceback()
     """--port 70000 reached bind() and ended in an OverflowError traceback."""
     done = subprocess.run(
         [sys.executable, "-m", "config.serve", "--port", "70000", "--workers", "1"],
-        cwd=BASE_DIR, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr, done.stderr[-600:]
     assert "--port: must be a whole number from 1 to 65535" in done.stderr
@@ -102,8 +105,11 @@ def sqlite_env(tmp_path) -> dict:
     """The embedded default (SQLite and the filesystem broker under tmp_path): no server needed."""
     foreign = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "PORT")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST") and k not in foreign}
-    return env | {"DJANGO_SETTINGS_MODULE": "config.settings", "SECRET_KEY": "x",
-                  "VAR_DIR": str(tmp_path / "var")}  # fmt: skip
+    return env | {
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "SECRET_KEY": "x",
+        "VAR_DIR": str(tmp_path / "var"),
+    }
 
 
 def free_port() -> int:
@@ -148,9 +154,11 @@ def test_the_workers_do_not_outlive_a_killed_supervisor(tmp_path):
     port = free_port()
     parent = subprocess.Popen(
         [sys.executable, "-m", "config.serve", "--port", str(port), "--workers", "1"],
-        cwd=BASE_DIR, env=sqlite_env(tmp_path),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        cwd=BASE_DIR,
+        env=sqlite_env(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     workers = []
     try:
         wait_for(lambda: listening(port), 60, "the server")
@@ -169,9 +177,11 @@ def test_the_workers_do_not_outlive_a_killed_supervisor(tmp_path):
 
 @pytest.mark.parametrize(
     "host, reason",
-    [("192.0.2.1", "Cannot assign requested address"),  # TEST-NET-1: no machine has it
-     ("no-such-host.invalid", "cannot listen on no-such-host.invalid:")],
-)  # fmt: skip
+    [
+        ("192.0.2.1", "Cannot assign requested address"),  # TEST-NET-1: no machine has it
+        ("no-such-host.invalid", "cannot listen on no-such-host.invalid:"),
+    ],
+)
 def test_an_address_it_cannot_listen_on_is_said_as_it_is_not_as_a_port_in_use(capsys, host, reason):
     """HOST set to an address this machine does not have (or a name that does not resolve)
     was reported as "<host>:<port> is in use by another program"."""

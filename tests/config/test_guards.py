@@ -23,12 +23,17 @@ NOT_TEXT = [
 
 @pytest.mark.parametrize("charset", NOT_TEXT)
 def test_a_charset_that_is_no_text_encoding_is_refused_as_json_by_the_server(charset):
-    headers = {"Authorization": f"Bearer {make_key(make_org())}",
-               "Content-Type": f"text/plain; charset={charset}"}  # fmt: skip
+    headers = {
+        "Authorization": f"Bearer {make_key(make_org())}",
+        "Content-Type": f"text/plain; charset={charset}",
+    }
     with LiveServer(build_asgi_application()) as server, raw_http(server.url) as http:
         refused = http.get("/api/agents?limit=5", headers=headers)
         admin = http.get("/admin/?q=1", headers=headers)
-        fine = http.get("/api/agents?limit=5", headers={**headers, "Content-Type": "text/plain; charset=latin-1"})  # fmt: skip
+        fine = http.get(
+            "/api/agents?limit=5",
+            headers={**headers, "Content-Type": "text/plain; charset=latin-1"},
+        )
     for response in (refused, admin):
         assert response.status_code == 415
         assert response.headers["content-type"] == "application/json"
@@ -41,20 +46,28 @@ def test_a_charset_that_is_no_text_encoding_is_refused_as_json_by_the_server(cha
 
 
 def wsgi_get(app, path: str, query: str, content_type: str):
-    environ = {"PATH_INFO": path, "QUERY_STRING": query, "CONTENT_TYPE": content_type,
-               "wsgi.input": io.BytesIO(b""), "HTTP_HOST": "localhost"}  # fmt: skip
+    environ = {
+        "PATH_INFO": path,
+        "QUERY_STRING": query,
+        "CONTENT_TYPE": content_type,
+        "wsgi.input": io.BytesIO(b""),
+        "HTTP_HOST": "localhost",
+    }
     setup_testing_defaults(environ)
     started = []
     body = b"".join(app(environ, lambda status, headers, exc_info=None: started.append(status)))
     return started[0], body
 
 
-@pytest.mark.parametrize("content_type", [
-    "text/plain; charset=utf-8; charset=rot13",  # Django keeps the last of repeated parameters
-    "text/plain; charset*=utf-8''rot13",  # RFC 2231
-    'text/plain; x="a;charset=utf-8"; charset=rot13',  # a quoted ";"
-    "text/plain; charset*=bogus''x",  # Django's parser refuses it: no request could be built
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain; charset=utf-8; charset=rot13",  # Django keeps the last of repeated parameters
+        "text/plain; charset*=utf-8''rot13",  # RFC 2231
+        'text/plain; x="a;charset=utf-8"; charset=rot13',  # a quoted ";"
+        "text/plain; charset*=bogus''x",  # Django's parser refuses it: no request could be built
+    ],
+)
 def test_the_charset_is_read_as_django_reads_it(content_type):
     from config.wsgi import application
 

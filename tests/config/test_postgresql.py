@@ -22,9 +22,12 @@ pytestmark = pytest.mark.skipif(
 def side_connection() -> psycopg.Connection:
     params = connection.get_connection_params()
     return psycopg.connect(
-        host=params.get("host"), port=params.get("port"), user=params.get("user"),
-        dbname="postgres", autocommit=True,
-    )  # fmt: skip
+        host=params.get("host"),
+        port=params.get("port"),
+        user=params.get("user"),
+        dbname="postgres",
+        autocommit=True,
+    )
 
 
 def backends_of(side, database: str) -> set[int]:
@@ -68,17 +71,23 @@ def test_health_waits_two_seconds_for_a_database_that_is_down_not_the_pools_time
         port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update(
-        DJANGO_SETTINGS_MODULE="config.settings", SECRET_KEY="x",
-        DATABASE_URL=f"postgres://postgres@127.0.0.1:{port}/nowhere", DATABASE_POOL="true",
+        DJANGO_SETTINGS_MODULE="config.settings",
+        SECRET_KEY="x",
+        DATABASE_URL=f"postgres://postgres@127.0.0.1:{port}/nowhere",
+        DATABASE_POOL="true",
         DATABASE_POOL_TIMEOUT="120",
-    )  # fmt: skip
+    )
     code = (
         "import django; django.setup(); from config.health import check_database; "
         "print(check_database())"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=settings.BASE_DIR, env=env,
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, "-c", code],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr[-800:]
     assert done.stdout.strip() == "error: PoolTimeout"

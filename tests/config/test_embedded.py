@@ -23,9 +23,20 @@ pytestmark = pytest.mark.worker
 
 BASE_DIR = Path(settings.BASE_DIR)
 # Not ours: the embedded default must not see the test suite's PostgreSQL and Redis.
-FOREIGN = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "CI",
-           "SECRET_KEY", "SECRET_KEY_FILE", "PORT", "VAR_DIR", "OPENAI_API_KEY",
-           "ANTHROPIC_API_KEY", "LLM_PROVIDER")  # fmt: skip
+FOREIGN = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "CELERY_BROKER_URL",
+    "TEST_DATABASE_NAME",
+    "CI",
+    "SECRET_KEY",
+    "SECRET_KEY_FILE",
+    "PORT",
+    "VAR_DIR",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "LLM_PROVIDER",
+)
 
 
 def free_port() -> int:
@@ -42,9 +53,13 @@ def embedded_env(var: Path, port: int) -> dict:
 def start(var: Path, port: int, log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "config.embedded"], cwd=BASE_DIR, env=embedded_env(var, port),
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            [sys.executable, "-m", "config.embedded"],
+            cwd=BASE_DIR,
+            env=embedded_env(var, port),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def wait_for(predicate, seconds: float, what: str):
@@ -130,9 +145,13 @@ def test_a_second_start_says_so_and_exits_non_zero_without_touching_the_first(ru
     proc, var, port, _ = running
     before = state(var)
     second = subprocess.run(
-        [sys.executable, "-m", "config.embedded"], cwd=BASE_DIR,
-        env=embedded_env(var, free_port()), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, "-m", "config.embedded"],
+        cwd=BASE_DIR,
+        env=embedded_env(var, free_port()),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert second.returncode == 1
     assert f"already running from {var.resolve()} (PID {proc.pid}, port {port})" in second.stdout
     assert state(var) == before
@@ -144,9 +163,13 @@ def test_a_start_on_a_busy_port_says_so_and_makes_nothing(running, tmp_path):
     _, _, port, _ = running
     other = tmp_path / "var"
     refused = subprocess.run(
-        [sys.executable, "-m", "config.embedded"], cwd=BASE_DIR,
-        env=embedded_env(other, port), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, "-m", "config.embedded"],
+        cwd=BASE_DIR,
+        env=embedded_env(other, port),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 1
     assert f"Port {port} is in use" in refused.stdout
     assert not (other / "db.sqlite3").exists()
