@@ -1,14 +1,5 @@
-"""ASGI entry point: the REST API (Django, as WSGI) for everything, the MCP server at /mcp.
-
-`python -m config.serve` (what `make run` starts, and the production command) serves it.
-Django's views are synchronous: served through Django's own ASGI handler, every request pays
-asgiref's hops between the event loop and its threads (several times the view's own CPU,
-bench/serving.py), and even one hop to a thread pool per request (a2wsgi) left it at 0.7× of
-gunicorn. So Django runs as the WSGI application it is, called on the event loop's own thread
-(`InlineDjango`): each worker process serves one REST request at a time, as a gunicorn sync
-worker does, and faster. Only /mcp, which is asynchronous, runs as a coroutine; its tool calls
-use threads of their own. The MCP session manager runs in this application's lifespan.
-"""
+"""ASGI entry point (`python -m config.serve`): Django as WSGI on the event loop's own thread for
+everything, the MCP server at /mcp; the MCP session manager runs in the lifespan."""
 
 import asyncio
 import contextvars
@@ -36,11 +27,8 @@ from organization.mcp_server.gate import MCP_PATH, McpHttpApp  # noqa: E402
 
 
 class AgentOrgASGI:
-    """The service's ASGI application: /mcp to the MCP server, everything else to Django.
-
-    It owns the ASGI lifespan, because the MCP session manager must run for the whole life
-    of the server (python-sdk#1467); Django does not speak lifespan.
-    """
+    """The service's ASGI application: /mcp to the MCP server, everything else to Django. It owns
+    the lifespan: the MCP session manager must run for the server's whole life (python-sdk#1467)."""
 
     def __init__(self, django_app, mcp_app: McpHttpApp):
         self.django_app = django_app
@@ -75,15 +63,9 @@ class AgentOrgASGI:
 
 
 class InlineDjango:
-    """A WSGI application served from ASGI on the event loop's thread, with no thread hop.
-
-    The body is read first (asynchronously, so a slow client holds up nobody), then the
-    application runs to its end and its response is sent. While it runs the loop waits, as a
-    gunicorn sync worker would: Django's views are short, and the process count
-    (`WEB_WORKERS`) is the concurrency. The view sees no running event loop (Django refuses
-    database work where one runs) and the same context every time, as a WSGI thread would
-    (one database connection and cache client per process, not per request).
-    """
+    """A WSGI application served from ASGI on the event loop's thread, with no thread hop: the body
+    read first, then the view runs to its end as in a gunicorn sync worker (`WEB_WORKERS` is the
+    concurrency), with no running loop and one context per process."""
 
     def __init__(self, wsgi_app):
         self.wsgi_app = wsgi_app

@@ -1,18 +1,5 @@
-"""Django's Redis cache with one client per process, and one `redis.Redis` per pool.
-
-Two costs of the stock backend, both paid on every API request (the throttle reads and writes
-the cache):
-
-- Django keeps one cache object per *context* (`caches` is a contextvar-based local). Served as
-  WSGI inside ASGI through a2wsgi (as config/asgi.py once did), every request ran in a fresh
-  copy of the context, so each request built a new client, a new pool and a new Redis
-  connection.
-- Its client builds a new `redis.Redis` for every command, and each one fills its table of ~100
-  response callbacks: about a third of the CPU of a small cached request.
-
-Here the client is one per location and options, and it keeps one `redis.Redis` per pool
-(redis-py's clients and pools are thread-safe).
-"""
+"""Django's Redis cache with one client per process and one `redis.Redis` per pool: the stock
+backend builds a client per context and a `redis.Redis` per command, on every API request."""
 
 import json
 import threading

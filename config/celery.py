@@ -14,17 +14,9 @@ app.autodiscover_tasks()
 
 
 class WakeTheLoop(bootsteps.StartStopStep):
-    """Wakes the worker's event loop when a pool thread hands it work (celery/celery#6941).
-
-    Under `-P threads` (what `make run` and the benches start) a task's late ack is not sent
-    from the thread that ran it: it is queued for the event loop (`Hub.call_soon`), which runs
-    it only when it next wakes — on broker traffic or its next timer, seconds later when the
-    worker is quiet. Until then the message counts against the prefetch limit, so a worker
-    whose limit was reached took no new task for those seconds while its threads sat idle (the
-    managed runtime's bench saw every worker idle for 2.5 s with 28 runs waiting). This step
-    gives the loop a pipe to read and writes a byte to it whenever another thread queues a
-    callback, so the ack, and the next message's fetch, happen at once.
-    """
+    """Wakes the worker's event loop when a pool thread hands it work (celery/celery#6941): under
+    `-P threads` a late ack waits for the loop's next wake-up, and a worker at its prefetch limit
+    takes nothing until then. A pipe the loop reads gets a byte at every queued callback."""
 
     def __init__(self, parent, **kwargs):
         super().__init__(parent, **kwargs)

@@ -1,11 +1,7 @@
 """`make run`: the embedded service, supervised. `python -m config.embedded`
 
-One instance per var/ directory (a lock held for the life of this process, so a second start says
-so and leaves the first alone); the port is `PORT` (default 8000). It prepares the database and the
-demo, then runs the server, a Celery worker and Celery beat as child processes, each logging to
-var/log/<name>.log, restarts any that exits unexpectedly (with backoff: a worker that died after a
-broker outage comes back), and on Ctrl-C or SIGTERM asks each child once to stop, waits, and exits 0.
-No Django import here: the children load the settings, this process only watches them.
+One instance per var/ (a lock); prepares the database and the demo, runs the server, a worker
+and beat as children logging to var/log/, restarts any that exits, and stops them on Ctrl-C.
 """
 
 from __future__ import annotations

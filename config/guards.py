@@ -1,10 +1,5 @@
-"""What fails before Django's own error handling can answer, answered as every error is.
-
-Django builds the request before its middleware and exception handling run: a request that
-breaks that step escaped to the server, which answered its own text/plain 500 (uvicorn) or
-none at all. `guarded(app)` wraps the WSGI application both servers run (config.wsgi for
-gunicorn, config.asgi for `python -m config.serve`).
-"""
+"""What fails before Django's own error handling can answer, answered as every error is:
+`guarded(app)` wraps the WSGI application both servers run (config.wsgi, config.asgi)."""
 
 import codecs
 import json
@@ -33,11 +28,9 @@ def guarded(app):
 
 
 def _unusable_charset(content_type: str) -> dict | None:
-    """A Content-Type Django cannot build the request from: parameters it cannot parse (an
-    RFC 2231 value in an unknown charset), or a `charset` that names a codec but not a text
-    encoding (`rot13`, `base64`), which Django takes as the request's encoding and fails
-    decoding the query string with. Read with Django's own parser, so that what is checked is
-    what Django will use (the last of repeated parameters, RFC 2231 values, quoted `;`)."""
+    """A Content-Type Django cannot build the request from (parameters it cannot parse, a `charset`
+    that is a codec but no text encoding), read with Django's own parser so that what is checked
+    is what Django will use."""
     try:
         _, params = parse_header_parameters(content_type)
     except ValueError as exc:

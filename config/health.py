@@ -41,15 +41,9 @@ class _Round:
 
 
 class _DatabaseChecker:
-    """Runs the check on a thread of its own, so a probe waits DATABASE_TIMEOUT for it at most.
-
-    The check itself may block far longer: without the pool (DATABASE_POOL=false) a connect to
-    a server that accepts and never answers waits for ever, and a query on a connection to a
-    server cut off by the network waits for TCP to give up (minutes). One round at a time: the
-    probes that arrive while one runs wait for its result, so a hung server holds one thread,
-    not one per probe. A daemon thread, which never holds up the process' exit, and one for the
-    process' life, so the connection it keeps without the pool is reused (CONN_MAX_AGE's).
-    """
+    """Runs the check on a thread of its own, so a probe waits DATABASE_TIMEOUT for it at most;
+    one round at a time (a hung server holds one thread, not one per probe), on one daemon thread
+    for the process' life so its connection is reused."""
 
     def __init__(self):
         self._lock = threading.Lock()

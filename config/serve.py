@@ -1,14 +1,7 @@
 """The HTTP server: `python -m config.serve [--host H] [--port P] [--workers N]`.
 
-What `make run` starts and what production runs (docs/operations.md). `--workers` processes
-(default WEB_WORKERS, else one per core) each serve `config.asgi:application` under uvicorn
-(uvloop, httptools) on a listening socket of their own, all bound to the same address with
-SO_REUSEPORT: the kernel spreads new connections evenly over them. With one shared socket the
-busiest event loop accepted most connections and one process did 18 times the other's work.
-
-The parent only supervises: a worker that dies is started again (one that dies within
-`EARLY_DEATH_SECONDS` of its start stops everything, as a broken configuration would loop
-forever), and SIGTERM or SIGINT stop all workers gracefully.
+`--workers` uvicorn processes, each on its own SO_REUSEPORT socket, under a parent that restarts
+one that dies (all stop if one dies early: a broken configuration) and stops them on SIGTERM.
 """
 
 import argparse

@@ -1,11 +1,5 @@
-"""`python manage.py test` runs the pytest suite, so there is one suite and one runner.
-
-Django users type Django's flags and dotted labels; they are translated to pytest's:
-`--failfast` → `-x`, `--keepdb` → `--reuse-db`, `-k PATTERN` → `-k`, `--tag`/`--exclude-tag`
-→ `-m`, `--pdb`, `--durations N`, and `tests.test_schema.TestX.test_y` →
-`tests/test_schema.py::TestX::test_y`. Flags with no pytest meaning here (`--parallel`,
-`--shuffle`, `--reverse`, `--debug-sql` …) are accepted and said to be ignored.
-"""
+"""`python manage.py test` runs the pytest suite, so there is one suite and one runner: Django's
+flags and dotted labels are translated to pytest's; flags with no pytest meaning are ignored."""
 
 import sys
 from pathlib import Path

@@ -11,7 +11,7 @@ from config.guards import guarded  # noqa: E402  (after Django is set up)
 application = guarded(django_application)
 
 # As config.asgi's lifespan does: genai-prices' table is loaded at start, not by the first
-# request a budget's check prices (~60-250 ms).
+# request a budget's check prices.
 from costs.pricing import load_price_table  # noqa: E402
 
 load_price_table()

@@ -1,13 +1,6 @@
-"""The console's pages behind the dashboard (issue 13 §2): a task told as a story, opening on a
-banner when it waits on a human, a collaboration opening on its outcome, an agent opening on its
-live state; and the lists' cost columns (the ledger sits in `costs`, below this app).
-
-As runtime/admin.py does, the console registers the lower apps' admins again, extended (the apps
-below never import this one). Every move goes through the tasks services; every value the pages
-show is escaped by the templates.
-"""
-
-import re
+"""The console's pages behind the dashboard: a task told as a story, a collaboration opening on
+its outcome, an agent on its live state; and the lists' cost columns. The lower apps' admins are
+registered again, extended (as runtime/admin.py does); every move goes through the services."""
 
 from django.contrib import admin, messages
 from django.db.models import DecimalField, F, OuterRef, Subquery, Sum
@@ -21,17 +14,17 @@ from collaboration.models import CollaborationSession
 from costs.models import UsageRecord
 from costs.selectors import start_of_month
 from infrastructure.errors import DomainError
-from organization.admin.actors import actor_words, key_names
-from organization.admin.scoping import human
 from organization.admin.words import duration
 from organization.models import Agent
 from runtime.admin import AgentAdminWithRuns, TaskAdminWithRuns
 from tasks import services
 from tasks.admin import TaskAdmin, admin_actor
-from tasks.models import COMMENT_MAX_LENGTH, NOTE_MAX_LENGTH, EventKind, Task
+from tasks.models import COMMENT_MAX_LENGTH, NOTE_MAX_LENGTH, Task
 
-from .agent_state import agent_state, money
-from .story import collaboration_outcome, task_story
+from .agent_state import agent_state
+from .outcome import collaboration_outcome
+from .story import task_story, told_in_words
+from .words import money
 
 # Shown in the story instead of the form (no raw JSON on the page).
 TOLD_IN_THE_STORY = {"delegation_chain", "result", "result_data", "managed_runs"}
@@ -183,45 +176,6 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
             lambda actor: services.task_cancel(task=task, actor=actor, reason=reason),
             "Cancelled.",
         )
-
-
-# An audit row's message for a status change: "agent-jordan: in_progress → blocked. <note>".
-STATUS_MOVE = re.compile(
-    r"(?P<who>[^:]+): (?P<before>[a-z_]+) → (?P<after>[a-z_]+)\.(?P<rest>.*)", re.S
-)
-
-
-def status_sentence(sentence: str) -> str:
-    """A status change said in words: "agent-jordan moved it from in progress to blocked."."""
-    move = STATUS_MOVE.fullmatch(sentence)
-    if move is None:
-        return sentence
-    return (
-        f"{move['who']} moved it from {human(move['before']).lower()} to "
-        f"{human(move['after']).lower()}.{move['rest']}"
-    )
-
-
-def told_in_words(story: dict, organization_id: int) -> dict:
-    """The story with status changes in words and each organization key that acted said by its
-    name (one query at most)."""
-    banner, moments, comments = story["banner"], story["moments"], story["comments"]
-    for moment in moments:
-        if moment.kind == EventKind.STATUS_CHANGED:
-            moment.sentence = status_sentence(moment.sentence)
-    texts = [m.sentence for m in moments] + [c.author_label for c in comments]
-    names = key_names(
-        organization_id=organization_id, texts=texts + ([banner.who] if banner else [])
-    )
-    if not names:
-        return story
-    for moment in moments:
-        moment.sentence = actor_words(moment.sentence, names)
-    for comment in comments:
-        comment.author_label = actor_words(comment.author_label, names)
-    if banner is not None:
-        banner.who = actor_words(banner.who, names)
-    return story
 
 
 class ConsoleCollaborationAdmin(CostColumn, CollaborationSessionAdmin):

@@ -1,16 +1,11 @@
-"""An agent's live state, for the top of its admin page (issue 13 §2 "An agent"): its load
-against its capacity, the tasks it holds and its queue, its recent decisions and runs, its
-month's cost against the budgets that cover it, and what a manager should be warned of.
-
-Plain data for the template, which escapes every value. A fixed number of queries whatever the
-agent's history (each list is cut to its latest rows); nothing here writes.
-"""
+"""An agent's live state, for the top of its admin page: its load, held tasks and queue, recent
+decisions and runs, its month's cost against its budgets, and what a manager should be warned
+of. A fixed number of queries whatever the agent's history; nothing here writes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from decimal import Decimal
 
 from django.db.models import Count, Max, Sum, Window
 from django.urls import reverse
@@ -26,16 +21,13 @@ from organization.workload import status_for
 from runtime.models import Run
 from tasks.models import HELD_STATUSES, DeliveryStatus, Task, TaskEvent, TaskStatus, WebhookDelivery
 
-from .story import Moment, moment_of, usd_figure
+from .story import Moment, moment_of
+from .words import money
 
 # How many rows each list of the panel shows (the lists behind the links have them all).
 SHOWN = 10
 # Failed webhook deliveries younger than this make a warning (as the dashboard's count).
 WEBHOOK_WINDOW = timedelta(days=7)
-
-
-def money(amount: Decimal | None) -> str:
-    return "—" if amount is None else f"${usd_figure(amount)}"
 
 
 @dataclass

@@ -1,13 +1,5 @@
-"""The dashboard's pictures: the month's cost per day and the organization's load over the last
-days, as small bar charts drawn here in SVG (no script, no library, nothing fetched: the
-console works offline).
-
-Load history is derived from the tasks' audit trail, not stored: every move of a task writes
-a `TaskEvent` whose `after` says its status and holder, so a task was held at a moment when its
-latest event before then left it held by an agent (console/sql.py reads those stretches in one
-query; they are counted here at each day's end). The capacity line is today's: past
-capacities are not kept.
-"""
+"""The dashboard's pictures, small SVG bar charts drawn here (no script, nothing fetched): the
+month's cost per day, and the load over the last days as the tasks' audit trail tells it."""
 
 from dataclasses import dataclass
 from datetime import timedelta

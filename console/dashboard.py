@@ -1,9 +1,5 @@
-"""The dashboard: which organization it is for, and what it shows of it.
-
-A staff user sees the organizations they administer (a superuser all of them) and picks one with
-`?organization=<id>`; the choice is kept in the session, so the dashboard opens on it next time.
-Without a (valid) choice it is the first by name.
-"""
+"""The dashboard: which organization it is for (`?organization=<id>`, kept in the session; else
+the first the user administers, by name), and what it shows of it."""
 
 from dataclasses import dataclass
 

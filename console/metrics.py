@@ -1,18 +1,5 @@
-"""The dashboard's counts: a registry of metrics, each one query, each a link to its list.
-
-A `Metric` is a name (pinned: the page shows its value in an element `data-metric="<name>"`),
-a label, `value(organization)` (at most one query), `link(organization)` (the admin list behind
-the number, filtered to that organization) and a group. The metrics of the "attention" group
-add up to `needs_attention`, which is not a metric of its own: it is their sum.
-
-Another app adds one with a line, at import time (its admin module, or its AppConfig.ready):
-
-    from console.metrics import ATTENTION, COST, Metric, register
-    register(Metric("budget_alerts", "Budget alerts", count_alerts, alerts_link, ATTENTION))
-
-Panels are the same for a block of the page (a list, a table): `register_panel(Panel(...))`
-with a template and a `context(organization)` function.
-"""
+"""The dashboard's counts and panels: a registry of metrics, each one query and a link to its
+list; another app adds one with `register(Metric(...))` (or `register_panel(Panel(...))`)."""
 
 from __future__ import annotations
 
@@ -38,7 +25,7 @@ from tasks.admin import Attention, register_attention
 from tasks.models import DeliveryStatus, Task, TaskStatus, WebhookDelivery
 from tasks.sweep import stale_queued
 
-from .story import usd_figure
+from .words import usd_figure
 
 # The groups, in the order the page shows them: (name, heading).
 ATTENTION = "attention"

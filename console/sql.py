@@ -1,10 +1,5 @@
-"""The dashboard's load history in one statement (console/charts.py says what it counts).
-
-Each audit row of a task is valid until the task's next one (`LEAD` over the task's rows); the
-rows that leave the task held by an agent and are still valid after `since` are the intervals
-the chart counts at each day's end. A window function over all the organization's rows, with
-the held test outside it: the ORM would put that test inside, before `LEAD` sees the rows.
-"""
+"""The dashboard's load history in one statement: each audit row of a task valid until its next
+(`LEAD`), the held test outside the window (the ORM would put it inside, before `LEAD`)."""
 
 from datetime import datetime
 

@@ -178,7 +178,7 @@ def pytest_collection_modifyitems(config, items):
 
     xdist's `load` mode hands each worker a first chunk of consecutive tests (a quarter of its
     share), so these land together on one worker and their fixture is set up once, not once per
-    worker (test_embedded's running server: ~15 s). Its `loadgroup` mode cannot be used: it keys
+    worker (test_embedded's running server). Its `loadgroup` mode cannot be used: it keys
     tests by node id, and schemathesis gives all operations of a schema test the same one, so
     it would run one of them. Without xdist the order is the usual one.
     """

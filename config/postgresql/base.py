@@ -1,11 +1,6 @@
-"""Django's PostgreSQL backend, with a pool that never hands out a connection the server closed.
-
-After a database restart (or a failover, or `pg_terminate_backend`) every idle connection in
-psycopg's pool is dead, and the pool gives them out unchecked: one 500 per pooled connection in
-every server process. Django checks them only with CONN_HEALTH_CHECKS, a round trip on every
-request. Here each connection is checked as it leaves the pool by polling its socket, which costs
-no round trip: an idle connection has nothing to read, so data (the server's "terminating
-connection") or end-of-file means the server has let it go.
+"""Django's PostgreSQL backend, with a pool that never hands out a connection the server closed:
+each is checked as it leaves the pool by polling its socket (no round trip), since after a
+restart psycopg's pool gives out dead connections unchecked.
 """
 
 import select

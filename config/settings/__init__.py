@@ -1,8 +1,6 @@
-"""Settings, read from the environment: one module per concern, composed here.
-
-Every default is the embedded one that `make run` uses on a fresh machine: SQLite under var/,
-a filesystem broker, the offline LLM provider.
-"""
+"""Settings, read from the environment: one module per concern, composed here. Every default
+is the embedded one `make run` uses on a fresh machine: SQLite under var/, a filesystem broker,
+the offline LLM provider."""
 
 # In the order start-up reads and checks them, not sorted.
 # ruff: noqa: F403, I001

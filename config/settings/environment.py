@@ -1,8 +1,6 @@
-"""The strict readers of the environment (healthchecks' `envbool`/`envint` in hc/settings.py).
-
-A value they do not understand stops start-up with a message naming the variable; an unset or
-empty variable means the default. Every variable read is listed in docs/configuration.md.
-"""
+"""The strict readers of the environment (healthchecks' `envbool`): a value they do not
+understand stops start-up naming the variable; unset or empty means the default. Every
+variable read is listed in docs/configuration.md."""
 
 import json
 import math

@@ -1,7 +1,7 @@
 """The Redis cache keeps one connection pool per process (config/cache.py).
 
 Django makes a cache object per context, and a server that runs each request in a fresh copy of
-the context (a2wsgi, which config/asgi.py once used) made the stock backend open a new Redis
+the context (a2wsgi, for one) makes the stock backend open a new Redis
 connection per request.
 """
 

@@ -30,7 +30,7 @@ def test_the_hot_statements_are_prepared_after_a_few_runs(demo):
 def test_the_setting_turns_it_off(monkeypatch):
     import importlib
 
-    from config import settings as project_settings
+    from config.settings import database as project_settings
 
     monkeypatch.setenv("DATABASE_PREPARED", "false")
     try:

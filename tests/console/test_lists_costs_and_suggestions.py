@@ -92,7 +92,7 @@ def test_sorting_a_cost_column_costliest_first_puts_the_costliest_row_first(root
 
 def test_the_banner_suggests_an_agent_with_room_even_behind_many_full_agents(root_client):
     """docs/admin.md: a task that asks for no expertise is offered "the least loaded agents
-    online" (with room). console/story.py: suggestions reads only the first 15 agents by
+    online" (with room). console/banner.py: suggestions reads only the first 15 agents by
     workload and drops the full ones afterwards: when 15 small-capacity agents are full with
     one task each, an agent holding 2 of 5 is never read, and the banner says "Nobody online
     has room for it now" although someone has."""
