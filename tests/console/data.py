@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from django.utils import timezone
 
-from collaboration.models import CollaborationSession, SessionStatus
+from collaboration.models import CollaborationSession, Contribution, SessionStatus
 from costs.metering import current_period
 from costs.models import LIFETIME, Budget, BudgetAlert, UsageRecord
 from organization.models import Agent, Organization
@@ -218,3 +218,40 @@ def build(org: Organization, prefix: str = "m") -> dict:
         EXPECTED["cost_today_usd"] = EXPECTED["cost_month_usd"]  # the 1st: one and the same
     UsageRecord.objects.filter(pk=ledger[2].pk).update(created_at=month_start - timedelta(days=1))
     return EXPECTED
+
+
+# Markup in an agent's words: every page must show it as text.
+SCRIPT = "<script>alert('x')</script>"
+
+
+def a_vote(org, **fields):
+    """A completed vote of three agents, two yes and one no, with markup in the words."""
+    session = CollaborationSession.objects.create(
+        organization=org,
+        task="Ship on Friday?",
+        status="completed",
+        synthesis="vote",
+        max_parallel=3,
+        agent_timeout=60,
+        max_total_tokens=10_000,
+        result=f"VERDICT: yes {SCRIPT}",
+        **fields,
+    )
+    for i, (key, verdict, answer) in enumerate(
+        [
+            ("agent-a", "yes", "The tests pass. Ship it."),
+            ("agent-b", "Yes", "Fine by me."),
+            ("agent-c", "no", f"The migration is not reversible. {SCRIPT}"),
+        ]
+    ):
+        Contribution.objects.create(
+            session=session,
+            position=i,
+            agent_key=key,
+            status="completed",
+            verdict=verdict,
+            confidence=0.8,
+            response=answer,
+            tokens_used=100 + i,
+        )
+    return session

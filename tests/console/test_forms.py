@@ -11,7 +11,11 @@ from django.urls import reverse
 
 from costs.models import Budget, UsageRecord
 from organization.models import Agent, TeamRule
-from tasks.models import WebhookDelivery
+from tasks.models import (
+    DESCRIPTION_MAX_LENGTH,
+    Task,
+    WebhookDelivery,
+)
 from tests.factories import make_admin_user, make_agent, make_org
 from tests.organization.test_admin import change_url, form_of
 
@@ -132,7 +136,7 @@ def test_stale_thresholds_read_and_are_typed_as_durations(client, demo):
 
 
 def test_a_collaborations_time_per_agent_reads_as_a_duration(client):
-    from tests.console.test_pages import a_vote
+    from tests.console.data import a_vote
 
     org = make_org("acme")
     session = a_vote(org)
@@ -154,3 +158,21 @@ def test_the_webhook_secret_is_masked_until_revealed(client, demo):
     assert f'<code id="webhook-secret">{demo.webhook_secret}</code>' in secret
     # Nowhere else on the page in the clear.
     assert html.count(demo.webhook_secret) == 1
+
+
+def test_the_task_form_refuses_a_description_longer_than_the_api_allows(root_client, db):
+    org = make_org("acme")
+    response = root_client.post(
+        reverse("admin:tasks_task_add"),
+        {
+            "organization": org.pk,
+            "title": "Too long",
+            "description": "x" * (DESCRIPTION_MAX_LENGTH + 1),
+            "required_expertise": "",
+            "urgency": "normal",
+            "deadline": "",
+            "assign_to": "",
+        },
+    )
+    assert response.status_code == 200  # the form again, with the error
+    assert not Task.objects.filter(organization=org, title="Too long").exists()

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from collaboration.models import Contribution, SessionEvent
 from organization.admin.markup import markdown_html
-from tests.console.test_pages import a_vote
+from tests.console.data import a_vote
 from tests.factories import make_admin_user, make_org
 
 pytestmark = pytest.mark.django_db

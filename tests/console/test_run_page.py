@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from runtime.models import Run, RunStatus, RunTrigger, RunTurn
 from tasks.models import Task
+from tests.console.queries import queries_of
 from tests.factories import make_admin_user, make_agent, make_org
 
 pytestmark = pytest.mark.django_db
@@ -120,3 +121,34 @@ def test_a_run_page_is_one_bound_of_queries(client, worked_run, django_assert_ma
     client.get(url)
     with django_assert_max_num_queries(12):
         assert client.get(url).status_code == 200
+
+
+def _run_with_triggers(org, runner, waker, n):
+    from runtime.models import Run, RunStatus, RunTrigger
+
+    run = Run.objects.create(
+        organization=org, agent=runner, trigger="comment", status=RunStatus.COMPLETED
+    )
+    other = Run.objects.create(
+        organization=org, agent=waker, trigger="assigned", status=RunStatus.COMPLETED
+    )
+    for i in range(n):
+        task = Task.objects.create(organization=org, title=f"t{run.pk}-{i}")
+        RunTrigger.objects.create(
+            organization=org, agent=runner, run=run, task=task, trigger="comment", woken_by=other
+        )
+    return run
+
+
+def test_a_run_page_answers_in_as_many_queries_for_2_and_40_triggers(
+    root_client, db, django_assert_max_num_queries
+):
+    org = make_org("acme")
+    runner, waker = make_agent(org, "agent-boss"), make_agent(org, "agent-helper")
+    small = _run_with_triggers(org, runner, waker, 2)
+    big = _run_with_triggers(org, runner, waker, 40)
+    bound = queries_of(root_client, reverse("admin:runtime_run_change", args=[small.pk]))
+    big_url = reverse("admin:runtime_run_change", args=[big.pk])
+    root_client.get(big_url)
+    with django_assert_max_num_queries(bound):
+        assert root_client.get(big_url).status_code == 200

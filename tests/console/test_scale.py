@@ -16,6 +16,7 @@ from costs.models import LIFETIME, Budget, UsageRecord
 from organization.models import Agent, AgentRole, Team
 from runtime.models import Run, RunStatus
 from tasks.models import DeliveryStatus, Task, TaskEvent, TaskStatus, WebhookDelivery
+from tests.console.queries import queries_of
 from tests.factories import make_org
 
 # No page of the console may need more than this, whatever the organization's size.
@@ -204,3 +205,21 @@ def test_the_org_chart_reads_the_agents_in_one_query_for_200_agents(client, root
     # Paused agents with reports are flagged (every 20th agent is paused; most have reports).
     assert response.context["flagged"]
     assert all(node.agent.is_paused and node.reports for node in response.context["flagged"])
+
+
+def test_an_organization_page_answers_in_as_many_queries_for_2_and_30_members(
+    root_client, db, django_assert_max_num_queries
+):
+    from tests.factories import make_admin_user
+
+    small, big = make_org("small"), make_org("big")
+    for org, n in ((small, 2), (big, 30)):
+        for i in range(n):
+            make_admin_user(org, username=f"{org.slug}-{i}")
+    bound = queries_of(
+        root_client, reverse("admin:organization_organization_change", args=[small.pk])
+    )
+    big_url = reverse("admin:organization_organization_change", args=[big.pk])
+    root_client.get(big_url)
+    with django_assert_max_num_queries(bound):
+        assert root_client.get(big_url).status_code == 200

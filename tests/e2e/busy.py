@@ -13,7 +13,7 @@ from costs.models import Budget, PriceSource, UsagePurpose, UsageRecord, UsageSt
 from organization.services import api_key_create
 from runtime.models import ACTIVE_STATUSES, Run, RunStatus, RunTrigger, RunTurn
 from tasks.models import DeliveryStatus, Task, TaskStatus, WebhookDelivery
-from tests.console.test_pages import a_vote
+from tests.console.data import a_vote
 
 LONG_TITLE = (
     "Migrate the customer-facing authentication service to the new identity provider "

@@ -69,7 +69,7 @@ def test_a_superuser_switches_organization_and_finds_django_models_under_system(
 @pytest.fixture
 def demo_with_vote(transactional_db):
     from tasks.demo import seed_demo
-    from tests.console.test_pages import a_vote
+    from tests.console.data import a_vote
 
     org = seed_demo(slug="demo")
     make_admin_user(org, username="bob")
