@@ -34,14 +34,20 @@ def env_bool(name: str, default: bool = False) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r}: use true or false (or 1/0, yes/no, on/off).")
 
 
+def _matching(name: str, pattern: str, expected: str) -> str | None:
+    """The variable's value if it matches `pattern` in full; None when unset or blank."""
+    raw = os.environ.get(name, "").strip()
+    if raw and not re.fullmatch(pattern, raw):
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be {expected}.")
+    return raw or None
+
+
 def env_int(
     name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
 ) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
+    raw = _matching(name, r"[+-]?[0-9]+", f"a whole number, e.g. {default}")
+    if raw is None:
         return default
-    if not re.fullmatch(r"[+-]?[0-9]+", raw):
-        raise ImproperlyConfigured(f"{name}={raw!r}: must be a whole number, e.g. {default}.")
     value = int(raw)
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum}.")
@@ -57,11 +63,11 @@ def env_interval(name: str, default: int) -> timedelta:
 
 
 def env_float(name: str, default: float, *, minimum: float = 0) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
+    raw = _matching(
+        name, r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", f"a number, e.g. {default:g}"
+    )
+    if raw is None:
         return default
-    if not re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", raw):
-        raise ImproperlyConfigured(f"{name}={raw!r}: must be a number, e.g. {default:g}.")
     value = float(raw)
     if not math.isfinite(value):  # 1e999 is infinity: no limit or timeout can be
         raise ImproperlyConfigured(f"{name}={raw!r}: must be a number, e.g. {default:g}.")

@@ -11,12 +11,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+
+from tests.config.waiting import wait_for
 
 # `make run` starts a real Celery worker and beat: these run in `make test`, not test-fast.
 pytestmark = pytest.mark.worker
@@ -60,16 +61,6 @@ def start(var: Path, port: int, log: Path) -> subprocess.Popen:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
-
-
-def wait_for(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
 
 
 def healthy(port: int) -> bool:

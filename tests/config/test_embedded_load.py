@@ -30,8 +30,8 @@ from tests.config.test_embedded import (
     start,
     state,
     stop_stack,
-    wait_for,
 )
+from tests.config.waiting import wait_for
 
 # Real worker and beat processes: `make test`, not test-fast.
 pytestmark = pytest.mark.worker

@@ -5,12 +5,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from config import serve
+from tests.config.waiting import wait_for
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -116,16 +116,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def wait_for(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
 
 
 def listening(port: int) -> bool:

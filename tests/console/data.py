@@ -202,15 +202,7 @@ def build(org: Organization, prefix: str = "m") -> dict:
     month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     earlier = max(month_start, now - timedelta(days=1))
     ledger = UsageRecord.objects.bulk_create(
-        UsageRecord(
-            organization=org,
-            agent=worker,
-            purpose="run",
-            provider="openai",
-            model="gpt-4o-mini",
-            cost_usd=cost,
-            price_source="genai-prices",
-        )
+        usage_record(org, cost, agent=worker)
         for cost in (Decimal("1.25"), Decimal("2.50"), Decimal("10"))
     )
     UsageRecord.objects.filter(pk=ledger[1].pk).update(created_at=earlier)
@@ -255,3 +247,16 @@ def a_vote(org, **fields):
             tokens_used=100 + i,
         )
     return session
+
+
+def usage_record(org, cost, **fields) -> UsageRecord:
+    """An unsaved ledger row: one run's call on gpt-4o-mini that cost `cost` dollars."""
+    return UsageRecord(
+        organization=org,
+        purpose="run",
+        provider="openai",
+        model="gpt-4o-mini",
+        cost_usd=Decimal(cost),
+        price_source="genai-prices",
+        **fields,
+    )

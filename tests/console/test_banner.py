@@ -16,13 +16,8 @@ from tasks.models import (
     TaskStatus,
 )
 from tests.console.data import SCRIPT
+from tests.console.pages import page_of
 from tests.factories import give_tasks, make_admin_user, make_agent, make_org
-
-
-def page_of(client, task) -> str:
-    response = client.get(reverse("admin:tasks_task_change", args=[task.pk]))
-    assert response.status_code == 200
-    return response.content.decode()
 
 
 def test_an_escalated_task_opens_on_who_when_why_and_suggested_assignees(root_client, demo):

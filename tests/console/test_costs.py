@@ -8,23 +8,17 @@ import pytest
 from django.urls import reverse
 
 from collaboration.models import CollaborationSession
-from costs.models import UsageRecord
 from tasks.models import (
     Task,
 )
+from tests.console.data import usage_record
 from tests.factories import make_agent, make_org
 
 
 def _usage(org, cost, **fields):
-    return UsageRecord.objects.create(
-        organization=org,
-        purpose="run",
-        provider="openai",
-        model="gpt-4o-mini",
-        cost_usd=Decimal(cost),
-        price_source="genai-prices",
-        **fields,
-    )
+    record = usage_record(org, cost, **fields)
+    record.save()
+    return record
 
 
 def _sorted_by_cost_descending(client, url):
@@ -117,22 +111,10 @@ def test_the_dashboards_cost_today_is_the_ledgers_number_not_rounded_to_zero(
 
 
 def test_the_spenders_panel_links_to_the_report_of_the_organization_shown(root_client, db):
-    from decimal import Decimal
-
-    from costs.models import UsageRecord
-
     make_org("acme", "Acme")  # first by name: where the report opens by default
     zeta = make_org("zeta", "Zeta")
     spender = make_agent(zeta, "agent-zed")
-    UsageRecord.objects.create(
-        organization=zeta,
-        agent=spender,
-        purpose="run",
-        provider="openai",
-        model="gpt-4o-mini",
-        cost_usd=Decimal("0.5"),
-        price_source="genai-prices",
-    )
+    _usage(zeta, "0.5", agent=spender)
     html = root_client.get(reverse("admin:index"), {"organization": zeta.pk}).content.decode()
     panel = html.split('id="panel-top_spenders"')[1]
     assert 'data-spender="agent-zed"' in panel
@@ -143,22 +125,10 @@ def test_the_spenders_panel_links_to_the_report_of_the_organization_shown(root_c
 
 
 def test_the_spenders_panel_shows_money_as_the_console_does(root_client, db):
-    from decimal import Decimal
-
-    from costs.models import UsageRecord
-
     org = make_org("acme", "Acme")
     big, small = make_agent(org, "agent-big"), make_agent(org, "agent-small")
     for agent, cost in ((big, "24.6914"), (small, "0.01234")):
-        UsageRecord.objects.create(
-            organization=org,
-            agent=agent,
-            purpose="run",
-            provider="openai",
-            model="gpt-4o-mini",
-            cost_usd=Decimal(cost),
-            price_source="genai-prices",
-        )
+        _usage(org, cost, agent=agent)
     html = root_client.get(reverse("admin:index"), {"organization": org.pk}).content.decode()
     panel = html.split('id="panel-top_spenders"')[1].split("</table>")[0]
     cells = dict(

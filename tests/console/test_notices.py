@@ -3,12 +3,7 @@
 from django.urls import reverse
 
 from tasks.models import Task
-
-
-def page_of(client, task) -> str:
-    response = client.get(reverse("admin:tasks_task_change", args=[task.pk]))
-    assert response.status_code == 200
-    return response.content.decode()
+from tests.console.pages import page_of
 
 
 def held_by_budget(org, handle="agent-alex", limit="0"):

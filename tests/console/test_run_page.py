@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from runtime.models import Run, RunStatus, RunTrigger, RunTurn
 from tasks.models import Task
-from tests.console.queries import queries_of
+from tests.console.pages import queries_of
 from tests.factories import make_admin_user, make_agent, make_org
 
 pytestmark = pytest.mark.django_db

@@ -16,7 +16,7 @@ from costs.models import LIFETIME, Budget, UsageRecord
 from organization.models import Agent, AgentRole, Team
 from runtime.models import Run, RunStatus
 from tasks.models import DeliveryStatus, Task, TaskEvent, TaskStatus, WebhookDelivery
-from tests.console.queries import queries_of
+from tests.console.pages import queries_of
 from tests.factories import make_org
 
 # No page of the console may need more than this, whatever the organization's size.

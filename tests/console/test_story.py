@@ -5,12 +5,8 @@ from django.urls import reverse
 
 from tasks.demo import ESCALATED
 from tasks.models import EventKind, Task, TaskComment, TaskEvent
-
-
-def page_of(client, task) -> str:
-    response = client.get(reverse("admin:tasks_task_change", args=[task.pk]))
-    assert response.status_code == 200
-    return response.content.decode()
+from tests.console.data import usage_record
+from tests.console.pages import page_of
 
 
 def test_a_task_reads_as_a_story_without_raw_json(root_client, demo):
@@ -28,23 +24,12 @@ def test_a_task_reads_as_a_story_without_raw_json(root_client, demo):
 
 
 def test_a_task_page_shows_what_its_tree_cost(root_client, demo):
-    from decimal import Decimal
-
     from costs.models import UsageRecord
 
     task = Task.objects.get(organization=demo, title="Set up a staging cluster")
     sub = Task.objects.create(organization=demo, title="sub", parent=task)
     UsageRecord.objects.bulk_create(
-        UsageRecord(
-            organization=demo,
-            task=t,
-            purpose="run",
-            provider="openai",
-            model="gpt-4o-mini",
-            cost_usd=Decimal(cost),
-            price_source="genai-prices",
-        )
-        for t, cost in ((task, "0.5"), (sub, "0.25"))
+        usage_record(demo, cost, task=t) for t, cost in ((task, "0.5"), (sub, "0.25"))
     )
     html = page_of(root_client, task)
     assert html.split('id="task-cost">')[1].startswith("$0.7500")

@@ -6,6 +6,20 @@ from playwright.sync_api import expect
 
 SCREENSHOTS = settings.BASE_DIR / "var" / "screenshots"
 WIDTHS = (1440, 1280)
+# Every admin list, for a superuser who sees several organizations (the organization's column too).
+LISTS = [
+    "tasks/task",
+    "organization/agent",
+    "runtime/run",
+    "collaboration/collaborationsession",
+    "tasks/taskevent",
+    "tasks/webhookdelivery",
+    "organization/team",
+    "organization/apikey",
+    "organization/organization",
+    "costs/usagerecord",
+    "costs/budget",
+]
 
 
 def log_in(page, base: str, username: str) -> None:

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from console import metrics
 from tests.console.data import build
-from tests.e2e.pages import log_in, no_horizontal_overflow, screenshot
+from tests.e2e.pages import LISTS, log_in, no_horizontal_overflow, screenshot
 from tests.factories import make_admin_user, make_org
 
 pytestmark = pytest.mark.e2e
@@ -209,22 +209,6 @@ def test_the_org_chart_groups_by_team_folds_and_flags_offline_supervisors(
     expect(page.locator("#agent-agent-jordan")).not_to_be_visible()  # Sam's own fold stays shut
     page.click("#expand-all")
     expect(page.locator("#agent-agent-jordan")).to_be_visible()
-
-
-# Every list, for a superuser who sees several organizations (the organization's column too).
-LISTS = [
-    "tasks/task",
-    "organization/agent",
-    "runtime/run",
-    "collaboration/collaborationsession",
-    "tasks/taskevent",
-    "tasks/webhookdelivery",
-    "organization/team",
-    "organization/apikey",
-    "organization/organization",
-    "costs/usagerecord",
-    "costs/budget",
-]
 
 
 @pytest.mark.parametrize("changelist", LISTS)

@@ -6,24 +6,10 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from tests.e2e.busy import make_busy
-from tests.e2e.pages import log_in, no_horizontal_overflow, no_word_broken, screenshot
+from tests.e2e.pages import LISTS, log_in, no_horizontal_overflow, no_word_broken, screenshot
 from tests.factories import make_admin_user, make_org
 
 pytestmark = pytest.mark.e2e
-
-LISTS = [
-    "tasks/task",
-    "organization/agent",
-    "runtime/run",
-    "collaboration/collaborationsession",
-    "tasks/taskevent",
-    "tasks/webhookdelivery",
-    "organization/team",
-    "organization/apikey",
-    "organization/organization",
-    "costs/usagerecord",
-    "costs/budget",
-]
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
-"""How many SQL statements a console page runs."""
+"""Reading the console's pages in tests: a task's page, how many statements a page runs."""
 
 from django.db import connection
+from django.urls import reverse
 
 
 def queries_of(client, url) -> int:
@@ -15,3 +16,10 @@ def queries_of(client, url) -> int:
     with connection.execute_wrapper(count):
         assert client.get(url).status_code == 200
     return len(seen)
+
+
+def page_of(client, task) -> str:
+    """The HTML of the task's page (it must answer 200)."""
+    response = client.get(reverse("admin:tasks_task_change", args=[task.pk]))
+    assert response.status_code == 200
+    return response.content.decode()
