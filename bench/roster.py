@@ -43,7 +43,7 @@ def floor_fetch(bench_url: str, org, key: str, params: dict):
     """A function running the roster's own SQL on a raw psycopg cursor, then orjson.dumps.
 
     The SQL and its parameters are taken from the roster's queryset here, once, and sent as
-    Django's backend sends them (config/settings.py, DATABASE_PREPARED): parameters bound by
+    Django's backend sends them (config/settings/, DATABASE_PREPARED): parameters bound by
     the server, the statement prepared — here from its first run, the stack's from its fifth —
     so the server runs the same statement with the same plan and the floor pays no planning.
     Without DATABASE_PREPARED, parameters bound client-side (psycopg's ClientCursor), as then.

@@ -26,7 +26,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 
-# One JSON error shape under /api/ (Django's HTML pages elsewhere); see organization/errors.py.
+# One JSON error shape under /api/ (Django's HTML pages elsewhere); see infrastructure/errors.py.
 handler400 = "infrastructure.errors.bad_request"
 handler404 = "infrastructure.errors.page_not_found"
 handler500 = "infrastructure.errors.server_error"

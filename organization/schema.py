@@ -42,7 +42,7 @@ def errors(*codes: int) -> dict:
 
 # Answered by any /api/ operation, outside its view: the throttles (API_THROTTLE_RATE, failed
 # authentication per address), the database away and, for a body, its size limit
-# (organization/middleware.py).
+# (infrastructure/middleware.py).
 _ANY_OPERATION = {
     "429": "Too many requests (rate_limited, authentication_throttled): wait Retry-After seconds",
     "503": "The database is busy or unreachable (database_busy, database_unavailable): "

@@ -61,7 +61,7 @@ def _cut(text: str, limit: int = RELATED_TEXT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-# A run's input is read by four statements compiled once per process (organization/prepared.py):
+# A run's input is read by four statements compiled once per process (infrastructure/prepared.py):
 # built as querysets on every run they cost more CPU than the rest of its input (bench/runtime.py).
 _TRIGGERS = PreparedQuery(
     RunTrigger,

@@ -31,7 +31,7 @@ HEARTBEAT_SECONDS = 1.0
 CLAIMED, MISSING, FINISHED, BUSY, HELD = "claimed", "missing", "finished", "busy", "held"
 
 
-# Every delivery of a run reads it with this lock (compiled once: organization/prepared.py),
+# Every delivery of a run reads it with this lock (compiled once: infrastructure/prepared.py),
 # and whether its organization has any budget: most have none, and then none is searched.
 _LOCK_RUN = PreparedQuerySet(
     Run,

@@ -365,7 +365,7 @@ def _as_task_id(value) -> int | None:
     return value if isinstance(value, int) else None
 
 
-# Read at every run's end (compiled once: organization/prepared.py).
+# Read at every run's end (compiled once: infrastructure/prepared.py).
 _HELD = PreparedQuerySet(
     Task,
     lambda task_ids, agent_id: Task.objects.filter(

@@ -58,7 +58,7 @@ current_run: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 
 # A wake-up is the runtime's hottest path (every move that reaches a managed agent): its two
 # locking reads are compiled once per process, and read only what the runtime uses; any other
-# field of these rows is read when first used (organization/prepared.py).
+# field of these rows is read when first used (infrastructure/prepared.py).
 _LOCK_AGENT = PreparedInstances(
     Agent,
     ("id", "organization_id", "team_id", "handle", "runtime", "is_paused"),

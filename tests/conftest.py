@@ -16,7 +16,7 @@ from .factories import make_key, make_org
 # test database can be dropped at the end (tests/mcp and others run sessions too).
 settings.COLLAB_IDLE_CLOSE_SECONDS = 0
 # The schema fuzz sends thousands of requests with one key; the throttle still runs (its
-# cache is exercised), at a rate no test reaches. tests/organization/test_throttling.py lowers it.
+# cache is exercised), at a rate no test reaches. tests/infrastructure/test_throttling.py lowers it.
 settings.API_THROTTLE_RATE = "1000000/min"
 
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 os.environ.setdefault("SECRET_KEY", "test-only-insecure-key-never-use-outside-the-test-suite")
 # Off, so nothing is counted: hundreds of tests answer 401 to 127.0.0.1, and the Redis counter
 # outlives the run (a server started after it, e.g. tests/prod_install_check.py, would find
-# 127.0.0.1 locked out). tests/organization/test_auth_throttling.py turns it on for itself.
+# 127.0.0.1 locked out). tests/infrastructure/test_auth_throttling.py turns it on for itself.
 os.environ.setdefault("AUTH_FAILURE_LIMIT", "0")
 
 # Set once the URLs are this worker's, so a child process reading this module again keeps them.

@@ -24,6 +24,7 @@ TOP_LEVEL = (
     "tasks",
     "collaboration",
     "runtime",
+    "infrastructure",
     "templates",
     "tests",
     "bench",

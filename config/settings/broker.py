@@ -54,7 +54,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 STALE_CHECK_INTERVAL = env_interval("STALE_CHECK_SECONDS", 60)
 # How often the beat sends the outbox messages that could not be sent at commit (broker away):
-# the longest a queued session or webhook waits once the broker is back (organization/outbox.py).
+# the longest a queued session or webhook waits once the broker is back (infrastructure/outbox.py).
 OUTBOX_RELAY_INTERVAL = env_interval("OUTBOX_RELAY_SECONDS", 10)
 # How long a message never tried is left to the commit hook of its transaction before the relay
 # takes it (a process that died before its hook ran): shorter recovers such a message sooner,

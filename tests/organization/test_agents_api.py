@@ -138,7 +138,7 @@ def test_the_number_of_queries_does_not_grow_with_the_organization(demo, org_cli
 
 def test_one_agent_reads_exactly_as_the_list_serializes_it(demo, org_client):
     """`GET /api/agents/<id>` is one precompiled query without the serializer
-    (organization/prepared.py): every agent of the demo, and one with a date, no team, no senior
+    (infrastructure/prepared.py): every agent of the demo, and one with a date, no team, no senior
     and no role, reads field for field as AgentSerializer renders it in the list."""
     from datetime import UTC, datetime
 

@@ -154,7 +154,7 @@ def test_pagination_links_are_built_from_public_base_url_not_the_request_host(de
     """A page's links are URLs handed out: behind a TLS proxy (the request arrives as
     http://agents.example.com) they still read https://agents.example.com/…"""
     settings.PUBLIC_BASE_URL = PUBLIC
-    # What config/settings.py makes of PUBLIC_BASE_URL by default: this machine + its host.
+    # What config/settings/ makes of PUBLIC_BASE_URL by default: this machine + its host.
     settings.ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]", "agents.example.com"]
     client = KeyClient(make_key(demo, agent_of(demo, "agent-sarah")))
     # A TLS-terminating proxy forwards plain http with the public Host.

@@ -271,7 +271,7 @@ def test_the_hot_path_of_a_run_stays_within_its_query_budget(
     run = Run.objects.get(agent=cast.alex)
     # 36 today: the claim (4), the context (7; a first attempt reads no earlier turns), 2 model
     # turns and 2 tool calls (each a move with its audit row, recorded once in the move's
-    # transaction, the move's block no savepoint of its own: organization/atomic.py), the
+    # transaction, the move's block no savepoint of its own: infrastructure/atomic.py), the
     # settle and the finish (5). 43 with the move's savepoint; 48 when a call was also recorded
     # before it ran, inside a savepoint.
     with django_assert_max_num_queries(36):

@@ -72,7 +72,7 @@ def test_the_relay_leaves_a_message_never_tried_to_its_hook_until_the_grace_is_o
 def test_a_message_whose_send_failed_is_the_relays_at_once():
     """Here the send fails before anything is published (an argument the broker's JSON cannot
     encode, in this process's copy only); a broker that is away fails the same way
-    (tests/organization/test_broker_outage.py)."""
+    (tests/infrastructure/test_broker_outage.py)."""
     message = OutboxMessage.objects.create(task_name=NOBODYS_TASK, args=[1])
     message.args = [object()]
     assert outbox.dispatch([message]) == 0

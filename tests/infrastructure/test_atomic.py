@@ -1,4 +1,4 @@
-"""organization/atomic.py: a service directly inside a block its caller undoes whole opens no
+"""infrastructure/atomic.py: a service directly inside a block its caller undoes whole opens no
 savepoint; anywhere else, and deeper inside, savepoints are as Django makes them."""
 
 import pytest

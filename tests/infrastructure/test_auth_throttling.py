@@ -1,4 +1,4 @@
-"""Failed authentication is throttled per client address (organization/throttling.py): every
+"""Failed authentication is throttled per client address (infrastructure/throttling.py): every
 401 of /api/ and /mcp counts, past AUTH_FAILURE_LIMIT the address answers 429
 `authentication_throttled` with Retry-After; and the admin login locks out after
 ADMIN_LOGIN_FAILURE_LIMIT failures (django-axes)."""

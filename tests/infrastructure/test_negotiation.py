@@ -1,4 +1,4 @@
-"""The API's content negotiation (organization/negotiation.py): DRF's own choice for every Accept
+"""The API's content negotiation (infrastructure/negotiation.py): DRF's own choice for every Accept
 header and ?format=, with */* and application/json (the short cut) answered at once."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""The API renders JSON with orjson (organization/renderers.py), byte-for-byte what DRF's own
+"""The API renders JSON with orjson (infrastructure/renderers.py), byte-for-byte what DRF's own
 JSONRenderer would have meant: the same values after parsing, for every type the API sends."""
 
 import datetime as dt

@@ -1,4 +1,4 @@
-"""organization/prepared.py: queries compiled once, answered as rows or as model instances;
+"""infrastructure/prepared.py: queries compiled once, answered as rows or as model instances;
 an UPDATE and an INSERT of every column compiled once."""
 
 import pytest
