@@ -15,15 +15,13 @@ import re
 from collections import defaultdict
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import TextField
-from django.db.models.functions import Cast
 
-from infrastructure.prepared import INT, INT2, PreparedQuery, among
 from organization.models import Agent
 from organization.prompt import system_prompt_for
-from tasks.models import FINISHED_STATUSES, Task, TaskComment
+from tasks.models import FINISHED_STATUSES
 
-from .models import Run, RunTrigger
+from . import sql
+from .models import Run
 
 # How many of a task's comments (the latest) and subtasks (the oldest) the input carries.
 COMMENTS_GIVEN = 20
@@ -59,54 +57,6 @@ JSON_BLOCK = re.compile(r"```json\n(.*?)\n```", re.S)
 
 def _cut(text: str, limit: int = RELATED_TEXT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# A run's input is read by four statements compiled once per process (infrastructure/prepared.py):
-# built as querysets on every run they cost more CPU than the rest of its input (bench/runtime.py).
-_TRIGGERS = PreparedQuery(
-    RunTrigger,
-    lambda run_id: RunTrigger.objects.filter(run_id=run_id).order_by("pk")
-    .values_list("task_id", "trigger"),
-    run_id=INT,
-)  # fmt: skip
-_TASK_FIELDS = (
-    "pk", "title", "description", "required_expertise", "urgency", "deadline", "status",
-    "assignee_id", "assignee__handle", "queued_for__handle", "created_by_agent__handle", "result",
-    "parent_id", "parent__title", "parent__description", "parent__status",
-    "parent__assignee__handle", "parent__assignee_id", "parent__created_by_agent_id",
-    "parent__queued_for_id",
-)  # fmt: skip
-# JSON columns read as their text and decoded here: the same on every backend.
-_TASK_JSON = ("delegation_chain", "result_data", "parent__delegation_chain")
-_TASKS = PreparedQuery(
-    Task,
-    lambda task_ids, organization_id: Task.objects.filter(
-        among("pk", task_ids), organization_id=organization_id
-    ).order_by().values_list(*_TASK_FIELDS, *(Cast(f, TextField()) for f in _TASK_JSON)),
-    task_ids=[INT],
-    organization_id=INT2,
-)  # fmt: skip
-_SUBTASKS = PreparedQuery(
-    Task,
-    lambda task_ids: Task.objects.filter(among("parent_id", task_ids))
-    .order_by("created_at", "pk")
-    .values_list("parent_id", "pk", "title", "required_expertise", "status", "assignee__handle",
-                 "result"),
-    task_ids=[INT],
-)  # fmt: skip
-_COMMENTS = PreparedQuery(
-    TaskComment,
-    lambda task_ids: TaskComment.objects.filter(among("task_id", task_ids))
-    .order_by("-created_at", "-pk")
-    .values_list("task_id", "author_label", "body", "created_at"),
-    task_ids=[INT],
-)  # fmt: skip
-_REPORTS = PreparedQuery(
-    Agent,
-    lambda senior_id: Agent.objects.filter(senior_id=senior_id).order_by("handle")
-    .values_list("handle"),
-    senior_id=INT,
-)  # fmt: skip
 
 
 def _json_value(text: str | None):
@@ -175,21 +125,21 @@ def _task_json(row: dict, agent: Agent, triggers: list[str], subtasks: list, com
 def build(run: Run) -> tuple[str, str, dict]:
     """(system prompt, input, context) of the run, from the organization as it is now."""
     agent = run.agent
-    triggers = _TRIGGERS.rows(run_id=run.pk)
+    triggers = sql.run_triggers(run.pk)
     order: dict[int, list[str]] = {}
     for task_id, trigger in triggers:
         if task_id is not None:
             order.setdefault(task_id, []).append(trigger)
     ids = list(order)
-    names = (*_TASK_FIELDS, *_TASK_JSON)
+    names = (*sql.TASK_FIELDS, *sql.TASK_JSON)
     rows = {
         row[0]: dict(zip(names, row, strict=True))
-        for row in _TASKS.rows(task_ids=ids, organization_id=agent.organization_id)
+        for row in sql.task_rows(ids, agent.organization_id)
     }
     subtasks, comments = defaultdict(list), defaultdict(list)
-    for row in _SUBTASKS.rows(task_ids=ids):
+    for row in sql.subtask_rows(ids):
         subtasks[row[0]].append(row)
-    for row in _COMMENTS.rows(task_ids=ids):
+    for row in sql.comment_rows(ids):
         comments[row[0]].append(row)
     context = {
         "run": run.pk,
@@ -198,7 +148,7 @@ def build(run: Run) -> tuple[str, str, dict]:
             "name": agent.name,
             "role": agent.role,
             "expertise": list(agent.expertise),
-            "reports": [handle for (handle,) in _REPORTS.rows(senior_id=agent.pk)],
+            "reports": sql.report_handles(agent.pk),
         },
         "tasks": [
             _task_json(rows[pk], agent, kinds, subtasks[pk], comments[pk][:COMMENTS_GIVEN][::-1])

@@ -13,13 +13,9 @@ import threading
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from costs.models import Budget
-from infrastructure.prepared import INT, PreparedQuerySet
-from tasks.rules import NO_KEY
-
+from . import sql
 from .models import Run, RunStatus
 from .services import held_for_budget
 
@@ -31,25 +27,12 @@ HEARTBEAT_SECONDS = 1.0
 CLAIMED, MISSING, FINISHED, BUSY, HELD = "claimed", "missing", "finished", "busy", "held"
 
 
-# Every delivery of a run reads it with this lock (compiled once: infrastructure/prepared.py),
-# and whether its organization has any budget: most have none, and then none is searched.
-_LOCK_RUN = PreparedQuerySet(
-    Run,
-    lambda run_id: Run.objects.select_for_update(of=("self",), **NO_KEY)
-    .select_related("agent", "agent__organization", "organization")
-    .annotate(any_budget=Exists(Budget.objects.filter(organization_id=OuterRef("organization_id"))))
-    .filter(pk=run_id)
-    .order_by()[:1],
-    run_id=INT,
-)  # fmt: skip
-
-
 def claim(run_id: int, token: str) -> tuple[str, Run | None]:
     """Take the run's lease; returns the outcome and, when CLAIMED, the run (its agent read
     with it). A run of a paused agent is HELD: it stays queued until the agent is resumed; so
     is one of an agent out of budget, until the budget makes room (`wake_after_budget`)."""
     with transaction.atomic():
-        run = next(iter(_LOCK_RUN.instances(run_id=run_id)), None)
+        run = sql.locked_run(run_id)
         if run is None:
             return MISSING, None
         if run.is_finished:

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 
 from organization.models import Agent, Organization
-from tasks.models import Task
+from tasks.models import Task, TaskStatus
 from tasks.signals import WAKING_KINDS
 
 # The Celery task that runs a run (runtime/tasks.py); services queue it by name through the outbox.
@@ -32,6 +32,8 @@ class RunStatus(models.TextChoices):
 
 
 ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+# The tasks a run may settle (complete or block): its agent still holds them, not blocked.
+SETTLEABLE = (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS)
 FINISHED_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED)
 
 

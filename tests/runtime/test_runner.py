@@ -207,14 +207,14 @@ def test_pausing_an_agent_stops_its_run_before_the_next_model_call_and_resuming_
     the comment then has a follow-up run of its own (the task is done: it calls no model)."""
     from django.db import connection
 
-    import runtime.services
+    import runtime.sql
     from organization.services import agent_set_paused
     from runtime.models import RunTrigger
     from tests.vendor import SaysItIs
 
     # The records and wake-ups have a statement of their own on PostgreSQL; `make run`'s SQLite
     # takes the ORM's: both are run here.
-    monkeypatch.setattr(runtime.services, "connection", SaysItIs(connection, vendor))
+    monkeypatch.setattr(runtime.sql, "connection", SaysItIs(connection, vendor))
     managed_by(cast.alex, provider)
 
     def paused_meanwhile(call):

@@ -66,14 +66,14 @@ def test_an_agent_made_external_while_its_run_is_under_way_stops_before_the_next
     task (the stopped run did not finish it), as the switch promises."""
     from django.db import connection
 
-    import runtime.services
+    import runtime.sql
     from organization.models import Agent
     from runtime.services import run_resume
     from tests.fake_llm import Reply, ToolUse
     from tests.runtime.conftest import drain
     from tests.vendor import SaysItIs
 
-    monkeypatch.setattr(runtime.services, "connection", SaysItIs(connection, vendor))
+    monkeypatch.setattr(runtime.sql, "connection", SaysItIs(connection, vendor))
     Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m-1")
 
     def made_external_meanwhile(call):

@@ -1,0 +1,254 @@
+"""A run's end: settle the tasks it was woken for, ask for its follow-ups, and finish it.
+
+The model answered: each task the agent still holds, with no open subtasks and that the run did
+nothing with, is completed with the answer (blocked when the answer has no text). Otherwise
+(max_turns, a provider error) each task it still holds is blocked with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db.models import Q
+from django.utils import timezone
+
+from collaboration.toolloop import CallStatus, LoopStop, TurnKind
+from infrastructure.atomic import undone_whole
+from infrastructure.errors import DomainError
+from organization import registry
+from organization.caller import caller_for_agent
+from tasks import services as task_services
+from tasks.models import FINISHED_STATUSES, EventKind, Task, TaskEvent, TaskStatus
+from tasks.rules import Actor
+
+from . import services, sql
+from .acts import acted_on, finished_a_subtask
+from .models import SETTLEABLE, Run, RunStatus
+from .stops import LeaseLost
+
+log = logging.getLogger(__name__)
+
+# Why a task the run would have completed with the model's final answer is blocked instead.
+NO_ANSWER = (
+    "The model stopped with no final answer (no text and no tool call): nothing to complete "
+    "the task with."
+)
+
+
+def _held_tasks(run: Run) -> list[Task]:
+    """The run's tasks the agent held when its model was shown them and still holds, assigned
+    or in progress. Not one that reached it during the run (escalated to it, say): the model
+    answered about it as someone else's, and a follow-up run works it. A run whose input was
+    never stored (its worker died building it): the tasks of its triggers."""
+    if run.context:
+        ids = [t["id"] for t in run.context.get("tasks", []) if t.get("you_hold_it")]
+    else:
+        ids = [i for i in run.triggers.values_list("task_id", flat=True) if i is not None]
+    return sql.settleable_tasks(ids, run.agent_id)
+
+
+def _open_subtasks(task: Task) -> int:
+    return task.subtasks.exclude(status__in=FINISHED_STATUSES).count()
+
+
+def _move(task: Task, actor: Actor, status: str, **kwargs) -> Task:
+    """assigned → in_progress first when needed, then `status` (each a move of the agent)."""
+    if task.status == TaskStatus.ASSIGNED:
+        task = task_services.task_set_status(task=task, actor=actor, status=TaskStatus.IN_PROGRESS)
+    return task_services.task_set_status(task=task, actor=actor, status=status, **kwargs)
+
+
+def _settled_before(run: Run, turns: list[dict]) -> list[dict]:
+    """What an earlier start of the run already did at its end (its worker died between
+    settling a task and finishing the run), for the outcome: each task it completed or blocked,
+    read from the tasks' audit trails (the move's note names the run). The follow-ups that end
+    asked for are waiting triggers already. Nothing read on a first start."""
+    if run.attempts < 2:
+        return []
+    ids = {t["id"] for t in run.context.get("tasks", [])} | {
+        answer["id"]
+        for turn in turns
+        if turn["kind"] == TurnKind.TOOL_CALL and isinstance(answer := turn.get("result"), dict)
+        and isinstance(answer.get("id"), int)
+    }  # fmt: skip
+    by_run = Q(notes__startswith=f"Managed run #{run.pk}:") | Q(
+        notes__startswith=f"Managed run #{run.pk} stopped:"
+    )
+    rows = (
+        TaskEvent.objects.filter(by_run, task_id__in=ids, actor_agent_id=run.agent_id)
+        .filter(after__status__in=[TaskStatus.COMPLETED, TaskStatus.BLOCKED])
+        .order_by("pk")
+        .values_list("task_id", "after__status")
+    )
+    return [{"task": task_id, "action": status} for task_id, status in rows]
+
+
+def settle(run: Run, token: str, result) -> None:
+    actor = Actor.of(caller_for_agent(run.agent))
+    # A resumed run: what its end had done before its worker died.
+    outcome = _settled_before(run, result.turns)
+    if result.stop_reason == LoopStop.ANSWERED:
+        acted = acted_on(result.turns)
+        answer = (result.text or "").strip()
+        # No text is no answer (empty content, or a reply cut at max_tokens before its text):
+        # a task it would complete is blocked with the reason, not completed with no result.
+        unanswered = False
+        # A subtask its answer completes: its parent's subtasks_done is the agent's own act.
+        settled_a_subtask = False
+        for task in _held_tasks(run):
+            if task.pk in acted:
+                outcome.append({"task": task.pk, "action": "none", "why": "the run acted on it"})
+            elif _open_subtasks(task):
+                outcome.append({"task": task.pk, "action": "none", "why": "open subtasks"})
+            elif not answer:
+                unanswered = True
+                _safely(run, token, outcome, task, lambda t=task: _move(
+                    t, actor, TaskStatus.BLOCKED,
+                    note=f"Managed run #{run.pk} stopped: {NO_ANSWER}",
+                ), "blocked")  # fmt: skip
+            else:
+                _safely(run, token, outcome, task, lambda t=task: _move(
+                    t, actor, TaskStatus.COMPLETED, result=answer[:20_000],
+                    note=f"Managed run #{run.pk}: its final answer is the result.",
+                ), "completed")  # fmt: skip
+                settled_a_subtask |= task.parent_id is not None
+        if settled_a_subtask or finished_a_subtask(result.turns):
+            _follow_up_parents_it_finished(run)
+        _follow_up_what_it_took_on(run, token, outcome, actor, result.turns)
+        if unanswered:
+            services.run_finish(
+                run=run, token=token, status=RunStatus.FAILED, error=NO_ANSWER, outcome=outcome
+            )
+        else:
+            services.run_finish(run=run, token=token, status=RunStatus.COMPLETED, outcome=outcome)
+        return
+    if result.stop_reason == LoopStop.MAX_TURNS:
+        error = (
+            f"No final answer after {run.max_turns} model turns (max_turns): the tool calls of "
+            "its last turn were not run."
+        )
+    else:
+        error = f"The provider failed: {result.error}"
+    settle_failed(run, token, error, actor=actor, turns=result.turns, outcome=outcome)
+
+
+def settle_failed(
+    run: Run,
+    token: str,
+    error: str,
+    actor: Actor | None = None,
+    turns: list[dict] | None = None,
+    outcome: list | None = None,
+) -> None:
+    """Block the tasks the agent still holds (assigned or in progress) with the reason, and fail
+    the run: "Needs attention" lists them, and nothing is lost (what its calls gave the agent
+    itself, `turns`, gets a follow-up run). `outcome`: what an earlier start's end did."""
+    actor = actor or Actor.of(caller_for_agent(run.agent))
+    outcome = list(outcome or [])
+    note = f"Managed run #{run.pk} stopped: {error}"[:2000]
+    try:
+        tasks = _held_tasks(run)
+    except Exception:
+        log.exception("run %s: could not read its tasks", run.pk)
+        tasks = []
+    for task in tasks:
+        _safely(run, token, outcome, task,
+                lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note), "blocked")  # fmt: skip
+    _follow_up_parents_it_finished(run)
+    if turns:
+        _follow_up_what_it_took_on(run, token, outcome, actor, turns)
+    services.run_finish(run=run, token=token, status=RunStatus.FAILED, error=error, outcome=outcome)
+
+
+def _follow_up_parents_it_finished(run: Run) -> None:
+    """A parent the agent holds, open, whose last open subtask this run finished: its holder is
+    not woken by `subtasks_done` for its own act, and this run did not settle it (it acted on it,
+    or never saw it), so the agent asks for a follow-up run about it — or it waited for ever."""
+    if run.started_at is None:
+        return
+    parents = Task.objects.filter(
+        assignee_id=run.agent_id, status__in=SETTLEABLE,
+        events__kind=EventKind.SUBTASKS_DONE, events__actor_agent_id=run.agent_id,
+        events__created_at__gte=run.started_at,
+    ).distinct()  # fmt: skip
+    for parent in parents:
+        services.run_wake(agent=run.agent, trigger=EventKind.SUBTASKS_DONE, task=parent)
+
+
+# The triggers a run's end gives its own agent (its own act wakes it for nothing otherwise).
+OWN_FOLLOW_UPS = (EventKind.ASSIGNED, EventKind.SUBTASKS_DONE)
+
+# Why a task a run gave its own agent gets no follow-up run (`_follow_up_what_it_took_on`).
+NOT_WORKED = (
+    "not worked: the agent gave it to itself in a run that only its own work had woken, and "
+    "such a run asks for no follow-up (an agent that gives itself a task in every run would "
+    "wake itself for ever). A comment on it, or assigning it, has it worked."
+)
+
+
+def _woken_only_by_its_own_work(run: Run) -> bool:
+    """Every trigger of the run is a follow-up an earlier run of the same agent gave it for its
+    own work (`OWN_FOLLOW_UPS`, woken by that run): nobody else asked for this run."""
+    triggers = run.triggers.values_list("trigger", "woken_by__agent_id")
+    return bool(triggers) and all(
+        kind in OWN_FOLLOW_UPS and by == run.agent_id for kind, by in triggers
+    )
+
+
+def _follow_up_what_it_took_on(
+    run: Run, token: str, outcome: list, actor: Actor, turns: list[dict]
+) -> None:
+    """Tasks a successful writing call of the run left assigned to its own agent — a task or
+    subtask it created for itself, one it claimed — and that it did not hold when its input was
+    built: nothing wakes an agent for its own act, so the agent asks for a follow-up run about
+    each one it still holds, assigned or in progress, that no trigger reached since — or it
+    waited for ever. Read from the calls' answers (the task): no statement for a run that took none on.
+
+    Once per chain: a run that only such follow-ups woke asks for none (a model giving itself a
+    new task in every run would otherwise run for ever, each follow-up's answer completing the
+    last one); the tasks it gave itself are blocked with the reason ("Needs attention")."""
+    handle = run.agent.handle
+    ids = {
+        answer["id"]
+        for turn in turns
+        if turn["kind"] == TurnKind.TOOL_CALL and turn.get("status") == CallStatus.OK
+        and isinstance(answer := turn.get("result"), dict) and answer.get("assignee") == handle
+        and answer.get("status") in SETTLEABLE and isinstance(answer.get("id"), int)
+        and not getattr(registry.REGISTRY.get(turn["name"]), "read_only", True)
+    } - {t["id"] for t in run.context.get("tasks", []) if t.get("you_hold_it")}  # fmt: skip
+    if not ids:
+        return
+    taken = (
+        Task.objects.filter(pk__in=ids, assignee_id=run.agent_id, status__in=SETTLEABLE)
+        .filter(services.unseen_since_assigned("assignee_id"))
+        .order_by("pk")
+    )
+    if not _woken_only_by_its_own_work(run):
+        for task in taken:
+            services.run_wake(agent=run.agent, trigger=EventKind.ASSIGNED, task=task)
+        return
+    note = f"Managed run #{run.pk}: {NOT_WORKED}"
+    for task in taken:
+        _safely(run, token, outcome, task,
+                lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note), "blocked")  # fmt: skip
+
+
+def _safely(run: Run, token: str, outcome: list, task: Task, move, action: str) -> None:
+    """Make the move in its own transaction, while the run still holds its lease (LeaseLost
+    otherwise: the run that took it over settles the tasks); a refusal (someone moved the task
+    meanwhile) is noted, not raised.
+
+    The lease is checked after the move, in its transaction, by locking the run's row last (a
+    move locks its task, then agents; deleting the agent locks the run after those too): a claim
+    by another worker waits for the move's commit, or came first and the move is undone."""
+    try:
+        with undone_whole():
+            move()
+            if not Run.objects.filter(pk=run.pk, lease_token=token).update(
+                heartbeat_at=timezone.now()
+            ):
+                raise LeaseLost
+    except DomainError as exc:
+        outcome.append({"task": task.pk, "action": "none", "why": f"{exc.code}: {exc.message}"})
+    else:
+        outcome.append({"task": task.pk, "action": action})
