@@ -1,6 +1,6 @@
 """The console's pages behind the dashboard: a task told as a story, a collaboration opening on
 its outcome, an agent on its live state; and the lists' cost columns. The lower apps' admins are
-registered again, extended (as runtime/admin.py does); every move goes through the services."""
+registered again, extended (as runtime/admin/pages.py does); every move goes through the services."""
 
 from django.contrib import admin, messages
 from django.db.models import DecimalField, F, OuterRef, Subquery, Sum
