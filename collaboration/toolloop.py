@@ -63,6 +63,16 @@ from organization.caller import Caller
 
 from . import providers
 from .providers import LLMReply, LLMRequest, Message, ProviderError, ToolCall, ToolSpec
+from .providers.turns import (
+    CallStatus,
+    ModelTurn,
+    ToolCallTurn,
+    Turn,
+    TurnKind,
+    model_turn,
+    model_turns,
+    tool_call_turns,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,24 +93,13 @@ class LoopStop(StrEnum):
     PROVIDER_ERROR = "provider_error"
 
 
-class TurnKind(StrEnum):
-    MODEL = "model"
-    TOOL_CALL = "tool_call"
-
-
-class CallStatus(StrEnum):
-    RUNNING = "running"
-    OK = "ok"
-    ERROR = "error"
-
-
 @dataclass
 class ToolLoopResult:
     """What the loop did: the final text (the last model turn's), every turn in order, the
     tokens and HTTP attempts of all its model calls, and why it stopped."""
 
     text: str
-    turns: list[dict]
+    turns: list[Turn]
     stop_reason: str
     # The provider's error message when stop_reason is provider_error.
     error: str = ""
@@ -117,9 +116,9 @@ class ToolLoopResult:
         return self.prompt_tokens + self.completion_tokens
 
     @property
-    def tool_calls(self) -> list[dict]:
+    def tool_calls(self) -> list[ToolCallTurn]:
         """The tool-call turns, in order."""
-        return [t for t in self.turns if t["kind"] == TurnKind.TOOL_CALL]
+        return tool_call_turns(self.turns)
 
     def reply(self) -> LLMReply:
         """The loop as one reply: its text, summed usage and attempts."""
@@ -169,10 +168,10 @@ def run_tool_loop(
     tool_names: Iterable[str],
     max_turns: int,
     complete: Callable[[LLMRequest], LLMReply] | None = None,
-    on_turn: Callable[[dict], None] | None = None,
-    turns: list[dict] | None = None,
+    on_turn: Callable[[Turn], None] | None = None,
+    turns: list[Turn] | None = None,
     atomic_record: bool = False,
-    on_turns: Callable[[list[dict]], None] | None = None,
+    on_turns: Callable[[list[Turn]], None] | None = None,
 ) -> ToolLoopResult:
     """Run the model of `request` (its system prompt, its prompt or messages, model,
     temperature, max_tokens, deadline) with the tools `tool_names` as `caller`.
@@ -203,7 +202,7 @@ def run_tool_loop(
             reply = complete(replace(request, messages=list(messages), tools=specs))
         except ProviderError as exc:
             return loop.result(LoopStop.PROVIDER_ERROR, exc)
-        turn = loop.add(_model_turn(reply))
+        turn = loop.add(model_turn(reply))
         loop.notify(turn)
         messages.append(Message.assistant(reply.text, reply.tool_calls))
 
@@ -211,21 +210,28 @@ def run_tool_loop(
 class _Loop:
     """The turns of one loop, and what running a call means for them."""
 
-    def __init__(self, caller, offered, on_turn, turns: list[dict], atomic_record: bool = False,
-                 on_turns=None):  # fmt: skip
+    def __init__(
+        self,
+        caller,
+        offered,
+        on_turn,
+        turns: list[Turn],
+        atomic_record: bool = False,
+        on_turns=None,
+    ):
         self.caller, self.offered, self.on_turn, self.turns = caller, offered, on_turn, turns
         self.atomic_record, self.on_turns = atomic_record, on_turns
         # Read-only calls run and not recorded yet (atomic_record: the module's docstring).
-        self.unrecorded: list[dict] = []
+        self.unrecorded: list[ToolCallTurn] = []
         for index, turn in enumerate(turns):
             turn["index"] = index
 
-    def add(self, turn: dict) -> dict:
+    def add(self, turn: Turn) -> Turn:
         turn["index"] = len(self.turns)
         self.turns.append(turn)
         return turn
 
-    def notify(self, turn: dict) -> None:
+    def notify(self, turn: Turn) -> None:
         if self.on_turn is not None:
             self.on_turn(copy.deepcopy(turn))
 
@@ -241,10 +247,11 @@ class _Loop:
                 self.notify(turn)
 
     def model_turns(self) -> int:
-        return sum(t["kind"] == TurnKind.MODEL for t in self.turns)
+        return len(model_turns(self.turns))
 
-    def last_model_turn(self) -> dict | None:
-        return next((t for t in reversed(self.turns) if t["kind"] == TurnKind.MODEL), None)
+    def last_model_turn(self) -> ModelTurn | None:
+        models = model_turns(self.turns)
+        return models[-1] if models else None
 
     def rebuild(self, start: list[Message]) -> list[Message]:
         """The conversation so far: the request's, then the recorded turns. A call still
@@ -258,12 +265,12 @@ class _Loop:
                 messages.append(_result_message(turn))
         return messages
 
-    def run_calls(self, model_turn: dict) -> list[Message]:
+    def run_calls(self, model_turn: ModelTurn) -> list[Message]:
         """Run the calls of `model_turn` not done yet; their results' messages, in call order.
 
         The results of calls done in an earlier run are in the conversation already."""
         after = self.turns[model_turn["index"] + 1 :]
-        recorded = {t["id"]: t for t in after if t["kind"] == TurnKind.TOOL_CALL}
+        recorded = {t["id"]: t for t in tool_call_turns(after)}
         messages = []
         for data in model_turn["tool_calls"]:
             call = ToolCall.from_dict(data)
@@ -287,7 +294,7 @@ class _Loop:
         self.record_read_only()  # before the next model call
         return messages
 
-    def settle(self, turn: dict, call: ToolCall) -> None:
+    def settle(self, turn: ToolCallTurn, call: ToolCall) -> None:
         """Run the call and record its outcome; with `atomic_record`, in one transaction (a
         read-only call: none, its record waits for the next batch).
 
@@ -327,13 +334,13 @@ class _Loop:
         else:
             self.notify(turn)
 
-    def run_read_only(self, turn: dict, call: ToolCall) -> None:
+    def run_read_only(self, turn: ToolCallTurn, call: ToolCall) -> None:
         started_at, started = timezone.now(), time.perf_counter()
         outcome = self.execute(call, own_transaction=False)
         turn.update(outcome, **_timing(started_at, started))
         self.unrecorded.append(turn)
 
-    def settle_atomically(self, turn: dict, call: ToolCall) -> bool:
+    def settle_atomically(self, turn: ToolCallTurn, call: ToolCall) -> bool:
         """Run the call and record its outcome in one transaction; True when it did. A refused
         call is undone whole (no savepoint around the call: one transaction, fewer statements),
         then False: `settle` records the refusal on its own."""
@@ -379,7 +386,7 @@ class _Loop:
         return {"status": CallStatus.OK, "result": json.loads(_json(result))}
 
     def result(self, stop: str, exc: ProviderError | None = None) -> ToolLoopResult:
-        models = [t for t in self.turns if t["kind"] == TurnKind.MODEL]
+        models = model_turns(self.turns)
         last = models[-1] if models else {}
         return ToolLoopResult(
             text=last.get("text", ""),
@@ -393,20 +400,6 @@ class _Loop:
             model=last.get("model", ""),
             exception=exc,
         )
-
-
-def _model_turn(reply: LLMReply) -> dict:
-    return {
-        "kind": TurnKind.MODEL,
-        "text": reply.text,
-        "tool_calls": [call.as_dict() for call in reply.tool_calls],
-        "stop_reason": str(reply.stop_reason),
-        "prompt_tokens": reply.prompt_tokens,
-        "completion_tokens": reply.completion_tokens,
-        "attempts": reply.attempts,
-        "provider": reply.provider,
-        "model": reply.model,
-    }
 
 
 def _timing(started_at, started: float) -> dict:
@@ -441,7 +434,7 @@ def _json(value) -> str:
     return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
 
 
-def _result_message(turn: dict) -> Message:
+def _result_message(turn: ToolCallTurn) -> Message:
     """A recorded call's result as the model reads it: the result's JSON, or the error body."""
     failed = turn["status"] == CallStatus.ERROR
     text = _json(turn["error"] if failed else turn["result"])

@@ -4,27 +4,37 @@ from __future__ import annotations
 
 import re
 
-from collaboration.toolloop import CallStatus, TurnKind
+from collaboration.providers.turns import (
+    ToolCallTurn,
+    Turn,
+    answer_of,
+    succeeded_calls,
+    tool_call_turns,
+)
 from organization import registry
 from tasks.models import FINISHED_STATUSES, TaskStatus
 
+from .models import SETTLEABLE
 
-def _only_starts(turn: dict) -> bool:
-    """The call moved its task to in_progress, and nothing more: starting a task (as the run's
-    guide says to) is not doing something with it; its final answer is still its result."""
+
+def _only_starts(turn: ToolCallTurn) -> bool:
+    """The call moved its task to in_progress, and nothing more: starting a task is not doing
+    something with it (its final answer is still its result)."""
     status = turn["arguments"].get("status")
     return turn["name"] == "update_task_status" and status == TaskStatus.IN_PROGRESS
 
 
-def acted_on(turns: list[dict]) -> set[int]:
-    """The tasks a successful writing tool call of the run named (as task_id or parent), but
-    for a call that only started its task."""
+def _writes(turn: ToolCallTurn) -> bool:
+    tool = registry.REGISTRY.get(turn["name"])
+    return tool is not None and not tool.read_only
+
+
+def acted_on(turns: list[Turn]) -> set[int]:
+    """The tasks a successful writing call named (as task_id or parent), but for a call that
+    only started its task."""
     named = set()
-    for turn in turns:
-        if turn["kind"] != TurnKind.TOOL_CALL or turn.get("status") != CallStatus.OK:
-            continue
-        tool = registry.REGISTRY.get(turn["name"])
-        if tool is None or tool.read_only or _only_starts(turn):
+    for turn in succeeded_calls(turns):
+        if not _writes(turn) or _only_starts(turn):
             continue
         for key in ("task_id", "parent"):
             task_id = _as_task_id(turn["arguments"].get(key))
@@ -48,12 +58,35 @@ def _as_task_id(value) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def finished_a_subtask(turns: list[dict]) -> bool:
-    """Whether a successful writing call of the run left a subtask finished (its answer, the
-    task, says so): only then can the run have finished the last open subtask of a parent."""
+def finished_a_subtask(turns: list[Turn]) -> bool:
+    """A successful call left a subtask finished (its answer, the task, says so): only then can
+    the run have finished the last open subtask of a parent."""
     return any(
-        turn["kind"] == TurnKind.TOOL_CALL and turn.get("status") == CallStatus.OK
-        and isinstance(answer := turn.get("result"), dict) and answer.get("parent") is not None
+        (answer := answer_of(turn)) is not None
+        and answer.get("parent") is not None
         and answer.get("status") in FINISHED_STATUSES
-        for turn in turns
-    )  # fmt: skip
+        for turn in succeeded_calls(turns)
+    )
+
+
+def answered_task_ids(turns: list[Turn]) -> set[int]:
+    """The ids of the tasks the calls answered with, whatever their outcome."""
+    return {
+        answer["id"]
+        for turn in tool_call_turns(turns)
+        if (answer := answer_of(turn)) is not None and isinstance(answer.get("id"), int)
+    }
+
+
+def tasks_it_took_on(turns: list[Turn], handle: str) -> set[int]:
+    """The tasks a successful writing call left with the agent `handle`, assigned or in
+    progress: one it created for itself, one it claimed."""
+    return {
+        answer["id"]
+        for turn in succeeded_calls(turns)
+        if (answer := answer_of(turn)) is not None
+        and answer.get("assignee") == handle
+        and answer.get("status") in SETTLEABLE
+        and isinstance(answer.get("id"), int)
+        and _writes(turn)
+    }

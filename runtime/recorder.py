@@ -6,7 +6,7 @@ import time
 
 from collaboration import providers
 from collaboration.providers import BudgetRefused, LLMReply, LLMRequest
-from collaboration.toolloop import TurnKind
+from collaboration.providers.turns import Turn, TurnKind, tokens_of
 from costs.metering import Meter, task_ancestry
 from costs.models import UsagePurpose
 
@@ -55,21 +55,23 @@ class TurnRecorder:
         finally:
             self.last_ms = (time.perf_counter() - started) * 1000
 
-    def __call__(self, turn: dict) -> None:
+    def __call__(self, turn: Turn) -> None:
         # A tool call's turn says how long it ran (`ms`, the loop measures it).
         if turn["kind"] == TurnKind.MODEL and "provider_ms" not in turn:
             turn["provider_ms"] = round(self.last_ms, 1)
         self._keep([turn])
-        self._recorded(services.run_record_turn(
+        recorded = services.run_record_turn(
             run=self.run, token=self.token, turn=turn, **self._tokens()
-        ))  # fmt: skip
+        )
+        self._recorded(recorded)
 
-    def record_many(self, turns: list[dict]) -> None:
+    def record_many(self, turns: list[Turn]) -> None:
         """`on_turns`: read-only calls' turns, in one statement."""
         self._keep(turns)
-        self._recorded(services.run_record_turns(
+        recorded = services.run_record_turns(
             run=self.run, token=self.token, turns=turns, **self._tokens()
-        ))  # fmt: skip
+        )
+        self._recorded(recorded)
 
     def _recorded(self, recorded: services.Recorded | None) -> None:
         if recorded is None:
@@ -77,7 +79,7 @@ class TurnRecorder:
         self.agent_paused = recorded.agent_paused
         self.agent_external = recorded.agent_external
 
-    def _keep(self, turns: list[dict]) -> None:
+    def _keep(self, turns: list[Turn]) -> None:
         for turn in turns:
             index = turn["index"]
             if index < len(self.turns):
@@ -86,8 +88,5 @@ class TurnRecorder:
                 self.turns.append(turn)
 
     def _tokens(self) -> dict:
-        models = [t for t in self.turns if t["kind"] == TurnKind.MODEL]
-        return {
-            "prompt_tokens": sum(t["prompt_tokens"] for t in models),
-            "completion_tokens": sum(t["completion_tokens"] for t in models),
-        }
+        prompt_tokens, completion_tokens = tokens_of(self.turns)
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}

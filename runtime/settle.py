@@ -12,17 +12,17 @@ import logging
 from django.db.models import Q
 from django.utils import timezone
 
-from collaboration.toolloop import CallStatus, LoopStop, TurnKind
+from collaboration.providers.turns import Turn
+from collaboration.toolloop import LoopStop, ToolLoopResult
 from infrastructure.atomic import undone_whole
 from infrastructure.errors import DomainError
-from organization import registry
 from organization.caller import caller_for_agent
 from tasks import services as task_services
 from tasks.models import FINISHED_STATUSES, EventKind, Task, TaskEvent, TaskStatus
 from tasks.rules import Actor
 
 from . import services, sql
-from .acts import acted_on, finished_a_subtask
+from .acts import acted_on, answered_task_ids, finished_a_subtask, tasks_it_took_on
 from .models import SETTLEABLE, Run, RunStatus
 from .stops import LeaseLost
 
@@ -58,19 +58,14 @@ def _move(task: Task, actor: Actor, status: str, **kwargs) -> Task:
     return task_services.task_set_status(task=task, actor=actor, status=status, **kwargs)
 
 
-def _settled_before(run: Run, turns: list[dict]) -> list[dict]:
+def _settled_before(run: Run, turns: list[Turn]) -> list[dict]:
     """What an earlier start of the run already did at its end (its worker died between
     settling a task and finishing the run), for the outcome: each task it completed or blocked,
     read from the tasks' audit trails (the move's note names the run). The follow-ups that end
     asked for are waiting triggers already. Nothing read on a first start."""
     if run.attempts < 2:
         return []
-    ids = {t["id"] for t in run.context.get("tasks", [])} | {
-        answer["id"]
-        for turn in turns
-        if turn["kind"] == TurnKind.TOOL_CALL and isinstance(answer := turn.get("result"), dict)
-        and isinstance(answer.get("id"), int)
-    }  # fmt: skip
+    ids = {t["id"] for t in run.context.get("tasks", [])} | answered_task_ids(turns)
     by_run = Q(notes__startswith=f"Managed run #{run.pk}:") | Q(
         notes__startswith=f"Managed run #{run.pk} stopped:"
     )
@@ -83,7 +78,7 @@ def _settled_before(run: Run, turns: list[dict]) -> list[dict]:
     return [{"task": task_id, "action": status} for task_id, status in rows]
 
 
-def settle(run: Run, token: str, result) -> None:
+def settle(run: Run, token: str, result: ToolLoopResult) -> None:
     actor = Actor.of(caller_for_agent(run.agent))
     # A resumed run: what its end had done before its worker died.
     outcome = _settled_before(run, result.turns)
@@ -137,7 +132,7 @@ def settle_failed(
     token: str,
     error: str,
     actor: Actor | None = None,
-    turns: list[dict] | None = None,
+    turns: list[Turn] | None = None,
     outcome: list | None = None,
 ) -> None:
     """Block the tasks the agent still holds (assigned or in progress) with the reason, and fail
@@ -196,7 +191,7 @@ def _woken_only_by_its_own_work(run: Run) -> bool:
 
 
 def _follow_up_what_it_took_on(
-    run: Run, token: str, outcome: list, actor: Actor, turns: list[dict]
+    run: Run, token: str, outcome: list, actor: Actor, turns: list[Turn]
 ) -> None:
     """Tasks a successful writing call of the run left assigned to its own agent — a task or
     subtask it created for itself, one it claimed — and that it did not hold when its input was
@@ -207,15 +202,8 @@ def _follow_up_what_it_took_on(
     Once per chain: a run that only such follow-ups woke asks for none (a model giving itself a
     new task in every run would otherwise run for ever, each follow-up's answer completing the
     last one); the tasks it gave itself are blocked with the reason ("Needs attention")."""
-    handle = run.agent.handle
-    ids = {
-        answer["id"]
-        for turn in turns
-        if turn["kind"] == TurnKind.TOOL_CALL and turn.get("status") == CallStatus.OK
-        and isinstance(answer := turn.get("result"), dict) and answer.get("assignee") == handle
-        and answer.get("status") in SETTLEABLE and isinstance(answer.get("id"), int)
-        and not getattr(registry.REGISTRY.get(turn["name"]), "read_only", True)
-    } - {t["id"] for t in run.context.get("tasks", []) if t.get("you_hold_it")}  # fmt: skip
+    held = {t["id"] for t in run.context.get("tasks", []) if t.get("you_hold_it")}
+    ids = tasks_it_took_on(turns, run.agent.handle) - held
     if not ids:
         return
     taken = (
