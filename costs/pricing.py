@@ -17,9 +17,9 @@ from django.conf import settings
 from .models import PriceSource
 
 MTOK = Decimal(1_000_000)
-# Our provider names → genai-prices' provider ids.
-GENAI_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic"}
-FREE_PROVIDERS = {"offline"}
+# A provider's price id (settings.LLM_PRICE_IDS, from the providers' registry) is genai-prices'
+# provider id, or FREE for a provider whose calls cost nothing; a provider it lacks is unpriced.
+FREE = "free"
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Price:
 def _genai_price(provider: str, model: str) -> Price:
     from genai_prices import Usage, calc_price
 
-    provider_id = GENAI_PROVIDER_IDS.get(provider)
+    provider_id = settings.LLM_PRICE_IDS.get(provider)
     if provider_id is None:
         return Price(PriceSource.UNKNOWN)
     try:
@@ -98,7 +98,7 @@ def load_price_table() -> None:
 
 
 def price_of(provider: str, model: str) -> Price:
-    if provider in FREE_PROVIDERS:
+    if settings.LLM_PRICE_IDS.get(provider) == FREE:
         return Price(PriceSource.FREE, Decimal(0), Decimal(0))
     configured = settings.LLM_PRICES.get(f"{provider}/{model}")
     if configured is not None:

@@ -1,27 +1,18 @@
 """LLM providers: `openai` and `anthropic` through their official SDKs, and a deterministic `offline`.
 
-A provider turns an `LLMRequest` into an `LLMReply` (text + token usage + HTTP attempts, and the
-tool calls the model asks for when the request offers tools) or raises `ProviderError` /
-`ProviderTimeout` (the shared types are in `base.py`, the tool-calling ones included: `ToolSpec`,
-`ToolCall`, `Message`). API keys are read by the
-SDKs from the environment only (OPENAI_API_KEY, ANTHROPIC_API_KEY): they are never stored in the
-database, the admin or a reply.
-
-`PROVIDERS` is the registry: name → the module whose `complete(request)` runs a call, imported on
-first use (an SDK import takes seconds). Adding a provider is a module and a line here.
+A provider module's `complete(request)` turns an `LLMRequest` into an `LLMReply` or raises
+`ProviderError`; `PROVIDERS` is the registry, one entry a provider. API keys are read by the SDKs
+from the environment only, never stored.
 """
 
 import json
 import os
+from dataclasses import dataclass
 from importlib import import_module
 
 from django.conf import settings
 
-from costs import metering
-from costs.pricing import load_price_table, worst_case_prompt_tokens
-
 from .base import (
-    SDK_KEYS,
     BudgetRefused,
     LLMReply,
     LLMRequest,
@@ -37,12 +28,15 @@ from .base import (
 )
 
 __all__ = [
+    "FREE",
     "PROVIDERS",
+    "SDK_KEYS",
     "BudgetRefused",
     "LLMReply",
     "LLMRequest",
     "Message",
     "Provider",
+    "ProviderEntry",
     "ProviderError",
     "ProviderTimeout",
     "Purpose",
@@ -56,11 +50,48 @@ __all__ = [
     "warm_up",
 ]
 
-PROVIDERS = {
-    Provider.OFFLINE: "collaboration.providers.offline",
-    Provider.OPENAI: "collaboration.providers.openai",
-    Provider.ANTHROPIC: "collaboration.providers.anthropic",
+# The price id of a provider whose calls cost nothing (costs.pricing).
+FREE = "free"
+
+
+@dataclass(frozen=True)
+class ProviderEntry:
+    """A provider: the module that runs its calls (imported on first use: an SDK takes seconds),
+    its key's environment variable (none: it needs no key), its default model and its price id
+    (genai-prices' provider id, or FREE)."""
+
+    module: str
+    default_model: str
+    price_id: str
+    key: str = ""
+
+    def __str__(self) -> str:
+        # How a choice shows it (the serializers offer PROVIDERS as choices): its module.
+        return self.module
+
+
+# The registry (in the order of the Provider enum). Adding a provider: a module and an entry.
+PROVIDERS: dict[str, ProviderEntry] = {
+    Provider.OFFLINE: ProviderEntry(
+        "collaboration.providers.offline", default_model="offline", price_id=FREE
+    ),
+    Provider.OPENAI: ProviderEntry(
+        "collaboration.providers.openai",
+        default_model="gpt-4o-mini",
+        price_id="openai",
+        key="OPENAI_API_KEY",
+    ),
+    Provider.ANTHROPIC: ProviderEntry(
+        "collaboration.providers.anthropic",
+        default_model="claude-sonnet-4-5",
+        price_id="anthropic",
+        key="ANTHROPIC_API_KEY",
+    ),
 }
+
+# The providers that speak to a model through an SDK, and their key's environment variable, in
+# the order the default provider is chosen.
+SDK_KEYS = {name: entry.key for name, entry in PROVIDERS.items() if entry.key}
 
 
 def default_provider_name() -> str:
@@ -80,10 +111,22 @@ def default_model_for(provider: str) -> str:
     return settings.LLM_DEFAULT_MODELS.get(provider, "")
 
 
+def default_models() -> dict[str, str]:
+    """Each provider's default model (the default of the LLM_DEFAULT_MODELS setting)."""
+    return {str(name): entry.default_model for name, entry in PROVIDERS.items()}
+
+
+def price_ids() -> dict[str, str]:
+    """Each provider's price id (the LLM_PRICE_IDS setting that costs.pricing reads)."""
+    return {str(name): entry.price_id for name, entry in PROVIDERS.items()}
+
+
 def complete(provider: str, request: LLMRequest, meter=None) -> LLMReply:
     """Run `request` on `provider` (one of PROVIDERS). With a `costs.metering.Meter`, the call
     goes through the ledger: its worst case is held against the budgets covering it first (a
     call that does not fit raises `BudgetRefused`, nothing spent), its real cost booked after."""
+    from costs import metering  # costs loads models: not at settings time, which reads PROVIDERS
+
     if provider not in PROVIDERS:
         raise ProviderError(f"Unknown LLM provider: {provider}")
     if meter is None:
@@ -112,7 +155,9 @@ def complete(provider: str, request: LLMRequest, meter=None) -> LLMReply:
 
 
 def _complete(provider: str, request: LLMRequest) -> LLMReply:
-    reply = import_module(PROVIDERS[provider]).complete(request)
+    from costs import metering
+
+    reply = import_module(PROVIDERS[provider].module).complete(request)
     reply.provider = reply.provider or provider
     reply.model = reply.model or request.model
     # What a server claims is not trusted either: the sessions' and runs' token columns (and the
@@ -128,6 +173,8 @@ def _complete(provider: str, request: LLMRequest) -> LLMReply:
 
 def prompt_bound(request: LLMRequest) -> int:
     """An upper bound of the request's prompt tokens (costs.pricing.worst_case_prompt_tokens)."""
+    from costs.pricing import worst_case_prompt_tokens
+
     conversation = request.conversation()
     texts = [request.system]
     for message in conversation:
@@ -141,7 +188,9 @@ def warm_up() -> None:
     """Import the SDK providers and load the price table now (a worker at start-up): the first
     import takes seconds, and inside a session it would count against the first agents'
     timeouts."""
+    from costs.pricing import load_price_table
+
     for provider in SDK_KEYS:
-        import_module(PROVIDERS[provider])
+        import_module(PROVIDERS[provider].module)
     import_module("collaboration.providers.http").shared_client()
     load_price_table()

@@ -12,7 +12,8 @@ import json
 
 import anthropic
 
-from .base import SDK_KEYS, LLMReply, LLMRequest, Message, Provider, Role, StopReason, ToolCall
+from . import PROVIDERS
+from .base import LLMReply, LLMRequest, Message, Provider, Role, StopReason, ToolCall
 from .http import sdk_call, sdk_options
 
 STOP_REASONS = {
@@ -24,7 +25,7 @@ STOP_REASONS = {
 
 
 def complete(request: LLMRequest) -> LLMReply:
-    options, state = sdk_options(request, SDK_KEYS[Provider.ANTHROPIC])
+    options, state = sdk_options(request, PROVIDERS[Provider.ANTHROPIC].key)
     client = anthropic.Anthropic(**options)
     kwargs = {
         "model": request.model,

@@ -16,16 +16,11 @@ from enum import StrEnum
 
 
 class Provider(StrEnum):
-    """The LLM providers (the one list: validation, the registry, defaults)."""
+    """The LLM providers' names (each has its entry in the registry, `PROVIDERS`)."""
 
     OFFLINE = "offline"
     OPENAI = "openai"
     ANTHROPIC = "anthropic"
-
-
-# The providers that speak to a model through its SDK, and the environment variable of its key,
-# in the order the default provider is chosen.
-SDK_KEYS = {Provider.OPENAI: "OPENAI_API_KEY", Provider.ANTHROPIC: "ANTHROPIC_API_KEY"}
 
 
 class Purpose(StrEnum):

@@ -23,8 +23,8 @@ import json
 import openai
 from openai.types.chat import ChatCompletion
 
+from . import PROVIDERS
 from .base import (
-    SDK_KEYS,
     LLMReply,
     LLMRequest,
     Provider,
@@ -53,7 +53,7 @@ STRICT_FORMATS = {
 
 
 def complete(request: LLMRequest) -> LLMReply:
-    options, state = sdk_options(request, SDK_KEYS[Provider.OPENAI])
+    options, state = sdk_options(request, PROVIDERS[Provider.OPENAI].key)
     client = openai.OpenAI(**options)
     kwargs = {
         "model": request.model,

@@ -3,6 +3,7 @@ and expert discovery."""
 
 from decimal import Decimal
 
+from collaboration.providers import default_models, price_ids
 from config.settings.environment import (
     env_bool,
     env_float,
@@ -18,12 +19,12 @@ from config.settings.environment import (
 # The keys themselves are read by the SDKs from the environment only, never stored here.
 LLM_PROVIDER = env_str("LLM_PROVIDER").lower()
 LLM_MODEL = env_str("LLM_MODEL")
-# Used when neither the agent, the session nor LLM_MODEL names a model.
-LLM_DEFAULT_MODELS = {
-    "openai": "gpt-4o-mini",
-    "anthropic": "claude-sonnet-4-5",
-    "offline": "offline",
-}
+# Used when neither the agent, the session nor LLM_MODEL names a model: each provider's own, as
+# its entry in the registry (collaboration/providers/__init__.py) says.
+LLM_DEFAULT_MODELS = default_models()
+# How costs.pricing prices each provider's calls (genai-prices' provider id, or free): read from
+# the registry too, which the costs app, below collaboration, cannot import.
+LLM_PRICE_IDS = price_ids()
 
 
 LLM_PRICES = env_prices("LLM_PRICES")

@@ -86,3 +86,15 @@ def test_the_modes_registry_is_the_mode_enum():
 
 def test_the_providers_registry_is_the_provider_enum():
     assert list(PROVIDERS) == [p.value for p in Provider]
+
+
+def test_a_provider_is_one_registry_entry_the_settings_and_prices_read():
+    from django.conf import settings
+
+    from collaboration import providers
+    from costs import pricing
+
+    assert settings.LLM_DEFAULT_MODELS == providers.default_models()
+    assert settings.LLM_PRICE_IDS == providers.price_ids()
+    assert providers.FREE == pricing.FREE
+    assert providers.SDK_KEYS == {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
