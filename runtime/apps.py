@@ -26,8 +26,6 @@ class RuntimeConfig(AppConfig):
 
     def ready(self) -> None:
         check_run_time_limit()
-        from collaboration.providers import Purpose
-        from collaboration.providers.offline import register_routine
         from costs.budgets import budget_made_room
         from costs.models import Budget
         from organization.models import Agent
@@ -35,7 +33,7 @@ class RuntimeConfig(AppConfig):
         from tasks.models import Task
         from tasks.signals import work_reached_agent
 
-        from . import offline, receivers
+        from . import receivers
 
         work_reached_agent.connect(
             receivers.on_work_reached_agent, sender=Task, dispatch_uid="runtime-wake"
@@ -46,6 +44,4 @@ class RuntimeConfig(AppConfig):
         budget_made_room.connect(
             receivers.on_budget_made_room, sender=Budget, dispatch_uid="runtime-budget-room"
         )
-        # The offline provider plays the runtime's deterministic routine for a run's calls.
-        register_routine(Purpose.RUN, offline.routine)
         post_migrate.connect(ensure_run_sweep_schedule, sender=self)

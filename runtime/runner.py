@@ -38,7 +38,7 @@ from organization import registry
 from organization.caller import caller_for_agent
 from tasks.models import FINISHED_STATUSES
 
-from . import context, services
+from . import context, offline, services
 from .lease import CLAIMED, claim, heartbeats
 from .models import Run, RunStatus
 from .recorder import TurnRecorder
@@ -203,9 +203,16 @@ def execute(run: Run, token: str) -> None:
         return
     _, _, temperature, max_tokens = llm_settings(agent)
     request = LLMRequest(
-        system=run.system_prompt, prompt=run.input, model=run.model, temperature=temperature,
-        max_tokens=max_tokens, purpose=Purpose.RUN, label=agent.handle,
-    )  # fmt: skip
+        system=run.system_prompt,
+        prompt=run.input,
+        model=run.model,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        purpose=Purpose.RUN,
+        label=agent.handle,
+        # Offline, the runtime's deterministic routine plays the model (runtime/offline.py).
+        offline_routine=offline.routine,
+    )
     recorder = TurnRecorder(run, token)
     # Whom the run's moves wake (another managed agent) is told it was this run.
     reset = services.current_run.set(run.pk)

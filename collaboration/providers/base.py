@@ -11,6 +11,7 @@ own wire format (OpenAI `tools` / `tool_calls` / `role: tool`; Anthropic `tools`
 """
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -30,8 +31,7 @@ class Purpose(StrEnum):
     PLAN = "plan"
     SYNTHESIS = "synthesis"
     JUDGE = "judge"
-    # A managed agent's run (issue 11 §2): the offline provider answers it with the routine the
-    # runtime registers (offline.register_routine).
+    # A managed agent's run: the offline provider answers it with the routine its request carries.
     RUN = "run"
 
 
@@ -134,10 +134,17 @@ class LLMRequest:
     tools: list[ToolSpec] = field(default_factory=list)
     # OpenAI's strict mode for the tools' schemas (openai.py says what changes); others ignore it.
     strict_tools: bool = False
+    # The offline provider's answer to this request, when a scripted routine plays the model
+    # (the runtime's, for a run): request -> (text, tool calls). Other providers ignore it.
+    offline_routine: "Routine | None" = field(default=None, repr=False, compare=False)
 
     def conversation(self) -> list[Message]:
         """The messages after the system prompt: `messages`, else the one user `prompt`."""
         return list(self.messages) if self.messages else [Message.user(self.prompt)]
+
+
+# A scripted routine of the offline provider: this turn's text and tool calls for the request.
+Routine = Callable[[LLMRequest], tuple[str, list[ToolCall]]]
 
 
 @dataclass

@@ -8,17 +8,15 @@ Offered tools, it works them deterministically too: its first turn calls every o
 needs no argument (ids `offline-call-1`, …, in the order offered), and once their results are in
 it answers as above, listing each tool it consulted and how the call went.
 
-A scripted routine may take over the calls of one purpose (`register_routine`): the managed
-runtime registers its deterministic routing for `Purpose.RUN`, so a managed agent works the
-organization offline (runtime/offline.py). A routine sees the request (its conversation so far)
-and returns the turn's text and tool calls; the banner is added to its text here.
+A request may carry a scripted routine (`LLMRequest.offline_routine`: the runtime's, so that a
+managed agent works the organization offline); it then answers with the routine's text and tool
+calls, the banner added to its text here.
 """
 
 import hashlib
 import json
-from collections.abc import Callable
 
-from .base import LLMReply, LLMRequest, Provider, Purpose, Role, StopReason, ToolCall
+from .base import LLMReply, LLMRequest, Provider, Purpose, Role, Routine, StopReason, ToolCall
 
 BANNER = "[offline provider: deterministic placeholder output, no language model was called]"
 
@@ -70,16 +68,6 @@ def _consulted(request: LLMRequest) -> list[str]:
         for m in conversation
         if m.role == Role.TOOL
     ]
-
-
-# Purpose → routine(request) -> (text, tool calls): the registry of scripted routines.
-Routine = Callable[[LLMRequest], tuple[str, list[ToolCall]]]
-ROUTINES: dict[str, Routine] = {}
-
-
-def register_routine(purpose: str, routine: Routine) -> None:
-    """Let `routine` answer the offline calls of `purpose` (a higher app's scripted behaviour)."""
-    ROUTINES[purpose] = routine
 
 
 def _tool_calls_for(request: LLMRequest) -> list[ToolCall]:
@@ -137,9 +125,8 @@ def _routine_reply(routine: Routine, request: LLMRequest) -> LLMReply:
 
 
 def complete(request: LLMRequest) -> LLMReply:
-    routine = ROUTINES.get(request.purpose)
-    if routine is not None:
-        return _routine_reply(routine, request)
+    if request.offline_routine is not None:
+        return _routine_reply(request.offline_routine, request)
     tool_calls = _tool_calls_for(request)
     if tool_calls:
         names = ", ".join(call.name for call in tool_calls)
