@@ -10,7 +10,7 @@ run), or the provider fails after the SDK's own retries (`provider_error`). Whic
 failure is the caller's business: the loop returns a `ToolLoopResult` and never raises a
 provider's error.
 
-Every step is a turn, a JSON-able dict, in order (`ToolLoopResult.turns`):
+Every step is a turn, a JSON-able dict typed in providers/turns.py, in order (`ToolLoopResult.turns`):
 
 - a model turn: `{"kind": "model", "index", "text", "tool_calls": [{id, name, arguments}],
   "stop_reason", "prompt_tokens", "completion_tokens", "attempts", "provider", "model"}`;

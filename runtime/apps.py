@@ -19,7 +19,7 @@ def check_run_time_limit() -> None:
 
 
 class RuntimeConfig(AppConfig):
-    """Managed agents (issue 11 §2): woken by the apps below, run on the Celery workers."""
+    """Managed agents: woken by the apps below, run on the Celery workers."""
 
     name = "runtime"
     default_auto_field = "django.db.models.BigAutoField"

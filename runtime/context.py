@@ -1,12 +1,6 @@
 """What a run gives its model: the agent's system prompt, and its tasks as the input.
 
-The system prompt is the agent's custom prompt plus its organizational context, built fresh when
-the run first starts (organization.prompt). The input says what woke the agent and carries, as a
-JSON block, each task the run was woken for: the task itself, its parent, its subtasks with their
-results, its latest comments and its delegation chain, and whether the agent holds it. Both are
-stored on the run, so a resumed run replays the same conversation. The offline routine
-(runtime/offline.py) and the benchmark's scripted model read the JSON block back (`context_of`).
-"""
+Both are stored on the run (a resumed run replays them); `context_of` reads the JSON block back."""
 
 from __future__ import annotations
 
@@ -70,9 +64,10 @@ def _parent_json(row: dict, agent: Agent) -> dict | None:
         return None
     chain = _json_value(row["parent__delegation_chain"]) or []
     if agent.pk not in (
-        row["parent__assignee_id"], row["parent__created_by_agent_id"],
+        row["parent__assignee_id"],
+        row["parent__created_by_agent_id"],
         row["parent__queued_for_id"],
-    ) and agent.handle.lower() not in (h.lower() for h in chain):  # fmt: skip
+    ) and agent.handle.lower() not in (h.lower() for h in chain):
         return {"id": row["parent_id"]}
     return {
         "id": row["parent_id"],

@@ -1,13 +1,6 @@
-"""The demo organization's managed agents at work (issue 11 §2), offline and in-process.
+"""The demo organization's managed agents at work, offline and in-process.
 
-Alice (a manager) and her reports Sarah, Alex and Taylor become managed agents on the offline
-provider (whatever LLM_PROVIDER and keys the machine has: the demo never calls a model), and a
-task made for Alice — a launch in three parts — is worked by their runs, each run made here by
-the same runner a worker uses (nothing leaves the machine): Alice splits
-the task into subtasks and delegates each to its expert, the experts complete them, and the last
-one wakes Alice, who completes the parent with their results. Keyed by the story's task: played
-once; the runs' messages that reach a worker later find them finished.
-"""
+Alice splits a launch for her reports, whose runs complete it; played once per story task."""
 
 import logging
 
@@ -62,9 +55,12 @@ def seed_demo_runtime(org: Organization) -> Task | None:
     try:
         with transaction.atomic():
             story = task_services.task_create(
-                org=org, actor=DEMO_HUMAN, title=STORY_TITLE, description=STORY_DESCRIPTION,
+                org=org,
+                actor=DEMO_HUMAN,
+                title=STORY_TITLE,
+                description=STORY_DESCRIPTION,
                 assignee=alice,
-            )  # fmt: skip
+            )
     except DomainError as exc:
         log.warning("the demo's managed story was not played: %s", exc.message)
         return None

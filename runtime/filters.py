@@ -12,9 +12,11 @@ class RunFilter(django_filters.FilterSet):
 
     agent = django_filters.CharFilter(field_name="agent__handle", help_text="An agent's id.")
     task = IdFilter(
-        method="filter_task", min_value=1, max_value=BIGINT_MAX,
+        method="filter_task",
+        min_value=1,
+        max_value=BIGINT_MAX,
         help_text="Runs woken for this task (its first task or any other it was woken for).",
-    )  # fmt: skip
+    )
     status = django_filters.ChoiceFilter(choices=RunStatus.choices)
     trigger = django_filters.ChoiceFilter(choices=[(t, t) for t in TRIGGERS])
 

@@ -1,12 +1,6 @@
 """Claim and lease: one worker runs a run at a time, and a run whose worker died is resumed.
 
-`claim` takes the run's row lock and, unless another worker's heartbeat is fresh (`BUSY`), takes
-the lease (a new token) and marks the run running. While it runs, this process's one heartbeat
-thread renews the leases it holds; a worker that dies stops renewing, and the sweep
-(`services.sweep_runs`) or the broker's re-delivery hands the run to another worker, which
-resumes it from its recorded turns. Every write of the run is conditioned on the token, so a
-worker that lost its lease can neither record nor finish (runner.LeaseLost).
-"""
+Every write of a run is conditioned on its lease token; one thread per process renews them."""
 
 import logging
 import threading

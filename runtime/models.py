@@ -1,12 +1,6 @@
-"""Runs of managed agents (issue 11 §2): what woke an agent, and what its model did about it.
+"""Runs of managed agents: what woke an agent (`RunTrigger`), and what its model did (`Run`).
 
-A `Run` is one Celery task driving a managed agent's LLM with the registry's tools as that agent
-(runtime/runner.py). Each wake-up is a `RunTrigger`: the inbox kind that woke the agent and its
-task. A trigger that arrives while the agent has no run starts one; while its run is still
-queued it joins it; while it runs it waits (`run` null) and the run's end starts exactly one
-follow-up with every trigger that waited — coalescing. At most one run per agent is queued or
-running at a time, which the database itself holds (`one_active_run_per_agent`).
-"""
+At most one run per agent is queued or running; what arrives meanwhile waits for its end."""
 
 from django.conf import settings
 from django.db import models
@@ -135,12 +129,8 @@ class HeldReason(models.TextChoices):
 
 
 class RunTrigger(models.Model):
-    """One wake-up of a managed agent: why (`trigger`, an inbox kind) and about which task.
-
-    `run` is the run it woke (started or joined), null while it waits for the agent's current run
-    to end (or for a paused agent to be resumed), or while it is `held` (a bound of managed
-    agents waking one another tripped: a human releases it). `woken_by` is the run whose tool
-    call caused it, when another managed agent's act woke this one; `depth` is that run's."""
+    """One wake-up of a managed agent: why (`trigger`, an inbox kind) and about which task; `run`
+    null while it waits or is `held` by a bound, `woken_by` the run whose call caused it."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="run_triggers")

@@ -1,26 +1,6 @@
-"""The offline provider works the organization too (issue 11 §2): deterministically, saying so.
+"""The offline provider works the organization too: deterministically, saying so.
 
-Registered as the offline provider's routine for `Purpose.RUN` (apps.py), `decide` reads the run's
-context (the JSON block of its input, `context.context_of`) and the tool results in the
-conversation so far, and plays, for each task the agent holds:
-
-- **finish** — its subtasks are all finished: complete it with their results (failed when none
-  completed);
-- **wait** — it has open subtasks: nothing (their end wakes the agent: `subtasks_done`);
-- **split** — the agent has reports and the description lists the parts, one per line as
-  `- <title> (<expertise>)`: a subtask per part (`create_subtask`), each routed by
-  `recommend_delegate`'s decision (delegate, queue or escalate it);
-- **do** — the task needs no expertise, or one the agent has: complete it with a placeholder
-  result that says it is offline;
-- **route** — anything else: follow `recommend_delegate` (delegate, queue or escalate; a refused
-  move is escalated, a refused escalation blocks the task with the reason).
-
-A task it does or finishes is moved to in_progress first (the engine completes only a task in
-progress); one it routes or splits is passed on as it is. Every call id says which task and step it serves
-(`rt-<task>-<step>`), which is how the next turn knows what was done. Once a turn has nothing left
-to call it answers with what it did. The benchmark's scripted model runs the same `decide` on the
-OpenAI wire format (bench/runtime.py).
-"""
+`decide` plays each task the agent holds: finish, wait, split, do or route it."""
 
 from __future__ import annotations
 
@@ -90,8 +70,9 @@ def _call(for_task: int, step: str, name: str, **arguments) -> ToolCall:
 def _start(task: dict) -> list[ToolCall]:
     if task["status"] == "in_progress":
         return []
-    return [_call(task["id"], "start", "update_task_status", task_id=task["id"],
-                  status="in_progress")]  # fmt: skip
+    return [
+        _call(task["id"], "start", "update_task_status", task_id=task["id"], status="in_progress")
+    ]
 
 
 def _plan(task: dict, agent: dict) -> str:
@@ -120,8 +101,10 @@ def _summary(task: dict) -> tuple[str, str]:
     lines = [f"{BANNER}", f"The {len(subtasks)} subtask(s) of “{task['title']}”:"]
     for s in subtasks:
         first = (s["result"] or "").replace(BANNER, "").strip().splitlines()
-        lines.append(f"- #{s['id']} {s['title']} ({s['status']}, {s['holder'] or 'nobody'})"
-                     + (f": {first[0][:200]}" if first else ""))  # fmt: skip
+        lines.append(
+            f"- #{s['id']} {s['title']} ({s['status']}, {s['holder'] or 'nobody'})"
+            + (f": {first[0][:200]}" if first else "")
+        )
     return ("completed" if completed else "failed"), "\n".join(lines)
 
 
@@ -144,16 +127,23 @@ def _move(task_id: int, step: str, recommendation: dict) -> ToolCall:
     primary = recommendation.get("primary_choice") or {}
     fields = _decision_fields(recommendation)
     if decision == "DELEGATE" and primary.get("id"):
-        return _call(task_id, step, "delegate_task", task_id=task_id, agent_id=primary["id"],
-                     **fields)  # fmt: skip
+        return _call(
+            task_id, step, "delegate_task", task_id=task_id, agent_id=primary["id"], **fields
+        )
     if decision == "QUEUE" and primary.get("id"):
         wait = primary.get("estimated_wait_seconds")
         extra = {"wait_time_seconds": wait} if isinstance(wait, int) else {}
-        return _call(task_id, step, "queue_task", task_id=task_id, agent_id=primary["id"],
-                     **fields, **extra)  # fmt: skip
-    return _call(task_id, step, "escalate_task", task_id=task_id,
-                 reason=(recommendation.get("reasoning") or "No one fits.")[:MAX_NOTE],
-                 **{k: v for k, v in fields.items() if k != "reasoning"})  # fmt: skip
+        return _call(
+            task_id, step, "queue_task", task_id=task_id, agent_id=primary["id"], **fields, **extra
+        )
+    return _call(
+        task_id,
+        step,
+        "escalate_task",
+        task_id=task_id,
+        reason=(recommendation.get("reasoning") or "No one fits.")[:MAX_NOTE],
+        **{k: v for k, v in fields.items() if k != "reasoning"},
+    )
 
 
 def _route(task: dict, seen: Conversation) -> tuple[list[ToolCall], str]:
@@ -169,7 +159,7 @@ def _route(task: dict, seen: Conversation) -> tuple[list[ToolCall], str]:
                 expertise=task["required_expertise"],
                 urgency=task["urgency"],
                 exclude=exclude,
-            )  # fmt: skip
+            )
         ], ""
     if not seen.ok(rec):
         refusal = seen.value(rec)
@@ -185,8 +175,15 @@ def _route(task: dict, seen: Conversation) -> tuple[list[ToolCall], str]:
         if seen.calls[move].name == "escalate_task":
             return _blocked(task, seen, move, again, block)
         refusal = (seen.value(move) or {}).get("error", "refused")
-        return [_call(tid, "again", "escalate_task", task_id=tid,
-                      reason=f"My routing was refused: {refusal}"[:MAX_NOTE])], ""  # fmt: skip
+        return [
+            _call(
+                tid,
+                "again",
+                "escalate_task",
+                task_id=tid,
+                reason=f"My routing was refused: {refusal}"[:MAX_NOTE],
+            )
+        ], ""
     if seen.ok(again):
         return [], _moved(task, seen.calls[again])
     return _blocked(task, seen, again, again, block)
@@ -204,8 +201,11 @@ def _blocked(task, seen, failed, again, block) -> tuple[list[ToolCall], str]:
 
 
 def _moved(task: dict, call: ToolCall) -> str:
-    words = {"delegate_task": "delegated to", "queue_task": "queued for",
-             "escalate_task": "escalated"}  # fmt: skip
+    words = {
+        "delegate_task": "delegated to",
+        "queue_task": "queued for",
+        "escalate_task": "escalated",
+    }
     who = call.arguments.get("agent_id", "")
     return f"#{task['id']} {task['title']}: {words.get(call.name, call.name)} {who}".rstrip() + "."
 
@@ -216,11 +216,27 @@ def _split(task: dict, seen: Conversation) -> tuple[list[ToolCall], str]:
     if not seen.made(f"rt-{tid}-sub1"):
         calls = []
         for k, (title, expertise) in enumerate(parts, start=1):
-            calls.append(_call(tid, f"rec{k}", "recommend_delegate", expertise=expertise,
-                               urgency=task["urgency"]))  # fmt: skip
-            calls.append(_call(tid, f"sub{k}", "create_subtask", parent=tid, title=title,
-                               required_expertise=expertise, urgency=task["urgency"],
-                               description=f"Part {k} of task #{tid}: {task['title']}."))  # fmt: skip
+            calls.append(
+                _call(
+                    tid,
+                    f"rec{k}",
+                    "recommend_delegate",
+                    expertise=expertise,
+                    urgency=task["urgency"],
+                )
+            )
+            calls.append(
+                _call(
+                    tid,
+                    f"sub{k}",
+                    "create_subtask",
+                    parent=tid,
+                    title=title,
+                    required_expertise=expertise,
+                    urgency=task["urgency"],
+                    description=f"Part {k} of task #{tid}: {task['title']}.",
+                )
+            )
         return calls, ""
     calls = []
     for k in range(1, len(parts) + 1):
@@ -246,7 +262,7 @@ def _do(task: dict, agent: dict, seen: Conversation) -> tuple[list[ToolCall], st
                 task_id=tid,
                 status="completed",
                 result=_placeholder(task, agent),
-            )  # fmt: skip
+            )
         ], ""
     if seen.ok(f"rt-{tid}-do"):
         return [], f"#{tid} {task['title']}: completed with a placeholder result."
@@ -281,8 +297,10 @@ def decide(request: LLMRequest, context: dict | None = None) -> tuple[str, list[
         plan = _plan(task, agent)
         if plan == "wait":
             progress = task["subtask_progress"]
-            said.append(f"#{task['id']} {task['title']}: waiting for its subtasks "
-                        f"({progress['done']}/{progress['total']} done).")  # fmt: skip
+            said.append(
+                f"#{task['id']} {task['title']}: waiting for its subtasks "
+                f"({progress['done']}/{progress['total']} done)."
+            )
             continue
         more, text = {
             "finish": lambda t: _finish(t, seen),

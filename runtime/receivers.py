@@ -1,13 +1,5 @@
-"""How work reaches the runtime: the signals of the apps below, connected in apps.py.
-
-- `tasks.signals.work_reached_agent` (after the move's commit): wake the agent if it is managed;
-- `costs.budgets.budget_made_room` (after the commit of a budget change that released the agents
-  it held back, or a new month): wake the managed agents it covers whose work waited for it;
-- `organization.services.agent_gained_room` (an agent resumed or given room, inside the write's
-  transaction): once it commits, wake the agent if it is managed and work waits for it.
-
-The event's agent says whether it is managed without a query; an external agent costs nothing.
-"""
+"""How work reaches the runtime: the signals of the apps below (connected in apps.py) wake or
+resume managed agents; an external agent costs nothing."""
 
 from functools import partial
 

@@ -27,8 +27,12 @@ class TurnRecorder:
         tasks = dict.fromkeys([run.task_id, *(t["id"] for t in run.context.get("tasks", []))])
         tree = dict.fromkeys(chain for task_id in tasks for chain in task_ancestry(task_id))
         self.meter = Meter.for_agent(
-            run.agent, UsagePurpose.RUN, run_id=run.pk, task_id=run.task_id, task_tree=tuple(tree),
-        )  # fmt: skip
+            run.agent,
+            UsagePurpose.RUN,
+            run_id=run.pk,
+            task_id=run.task_id,
+            task_tree=tuple(tree),
+        )
         # What an earlier attempt recorded: a turn is recorded under a lease, so a run's first
         # attempt has none to read.
         self.turns = run.turns if run.attempts > 1 else []

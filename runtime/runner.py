@@ -1,26 +1,6 @@
 """One run of a managed agent, on a worker: claim it, drive the model with the tools, settle it.
 
-`run_agent(run_id)` claims the run's lease (lease.py), builds its input the first time
-(context.py), and runs `collaboration.toolloop.run_tool_loop` as the agent — the registry's tools
-(narrowed to its allow-list), the same services and rules as every door — with its LLM settings.
-Each turn is recorded on the run as it happens; a tool call is recorded once, with its outcome, in
-the call's own transaction (`atomic_record`), so a call either took effect and is recorded, or did
-neither and runs again on resume: no task event is ever written twice, and a worker that lost its
-lease cannot commit a call at all. Then the run is settled:
-
-- the model answered: each task of the run the agent still holds, assigned or in progress, with no
-  open subtasks and on which the run did nothing (no successful writing call naming it), is
-  completed with the final answer as its result (blocked, and the run failed, when the answer
-  has no text: nothing to complete it with);
-- `max_turns` or a provider error (after the SDK's retries): each task the agent still holds,
-  assigned or in progress, is blocked with the reason in its note ("Needs attention"), and the
-  run fails with the error;
-- a model call refused only for money that calls under way hold (it fits what its budgets have
-  not spent): the run goes back to `queued`, its turns kept, "waiting for budget headroom", and
-  its Celery task sends it again after a back-off (`WAITING`);
-
-and ended (`services.run_finish`), which starts the follow-up if triggers arrived meanwhile.
-"""
+Each turn is recorded as it happens; settle.py says how a run ends (docs/runtime.md)."""
 
 from __future__ import annotations
 
@@ -117,15 +97,18 @@ def run_agent(run_id: int) -> str:
 
 
 def _end_made_external(run: Run, token: str) -> None:
-    """The agent was made external while its run was under way: the run ends before its next
-    model call, failed with the reason (`services.MADE_EXTERNAL`), its tasks left as they are
-    for the external driver (made managed again, the agent is woken for those it never
-    started)."""
+    """The agent was made external under way: the run ends before its next model call, failed
+    with `services.MADE_EXTERNAL`, its tasks left as they are for the external driver."""
     if not services.run_finish(
-        run=run, token=token, status=RunStatus.FAILED, error=services.MADE_EXTERNAL,
-        outcome=[{"task": t["id"], "action": "none", "why": "its agent was made external"}
-                 for t in run.context.get("tasks", [])],
-    ):  # fmt: skip
+        run=run,
+        token=token,
+        status=RunStatus.FAILED,
+        error=services.MADE_EXTERNAL,
+        outcome=[
+            {"task": t["id"], "action": "none", "why": "its agent was made external"}
+            for t in run.context.get("tasks", [])
+        ],
+    ):
         log.warning("run %s: the lease was lost to another worker; stopping here", run.pk)
 
 
@@ -189,17 +172,24 @@ def execute(run: Run, token: str) -> None:
         return
     if not agent.is_managed:
         services.run_finish(
-            run=run, token=token, status=RunStatus.FAILED,
+            run=run,
+            token=token,
+            status=RunStatus.FAILED,
             error="The agent is no longer managed (its runtime is external): nothing was run.",
-        )  # fmt: skip
+        )
         return
     prepare(run, token)
     if not any(t.get("status") not in FINISHED_STATUSES for t in run.context.get("tasks", [])):
         # Every task it was woken for is finished (or gone): no model call is worth making.
-        services.run_finish(run=run, token=token, status=RunStatus.COMPLETED, outcome=[
-            {"task": t["id"], "action": "none", "why": f"the task is {t['status']}"}
-            for t in run.context.get("tasks", [])
-        ])  # fmt: skip
+        services.run_finish(
+            run=run,
+            token=token,
+            status=RunStatus.COMPLETED,
+            outcome=[
+                {"task": t["id"], "action": "none", "why": f"the task is {t['status']}"}
+                for t in run.context.get("tasks", [])
+            ],
+        )
         return
     _, _, temperature, max_tokens = llm_settings(agent)
     request = LLMRequest(

@@ -1,4 +1,4 @@
-"""The run record a human can read (issue 11 §2): what woke the agent, each turn, what it cost."""
+"""The run record a human can read: what woke the agent, each turn, what it cost."""
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -11,9 +11,10 @@ from .models import TRIGGERS, Run, RunStatus, RunTrigger
 class RunTriggerSerializer(serializers.ModelSerializer):
     task = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
     woken_by = serializers.PrimaryKeyRelatedField(
-        read_only=True, allow_null=True,
+        read_only=True,
+        allow_null=True,
         help_text="The run (of another managed agent) whose tool call woke this agent.",
-    )  # fmt: skip
+    )
 
     class Meta:
         model = RunTrigger
@@ -40,14 +41,16 @@ class RunSerializer(serializers.ModelSerializer):
         "woke it, else one more than the run whose act did (bounded: RUNTIME_MAX_CHAIN_RUNS).",
     )
     turns = serializers.ListField(
-        child=serializers.DictField(), read_only=True,
+        child=serializers.DictField(),
+        read_only=True,
         help_text="Each model turn (text, tool_calls, tokens, provider_ms) and tool call "
         "(arguments, status running/ok/error, result or error), in order.",
-    )  # fmt: skip
+    )
     outcome = serializers.ListField(
-        child=serializers.DictField(), read_only=True,
+        child=serializers.DictField(),
+        read_only=True,
         help_text="What the runtime did with each task once the model stopped.",
-    )  # fmt: skip
+    )
     tokens_used = serializers.IntegerField(read_only=True)
     cost_usd = UsdField(
         default=None, help_text="What its model calls cost (the cost ledger), in USD."
@@ -56,10 +59,29 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = [
-            "id", "agent", "task", "trigger", "status", "triggers", "previous", "depth", "provider",
-            "model", "max_turns", "turns", "prompt_tokens", "completion_tokens", "tokens_used",
-            "cost_usd", "outcome", "error", "attempts", "created_at", "started_at", "finished_at",
-        ]  # fmt: skip
+            "id",
+            "agent",
+            "task",
+            "trigger",
+            "status",
+            "triggers",
+            "previous",
+            "depth",
+            "provider",
+            "model",
+            "max_turns",
+            "turns",
+            "prompt_tokens",
+            "completion_tokens",
+            "tokens_used",
+            "cost_usd",
+            "outcome",
+            "error",
+            "attempts",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(RunTriggerSerializer(many=True))

@@ -1,9 +1,6 @@
 """A run's end: settle the tasks it was woken for, ask for its follow-ups, and finish it.
 
-The model answered: each task the agent still holds, with no open subtasks and that the run did
-nothing with, is completed with the answer (blocked when the answer has no text). Otherwise
-(max_turns, a provider error) each task it still holds is blocked with the reason.
-"""
+Answered, the tasks it did nothing with are completed with the answer; else they are blocked."""
 
 from __future__ import annotations
 
@@ -36,10 +33,8 @@ NO_ANSWER = (
 
 
 def _held_tasks(run: Run) -> list[Task]:
-    """The run's tasks the agent held when its model was shown them and still holds, assigned
-    or in progress. Not one that reached it during the run (escalated to it, say): the model
-    answered about it as someone else's, and a follow-up run works it. A run whose input was
-    never stored (its worker died building it): the tasks of its triggers."""
+    """The run's tasks the agent held when its model was shown them and still holds, assigned or in
+    progress (not one that reached it meanwhile); without a stored input, its triggers' tasks."""
     if run.context:
         ids = [t["id"] for t in run.context.get("tasks", []) if t.get("you_hold_it")]
     else:
@@ -59,10 +54,8 @@ def _move(task: Task, actor: Actor, status: str, **kwargs) -> Task:
 
 
 def _settled_before(run: Run, turns: list[Turn]) -> list[dict]:
-    """What an earlier start of the run already did at its end (its worker died between
-    settling a task and finishing the run), for the outcome: each task it completed or blocked,
-    read from the tasks' audit trails (the move's note names the run). The follow-ups that end
-    asked for are waiting triggers already. Nothing read on a first start."""
+    """What an earlier start's end already did (its worker died before finishing the run): each
+    task it completed or blocked, read from the audit trail by the run's note (none on a first)."""
     if run.attempts < 2:
         return []
     ids = {t["id"] for t in run.context.get("tasks", [])} | answered_task_ids(turns)
@@ -97,15 +90,34 @@ def settle(run: Run, token: str, result: ToolLoopResult) -> None:
                 outcome.append({"task": task.pk, "action": "none", "why": "open subtasks"})
             elif not answer:
                 unanswered = True
-                _safely(run, token, outcome, task, lambda t=task: _move(
-                    t, actor, TaskStatus.BLOCKED,
-                    note=f"Managed run #{run.pk} stopped: {NO_ANSWER}",
-                ), "blocked")  # fmt: skip
+                _safely(
+                    run,
+                    token,
+                    outcome,
+                    task,
+                    lambda t=task: _move(
+                        t,
+                        actor,
+                        TaskStatus.BLOCKED,
+                        note=f"Managed run #{run.pk} stopped: {NO_ANSWER}",
+                    ),
+                    "blocked",
+                )
             else:
-                _safely(run, token, outcome, task, lambda t=task: _move(
-                    t, actor, TaskStatus.COMPLETED, result=answer[:20_000],
-                    note=f"Managed run #{run.pk}: its final answer is the result.",
-                ), "completed")  # fmt: skip
+                _safely(
+                    run,
+                    token,
+                    outcome,
+                    task,
+                    lambda t=task: _move(
+                        t,
+                        actor,
+                        TaskStatus.COMPLETED,
+                        result=answer[:20_000],
+                        note=f"Managed run #{run.pk}: its final answer is the result.",
+                    ),
+                    "completed",
+                )
                 settled_a_subtask |= task.parent_id is not None
         if settled_a_subtask or finished_a_subtask(result.turns):
             _follow_up_parents_it_finished(run)
@@ -147,8 +159,14 @@ def settle_failed(
         log.exception("run %s: could not read its tasks", run.pk)
         tasks = []
     for task in tasks:
-        _safely(run, token, outcome, task,
-                lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note), "blocked")  # fmt: skip
+        _safely(
+            run,
+            token,
+            outcome,
+            task,
+            lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note),
+            "blocked",
+        )
     _follow_up_parents_it_finished(run)
     if turns:
         _follow_up_what_it_took_on(run, token, outcome, actor, turns)
@@ -162,10 +180,12 @@ def _follow_up_parents_it_finished(run: Run) -> None:
     if run.started_at is None:
         return
     parents = Task.objects.filter(
-        assignee_id=run.agent_id, status__in=SETTLEABLE,
-        events__kind=EventKind.SUBTASKS_DONE, events__actor_agent_id=run.agent_id,
+        assignee_id=run.agent_id,
+        status__in=SETTLEABLE,
+        events__kind=EventKind.SUBTASKS_DONE,
+        events__actor_agent_id=run.agent_id,
         events__created_at__gte=run.started_at,
-    ).distinct()  # fmt: skip
+    ).distinct()
     for parent in parents:
         services.run_wake(agent=run.agent, trigger=EventKind.SUBTASKS_DONE, task=parent)
 
@@ -193,15 +213,9 @@ def _woken_only_by_its_own_work(run: Run) -> bool:
 def _follow_up_what_it_took_on(
     run: Run, token: str, outcome: list, actor: Actor, turns: list[Turn]
 ) -> None:
-    """Tasks a successful writing call of the run left assigned to its own agent — a task or
-    subtask it created for itself, one it claimed — and that it did not hold when its input was
-    built: nothing wakes an agent for its own act, so the agent asks for a follow-up run about
-    each one it still holds, assigned or in progress, that no trigger reached since — or it
-    waited for ever. Read from the calls' answers (the task): no statement for a run that took none on.
-
-    Once per chain: a run that only such follow-ups woke asks for none (a model giving itself a
-    new task in every run would otherwise run for ever, each follow-up's answer completing the
-    last one); the tasks it gave itself are blocked with the reason ("Needs attention")."""
+    """Ask for a follow-up run about each task a writing call left with the run's own agent (one it
+    created or claimed) that no trigger reached: nothing wakes an agent for its own act. Once per
+    chain: a run only such follow-ups woke blocks them instead (docs/runtime.md)."""
     held = {t["id"] for t in run.context.get("tasks", []) if t.get("you_hold_it")}
     ids = tasks_it_took_on(turns, run.agent.handle) - held
     if not ids:
@@ -217,18 +231,20 @@ def _follow_up_what_it_took_on(
         return
     note = f"Managed run #{run.pk}: {NOT_WORKED}"
     for task in taken:
-        _safely(run, token, outcome, task,
-                lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note), "blocked")  # fmt: skip
+        _safely(
+            run,
+            token,
+            outcome,
+            task,
+            lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note),
+            "blocked",
+        )
 
 
 def _safely(run: Run, token: str, outcome: list, task: Task, move, action: str) -> None:
-    """Make the move in its own transaction, while the run still holds its lease (LeaseLost
-    otherwise: the run that took it over settles the tasks); a refusal (someone moved the task
-    meanwhile) is noted, not raised.
-
-    The lease is checked after the move, in its transaction, by locking the run's row last (a
-    move locks its task, then agents; deleting the agent locks the run after those too): a claim
-    by another worker waits for the move's commit, or came first and the move is undone."""
+    """Make the move in its own transaction while the run holds its lease (LeaseLost otherwise);
+    a refusal is noted in the outcome, not raised. The run's row is locked last, after the move's
+    rows, so another worker's claim waits for the commit or undoes the move."""
     try:
         with undone_whole():
             move()

@@ -1,10 +1,6 @@
 """The runtime's statements: prepared queries, the wake-up's and the record's SQL, vendor branches.
 
-The services, the claim, the runner and the run's input say what they do; these are how, in as
-few statements as it takes on the hottest paths (a wake-up, a turn's record, a run's input).
-Prepared queries are compiled once per process (infrastructure/prepared.py). Table and column
-names are ours; every value is a parameter.
-"""
+The services say what they do, these say how; table names are ours, every value a parameter."""
 
 from __future__ import annotations
 
@@ -120,10 +116,8 @@ def join_active_run(
     depth: int,
     now: datetime,
 ) -> tuple[Run | None] | None:
-    """PostgreSQL: the trigger recorded with the agent's active run in one statement
-    (`trigger_with_active_run`). `(run or None,)` when the agent had an active run (the queued
-    one it joined, or None: it waits for the running one's end); None, writing nothing, when
-    it had none."""
+    """PostgreSQL: record the trigger with the agent's active run in one statement. `(run or None,)`
+    when it had one (joined when queued, None while running); None, writing nothing, when not."""
     joined_depth = depth + 1
     with connection.cursor() as cursor:
         cursor.execute(
@@ -336,10 +330,9 @@ _reads: dict[tuple[str, tuple[str, ...], bool], str] = {}
 
 
 def wake_read(connection: BaseDatabaseWrapper, fields: tuple[str, ...], *, caused: bool) -> str:
-    """Lock the agent's row and read `fields`, whether someone reports to it and whether its
-    organization has any budget. `caused` (another run's act woke it) adds that run's depth and
-    how many runs the agent had since a moment, up to a limit: the bounds of wake chains, read
-    with the lock (by the `run_org_agent` index). Parameters: [woken_by, since, limit,] agent."""
+    """Lock the agent's row; read `fields`, whether someone reports to it, whether its organization
+    has a budget and, `caused`, the waking run's depth and the agent's recent runs (up to a limit).
+    Parameters: [woken_by, since, limit,] agent."""
     key = (connection.alias, fields, caused)
     sql = _reads.get(key)
     if sql is None:
@@ -379,11 +372,9 @@ _inserts: dict[str, str] = {}
 
 
 def trigger_with_active_run(connection: BaseDatabaseWrapper) -> str:
-    """Insert a trigger with the agent's active run, if it has one: joining it when it is queued
-    and not started (its row locked), else waiting for its end (`run` null); nothing when it has
-    none; a run it joins becomes as shallow as the chain it brings. Returns the run joined (null
-    when waiting). Parameters: agent, queued status, the joined run's depth twice, agent, active
-    statuses, then TRIGGER_FIELDS but `run` and `held` (not held)."""
+    """Insert a trigger with the agent's active run: joining a queued, unstarted one (locked,
+    made as shallow as the chain), else waiting (`run` null); nothing without one. Parameters:
+    agent, queued, joined depth twice, agent, active statuses, TRIGGER_FIELDS but run and held."""
     sql = _inserts.get(connection.alias)
     if sql is None:
         qn = connection.ops.quote_name

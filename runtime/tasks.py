@@ -1,8 +1,6 @@
 """Celery tasks of the runtime: thin, they take an id and call the runner or the sweep.
 
-Services queue `runtime.run_agent` by name through the outbox (models.RUN_AGENT_TASK), so
-nothing imports this module but Celery; the runner is imported inside the task body.
-"""
+Services queue `runtime.run_agent` by name through the outbox; the body imports the runner."""
 
 import random
 

@@ -1,9 +1,6 @@
-"""LLM providers: `openai` and `anthropic` through their official SDKs, and a deterministic `offline`.
+"""LLM providers: `openai` and `anthropic` through their SDKs, and a deterministic `offline`.
 
-A provider module's `complete(request)` turns an `LLMRequest` into an `LLMReply` or raises
-`ProviderError`; `PROVIDERS` is the registry, one entry a provider. API keys are read by the SDKs
-from the environment only, never stored.
-"""
+`PROVIDERS` is the registry, one entry a provider; the SDKs read API keys from the environment."""
 
 import json
 import os
@@ -95,7 +92,7 @@ SDK_KEYS = {name: entry.key for name, entry in PROVIDERS.items() if entry.key}
 
 
 def default_provider_name() -> str:
-    """`LLM_PROVIDER`, else openai if OPENAI_API_KEY is set, else anthropic if its key is, else offline."""
+    """`LLM_PROVIDER`, else the first SDK provider whose key is set (SDK_KEYS), else offline."""
     if settings.LLM_PROVIDER:
         return settings.LLM_PROVIDER
     for provider, key in SDK_KEYS.items():
@@ -133,9 +130,13 @@ def complete(provider: str, request: LLMRequest, meter=None) -> LLMReply:
         return _complete(provider, request)
     try:
         ticket = metering.reserve(
-            meter, provider, request.model, prompt_bound=prompt_bound(request),
-            max_tokens=request.max_tokens, deadline=request.deadline,
-        )  # fmt: skip
+            meter,
+            provider,
+            request.model,
+            prompt_bound=prompt_bound(request),
+            max_tokens=request.max_tokens,
+            deadline=request.deadline,
+        )
     except metering.BudgetExhausted as exc:
         raise BudgetRefused(exc.message) from exc
     try:
@@ -143,10 +144,11 @@ def complete(provider: str, request: LLMRequest, meter=None) -> LLMReply:
     except BaseException as exc:
         spent = getattr(exc, "reply", None)  # a failed tool loop keeps what it spent
         metering.settle(
-            ticket, prompt_tokens=getattr(spent, "prompt_tokens", 0),
+            ticket,
+            prompt_tokens=getattr(spent, "prompt_tokens", 0),
             completion_tokens=getattr(spent, "completion_tokens", 0),
             error=f"{type(exc).__name__}: {exc}",
-        )  # fmt: skip
+        )
         raise
     metering.settle(
         ticket, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens

@@ -1,12 +1,6 @@
 """Anthropic messages via the official `anthropic` SDK (it honours ANTHROPIC_API_KEY/_BASE_URL).
 
-Tool calling on the wire: the request's tools go as `tools: [{name, description, input_schema}]`;
-the model's calls come back as `tool_use` content blocks (id, name, `input` — an object) with
-`stop_reason: "tool_use"`; the conversation sends the assistant's content back (its text and
-`tool_use` blocks), then the results as `tool_result` blocks (`tool_use_id`, the text,
-`is_error`) in one user message. The messages API wants user and assistant turns to alternate,
-so consecutive messages of one side are sent as one message of several blocks.
-"""
+Tools as `tools`, calls as `tool_use` blocks, results as `tool_result` blocks, sides alternating."""
 
 import json
 
@@ -63,11 +57,8 @@ def complete(request: LLMRequest) -> LLMReply:
 
 
 def wire_messages(conversation: list[Message]) -> list[dict]:
-    """The conversation as alternating user/assistant messages.
-
-    A plain user text stays a string (as a completion without tools always sent it); tool calls
-    and results are content blocks, and a side's consecutive messages are merged into one.
-    """
+    """The conversation as alternating user/assistant messages: a plain user text stays a string,
+    tool calls and results are content blocks, a side's consecutive messages are merged."""
     wire: list[dict] = []
     for message in conversation:
         role, blocks = _blocks(message)

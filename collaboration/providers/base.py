@@ -1,14 +1,6 @@
-"""The types every provider shares: the provider names, a request, a reply and the two errors.
+"""The types every provider shares: the provider names, a request, a reply and the errors.
 
-A provider module (`offline`, `openai`, `anthropic`) imports these from here, never from the
-package: the package's registry imports the provider modules on first use, so nothing is circular.
-
-Tool calling is provider-neutral here: a request may offer tools (`ToolSpec`: name, description,
-JSON Schema) and carry a conversation (`Message`: user, assistant with its `ToolCall`s, tool
-results); a reply may ask for tool calls. Each provider module translates them to and from its
-own wire format (OpenAI `tools` / `tool_calls` / `role: tool`; Anthropic `tools` / `tool_use` /
-`tool_result`). `collaboration.toolloop` runs the calls.
-"""
+Tool calling is provider-neutral here; each provider module translates it to its wire format."""
 
 import re
 from collections.abc import Callable
@@ -165,12 +157,9 @@ class LLMReply:
         return self.prompt_tokens + self.completion_tokens
 
     def storable(self) -> "LLMReply":
-        """This reply as what the service can keep and answer: a model's text and a tool call's
-        arguments are not ours to trust. PostgreSQL refuses NUL and lone surrogates in text and jsonb (the answer,
-        the session, the run would fail), and the API's JSON renderer stops at 255 levels of
-        nesting (the session or run would answer 500 from then on): those become U+FFFD, and
-        arguments nested deeper than MAX_ARGUMENT_DEPTH are refused as invalid, as unparsable
-        ones are, so the tool loop answers the model with an error and never runs them."""
+        """This reply as the service can keep and answer it: NUL and lone surrogates become U+FFFD
+        (PostgreSQL refuses them), and arguments nested deeper than MAX_ARGUMENT_DEPTH are refused
+        as invalid (the JSON renderers stop at 255 levels), so the tool loop never runs them."""
         self.text = _storable_strings(self.text)
         self.tool_calls = _unique_ids([_storable_call(call) for call in self.tool_calls])
         # What the server says answered is kept in a column of 100 characters.
@@ -184,16 +173,15 @@ MAX_ARGUMENT_DEPTH = 64
 
 
 def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
-    """Each call of a reply with an id of its own: results are matched to calls by id (and a
-    resumed run finds its recorded calls by it), and some OpenAI-compatible servers repeat an id
-    within a reply or send none. A repeated or missing one gets a suffix ([A-Za-z0-9_-], as
-    Anthropic's ids are); the model is sent back the calls as stored."""
+    """Each call of a reply with an id of its own (results are matched by id; some servers repeat
+    one or send none): a repeated or missing id gets a suffix, as stored and sent back."""
     seen: set[str] = set()
     for n, call in enumerate(calls, start=1):
         if not call.id or call.id in seen:
             base = call.id or "call"
-            call.id = next(f"{base}-{k}" for k in range(n, n + len(calls) + 1)
-                           if f"{base}-{k}" not in seen)  # fmt: skip
+            call.id = next(
+                f"{base}-{k}" for k in range(n, n + len(calls) + 1) if f"{base}-{k}" not in seen
+            )
         seen.add(call.id)
     return calls
 

@@ -1,12 +1,6 @@
 """The httpx client both SDKs are given: it keeps every attempt inside the agent's deadline.
 
-The SDKs retry 429/5xx and timeouts themselves (`max_retries`), each attempt with the full
-`timeout` and a back-off sleep in between. Without a clamp, an agent that hangs would hold its
-slot for (retries + 1) x timeout; this transport gives each attempt only the time left, and once
-the deadline has passed it answers for the server with a 408 marked `x-should-retry: false`, so
-the SDK stops at once instead of sleeping and retrying. It also counts the attempts, which the
-SDKs do not report.
-"""
+Past the deadline it answers a 408 the SDK does not retry; it also counts the attempts."""
 
 import contextvars
 import os
@@ -80,7 +74,7 @@ _client_lock = threading.Lock()
 
 
 def shared_client() -> httpx2.Client:
-    """Building a client costs ~40 ms (TLS context); one per process keeps calls cheap."""
+    """One client per process: building one (its TLS context) is costly per call."""
     global _client
     with _client_lock:
         if _client is None:
@@ -110,11 +104,8 @@ def headers_for(request) -> dict:
 
 
 def sdk_options(request, key_variable: str) -> tuple[dict, CallState]:
-    """The constructor arguments both SDK clients take, and the state of this call.
-
-    The key comes from the SDK's own environment variable only; local OpenAI-compatible servers
-    (Ollama, vLLM) need none, but the SDKs insist on one.
-    """
+    """The constructor arguments both SDK clients take, and the state of this call; the key from
+    the SDK's own environment variable only (local servers need none, the SDKs insist on one)."""
     http_client, state = client_for(request.deadline)
     options = {
         "api_key": os.environ.get(key_variable) or "no-key-configured",
@@ -127,11 +118,8 @@ def sdk_options(request, key_variable: str) -> tuple[dict, CallState]:
 
 
 def sdk_call(name: str, sdk, state: CallState, create: Callable[[], object]):
-    """Run `create()` (one SDK call, its retries included); map the SDK's errors to ours.
-
-    `sdk` is the `openai` or `anthropic` module: both define APITimeoutError, APIStatusError
-    (with `status_code`) and APIError (with `message`).
-    """
+    """Run `create()` (one SDK call, its retries included); map the SDK's errors to ours. `sdk`: the
+    `openai` or `anthropic` module (both define APITimeoutError, APIStatusError and APIError)."""
     try:
         return create()
     except sdk.APITimeoutError as exc:

@@ -1,17 +1,6 @@
 """A deterministic provider for machines without an LLM key: it says so in every answer.
 
-It still exercises every mode and synthesis: specialists end with VERDICT/CONFIDENCE lines derived
-from a hash of their name and task, a hierarchical coordinator answers with a valid JSON plan for
-the named specialists, and a synthesis lists what it was given.
-
-Offered tools, it works them deterministically too: its first turn calls every offered tool that
-needs no argument (ids `offline-call-1`, …, in the order offered), and once their results are in
-it answers as above, listing each tool it consulted and how the call went.
-
-A request may carry a scripted routine (`LLMRequest.offline_routine`: the runtime's, so that a
-managed agent works the organization offline); it then answers with the routine's text and tool
-calls, the banner added to its text here.
-"""
+It plays every mode, synthesis and tool; a request's `offline_routine` answers instead if given."""
 
 import hashlib
 import json

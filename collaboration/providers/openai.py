@@ -1,21 +1,6 @@
 """OpenAI-compatible chat completions (OpenAI, Azure, Ollama, vLLM, LM Studio) via the `openai` SDK.
 
-The SDK itself honours OPENAI_API_KEY and OPENAI_BASE_URL.
-
-Tool calling on the wire: the request's tools go as `tools: [{"type": "function", "function":
-{name, description, parameters}}]`; the model's calls come back in `message.tool_calls` (each an
-id and `function: {name, arguments}`, the arguments a JSON *string* that may not parse); the
-conversation sends the assistant's message with its `tool_calls` back, then one `role: "tool"`
-message per call (`tool_call_id`, the result's text). Tool names must match
-`^[a-zA-Z0-9_-]{1,64}$` (the registry's do).
-
-Strict mode (`strict_tools`): OpenAI then guarantees arguments that match the schema, but accepts
-only a subset of JSON Schema — every property listed in `required` (an optional one made
-nullable: the registry reads null as "not given"), `additionalProperties: false` on every object,
-and no length or uniqueness keywords. `strict_schema` makes that subset; the registry still
-validates the arguments against the tool's full schema when it runs the call. Off by default:
-OpenAI-compatible servers (Ollama, vLLM) do not all understand it.
-"""
+The SDK honours OPENAI_API_KEY and OPENAI_BASE_URL; `strict_tools` sends `strict_schema`'s."""
 
 import copy
 import json
@@ -85,12 +70,9 @@ def complete(request: LLMRequest) -> LLMReply:
 
 
 def _create(client: openai.OpenAI, body: dict) -> ChatCompletion:
-    """`client.chat.completions.create(**body)` through the SDK's own request path (its retries,
-    errors and parsing into a ChatCompletion) without `create`'s `maybe_transform`, which walks
-    the whole request to apply aliases that chat messages do not have — our body is the wire
-    format already — and cost ~10 % of a managed-agent worker's CPU on long conversations (a
-    director's run of hundreds of tool calls, bench/runtime.py). The SDK documents `client.post`
-    for requests it has no method for; the options are `create`'s own."""
+    """`client.chat.completions.create(**body)` through the SDK's documented `client.post`, without
+    `create`'s `maybe_transform`: our body is the wire format already, and walking a long
+    conversation costs a worker CPU (bench/runtime.py)."""
     return client.post(
         "/chat/completions",
         cast_to=ChatCompletion,

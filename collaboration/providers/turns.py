@@ -1,8 +1,6 @@
 """The tool loop's turns, typed: a model turn (a reply as recorded) and a tool call's turn.
 
-Turns stay JSON-able dicts (a run stores each as a row), so they are TypedDicts; the helpers
-below are how a reader picks them apart.
-"""
+Turns stay JSON-able dicts (a run stores each as a row), hence TypedDicts and readers."""
 
 from __future__ import annotations
 

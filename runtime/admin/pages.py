@@ -1,8 +1,6 @@
 """The runs on the task and agent pages, and the release of held wake-ups from them.
 
-The runtime sits above `tasks` and `organization`: it registers their admins again, extended
-(the apps below never import this one).
-"""
+The runtime registers the admins of the apps below again, extended (they never import it)."""
 
 from django.contrib import admin, messages
 from django.db.models import Exists, OuterRef
@@ -35,11 +33,20 @@ def _runs_table(rows):
     if not rows:
         return "—"
     body = format_html_join(
-        "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-        ((run_link(run), human(trigger), run.agent.handle, f"#{run.task_id}" if run.task_id else "—",
-          badge(run.status, "run", human(run.status)), run.created_at.strftime("%Y-%m-%d %H:%M:%S"))
-         for run, trigger in rows),
-    )  # fmt: skip
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        (
+            (
+                run_link(run),
+                human(trigger),
+                run.agent.handle,
+                f"#{run.task_id}" if run.task_id else "—",
+                badge(run.status, "run", human(run.status)),
+                run.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            )
+            for run, trigger in rows
+        ),
+    )
     return format_html(
         "<table><thead><tr><th>run</th><th>trigger</th><th>agent</th><th>first task</th>"
         "<th>status</th><th>created</th></tr></thead><tbody>{}</tbody></table>",

@@ -37,8 +37,15 @@ class RunAdmin(OrgOwnedAdmin):
     # One cell per question (who, on what, why, how it went, how much, when): a list that fits
     # a 1280 px window; the attempts and the exact times are on the run's page.
     list_display = [
-        "id", "agent", "task", "trigger_display", "status_badge", "turn_count", "cost", "when",
-    ]  # fmt: skip
+        "id",
+        "agent",
+        "task",
+        "trigger_display",
+        "status_badge",
+        "turn_count",
+        "cost",
+        "when",
+    ]
     list_filter = [("status", HumanChoicesFilter), ("trigger", HumanChoicesFilter)]
     list_select_related = ["agent", "task", "organization"]
     search_fields = ["agent__handle", "task__title", "error"]
@@ -58,7 +65,7 @@ class RunAdmin(OrgOwnedAdmin):
                     "outcome_display",
                 ]
             },
-        ),  # fmt: skip
+        ),
         ("The conversation", {"fields": ["story"]}),
         (
             "Usage and timing",
@@ -76,17 +83,21 @@ class RunAdmin(OrgOwnedAdmin):
                     "finished_at",
                 ]
             },
-        ),  # fmt: skip
+        ),
         (
             "What the model was given",
             {"classes": ["collapse"], "fields": ["system_prompt", "input"]},
-        ),  # fmt: skip
+        ),
     ]
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in Run._meta.fields] + [
-            "status_badge", "story", "outcome_display", "cost", "woken_because"
-        ]  # fmt: skip
+            "status_badge",
+            "story",
+            "outcome_display",
+            "cost",
+            "woken_because",
+        ]
 
     @admin.display(description="cost", ordering="cost_usd")
     def cost(self, run):
@@ -185,9 +196,10 @@ class RunAdmin(OrgOwnedAdmin):
         tasks = Task.objects.filter(organization_id=run.organization_id, pk__in=ids)
         titles = dict(tasks.values_list("pk", "title"))
         return format_html_join(
-            "", '<div class="run-outcome">{}</div>',
+            "",
+            '<div class="run-outcome">{}</div>',
             ((outcome_sentence(o, titles),) for o in run.outcome),
-        )  # fmt: skip
+        )
 
     @admin.display(description="turn by turn")
     def story(self, run):

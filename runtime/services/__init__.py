@@ -1,8 +1,6 @@
 """Writes of the runtime: wake a managed agent, resume it, record and finish a run, sweep.
 
-One module per concern; callers import from here. The runner (runtime/runner.py) claims the runs
-these queue, with a lease (runtime/lease.py).
-"""
+One module per concern; callers import from here."""
 
 from .bounds import AGENT_TALK_WINDOW, COMMENT, Cause
 from .dispatch import MANAGER_PRIORITY, REPORT_PRIORITY, held_for_budget, run_priority

@@ -1,8 +1,6 @@
 """End a run, hand it back to the queue (its agent paused), or let it wait for budget headroom.
 
-Each takes the agent's row lock first, then the run's, and writes only while `token` still holds
-the run's lease.
-"""
+Each locks the agent's row, then the run's, and writes only while `token` holds the lease."""
 
 from __future__ import annotations
 

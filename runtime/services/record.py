@@ -1,8 +1,6 @@
 """Record a run's turns under its lease, and read whether its agent was paused or made external.
 
-A record that is its own transaction commits without waiting for the disk; only a crash of the
-database server can lose one, and a resumed run redoes what it lost (docs/runtime.md).
-"""
+A record that is its own transaction does not wait for the disk (docs/runtime.md says why)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Wake a managed agent: start a run, join its queued one, or wait for the next.
 
-The agent's row is the lock of its runs: a wake-up takes it first (then the run's row), so two
-triggers racing for one agent, or a trigger racing the run's end, are serialized; the database
-holds at most one queued or running run per agent (`one_active_run_per_agent`).
-"""
+The agent's row is the lock of its runs: a wake-up takes it first, then the run's row."""
 
 from __future__ import annotations
 

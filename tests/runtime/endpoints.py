@@ -12,8 +12,9 @@ def a_run(org) -> dict:
     """A finished run of a managed agent on a task (made directly: no worker needed)."""
     agent = make_agent(org, runtime=AgentRuntime.EXTERNAL)
     task = task_create(org=org, actor=SYSTEM, title=f"run task of {org.slug}", assignee=agent)
-    run = Run.objects.create(organization=org, agent=agent, task=task, trigger="created",
-                             status="completed")  # fmt: skip
+    run = Run.objects.create(
+        organization=org, agent=agent, task=task, trigger="created", status="completed"
+    )
     RunTrigger.objects.create(organization=org, agent=agent, run=run, task=task, trigger="created")
     return {"run_id": run.pk, "task_id": task.pk, "agent_id": agent.handle, "title": task.title}
 

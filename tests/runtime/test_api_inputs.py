@@ -49,12 +49,14 @@ def test_bad_ids_are_not_a_500(cast, path):
 
 
 def test_another_organizations_run_is_a_404(cast):
-    run = Run.objects.create(organization=cast.other, agent=cast.bob, trigger="created",
-                             status="completed")  # fmt: skip
+    run = Run.objects.create(
+        organization=cast.other, agent=cast.bob, trigger="created", status="completed"
+    )
     for key in (make_key(cast.org), make_key(cast.org, cast.alex)):
         client = KeyClient(key)
         assert client.get(f"/api/runs/{run.pk}").status_code == 404
         assert client.get("/api/runs", {"agent": "agent-bob"}).json()["results"] == []
-    mine = Run.objects.create(organization=cast.org, agent=cast.lena, trigger="created",
-                              status="completed")  # fmt: skip
+    mine = Run.objects.create(
+        organization=cast.org, agent=cast.lena, trigger="created", status="completed"
+    )
     assert KeyClient(make_key(cast.org, cast.alex)).get(f"/api/runs/{mine.pk}").status_code == 404

@@ -39,11 +39,13 @@ def test_an_agent_out_of_budget_is_not_run_until_the_budget_is_raised(cast, sett
 
 def test_a_runs_calls_are_in_the_ledger_with_its_cost(cast, fake_llm, settings, client):
     settings.LLM_PRICES = {"openai/fake-model": {"input": Decimal(1), "output": Decimal(2)}}
-    parent = services.task_create(org=cast.org, actor=cast.by_human, title="parent",
-                                  assignee=cast.lena)  # fmt: skip
+    parent = services.task_create(
+        org=cast.org, actor=cast.by_human, title="parent", assignee=cast.lena
+    )
     Run.objects.all().delete()
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t",
-                                assignee=cast.alex, parent=parent)  # fmt: skip
+    task = services.task_create(
+        org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex, parent=parent
+    )
     drain()
     run = Run.objects.get(agent=cast.alex)
     rows = UsageRecord.objects.filter(run=run)

@@ -43,8 +43,9 @@ def worker():
     import redis
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
-                      loglevel="WARNING"):  # fmt: skip
+    with start_worker(
+        app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"
+    ):
         yield
 
 
@@ -98,5 +99,7 @@ def test_a_run_that_lost_its_database_is_not_left_running_until_the_sweep(cast, 
         wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=20, interval=0.2)
     except AssertionError:
         run.refresh_from_db()
-        pytest.fail(f"run still {run.status} 20 s after its database came back "
-                    f"(lease {run.lease_token!r} held, attempts {run.attempts})")  # fmt: skip
+        pytest.fail(
+            f"run still {run.status} 20 s after its database came back "
+            f"(lease {run.lease_token!r} held, attempts {run.attempts})"
+        )

@@ -25,10 +25,13 @@ def test_a_dead_workers_run_resumed_after_its_agent_was_paused_makes_no_model_ca
     to `queued` instead, its turns kept, and resuming Alex continues it."""
     Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m")
     task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
-    fake_llm.on(agent="agent-alex", replies=[
-        Reply(tool_calls=[ToolUse("get_task", {"task_id": task.pk}, id="g1")]),
-        Reply("Done: the index is there."),
-    ])  # fmt: skip
+    fake_llm.on(
+        agent="agent-alex",
+        replies=[
+            Reply(tool_calls=[ToolUse("get_task", {"task_id": task.pk}, id="g1")]),
+            Reply("Done: the index is there."),
+        ],
+    )
     run = Run.objects.get(agent=cast.alex)
     dies_on_model_call(monkeypatch, run.pk)
     run.refresh_from_db()

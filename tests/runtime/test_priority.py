@@ -88,8 +88,9 @@ def wake_within(ms: int, agent, task):
 def test_a_wake_up_does_not_wait_on_a_running_runs_row_but_joins_a_queued_one_under_its_lock(cast):
     services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
     run = Run.objects.get()
-    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, lease_token="tok",
-                                         heartbeat_at=timezone.now())  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING, lease_token="tok", heartbeat_at=timezone.now()
+    )
     second = Task.objects.create(organization=cast.org, title="2", assignee=cast.alex)
     holder = RowHolder(run.pk)  # the run writing its row at a turn
     try:
@@ -134,8 +135,9 @@ def test_a_busy_worker_on_redis_takes_the_managers_message_sent_later_first():
     assert app.conf.worker_disable_prefetch is True
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
     held.clear(), release.clear(), ran.clear()
-    with start_worker(app, pool="threads", concurrency=1, perform_ping_check=False,
-                      loglevel="WARNING"):  # fmt: skip
+    with start_worker(
+        app, pool="threads", concurrency=1, perform_ping_check=False, loglevel="WARNING"
+    ):
         with transaction.atomic():
             outbox.enqueue(hold.name)
         assert held.wait(30)

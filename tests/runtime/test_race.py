@@ -26,8 +26,9 @@ def external_tasks(cast, n):
 def test_the_database_refuses_a_second_active_run_for_an_agent(cast):
     Run.objects.create(organization=cast.org, agent=cast.alex, trigger="created")
     with pytest.raises(IntegrityError), transaction.atomic():
-        Run.objects.create(organization=cast.org, agent=cast.alex, trigger="comment",
-                           status=RunStatus.RUNNING)  # fmt: skip
+        Run.objects.create(
+            organization=cast.org, agent=cast.alex, trigger="comment", status=RunStatus.RUNNING
+        )
     # A finished run is no obstacle.
     Run.objects.filter(agent=cast.alex).update(status=RunStatus.COMPLETED)
     Run.objects.create(organization=cast.org, agent=cast.alex, trigger="comment")
@@ -48,8 +49,9 @@ def test_twenty_racing_triggers_start_one_run_and_lose_none(cast):
 def test_triggers_racing_the_runs_end_make_exactly_one_follow_up(cast):
     tasks = external_tasks(cast, THREADS)
     run = run_wake(agent=cast.alex, trigger="created", task=tasks[0])
-    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, lease_token="tok",
-                                         heartbeat_at=timezone.now())  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING, lease_token="tok", heartbeat_at=timezone.now()
+    )
     jobs = [lambda t=t: run_wake(agent=cast.alex, trigger="comment", task=t) for t in tasks[1:]]
     jobs.insert(THREADS // 2, lambda: run_finish(run=run, token="tok", status="completed"))
     run_at_once(jobs)

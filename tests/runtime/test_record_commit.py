@@ -25,8 +25,9 @@ def synchronous_commit() -> str:
 @pytest.fixture
 def running(cast):
     run = Run.objects.create(organization=cast.org, agent=cast.alex, trigger="created")
-    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, lease_token="tok",
-                                         heartbeat_at=timezone.now())  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING, lease_token="tok", heartbeat_at=timezone.now()
+    )
     return run
 
 
@@ -67,17 +68,20 @@ def test_a_lost_lease_records_nothing_either_way(running):
 def test_several_turns_are_recorded_in_one_statement_and_not_at_all_without_the_lease(running):
     turns = [{"index": i, "kind": "tool_call", "name": "get_task", "status": "ok"} for i in (4, 5)]
     with CaptureQueriesContext(connection) as sent:
-        assert run_record_turns(run=running, token="tok", turns=turns, prompt_tokens=7,
-                                completion_tokens=3)  # fmt: skip
+        assert run_record_turns(
+            run=running, token="tok", turns=turns, prompt_tokens=7, completion_tokens=3
+        )
     (statement,) = sent.captured_queries
     assert NO_WAIT in statement["sql"]
     assert sorted(RunTurn.objects.filter(run=running).values_list("index", "data__status")) == [
-        (4, "ok"), (5, "ok"),
-    ]  # fmt: skip
+        (4, "ok"),
+        (5, "ok"),
+    ]
     running.refresh_from_db()
     assert (running.prompt_tokens, running.completion_tokens) == (7, 3)
     Run.objects.filter(pk=running.pk).update(lease_token="someone-else")
     more = [{"index": 6, "kind": "tool_call", "name": "get_task", "status": "ok"}]
-    assert not run_record_turns(run=running, token="tok", turns=more, prompt_tokens=7,
-                                completion_tokens=3)  # fmt: skip
+    assert not run_record_turns(
+        run=running, token="tok", turns=more, prompt_tokens=7, completion_tokens=3
+    )
     assert not RunTurn.objects.filter(run=running, index=6).exists()

@@ -25,8 +25,9 @@ def test_a_task_escalated_to_the_agent_during_its_run_is_not_completed_with_its_
     hers, is completed with her unrelated answer, and the follow-up finds it finished and
     makes no model call: the escalation is never worked."""
     Agent.objects.filter(pk=cast.lena.pk).update(llm_provider="openai", llm_model="m-1")
-    task = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="Index orders",
-                                assignee=cast.alex)  # fmt: skip
+    task = services.task_create(
+        org=cast.org, actor=cast.actor(cast.lena), title="Index orders", assignee=cast.alex
+    )
     Run.objects.all().delete()
     services.task_comment(task=task, actor=cast.by_human, body="Status, please?")
     lena_run = Run.objects.get(agent=cast.lena)
@@ -49,5 +50,7 @@ def test_a_task_escalated_to_the_agent_during_its_run_is_not_completed_with_its_
     follow_up = Run.objects.get(agent=cast.lena, previous=lena_run)
     assert triggers_of(follow_up) == [("escalated", task.pk)]
     assert (task.status, task.assignee_id) == ("assigned", cast.lena.pk), (
-        task.status, task.result, lena_run.outcome,
-    )  # fmt: skip
+        task.status,
+        task.result,
+        lena_run.outcome,
+    )

@@ -39,8 +39,9 @@ def test_a_run_resumed_after_its_end_completed_a_task_still_lists_it_in_its_outc
     task's audit trail; nothing is written twice and no model is called again."""
     Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m")
     fake_llm.on(agent="agent-alex", replies=Reply("Indexed."))
-    done = services.task_create(org=cast.org, actor=cast.by_human, title="Index it",
-                                assignee=cast.alex)  # fmt: skip
+    done = services.task_create(
+        org=cast.org, actor=cast.by_human, title="Index it", assignee=cast.alex
+    )
     run = Run.objects.get(agent=cast.alex)
     dies_finishing(monkeypatch, run.pk)
     run.refresh_from_db()
@@ -66,11 +67,13 @@ def test_a_run_resumed_after_its_answer_completed_a_subtask_asks_for_its_parent(
     the part it completed (it was empty)."""
     Agent.objects.filter(pk=cast.lena.pk).update(llm_provider="openai", llm_model="m")
     fake_llm.on(agent="agent-lena", replies=Reply("Announced."))
-    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
-                                  assignee=cast.lena)  # fmt: skip
+    parent = services.task_create(
+        org=cast.org, actor=cast.by_human, title="Launch", assignee=cast.lena
+    )
     Run.objects.all().delete()  # her run for the launch is not this story
-    part = services.task_create(org=cast.org, actor=cast.by_human, title="Announce",
-                                assignee=cast.lena, parent=parent)  # fmt: skip
+    part = services.task_create(
+        org=cast.org, actor=cast.by_human, title="Announce", assignee=cast.lena, parent=parent
+    )
     run = Run.objects.get(agent=cast.lena)
     dies_finishing(monkeypatch, run.pk)
     part.refresh_from_db()
@@ -80,8 +83,10 @@ def test_a_run_resumed_after_its_answer_completed_a_subtask_asks_for_its_parent(
     assert run_agent(run.pk) == CLAIMED
     (follow_up,) = Run.objects.filter(agent=cast.lena, status="queued")
     assert (follow_up.trigger, follow_up.task_id, follow_up.previous_id) == (
-        "subtasks_done", parent.pk, run.pk
-    )  # fmt: skip
+        "subtasks_done",
+        parent.pk,
+        run.pk,
+    )
     assert list(follow_up.triggers.values_list("trigger", "task_id")) == [
         ("subtasks_done", parent.pk)
     ]

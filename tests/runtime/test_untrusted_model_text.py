@@ -21,8 +21,9 @@ def test_a_lone_surrogate_in_the_final_answer_still_completes_the_task(cast, fak
     task, and the model's answer is lost."""
     Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m-1")
     fake_llm.on(agent="agent-alex", replies=[Reply("Added the index \ud83d")])
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index",
-                                assignee=cast.alex)  # fmt: skip
+    task = services.task_create(
+        org=cast.org, actor=cast.by_human, title="Index", assignee=cast.alex
+    )
     (run_id,) = drain()
     run = Run.objects.get(pk=run_id)
     task.refresh_from_db()

@@ -37,9 +37,13 @@ def test_a_nul_in_the_final_answer_still_completes_the_task(alex_on_openai, fake
 def test_arguments_nested_past_the_renderer_are_refused_and_the_run_reads(alex_on_openai, fake_llm):
     cast = alex_on_openai
     deep = '{"filter": ' + "[" * 300 + "]" * 300 + "}"
-    fake_llm.on(agent="agent-alex", replies=[
-        Reply(tool_calls=[ToolUse("get_organization_roster", deep)]), Reply("Done."),
-    ])  # fmt: skip
+    fake_llm.on(
+        agent="agent-alex",
+        replies=[
+            Reply(tool_calls=[ToolUse("get_organization_roster", deep)]),
+            Reply("Done."),
+        ],
+    )
     services.task_create(org=cast.org, actor=cast.by_human, title="Index", assignee=cast.alex)
     (run_id,) = drain()
     response = KeyClient(make_key(cast.org)).get(f"/api/runs/{run_id}")

@@ -58,16 +58,18 @@ def test_a_comment_on_a_task_queued_for_a_managed_expert_tells_it_without_waking
     assert not RunTrigger.objects.filter(agent=cast.alex).exists()
     # The queue's refill gives him the task: that wakes him.
     services.task_set_status(task=held[0], actor=cast.actor(cast.alex), status="in_progress")
-    services.task_set_status(task=held[0], actor=cast.actor(cast.alex), status="completed",
-                             result="done")  # fmt: skip
+    services.task_set_status(
+        task=held[0], actor=cast.actor(cast.alex), status="completed", result="done"
+    )
     assert runs_of(cast.alex) == [("queued", "auto_assigned", task.pk)]
 
 
 def test_a_comment_still_wakes_the_expert_it_waits_for_when_it_passed_the_task_on(cast):
     """Lena created the task for Alex, who escalated it back to her: full, it waits for her. As
     its creator she is one a comment wakes; that it now waits for her changes nothing."""
-    task = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="t",
-                                assignee=cast.alex)  # fmt: skip
+    task = services.task_create(
+        org=cast.org, actor=cast.actor(cast.lena), title="t", assignee=cast.alex
+    )
     give_tasks(cast.lena, 5)
     task = services.task_escalate(task=task, actor=cast.actor(cast.alex))
     assert (task.status, task.queued_for) == ("queued", cast.lena)
@@ -88,8 +90,9 @@ def test_the_sweep_does_not_wake_an_agent_made_managed_for_what_it_received_whil
     assert not Run.objects.filter(agent=cast.morgan).exists()  # in progress: nothing to start
     # The task reached Morgan four hours ago, while external; the switch was three hours ago.
     InboxItem.objects.filter(agent=cast.morgan).update(created_at=hours_ago(4))
-    Agent.history.filter(id=cast.morgan.pk).update(history_date=F("history_date")
-                                                   - timedelta(hours=3))  # fmt: skip
+    Agent.history.filter(id=cast.morgan.pk).update(
+        history_date=F("history_date") - timedelta(hours=3)
+    )
     assert runtime_services.sweep_runs() == {"resent": [], "woken": []}
     assert not Run.objects.filter(agent=cast.morgan).exists()
     # A wake-up lost since the switch is sent again.
@@ -106,8 +109,9 @@ def test_the_sweep_counts_from_the_last_switch_to_managed(cast, admin_client):
     asked for a run; what reached it in an earlier managed time was answered or dropped then."""
     tasks = []
     for title in ("first managed time", "external time", "managed again"):
-        task = services.task_create(org=cast.org, actor=cast.by_human, title=title,
-                                    assignee=cast.morgan)  # fmt: skip
+        task = services.task_create(
+            org=cast.org, actor=cast.by_human, title=title, assignee=cast.morgan
+        )
         services.task_set_status(task=task, actor=cast.actor(cast.morgan), status="in_progress")
         tasks.append(task)
     for runtime in ("managed", "external", "managed"):
@@ -156,8 +160,7 @@ def test_raising_a_budget_wakes_only_the_agents_that_waited_for_it(cast):
     services.task_create(org=cast.org, actor=cast.by_human, title="a", assignee=cast.alex)
     seen_and_left(cast.alex)
     budget_set(caller=cast.human, scope="agent", agent="agent-sarah", limit_usd="0")
-    waited = services.task_create(org=cast.org, actor=cast.by_human, title="s",
-                                  assignee=cast.sarah)  # fmt: skip
+    waited = services.task_create(org=cast.org, actor=cast.by_human, title="s", assignee=cast.sarah)
     assert not Run.objects.filter(agent=cast.sarah).exists()
     budget_set(caller=cast.human, scope="agent", agent="agent-sarah", limit_usd="5")
     assert runs_of(cast.sarah) == [("queued", "created", waited.pk)]
@@ -172,15 +175,18 @@ def test_raising_a_budget_wakes_only_the_agents_that_waited_for_it(cast):
 def test_a_run_ending_out_of_budget_starts_no_follow_up_until_the_budget_makes_room(cast):
     first = services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
     (run,) = Run.objects.filter(agent=cast.alex)
-    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, lease_token="tok",
-                                         heartbeat_at=timezone.now())  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING, lease_token="tok", heartbeat_at=timezone.now()
+    )
     budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="0")
-    second = services.task_create(org=cast.org, actor=cast.by_human, title="2",
-                                  assignee=cast.alex)  # fmt: skip
+    second = services.task_create(org=cast.org, actor=cast.by_human, title="2", assignee=cast.alex)
     runtime_services.run_finish(run=run, token="tok", status=RunStatus.COMPLETED)
     assert runs_of(cast.alex) == [("completed", "created", first.pk)]
-    assert list(RunTrigger.objects.filter(agent=cast.alex, run__isnull=True)
-                .values_list("trigger", "task_id")) == [("created", second.pk)]  # fmt: skip
+    assert list(
+        RunTrigger.objects.filter(agent=cast.alex, run__isnull=True).values_list(
+            "trigger", "task_id"
+        )
+    ) == [("created", second.pk)]
     budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="5")
     follow_up = Run.objects.get(agent=cast.alex, status="queued")
     assert (follow_up.trigger, follow_up.task_id) == ("created", second.pk)
