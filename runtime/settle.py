@@ -90,34 +90,12 @@ def settle(run: Run, token: str, result: ToolLoopResult) -> None:
                 outcome.append({"task": task.pk, "action": "none", "why": "open subtasks"})
             elif not answer:
                 unanswered = True
-                _safely(
-                    run,
-                    token,
-                    outcome,
-                    task,
-                    lambda t=task: _move(
-                        t,
-                        actor,
-                        TaskStatus.BLOCKED,
-                        note=f"Managed run #{run.pk} stopped: {NO_ANSWER}",
-                    ),
-                    "blocked",
-                )
+                note = f"Managed run #{run.pk} stopped: {NO_ANSWER}"
+                _settle_task(run, token, outcome, task, actor, TaskStatus.BLOCKED, note=note)
             else:
-                _safely(
-                    run,
-                    token,
-                    outcome,
-                    task,
-                    lambda t=task: _move(
-                        t,
-                        actor,
-                        TaskStatus.COMPLETED,
-                        result=answer[:20_000],
-                        note=f"Managed run #{run.pk}: its final answer is the result.",
-                    ),
-                    "completed",
-                )
+                note = f"Managed run #{run.pk}: its final answer is the result."
+                answered = {"result": answer[:20_000], "note": note}
+                _settle_task(run, token, outcome, task, actor, TaskStatus.COMPLETED, **answered)
                 settled_a_subtask |= task.parent_id is not None
         if settled_a_subtask or finished_a_subtask(result.turns):
             _follow_up_parents_it_finished(run)
@@ -159,14 +137,7 @@ def settle_failed(
         log.exception("run %s: could not read its tasks", run.pk)
         tasks = []
     for task in tasks:
-        _safely(
-            run,
-            token,
-            outcome,
-            task,
-            lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note),
-            "blocked",
-        )
+        _settle_task(run, token, outcome, task, actor, TaskStatus.BLOCKED, note=note)
     _follow_up_parents_it_finished(run)
     if turns:
         _follow_up_what_it_took_on(run, token, outcome, actor, turns)
@@ -231,14 +202,14 @@ def _follow_up_what_it_took_on(
         return
     note = f"Managed run #{run.pk}: {NOT_WORKED}"
     for task in taken:
-        _safely(
-            run,
-            token,
-            outcome,
-            task,
-            lambda t=task: _move(t, actor, TaskStatus.BLOCKED, note=note),
-            "blocked",
-        )
+        _settle_task(run, token, outcome, task, actor, TaskStatus.BLOCKED, note=note)
+
+
+def _settle_task(
+    run: Run, token: str, outcome: list, task: Task, actor: Actor, status: str, **kwargs
+) -> None:
+    """Move the task to `status` as the agent (`_move`) under the run's lease (`_safely`)."""
+    _safely(run, token, outcome, task, lambda: _move(task, actor, status, **kwargs), str(status))
 
 
 def _safely(run: Run, token: str, outcome: list, task: Task, move, action: str) -> None:

@@ -15,12 +15,6 @@ class TurnKind(StrEnum):
     TOOL_CALL = "tool_call"
 
 
-class CallStatus(StrEnum):
-    RUNNING = "running"
-    OK = "ok"
-    ERROR = "error"
-
-
 class CallData(TypedDict):
     """A tool call the model asked for, as a model turn records it (`ToolCall.as_dict`)."""
 
@@ -45,6 +39,12 @@ class ModelTurn(TypedDict):
     model: str
     # How long the provider call took, in ms (a managed run's record adds it).
     provider_ms: NotRequired[float]
+
+
+class CallStatus(StrEnum):
+    RUNNING = "running"
+    OK = "ok"
+    ERROR = "error"
 
 
 class ToolCallTurn(TypedDict):

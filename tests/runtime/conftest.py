@@ -22,55 +22,19 @@ class Cast:
         self.org = make_org("acme")
         TeamRule.objects.create(organization=self.org)
         lead, dev, ops = (make_team(self.org, n) for n in ("Leadership", "Development", "Ops"))
-        self.lena = make_agent(
-            self.org,
-            "agent-lena",
-            name="Lena",
-            role="Engineering Manager",
-            team=lead,
-            expertise=["Leadership"],
-            runtime=MANAGED,
-        )
-        self.alex = make_agent(
-            self.org,
-            "agent-alex",
-            name="Alex",
-            role="Backend Developer",
-            team=dev,
-            senior=self.lena,
-            expertise=["PostgreSQL"],
-            runtime=MANAGED,
-        )
-        self.sarah = make_agent(
-            self.org,
-            "agent-sarah",
-            name="Sarah",
-            role="Frontend Developer",
-            team=dev,
-            senior=self.lena,
-            expertise=["React"],
-            runtime=MANAGED,
-        )
-        self.morgan = make_agent(
-            self.org,
-            "agent-morgan",
-            name="Morgan",
-            role="Database Lead",
-            team=ops,
-            senior=self.lena,
-            expertise=["Redis"],
-        )
-        self.sam = make_agent(
-            self.org,
-            "agent-sam",
-            name="Sam",
-            role="Infrastructure Lead",
-            team=ops,
-            senior=self.lena,
-            expertise=["AWS"],
-            runtime=MANAGED,
-            is_paused=True,
-        )
+        self.lena = make_agent(self.org, "agent-lena", name="Lena", role="Engineering Manager",
+                               team=lead, expertise=["Leadership"], runtime=MANAGED)  # fmt: skip
+        self.alex = make_agent(self.org, "agent-alex", name="Alex", role="Backend Developer",
+                               team=dev, senior=self.lena, expertise=["PostgreSQL"],
+                               runtime=MANAGED)  # fmt: skip
+        self.sarah = make_agent(self.org, "agent-sarah", name="Sarah", role="Frontend Developer",
+                                team=dev, senior=self.lena, expertise=["React"],
+                                runtime=MANAGED)  # fmt: skip
+        self.morgan = make_agent(self.org, "agent-morgan", name="Morgan", role="Database Lead",
+                                 team=ops, senior=self.lena, expertise=["Redis"])  # fmt: skip
+        self.sam = make_agent(self.org, "agent-sam", name="Sam", role="Infrastructure Lead",
+                              team=ops, senior=self.lena, expertise=["AWS"], runtime=MANAGED,
+                              is_paused=True)  # fmt: skip
         self.other = make_org("other")
         self.bob = make_agent(self.other, "agent-bob", name="Bob", runtime=MANAGED)
         self.human = Caller(organization=self.org, user=make_admin_user(self.org))

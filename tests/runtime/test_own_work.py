@@ -28,25 +28,15 @@ def test_a_subtask_a_run_assigns_to_its_own_agent_is_worked_and_so_is_its_parent
     it, and that completion (again her own act: no subtasks_done wakes her) asks for one more
     about the parent, whose answer completes it."""
     on_openai(cast.lena)
-    parent = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Launch", assignee=cast.lena
-    )
-    fake_llm.on(
-        agent="agent-lena",
-        replies=[
-            Reply(
-                tool_calls=[
-                    ToolUse(
-                        "create_subtask",
-                        {"parent": parent.pk, "title": "Announce", "agent_id": "agent-lena"},
-                    )
-                ]
-            ),
-            Reply("Split off the announcement for myself."),
-            Reply("Announcement written."),
-            Reply("Launched: announcement written."),
-        ],
-    )
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
+                                  assignee=cast.lena)  # fmt: skip
+    fake_llm.on(agent="agent-lena", replies=[
+        Reply(tool_calls=[ToolUse("create_subtask", {"parent": parent.pk, "title": "Announce",
+                                                     "agent_id": "agent-lena"})]),
+        Reply("Split off the announcement for myself."),
+        Reply("Announcement written."),
+        Reply("Launched: announcement written."),
+    ])  # fmt: skip
     first, part_run, parent_run = drain()
     part = Task.objects.get(parent=parent)
     part.refresh_from_db()
@@ -65,22 +55,20 @@ def test_a_task_a_run_creates_then_claims_for_its_agent_is_worked(cast, fake_llm
     """Alex files a follow-up task (queued for nobody) and claims it (assign_task without
     agent_id), then ends his run: nothing woke him for it, it stayed `assigned` for ever."""
     on_openai(cast.alex)
-    held = services.task_create(org=cast.org, actor=cast.by_human, title="Mine", assignee=cast.alex)
+    held = services.task_create(org=cast.org, actor=cast.by_human, title="Mine",
+                                assignee=cast.alex)  # fmt: skip
 
     def claim(call):
         return [
             ToolUse("assign_task", {"task_id": json.loads(call.tool_results[0]["content"])["id"]})
         ]
 
-    fake_llm.on(
-        agent="agent-alex",
-        replies=[
-            Reply(tool_calls=[ToolUse("create_task", {"title": "Vacuum the orders table"})]),
-            Reply(tool_calls=claim),
-            Reply("Mine is done; I took the vacuum on."),
-            Reply("Vacuumed."),
-        ],
-    )
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply(tool_calls=[ToolUse("create_task", {"title": "Vacuum the orders table"})]),
+        Reply(tool_calls=claim),
+        Reply("Mine is done; I took the vacuum on."),
+        Reply("Vacuumed."),
+    ])  # fmt: skip
     first, follow_up = drain()
     held.refresh_from_db()
     vacuum = Task.objects.get(title="Vacuum the orders table")
@@ -91,23 +79,13 @@ def test_a_task_a_run_creates_then_claims_for_its_agent_is_worked(cast, fake_llm
 
 def test_a_run_that_assigns_nothing_to_itself_asks_for_no_follow_up(cast, fake_llm):
     on_openai(cast.lena)
-    parent = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Launch", assignee=cast.lena
-    )
-    fake_llm.on(
-        agent="agent-lena",
-        replies=[
-            Reply(
-                tool_calls=[
-                    ToolUse(
-                        "create_subtask",
-                        {"parent": parent.pk, "title": "Schema", "agent_id": "agent-morgan"},
-                    )
-                ]
-            ),
-            Reply("Split."),
-        ],
-    )
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
+                                  assignee=cast.lena)  # fmt: skip
+    fake_llm.on(agent="agent-lena", replies=[
+        Reply(tool_calls=[ToolUse("create_subtask", {"parent": parent.pk, "title": "Schema",
+                                                     "agent_id": "agent-morgan"})]),
+        Reply("Split."),
+    ])  # fmt: skip
     assert len(drain()) == 1
     result = Run.objects.get(agent=cast.lena).turns[1]["result"]
     assert json.loads(json.dumps(result))["assignee"] == "agent-morgan"
@@ -115,31 +93,21 @@ def test_a_run_that_assigns_nothing_to_itself_asks_for_no_follow_up(cast, fake_l
 
 def test_a_subtask_a_run_gave_itself_and_started_is_worked_too(cast, fake_llm):
     on_openai(cast.lena)
-    parent = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Launch", assignee=cast.lena
-    )
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
+                                  assignee=cast.lena)  # fmt: skip
 
     def start(call):
         part_id = json.loads(call.tool_results[0]["content"])["id"]
         return [ToolUse("update_task_status", {"task_id": part_id, "status": "in_progress"})]
 
-    fake_llm.on(
-        agent="agent-lena",
-        replies=[
-            Reply(
-                tool_calls=[
-                    ToolUse(
-                        "create_subtask",
-                        {"parent": parent.pk, "title": "Announce", "agent_id": "agent-lena"},
-                    )
-                ]
-            ),
-            Reply(tool_calls=start),
-            Reply("Started the announcement."),
-            Reply("Announcement written."),
-            Reply("Launched."),
-        ],
-    )
+    fake_llm.on(agent="agent-lena", replies=[
+        Reply(tool_calls=[ToolUse("create_subtask", {"parent": parent.pk, "title": "Announce",
+                                                     "agent_id": "agent-lena"})]),
+        Reply(tool_calls=start),
+        Reply("Started the announcement."),
+        Reply("Announcement written."),
+        Reply("Launched."),
+    ])  # fmt: skip
     assert len(drain()) == 3
     parent.refresh_from_db()
     part = Task.objects.get(parent=parent)
@@ -166,7 +134,8 @@ def test_a_run_woken_only_by_its_own_work_gives_itself_no_more(cast, fake_llm):
     trigger the next, for ever, burning tokens with no one asking): it is blocked with the
     reason, for a human to see in "Needs attention". Two runs, not one per chore for ever."""
     on_openai(cast.alex)
-    held = services.task_create(org=cast.org, actor=cast.by_human, title="Mine", assignee=cast.alex)
+    held = services.task_create(org=cast.org, actor=cast.by_human, title="Mine",
+                                assignee=cast.alex)  # fmt: skip
     fake_llm.on(agent="agent-alex", replies=_gives_itself_a_new_task_each_run("agent-alex"))
     first, follow_up = drain()
     held.refresh_from_db()
@@ -197,21 +166,16 @@ def test_a_manager_splitting_a_part_for_herself_in_every_run_of_the_parent_is_bo
     That run's part is not followed up (blocked with the reason), so the parent waits for it,
     and three runs are all there are."""
     on_openai(cast.lena)
-    parent = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Launch", assignee=cast.lena
-    )
+    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
+                                  assignee=cast.lena)  # fmt: skip
     made = iter(range(1, 1000))
 
     def calls(call):
         task = context_of(call.messages[0]["content"])["tasks"][0]
         if call.tool_results or task["parent"] is not None:
             return []
-        return [
-            ToolUse(
-                "create_subtask",
-                {"parent": parent.pk, "title": f"Part {next(made)}", "agent_id": "agent-lena"},
-            )
-        ]
+        return [ToolUse("create_subtask", {"parent": parent.pk, "title": f"Part {next(made)}",
+                                           "agent_id": "agent-lena"})]  # fmt: skip
 
     fake_llm.on(agent="agent-lena", replies=Reply(text="Done.", tool_calls=calls))
     assert len(drain()) == 3

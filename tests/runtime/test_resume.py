@@ -28,17 +28,11 @@ class WorkerDied(BaseException):
 
 
 def comment_then_answer(fake_llm, task):
-    fake_llm.on(
-        agent="agent-alex",
-        replies=[
-            Reply(
-                tool_calls=[
-                    ToolUse("comment_on_task", {"task_id": task.pk, "body": "On it."}, id="c1")
-                ]
-            ),
-            Reply("Done: the index is there."),
-        ],
-    )
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply(tool_calls=[ToolUse("comment_on_task", {"task_id": task.pk, "body": "On it."},
+                                  id="c1")]),
+        Reply("Done: the index is there."),
+    ])  # fmt: skip
 
 
 def expire_lease(run_id):
@@ -71,11 +65,8 @@ def take_over(run_id):
 
 
 def no_event_twice(task):
-    rows = list(
-        TaskEvent.objects.filter(task=task).values_list(
-            "kind", "actor_label", "before", "after", "message"
-        )
-    )
+    rows = list(TaskEvent.objects.filter(task=task).values_list("kind", "actor_label", "before",
+                                                                "after", "message"))  # fmt: skip
     assert len(rows) == len({repr(r) for r in rows}), rows
 
 
@@ -95,10 +86,8 @@ def test_a_run_killed_after_a_call_took_effect_resumes_without_repeating_it(
     dies_on_model_call(monkeypatch, run.pk)
     run.refresh_from_db()
     assert run.status == "running"
-    assert [(t["kind"], t.get("status")) for t in run.turns] == [
-        ("model", None),
-        ("tool_call", "ok"),
-    ]
+    assert [(t["kind"], t.get("status")) for t in run.turns] == [("model", None),
+                                                                 ("tool_call", "ok")]  # fmt: skip
     assert TaskComment.objects.count() == 1
 
     assert claim(run.pk, "other")[0] == BUSY  # its lease is still fresh
@@ -170,9 +159,8 @@ def test_a_worker_that_lost_its_lease_commits_nothing(cast, alex_on_openai, monk
 def test_the_sweep_sends_again_a_run_whose_heartbeat_stopped(cast, alex_on_openai):
     services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
     run = Run.objects.get(agent=cast.alex)
-    Run.objects.filter(pk=run.pk).update(
-        status="running", lease_token="dead", heartbeat_at=timezone.now()
-    )
+    Run.objects.filter(pk=run.pk).update(status="running", lease_token="dead",
+                                         heartbeat_at=timezone.now())  # fmt: skip
     assert runtime_services.sweep_runs() == {"resent": [], "woken": []}
     expire_lease(run.pk)
     Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now() - timedelta(hours=1))
@@ -206,9 +194,8 @@ def test_the_sweep_wakes_an_agent_whose_wake_up_was_lost(cast):
 def test_the_sweep_wakes_the_holder_of_a_parent_whose_subtasks_done_was_lost(cast):
     parent = services.task_create(org=cast.org, actor=cast.by_human, title="p", assignee=cast.lena)
     services.task_set_status(task=parent, actor=cast.actor(cast.lena), status="in_progress")
-    sub = services.task_create(
-        org=cast.org, actor=cast.actor(cast.lena), title="s", assignee=cast.alex, parent=parent
-    )
+    sub = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="s",
+                               assignee=cast.alex, parent=parent)  # fmt: skip
     services.task_set_status(task=sub, actor=cast.actor(cast.alex), status="in_progress")
     Run.objects.filter(agent=cast.lena).update(status="completed", finished_at=timezone.now())
     services.task_set_status(task=sub, actor=cast.actor(cast.alex), status="completed", result="r")
@@ -232,9 +219,8 @@ def test_the_sweep_wakes_the_holder_of_a_parent_whose_subtasks_done_was_lost(cas
 def test_the_sweep_does_not_send_again_a_managed_agents_comment(cast):
     """Managed agents answering each other's comments are bounded (RUNTIME_MAX_AGENT_COMMENT_WAKES):
     the sweep does not replay their conversation an hour later."""
-    task = services.task_create(
-        org=cast.org, actor=cast.actor(cast.sarah), title="t", assignee=cast.alex
-    )
+    task = services.task_create(org=cast.org, actor=cast.actor(cast.sarah), title="t",
+                                assignee=cast.alex)  # fmt: skip
     # Two hours ago the task reached Alex (and woke him); an hour ago came the comments.
     RunTrigger.objects.filter(agent=cast.alex).update(
         created_at=timezone.now() - timedelta(hours=2)
@@ -255,23 +241,21 @@ def test_the_sweep_does_not_send_again_a_managed_agents_comment(cast):
 
 
 def test_the_sweep_wakes_none_for_a_task_a_run_saw_its_own_act_or_a_paused_or_external_agent(cast):
-    seen = services.task_create(org=cast.org, actor=cast.by_human, title="seen", assignee=cast.alex)
+    seen = services.task_create(org=cast.org, actor=cast.by_human, title="seen",
+                                assignee=cast.alex)  # fmt: skip
     an_hour_ago(seen)
     # Its run saw it and left it assigned (a question asked in a comment), then ended.
     Run.objects.filter(agent=cast.alex).update(status="completed", finished_at=timezone.now())
-    held = services.task_create(
-        org=cast.org, actor=cast.by_human, title="held", assignee=cast.sarah
-    )
+    held = services.task_create(org=cast.org, actor=cast.by_human, title="held",
+                                assignee=cast.sarah)  # fmt: skip
     lose_the_wake_up(held)
     Agent.objects.filter(pk=cast.sarah.pk).update(is_paused=True)
-    external = services.task_create(
-        org=cast.org, actor=cast.by_human, title="external", assignee=cast.morgan
-    )
+    external = services.task_create(org=cast.org, actor=cast.by_human, title="external",
+                                    assignee=cast.morgan)  # fmt: skip
     an_hour_ago(external)
     # An agent's own act wakes it never, the sweep included: it gets no inbox item for it.
-    own = services.task_create(
-        org=cast.org, actor=cast.actor(cast.lena), title="own", assignee=cast.lena
-    )
+    own = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="own",
+                               assignee=cast.lena)  # fmt: skip
     Task.objects.filter(pk=own.pk).update(assigned_at=timezone.now() - timedelta(hours=1))
     assert runtime_services.sweep_runs() == {"resent": [], "woken": []}
     assert not Run.objects.filter(status="queued").exists()
@@ -282,13 +266,8 @@ def test_the_sweep_wakes_none_for_a_task_a_run_saw_its_own_act_or_a_paused_or_ex
 def test_the_hot_path_of_a_run_stays_within_its_query_budget(
     cast, offline, django_assert_max_num_queries
 ):
-    services.task_create(
-        org=cast.org,
-        actor=cast.by_human,
-        title="Index it",
-        required_expertise="PostgreSQL",
-        assignee=cast.alex,
-    )
+    services.task_create(org=cast.org, actor=cast.by_human, title="Index it",
+                         required_expertise="PostgreSQL", assignee=cast.alex)  # fmt: skip
     run = Run.objects.get(agent=cast.alex)
     # 36 today: the claim (4), the context (7; a first attempt reads no earlier turns), 2 model
     # turns and 2 tool calls (each a move with its audit row, recorded once in the move's

@@ -20,23 +20,13 @@ def test_a_task_the_run_commented_on_with_a_float_id_is_not_completed_by_the_ans
     so the comment lands on the task; but runner._acted_on counts only `int` or digit strings,
     so it decides the run did nothing with the task and completes it with the final answer."""
     Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m-1")
-    task = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Index the orders", assignee=cast.alex
-    )
-    fake_llm.on(
-        agent="agent-alex",
-        replies=[
-            Reply(
-                tool_calls=[
-                    ToolUse(
-                        "comment_on_task",
-                        {"task_id": float(task.pk), "body": "Which table is slow?"},
-                    )
-                ]
-            ),
-            Reply("I asked which table is slow; waiting for the answer."),
-        ],
-    )
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
+                                assignee=cast.alex)  # fmt: skip
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply(tool_calls=[ToolUse("comment_on_task",
+                                  {"task_id": float(task.pk), "body": "Which table is slow?"})]),
+        Reply("I asked which table is slow; waiting for the answer."),
+    ])  # fmt: skip
     drain()
     run = Run.objects.get(agent=cast.alex)
     assert run.turns[1]["status"] == "ok"  # the comment was made, on this task

@@ -22,20 +22,13 @@ def test_a_task_the_run_only_moved_to_in_progress_is_completed_by_its_answer(
     complete_task) counted as having acted on the task: it stayed in_progress for ever, with
     nothing left to wake the agent about it and nothing in "Needs attention"."""
     Agent.objects.filter(pk=cast.alex.pk).update(llm_provider=provider, llm_model="m-1")
-    task = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Index the orders", assignee=cast.alex
-    )
-    fake_llm.on(
-        agent="agent-alex",
-        replies=[
-            Reply(
-                tool_calls=[
-                    ToolUse("update_task_status", {"task_id": task.pk, "status": "in_progress"})
-                ]
-            ),
-            Reply("Added the index on orders(created_at)."),
-        ],
-    )
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
+                                assignee=cast.alex)  # fmt: skip
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply(tool_calls=[ToolUse("update_task_status",
+                                  {"task_id": task.pk, "status": "in_progress"})]),
+        Reply("Added the index on orders(created_at)."),
+    ])  # fmt: skip
     drain()
     run = Run.objects.get(agent=cast.alex)
     assert run.turns[1]["status"] == "ok"
@@ -48,21 +41,15 @@ def test_a_task_the_run_started_and_commented_on_stays_open(cast, fake_llm):
     """Starting it is not acting on it, but a question in a comment still is: the task waits
     for the answer."""
     Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m-1")
-    task = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Index the orders", assignee=cast.alex
-    )
-    fake_llm.on(
-        agent="agent-alex",
-        replies=[
-            Reply(
-                tool_calls=[
-                    ToolUse("update_task_status", {"task_id": task.pk, "status": "in_progress"}),
-                    ToolUse("comment_on_task", {"task_id": task.pk, "body": "Which table?"}),
-                ]
-            ),
-            Reply("Asked which table."),
-        ],
-    )
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
+                                assignee=cast.alex)  # fmt: skip
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply(tool_calls=[
+            ToolUse("update_task_status", {"task_id": task.pk, "status": "in_progress"}),
+            ToolUse("comment_on_task", {"task_id": task.pk, "body": "Which table?"}),
+        ]),
+        Reply("Asked which table."),
+    ])  # fmt: skip
     drain()
     task.refresh_from_db()
     assert (task.status, task.result) == ("in_progress", "")

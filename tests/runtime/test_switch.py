@@ -81,23 +81,18 @@ def test_an_agent_made_external_while_its_run_is_under_way_stops_before_the_next
         connection.close()  # this is the fake server's thread
         return [ToolUse("get_organization_roster", {"filter": "all"})]
 
-    fake_llm.on(
-        agent="agent-alex",
-        replies=[
-            Reply("Looking.", tool_calls=made_external_meanwhile),
-            Reply("Indexed."),
-        ],
-    )
-    task = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Index the orders", assignee=cast.alex
-    )
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply("Looking.", tool_calls=made_external_meanwhile),
+        Reply("Indexed."),
+    ])  # fmt: skip
+    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
+                                assignee=cast.alex)  # fmt: skip
     (run,) = Run.objects.all()
     assert drain() == [run.pk]
     run.refresh_from_db()
     assert (run.status, run.outcome) == (
-        "failed",
-        [{"task": task.pk, "action": "none", "why": "its agent was made external"}],
-    )
+        "failed", [{"task": task.pk, "action": "none", "why": "its agent was made external"}]
+    )  # fmt: skip
     assert run.error.startswith("The agent was made external while its run was under way")
     assert run.finished_at is not None and run.lease_token == ""
     assert [(t["kind"], t.get("status")) for t in run.turns] == [
@@ -131,13 +126,10 @@ def test_a_dead_workers_run_sent_again_after_its_agent_was_made_external_stops_t
 
     Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m")
     task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
-    fake_llm.on(
-        agent="agent-alex",
-        replies=[
-            Reply(tool_calls=[ToolUse("get_task", {"task_id": task.pk}, id="g1")]),
-            Reply("Done."),
-        ],
-    )
+    fake_llm.on(agent="agent-alex", replies=[
+        Reply(tool_calls=[ToolUse("get_task", {"task_id": task.pk}, id="g1")]),
+        Reply("Done."),
+    ])  # fmt: skip
     run = Run.objects.get(agent=cast.alex)
     dies_on_model_call(monkeypatch, run.pk)
 

@@ -26,20 +26,16 @@ def test_a_task_created_for_a_managed_agent_queues_a_run(cast):
     task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
     (run,) = Run.objects.filter(agent=cast.alex)
     assert (run.status, run.trigger, run.task_id, run.organization_id) == (
-        "queued",
-        "created",
-        task.pk,
-        cast.org.pk,
-    )
+        "queued", "created", task.pk, cast.org.pk,
+    )  # fmt: skip
     assert triggers_of(run) == [("created", task.pk)]
     assert run.dispatched_at is not None
 
 
 @pytest.mark.parametrize("kind", ["assigned", "delegated", "escalated"])
 def test_assigned_delegated_and_escalated_work_wakes_its_agent(cast, kind):
-    task = services.task_create(
-        org=cast.org, actor=cast.actor(cast.alex), title="t", assignee=cast.alex
-    )
+    task = services.task_create(org=cast.org, actor=cast.actor(cast.alex), title="t",
+                                assignee=cast.alex)  # fmt: skip
     assert not Run.objects.exists()  # its own act: Alex took it himself
     if kind == "assigned":
         services.task_assign(task=task, actor=cast.by_human, to=cast.sarah)
@@ -74,9 +70,8 @@ def test_the_stale_sweep_escalation_wakes_the_senior(cast):
 
 
 def test_a_comment_by_someone_else_wakes_the_holder_and_the_delegator(cast):
-    task = services.task_create(
-        org=cast.org, actor=cast.actor(cast.lena), title="t", assignee=cast.alex
-    )
+    task = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="t",
+                                assignee=cast.alex)  # fmt: skip
     Run.objects.all().delete()
     services.task_comment(task=task, actor=cast.by_human, body="How is it going?")
     assert runs_of(cast.alex) == [("queued", "comment", task.pk)]
@@ -97,15 +92,13 @@ def test_managed_agents_answering_each_others_comments_stop_waking_each_other(ca
     from runtime.services import current_run
 
     settings.RUNTIME_MAX_AGENT_COMMENT_WAKES = 3
-    task = services.task_create(
-        org=cast.org, actor=cast.actor(cast.lena), title="t", assignee=cast.alex
-    )
+    task = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="t",
+                                assignee=cast.alex)  # fmt: skip
     Run.objects.all().delete()
     speakers = [cast.lena, cast.alex] * 3
     for speaker in speakers:
-        run = Run.objects.create(
-            organization=cast.org, agent=speaker, trigger="comment", status="completed"
-        )
+        run = Run.objects.create(organization=cast.org, agent=speaker, trigger="comment",
+                                 status="completed")  # fmt: skip
         token = current_run.set(run.pk)
         try:
             services.task_comment(task=task, actor=cast.actor(speaker), body="Thanks!")
@@ -121,9 +114,8 @@ def test_managed_agents_answering_each_others_comments_stop_waking_each_other(ca
 
 def test_all_subtasks_finished_wakes_the_parents_holder(cast):
     parent = services.task_create(org=cast.org, actor=cast.by_human, title="p", assignee=cast.lena)
-    sub = services.task_create(
-        org=cast.org, actor=cast.actor(cast.lena), title="s", assignee=cast.alex, parent=parent
-    )
+    sub = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="s",
+                               assignee=cast.alex, parent=parent)  # fmt: skip
     Run.objects.all().delete()
     services.task_set_status(task=sub, actor=cast.actor(cast.alex), status="in_progress")
     services.task_set_status(task=sub, actor=cast.actor(cast.alex), status="completed", result="r")
@@ -185,11 +177,8 @@ def test_joining_a_queued_run_costs_two_statements_on_postgresql(cast):
             assert run_wake(agent=cast.alex, trigger="assigned", task=two).pk == run.pk
     finally:
         current_run.reset(reset)
-    work = [
-        q["sql"]
-        for q in sent.captured_queries
-        if not q["sql"].startswith(("SAVEPOINT", "RELEASE", "BEGIN", "COMMIT"))
-    ]
+    work = [q["sql"] for q in sent.captured_queries
+            if not q["sql"].startswith(("SAVEPOINT", "RELEASE", "BEGIN", "COMMIT"))]  # fmt: skip
     assert len(work) == 2, work
     trigger = RunTrigger.objects.get(task=two)
     assert (trigger.run_id, trigger.trigger, trigger.woken_by_id) == (run.pk, "assigned", run.pk)
@@ -199,9 +188,8 @@ def test_joining_a_queued_run_costs_two_statements_on_postgresql(cast):
 def test_triggers_during_a_run_make_exactly_one_follow_up(cast):
     first = services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
     (run,) = Run.objects.all()
-    Run.objects.filter(pk=run.pk).update(
-        status=RunStatus.RUNNING, lease_token="tok", heartbeat_at=timezone.now()
-    )
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, lease_token="tok",
+                                         heartbeat_at=timezone.now())  # fmt: skip
     second = services.task_create(org=cast.org, actor=cast.by_human, title="2", assignee=cast.alex)
     services.task_comment(task=first, actor=cast.by_human, body="and this")
     third = services.task_create(org=cast.org, actor=cast.by_human, title="3", assignee=cast.alex)
@@ -213,28 +201,18 @@ def test_triggers_during_a_run_make_exactly_one_follow_up(cast):
     run_finish(run=run, token="tok", status=RunStatus.COMPLETED)
     follow_up = Run.objects.exclude(pk=run.pk).get()
     assert (follow_up.status, follow_up.previous_id, follow_up.trigger, follow_up.task_id) == (
-        "queued",
-        run.pk,
-        "created",
-        second.pk,
-    )
+        "queued", run.pk, "created", second.pk,
+    )  # fmt: skip
     assert triggers_of(follow_up) == [
-        ("created", second.pk),
-        ("comment", first.pk),
-        ("created", third.pk),
-    ]
+        ("created", second.pk), ("comment", first.pk), ("created", third.pk)
+    ]  # fmt: skip
     assert not RunTrigger.objects.filter(run__isnull=True).exists()
     assert Run.objects.get(pk=run.pk).status == "completed"
 
 
 def test_a_run_of_a_managed_agent_woken_by_another_run_says_which(cast, offline):
-    services.task_create(
-        org=cast.org,
-        actor=cast.by_human,
-        title="Index it",
-        required_expertise="PostgreSQL",
-        assignee=cast.lena,
-    )
+    services.task_create(org=cast.org, actor=cast.by_human, title="Index it",
+                         required_expertise="PostgreSQL", assignee=cast.lena)  # fmt: skip
     first, second = drain()
     assert Run.objects.get(pk=second).agent == cast.alex
     assert RunTrigger.objects.get(run_id=second).woken_by_id == first
@@ -262,7 +240,7 @@ def test_tasks_created_together_wake_their_agent_once_with_all_of_them(cast, mon
         tasks = [
             services.task_create(
                 org=cast.org, actor=cast.by_human, title=f"t{n}", assignee=cast.alex
-            )
+            )  # fmt: skip
             for n in range(3)
         ]
     (run,) = Run.objects.filter(agent=cast.alex)
@@ -277,9 +255,8 @@ class Undone(Exception):
 def test_work_announced_in_an_undone_savepoint_wakes_nobody(cast):
     waiting = services.task_create(org=cast.org, actor=cast.by_human, title="unassigned")
     with transaction.atomic():
-        kept = services.task_create(
-            org=cast.org, actor=cast.by_human, title="kept", assignee=cast.alex
-        )
+        kept = services.task_create(org=cast.org, actor=cast.by_human, title="kept",
+                                    assignee=cast.alex)  # fmt: skip
         with pytest.raises(Undone), transaction.atomic():
             services.task_assign(task=waiting, actor=cast.by_human, to=cast.sarah)
             raise Undone
