@@ -30,7 +30,7 @@ DOC = BASE_DIR / "docs" / "configuration.md"
 SERVICE_CODE = ["config", "organization", "tasks", "collaboration", "runtime", "manage.py"]
 HELPERS = {"env_str", "env_bool", "env_int", "env_float", "env_list", "env_prices", "env_interval"}
 # Read by a library on our behalf, not by our code; documented all the same.
-# The SDKs read these themselves; the service only looks them up by name (providers.base.SDK_KEYS).
+# The SDKs read these themselves; the service only looks them up by name (collaboration.providers.SDK_KEYS).
 READ_BY_LIBRARIES = {"OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
 # The section of configuration.md that lists variables for reference only.
 UNCHECKED_SECTION = "## Not checked"

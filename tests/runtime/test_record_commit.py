@@ -1,6 +1,6 @@
 """A run's records that are their own transaction commit without waiting for the disk; a call's
 outcome, which commits with the call's effect, leaves its transaction's commit as it is
-(runtime/services.py `run_record_turn`)."""
+(runtime/services/record.py `run_record_turn`)."""
 
 import pytest
 from django.db import connection, transaction
