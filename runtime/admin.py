@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 
 from costs.money import usd
 from costs.selectors import cost_subquery
-from organization.admin.registrations import AgentAdmin
+from organization.admin.agents import AgentAdmin
 from organization.admin.scoping import (
     STATUS_COLOURS,
     HumanChoicesFilter,
