@@ -25,7 +25,7 @@ To audit a model, one line in its class, then `makemigrations` of its app:
 Its ModelAdmin gets the history page from `organization.admin.history.HistoryAdmin`. Writes
 that bypass `save()` (`QuerySet.update`) call `record_changes(objs)` after the update.
 
-Imported by organization/models.py: nothing here imports the models at module level.
+Imported by organization/models/: nothing here imports the models at module level.
 """
 
 import contextvars

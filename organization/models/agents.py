@@ -1,16 +1,14 @@
-"""The organization: its people (Membership), teams, agents and the human-defined hierarchy."""
-
-import secrets
-from datetime import timedelta
+"""The agent: its fixed handle, its settings as an LLM worker, and the checks that keep them valid."""
 
 from django.apps import apps
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
-from .history import audited, related
-from .webhooks import validate_webhook_url
+from ..history import audited
+from ..webhooks import validate_webhook_url
+from .expertise import validate_expertise
+from .organizations import Organization, Team
 
 HANDLE_VALIDATOR = RegexValidator(
     r"^[a-z0-9][a-z0-9-]*$",
@@ -18,95 +16,11 @@ HANDLE_VALIDATOR = RegexValidator(
 )
 
 
-def new_webhook_secret() -> str:
-    return secrets.token_hex(32)
-
-
-class Organization(models.Model):
-    """The tenant: every other row belongs to exactly one organization."""
-
-    name = models.CharField(max_length=200)
-    slug = models.SlugField(max_length=100, unique=True)
-    # Signs webhook deliveries (HMAC-SHA256 of the body) so receivers can trust them.
-    webhook_secret = models.CharField(max_length=64, default=new_webhook_secret, editable=False)
-    # Where the organization's own notices go (a budget crossing 80 % or exhausted), signed as
-    # the agents' deliveries are; blank: none.
-    webhook_url = models.URLField(
-        blank=True, help_text="Budget alerts are POSTed here, signed (docs/costs.md)."
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def clean(self):
-        super().clean()
-        if self.webhook_url:
-            try:
-                validate_webhook_url(self.webhook_url)
-            except ValidationError as exc:
-                raise ValidationError({"webhook_url": exc.messages}) from exc
-
-
-class Membership(models.Model):
-    """A human's place in an organization; admins edit it in the admin and call the API."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
-    )
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="memberships"
-    )
-    is_admin = models.BooleanField(default=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "organization"], name="one_membership_per_org")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.user} in {self.organization}"
-
-
-class Team(models.Model):
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="teams")
-    name = models.CharField(max_length=100)
-
-    class Meta:
-        ordering = ["name"]
-        constraints = [
-            models.UniqueConstraint(fields=["organization", "name"], name="team_name_unique_in_org")
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
 class AgentStatus(models.TextChoices):
     IDLE = "idle"
     ACTIVE = "active"
     BUSY = "busy"
     OFFLINE = "offline"
-
-
-# Bounds that keep a roster answer small (issue 8): a term is as long as a task's
-# required_expertise may be.
-EXPERTISE_MAX_ITEMS = 50
-EXPERTISE_ITEM_MAX_LENGTH = 100
-
-
-def validate_expertise(value) -> None:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ValidationError("Expertise must be a list of non-empty strings.")
-    if len(value) > EXPERTISE_MAX_ITEMS:
-        raise ValidationError(f"At most {EXPERTISE_MAX_ITEMS} expertise terms.")
-    if any(len(v) > EXPERTISE_ITEM_MAX_LENGTH for v in value):
-        raise ValidationError(
-            f"An expertise term has at most {EXPERTISE_ITEM_MAX_LENGTH} characters."
-        )
 
 
 class AgentRuntime(models.TextChoices):
@@ -352,190 +266,3 @@ class Agent(models.Model):
             seen.add(current.pk)
             current = current.senior
         return False
-
-
-class HierarchyRole(models.TextChoices):
-    SPECIALIST = "specialist"
-    SUPERVISOR = "supervisor"
-    WORKER = "worker"
-
-
-class AgentRole(models.Model):
-    """Seed 003's agent role: one per agent, none means worker without peer assignment."""
-
-    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="hierarchy_role")
-    role = models.CharField(max_length=20, choices=HierarchyRole.choices)
-    can_assign_to_peers = models.BooleanField(default=False)
-    can_escalate_to_supervisor = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    history = audited("agent_role", organization=lambda role: role.agent.organization_id)
-
-    def __str__(self) -> str:
-        return f"{self.agent.handle}: {self.role}"
-
-
-# The stale-queue thresholds a team rule may hold (docs/tasks.md): from a second (0 or less
-# would make every queued task stale at once: escalate instead of queueing) to ten years (in
-# effect "never"; far more, and `now - threshold` leaves PostgreSQL's timestamp range, which
-# broke the dashboard and the sweep of every organization). The sweep clamps to them as well.
-STALE_AFTER_MIN = timedelta(seconds=1)
-STALE_AFTER_MAX = timedelta(days=3650)
-STALE_AFTER_VALIDATORS = [
-    MinValueValidator(STALE_AFTER_MIN, "At least 1 second (0:00:01)."),
-    MaxValueValidator(STALE_AFTER_MAX, "At most 3650 days (ten years)."),
-]
-
-
-class TeamRule(models.Model):
-    """Seed 003's workspace rules, plus our delegation depth and stale-queue thresholds."""
-
-    organization = models.OneToOneField(
-        Organization, on_delete=models.CASCADE, primary_key=True, related_name="team_rule"
-    )
-    allow_peer_assignment = models.BooleanField(default=False)
-    require_supervisor_for_tasks = models.BooleanField(default=False)
-    default_supervisor = models.ForeignKey(
-        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    max_delegation_depth = models.PositiveSmallIntegerField(default=5)
-    stale_after_critical = models.DurationField(
-        default=timedelta(minutes=15), validators=STALE_AFTER_VALIDATORS
-    )
-    stale_after_high = models.DurationField(
-        default=timedelta(hours=1), validators=STALE_AFTER_VALIDATORS
-    )
-    stale_after_normal = models.DurationField(
-        default=timedelta(hours=4), validators=STALE_AFTER_VALIDATORS
-    )
-    stale_after_low = models.DurationField(
-        default=timedelta(hours=24), validators=STALE_AFTER_VALIDATORS
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    history = audited("team_rule")
-
-    def __str__(self) -> str:
-        return f"Team rules of {self.organization}"
-
-    def clean(self) -> None:
-        if self.default_supervisor_id:
-            supervisor = self.default_supervisor
-            if supervisor.organization_id != self.organization_id:
-                raise ValidationError(
-                    {"default_supervisor": "Supervisor agent not found in workspace"}
-                )
-            role = AgentRole.objects.filter(agent=supervisor).first()
-            if role is None or role.role != HierarchyRole.SUPERVISOR:
-                raise ValidationError(
-                    {
-                        "default_supervisor": "Agent must have supervisor role to be default supervisor"
-                    }
-                )
-
-
-class ExpertiseGroup(models.Model):
-    """Human-defined related expertise (e.g. Databases = PostgreSQL, MySQL, Redis)."""
-
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="expertise_groups"
-    )
-    name = models.CharField(max_length=100)
-    expertise = models.JSONField(default=list, validators=[validate_expertise])
-
-    history = audited("expertise_group")
-
-    class Meta:
-        ordering = ["name"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["organization", "name"], name="expertise_group_unique_in_org"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-def key_revoked(row, before) -> str | None:
-    """The audit's word for the change of a key that set `revoked_at`."""
-    if before is not None and before.revoked_at is None and row.revoked_at is not None:
-        return "revoked"
-    return None
-
-
-class ApiKey(models.Model):
-    """A machine credential. Only a SHA-256 digest of the secret is stored."""
-
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="api_keys"
-    )
-    agent = models.ForeignKey(
-        Agent,
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="api_keys",
-        help_text="Leave empty for an organization key (acts as a human administrator).",
-    )
-    name = models.CharField(max_length=100, blank=True)
-    prefix = models.CharField(max_length=16, unique=True, editable=False)
-    digest = models.CharField(max_length=64, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    # Never the digest; the last use is written by requests, not by anyone changing the key.
-    history = audited("api_key", exclude=["digest", "last_used_at"], action=key_revoked)
-
-    class Meta:
-        verbose_name = "API key"
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        who = "organization"
-        if self.agent_id:
-            # The agent may be gone already: deleting it cascades to its keys (history's label).
-            agent = related(self, "agent")
-            who = agent.handle if agent is not None else f"agent {self.agent_id}"
-        return f"{self.name or self.prefix} ({who})"
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
-
-    def clean(self) -> None:
-        if self.agent_id and self.agent.organization_id != self.organization_id:
-            raise ValidationError({"agent": "The agent must belong to the key's organization."})
-
-
-class IdempotencyKey(models.Model):
-    """A creating POST's `Idempotency-Key` and its first answer, written in the transaction of
-    the write itself: a retry with the same key and body gets that answer again instead of
-    writing twice (organization/idempotency.py, docs/api.md#idempotency)."""
-
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
-    # Whose key it is: `key:<api key prefix>` or `user:<id>`; two callers never share one.
-    caller = models.CharField(max_length=40)
-    key = models.CharField(max_length=255)
-    # SHA-256 of the method, path and body the key was first sent with.
-    fingerprint = models.CharField(max_length=64)
-    status = models.PositiveSmallIntegerField()
-    body = models.JSONField(null=True)
-    # The first answer's Location header (a created collaboration's URL), if it had one.
-    location = models.CharField(max_length=2000, blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["organization", "caller", "key"], name="idempotency_key_unique"
-            )
-        ]
-        # The prune deletes an organization's keys older than the window.
-        indexes = [models.Index(fields=["organization", "created_at"], name="idempotency_age_idx")]
-
-    def __str__(self) -> str:
-        return f"{self.caller} {self.key}"
