@@ -264,11 +264,14 @@ class TeamRoleRequestSerializer(SeedBodySerializer):
     can_escalate_to_supervisor = StrictBooleanField(required=False)
 
 
+# Seed 003's role object of an AgentRole: `workspace_id` is the organization, `agent_id` the handle.
 class TeamRoleSerializer(serializers.Serializer):
     id = serializers.IntegerField()
-    workspace_id = serializers.IntegerField(help_text="The organization's id.")
-    agent_id = serializers.CharField()
-    agent_name = serializers.CharField()
+    workspace_id = serializers.IntegerField(
+        source="agent.organization_id", help_text="The organization's id."
+    )
+    agent_id = serializers.CharField(source="agent.handle")
+    agent_name = serializers.CharField(source="agent.name")
     role = serializers.ChoiceField(choices=HierarchyRole.values)
     can_assign_to_peers = serializers.BooleanField()
     can_escalate_to_supervisor = serializers.BooleanField()
@@ -301,20 +304,32 @@ class TeamRulesRequestSerializer(SeedBodySerializer):
     )  # fmt: skip
 
 
+class SecondsField(serializers.IntegerField):
+    """A duration as whole seconds."""
+
+    def to_representation(self, value) -> int:
+        return int(value.total_seconds())
+
+
+# A TeamRule's stale-queue thresholds by urgency (comments, not docstrings: those would enter
+# the OpenAPI schema).
 class StaleAfterSerializer(serializers.Serializer):
-    critical = serializers.IntegerField()
-    high = serializers.IntegerField()
-    normal = serializers.IntegerField()
-    low = serializers.IntegerField()
+    critical = SecondsField(source="stale_after_critical")
+    high = SecondsField(source="stale_after_high")
+    normal = SecondsField(source="stale_after_normal")
+    low = SecondsField(source="stale_after_low")
 
 
+# Seed 003's rules object of a TeamRule (saved, or the unsaved defaults).
 class TeamRulesSerializer(serializers.Serializer):
-    workspace_id = serializers.IntegerField()
+    workspace_id = serializers.IntegerField(source="organization_id")
     allow_peer_assignment = serializers.BooleanField()
     require_supervisor_for_tasks = serializers.BooleanField()
-    default_supervisor_agent_id = serializers.CharField(allow_null=True)
+    default_supervisor_agent_id = serializers.CharField(
+        source="default_supervisor.handle", allow_null=True
+    )
     max_delegation_depth = serializers.IntegerField()
-    stale_after_seconds = StaleAfterSerializer()
+    stale_after_seconds = StaleAfterSerializer(source="*")
     created_at = serializers.DateTimeField(allow_null=True)
     updated_at = serializers.DateTimeField(allow_null=True)
 
@@ -325,7 +340,7 @@ class TeamRulesResponseSerializer(serializers.Serializer):
 
 
 class UnassignedAgentSerializer(serializers.Serializer):
-    id = serializers.CharField()
+    id = serializers.CharField(source="handle")
     name = serializers.CharField()
 
 

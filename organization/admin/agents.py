@@ -320,7 +320,7 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
                     "can_escalate_to_supervisor": role.can_escalate_to_supervisor,
                 },
             )
-            role.pk = saved["id"]
+            role.pk = saved.pk
 
     def get_deleted_objects(self, objs, request):
         deleted = super().get_deleted_objects(objs, request)
