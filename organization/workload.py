@@ -11,8 +11,6 @@ are held and which one is queued at start-up (`register_task_states`, from tasks
 this app never imports `tasks` and no status literal is repeated here.
 """
 
-import functools
-
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import (
     Case,
@@ -31,9 +29,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
 
-from infrastructure.prepared import INT, PreparedQuery
-
-from .models import Agent, AgentStatus
+from .models import Agent, AgentStatus, Organization
 
 # --- the task states, told by the tasks app -------------------------------------------
 
@@ -68,7 +64,7 @@ def queued_status():
     return _state("queued")
 
 
-def _tasks_along(relation: str) -> tuple[QuerySet, str]:
+def tasks_along(relation: str) -> tuple[QuerySet, str]:
     """All rows of the model behind `Agent.<relation>`, and its field that points at the agent."""
     rel = Agent._meta.get_field(relation)
     return rel.related_model._default_manager.all(), rel.field.name
@@ -97,15 +93,24 @@ def workload_count() -> Count:
     return Count(HELD_RELATION, filter=Q(**{f"{HELD_RELATION}__status__in": held_statuses()}))
 
 
+def agents_with_workload(*, org: Organization | int) -> QuerySet[Agent]:
+    """The organization's agents with their team, senior and role, annotated with `current_workload`."""
+    return (
+        Agent.objects.filter(organization=org)
+        .select_related("team", "senior", "hierarchy_role")
+        .annotate(current_workload=workload_count())
+    )
+
+
 def workload_subquery() -> Coalesce:
     """The agent's workload as a correlated subquery (combines with other counts)."""
-    tasks, column = _tasks_along(HELD_RELATION)
+    tasks, column = tasks_along(HELD_RELATION)
     return count_of(tasks.filter(status__in=held_statuses()), column)
 
 
 def workload_subquery_of(agent: Agent) -> Coalesce:
     """One agent's workload as a subquery (to read it with another query of the same statement)."""
-    tasks, column = _tasks_along(HELD_RELATION)
+    tasks, column = tasks_along(HELD_RELATION)
     counted = (
         tasks.filter(**{column: agent, "status__in": held_statuses()})
         .order_by()
@@ -118,13 +123,13 @@ def workload_subquery_of(agent: Agent) -> Coalesce:
 
 def queue_length() -> Coalesce:
     """How many tasks wait in the agent's queue, as a correlated subquery."""
-    tasks, column = _tasks_along(QUEUED_RELATION)
+    tasks, column = tasks_along(QUEUED_RELATION)
     return count_of(tasks.filter(status=queued_status()), column)
 
 
-def _held_counts(agent_ids) -> QuerySet:
+def held_counts(agent_ids) -> QuerySet:
     """(agent id, tasks held) of each agent of `agent_ids` that holds any."""
-    tasks, column = _tasks_along(HELD_RELATION)
+    tasks, column = tasks_along(HELD_RELATION)
     return (
         tasks.filter(**{f"{column}_id__in": agent_ids, "status__in": held_statuses()})
         .values(f"{column}_id")
@@ -132,23 +137,6 @@ def _held_counts(agent_ids) -> QuerySet:
         .values_list(f"{column}_id", "n")
         .order_by()
     )
-
-
-@functools.cache
-def _one_workload() -> PreparedQuery:
-    """One agent's count, compiled once: every move that gives a task counts its target's."""
-    tasks, _ = _tasks_along(HELD_RELATION)
-    return PreparedQuery(tasks.model, lambda agent_id: _held_counts([agent_id]), agent_id=INT)
-
-
-def workloads_of(agent_ids) -> dict[int, int]:
-    """The workload of each agent of `agent_ids`, 0 included, in one query."""
-    ids = sorted(set(agent_ids))
-    if len(ids) == 1:
-        counts = dict(_one_workload().rows(agent_id=ids[0]))
-    else:
-        counts = dict(_held_counts(ids))
-    return {pk: counts.get(pk, 0) for pk in ids}
 
 
 # --- status: Python and SQL, one rule -------------------------------------------------
@@ -227,7 +215,7 @@ def at_capacity(qs: QuerySet[Agent], workload: str = "current_workload") -> Quer
 def offline_with_work(qs: QuerySet[Agent]) -> QuerySet[Agent]:
     """Offline (paused) agents who still have reports or tasks queued for them: work that waits
     on someone who receives nothing."""
-    tasks, column = _tasks_along(QUEUED_RELATION)
+    tasks, column = tasks_along(QUEUED_RELATION)
     queued = tasks.filter(status=queued_status(), **{column: OuterRef("pk")})
     reports = Agent.objects.filter(senior=OuterRef("pk"))
     return qs.filter(is_paused=True).filter(Exists(queued) | Exists(reports))
