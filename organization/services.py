@@ -100,8 +100,8 @@ def agent_set_availability(*, agent: Agent, until: datetime | None) -> Agent:
 
 def agent_open_work(*, agent: Agent) -> tuple[int, int]:
     """(tasks the agent holds, tasks queued for it): the work its deletion has to move on."""
-    held = agent.held_tasks.filter(status__in=workload.held_statuses()).count()
-    queued = agent.queued_tasks.filter(status=workload.queued_status()).count()
+    held = agent.held_tasks.filter(status__in=workload.HELD_STATUSES).count()
+    queued = agent.queued_tasks.filter(status=workload.QUEUED_STATUS).count()
     return held, queued
 
 

@@ -6,12 +6,10 @@
   read) and in SQL (`status_expression`, to filter and sort), side by side below and tested
   to agree (tests/organization/test_status.py).
 
-The task statuses live in the tasks app, which is built on this one: it registers which of them
-are held and which one is queued at start-up (`register_task_states`, from tasks/apps.py), so
-this app never imports `tasks` and no status literal is repeated here.
+Which task statuses count as work is said here, below the tasks app, whose statuses they name
+(tasks/models.py takes its HELD_STATUSES from this module).
 """
 
-from django.core.exceptions import ImproperlyConfigured
 from django.db.models import (
     Case,
     CharField,
@@ -31,37 +29,21 @@ from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
 
 from .models import Agent, AgentStatus, Organization
 
-# --- the task states, told by the tasks app -------------------------------------------
+# --- the task statuses that count as work ----------------------------------------------
+
+# An agent holds a task assigned to it, in progress or blocked: its workload.
+HELD_STATUSES = ("assigned", "in_progress", "blocked")
+# A queued task waits for the agent it is queued for.
+QUEUED_STATUS = "queued"
 
 # The reverse relations the tasks app gives Agent (Task.assignee, Task.queued_for).
 HELD_RELATION = "held_tasks"
 QUEUED_RELATION = "queued_tasks"
 
-_task_states: dict[str, object] = {}
-
-
-def register_task_states(*, held, queued) -> None:
-    """Called once by the tasks app at ready(): the held statuses and the queued status."""
-    _task_states["held"] = tuple(held)
-    _task_states["queued"] = queued
-
-
-def _state(name: str):
-    try:
-        return _task_states[name]
-    except KeyError:
-        raise ImproperlyConfigured(
-            "No task states registered: the tasks app registers them in its ready()."
-        ) from None
-
 
 def held_statuses() -> tuple:
     """The task statuses that count towards an agent's workload."""
-    return _state("held")
-
-
-def queued_status():
-    return _state("queued")
+    return HELD_STATUSES
 
 
 def tasks_along(relation: str) -> tuple[QuerySet, str]:
@@ -90,7 +72,7 @@ def count_of(rows: QuerySet, column: str) -> Coalesce:
 
 def workload_count() -> Count:
     """The agent's workload as a JOIN + COUNT annotation (one agent query, GROUP BY)."""
-    return Count(HELD_RELATION, filter=Q(**{f"{HELD_RELATION}__status__in": held_statuses()}))
+    return Count(HELD_RELATION, filter=Q(**{f"{HELD_RELATION}__status__in": HELD_STATUSES}))
 
 
 def agents_with_workload(*, org: Organization | int) -> QuerySet[Agent]:
@@ -105,14 +87,14 @@ def agents_with_workload(*, org: Organization | int) -> QuerySet[Agent]:
 def workload_subquery() -> Coalesce:
     """The agent's workload as a correlated subquery (combines with other counts)."""
     tasks, column = tasks_along(HELD_RELATION)
-    return count_of(tasks.filter(status__in=held_statuses()), column)
+    return count_of(tasks.filter(status__in=HELD_STATUSES), column)
 
 
 def workload_subquery_of(agent: Agent) -> Coalesce:
     """One agent's workload as a subquery (to read it with another query of the same statement)."""
     tasks, column = tasks_along(HELD_RELATION)
     counted = (
-        tasks.filter(**{column: agent, "status__in": held_statuses()})
+        tasks.filter(**{column: agent, "status__in": HELD_STATUSES})
         .order_by()
         .values(column)
         .annotate(n=Count("pk"))
@@ -124,14 +106,14 @@ def workload_subquery_of(agent: Agent) -> Coalesce:
 def queue_length() -> Coalesce:
     """How many tasks wait in the agent's queue, as a correlated subquery."""
     tasks, column = tasks_along(QUEUED_RELATION)
-    return count_of(tasks.filter(status=queued_status()), column)
+    return count_of(tasks.filter(status=QUEUED_STATUS), column)
 
 
 def held_counts(agent_ids) -> QuerySet:
     """(agent id, tasks held) of each agent of `agent_ids` that holds any."""
     tasks, column = tasks_along(HELD_RELATION)
     return (
-        tasks.filter(**{f"{column}_id__in": agent_ids, "status__in": held_statuses()})
+        tasks.filter(**{f"{column}_id__in": agent_ids, "status__in": HELD_STATUSES})
         .values(f"{column}_id")
         .annotate(n=Count("pk"))
         .values_list(f"{column}_id", "n")
@@ -216,6 +198,6 @@ def offline_with_work(qs: QuerySet[Agent]) -> QuerySet[Agent]:
     """Offline (paused) agents who still have reports or tasks queued for them: work that waits
     on someone who receives nothing."""
     tasks, column = tasks_along(QUEUED_RELATION)
-    queued = tasks.filter(status=queued_status(), **{column: OuterRef("pk")})
+    queued = tasks.filter(status=QUEUED_STATUS, **{column: OuterRef("pk")})
     reports = Agent.objects.filter(senior=OuterRef("pk"))
     return qs.filter(is_paused=True).filter(Exists(queued) | Exists(reports))

@@ -35,9 +35,9 @@ def test_python_status_for_and_the_sql_expression_agree_on_a_grid():
     assert checked == 2 * len(CAPACITIES) * len(WORKLOADS)
 
 
-def test_the_tasks_app_registered_its_held_and_queued_statuses():
+def test_the_tasks_app_counts_the_held_and_queued_statuses_organization_names():
     assert workload.held_statuses() == HELD_STATUSES
-    assert workload.queued_status() == TaskStatus.QUEUED
+    assert workload.QUEUED_STATUS == TaskStatus.QUEUED
 
 
 def test_every_way_of_counting_the_workload_gives_the_same_numbers():
