@@ -112,9 +112,18 @@ def register_tool(
 
     def decorator(handler):
         REGISTRY[name] = Tool(
-            name, description, schema, handler, read_only, needs_agent, title, destructive,
-            idempotent, serializer, accepted if accepted != schema else None,
-        )  # fmt: skip
+            name,
+            description,
+            schema,
+            handler,
+            read_only,
+            needs_agent,
+            title,
+            destructive,
+            idempotent,
+            serializer,
+            accepted if accepted != schema else None,
+        )
         return handler
 
     return decorator

@@ -17,11 +17,23 @@ def agents_of(*, org: Organization) -> QuerySet[Agent]:
 # What the agents API shows of an agent (organization.serializers.AgentSerializer): not the
 # prompts, webhooks or LLM settings of the agent or its senior.
 AGENT_API_FIELDS = (
-    "organization_id", "handle", "name", "role", "team_id", "team__name", "senior_id",
-    "senior__handle", "expertise", "is_paused", "workload_capacity", "availability_until",
-    "hierarchy_role__role", "hierarchy_role__can_assign_to_peers",
-    "hierarchy_role__can_escalate_to_supervisor", "runtime",
-)  # fmt: skip
+    "organization_id",
+    "handle",
+    "name",
+    "role",
+    "team_id",
+    "team__name",
+    "senior_id",
+    "senior__handle",
+    "expertise",
+    "is_paused",
+    "workload_capacity",
+    "availability_until",
+    "hierarchy_role__role",
+    "hierarchy_role__can_assign_to_peers",
+    "hierarchy_role__can_escalate_to_supervisor",
+    "runtime",
+)
 
 
 def agents_for_api(*, org: Organization) -> QuerySet[Agent]:
@@ -35,8 +47,24 @@ def agent_for_api(*, org: Organization, handle: str) -> dict:
     rows = sql.agent_api_rows(organization_id=org.pk, handle=handle)
     if not rows:
         raise NotFound(f"Agent not found: {handle}", "agent_not_found")
-    (handle, name, role, team, team_id, senior, expertise, is_paused, workload, capacity,
-     until, role_id, hierarchy_role, can_assign, can_escalate, runtime) = rows[0]  # fmt: skip
+    (
+        handle,
+        name,
+        role,
+        team,
+        team_id,
+        senior,
+        expertise,
+        is_paused,
+        workload,
+        capacity,
+        until,
+        role_id,
+        hierarchy_role,
+        can_assign,
+        can_escalate,
+        runtime,
+    ) = rows[0]
     return {
         "id": handle,
         "name": name,

@@ -52,40 +52,48 @@ class RosterQuerySerializer(serializers.Serializer):
     """Seed 000's roster params: `GET /api/roster` and the `get_organization_roster` tool."""
 
     filter = serializers.ChoiceField(
-        choices=ROSTER_FILTERS, required=False, default=ROSTER_FILTERS[0],
+        choices=ROSTER_FILTERS,
+        required=False,
+        default=ROSTER_FILTERS[0],
         help_text="Filter roster results",
-    )  # fmt: skip
+    )
     # Blank is "not given", as a query string's `?expertise=` is: both doors answer alike.
     expertise = serializers.CharField(
-        required=False, allow_blank=True,
+        required=False,
+        allow_blank=True,
         help_text="Filter by specific expertise (if filter=by_expertise)",
-    )  # fmt: skip
+    )
     expertise_match = serializers.ChoiceField(
-        choices=EXPERTISE_MATCHES, required=False, default=EXACT,
+        choices=EXPERTISE_MATCHES,
+        required=False,
+        default=EXACT,
         help_text="exact (default, case-sensitive as seed 000) or ignore_case",
-    )  # fmt: skip
+    )
     agent = serializers.CharField(
-        required=False, allow_blank=True,
+        required=False,
+        allow_blank=True,
         help_text="Organization keys and admins: whose roster (agent id).",
-    )  # fmt: skip
+    )
 
 
 class AgentParamSerializer(serializers.Serializer):
     """The `get_my_context` tool: whose context (an agent reads its own)."""
 
     agent = serializers.CharField(
-        required=False, allow_blank=True,
+        required=False,
+        allow_blank=True,
         help_text="Organization keys only: whose context (an agent id).",
-    )  # fmt: skip
+    )
 
 
 class DiscoverQuerySerializer(serializers.Serializer):
     """Seed 002's discovery params: `GET /api/experts` and the `discover_experts` tool."""
 
     agent = serializers.CharField(
-        required=False, allow_blank=True,
+        required=False,
+        allow_blank=True,
         help_text="Organization keys only: whose worktree to look from (an agent id).",
-    )  # fmt: skip
+    )
 
 
 class ColleagueSerializer(serializers.Serializer):
@@ -253,9 +261,10 @@ class TeamRoleRequestSerializer(SeedBodySerializer):
     error_codes = {"role": "invalid_role"}
 
     agent_id = serializers.CharField(
-        help_text="The agent's id (handle).", trim_whitespace=False,
+        help_text="The agent's id (handle).",
+        trim_whitespace=False,
         error_messages={"required": "agent_id is required", "blank": "agent_id is required"},
-    )  # fmt: skip
+    )
     role = serializers.ChoiceField(
         choices=HierarchyRole.values,
         error_messages={"required": ROLE_REFUSED, "invalid_choice": ROLE_REFUSED},
@@ -299,9 +308,12 @@ class TeamRulesRequestSerializer(SeedBodySerializer):
     allow_peer_assignment = StrictBooleanField(required=False)
     require_supervisor_for_tasks = StrictBooleanField(required=False)
     default_supervisor_agent_id = serializers.CharField(
-        required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        trim_whitespace=False,
         help_text="An agent holding the supervisor role; null clears.",
-    )  # fmt: skip
+    )
 
 
 class SecondsField(serializers.IntegerField):

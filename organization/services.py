@@ -116,8 +116,11 @@ def agent_delete(*, caller: Caller, agent: Agent) -> list:
     """
     caller.require_human()
     drop_default_supervisor(agent)
-    moved = [task for _, tasks in agent_leaving.send(sender=Agent, agent=agent, caller=caller)
-             for task in tasks or []]  # fmt: skip
+    moved = [
+        task
+        for _, tasks in agent_leaving.send(sender=Agent, agent=agent, caller=caller)
+        for task in tasks or []
+    ]
     # Locked after the moves and their tasks (a task's row before an agent's, as every move
     # locks them), with its reports, whose senior the deletion clears, by pk as moves lock
     # agents: no move can give it work between this count and the deletion.

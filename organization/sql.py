@@ -116,11 +116,23 @@ def _agent_api_columns(*, organization_id: int, handle: str) -> QuerySet:
 
 # The agents API's fields of one agent, in the order selectors.agent_for_api() unpacks them.
 AGENT_API_COLUMNS = (
-    "handle", "name", "role", "team__name", "team_id", "senior__handle", "expertise_json",
-    "is_paused", "current_workload", "workload_capacity", "availability_until",
-    "hierarchy_role__id", "hierarchy_role__role", "hierarchy_role__can_assign_to_peers",
-    "hierarchy_role__can_escalate_to_supervisor", "runtime",
-)  # fmt: skip
+    "handle",
+    "name",
+    "role",
+    "team__name",
+    "team_id",
+    "senior__handle",
+    "expertise_json",
+    "is_paused",
+    "current_workload",
+    "workload_capacity",
+    "availability_until",
+    "hierarchy_role__id",
+    "hierarchy_role__role",
+    "hierarchy_role__can_assign_to_peers",
+    "hierarchy_role__can_escalate_to_supervisor",
+    "runtime",
+)
 
 
 _AGENT_API_ROW = PreparedQuery(

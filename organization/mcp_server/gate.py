@@ -219,9 +219,11 @@ class McpHttpApp:
             stateless = settings.MCP_STATELESS
         self.stateless = stateless
         self.session_manager = StreamableHTTPSessionManager(
-            app=self.server, json_response=json_response, stateless=stateless,
+            app=self.server,
+            json_response=json_response,
+            stateless=stateless,
             max_request_body_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
-        )  # fmt: skip
+        )
         self._stack: AsyncExitStack | None = None
 
     async def startup(self) -> None:
