@@ -1,9 +1,7 @@
 """Seed 000's `get_organization_roster`: one service behind REST and the tool registry.
 
-One SQL query whatever the organization's size and filter: the filter, the workload and the
-status are all computed by the database (workload.py's expressions), and the rows come back as
-tuples, so the Python left is one dict per colleague. bench/roster.py measures it against a raw
-fetch of the same SQL.
+One SQL query whatever the organization's size and filter: the database computes the filter,
+the workload and the status, and the rows come back as tuples.
 """
 
 import functools
@@ -82,8 +80,8 @@ def _condition(
 @functools.cache
 def _roster_columns() -> QuerySet:
     """`_COLUMNS` over every agent, ordered by handle; roster_queryset() scopes a clone to one
-    organization. Built once per process: resolving these annotations cost as much as the
-    rest of the Python of a by_expertise roster of 2,000 colleagues."""
+    organization. Built once per process: resolving these annotations is the dearest Python of
+    a large roster."""
     return (
         Agent.objects.annotate(
             current_workload=workload_count(),

@@ -22,10 +22,8 @@ from .workload import status_for
 class JSONObjectField(serializers.DictField):
     """A free-form JSON object, or the same object as JSON text.
 
-    OpenAI's strict mode cannot express a free-form object (it closes every object: `{}` only),
-    and the Agents SDK gives up strict mode for a whole tool that has one. So a tool's schema
-    offers it as JSON text alone, the REST schema as either; every door parses the text into
-    the object and takes the object itself too."""
+    OpenAI's strict mode cannot express a free-form object, so a tool offers it as JSON text.
+    """
 
     def to_internal_value(self, data):
         if isinstance(data, str):

@@ -109,10 +109,7 @@ def agent_open_work(*, agent: Agent) -> tuple[int, int]:
 def agent_delete(*, caller: Caller, agent: Agent) -> list:
     """Delete an agent (a human's act); returns the tasks its deletion moved on.
 
-    Its work is not orphaned: the tasks it holds or is queued for are escalated first, each by
-    the engine's own move and event (`agent_leaving`); if any is still left, nothing is deleted
-    (409). The pointers to it that the database clears are audited as the services' writes are:
-    the team rule's default supervisor, its reports' senior.
+    Its tasks are escalated first (`agent_leaving`); if any is left, nothing is deleted (409).
     """
     caller.require_human()
     drop_default_supervisor(agent)

@@ -1,13 +1,7 @@
-"""An agent's workload and status: the one module that computes them.
+"""An agent's workload and status: the one module that computes them, in Python and in SQL.
 
-- Workload: the tasks an agent holds (assigned, in progress, blocked), counted from the tasks
-  on `Agent.held_tasks`; never stored. The queue: the tasks waiting on `Agent.queued_tasks`.
-- Status: seed 000's rule relative to capacity, in Python (`status_for`, for rows already
-  read) and in SQL (`status_expression`, to filter and sort), side by side below and tested
-  to agree (tests/organization/test_status.py).
-
-Which task statuses count as work is said here, below the tasks app, whose statuses they name
-(tasks/models.py takes its HELD_STATUSES from this module).
+The workload counts the tasks an agent holds; the task statuses that count as work are named
+here, below the tasks app (tasks/models.py takes its HELD_STATUSES from this module).
 """
 
 from django.db.models import (

@@ -1,10 +1,6 @@
-"""The admin: one module per model's page, the scoping toolkit other apps' admins use, the chart.
+"""The admin: one module per model's page, the scoping toolkit (`scoping.py`), the org chart.
 
-- `scoping.py` — the toolkit every app's admin uses (OrgScoped, OrgOwnedAdmin, ReadOnlyInline,
-  admin_org_ids, badge and the one status colour map).
-- `organizations.py`, `agents.py`, `teams.py`, `memberships.py`, `expertise_groups.py`,
-  `api_keys.py` — the organization's ModelAdmins (the hierarchy editor); `forms.py` their forms.
-- `chart.py` — the org chart page.
+Importing the page modules registers their ModelAdmins; `forms.py` holds their shared forms.
 """
 
 # Importing the modules registers their ModelAdmins, in this order.

@@ -1,31 +1,7 @@
 """The admin toolkit every app's admin uses: tenant scoping and status badges.
 
-Superusers see everything. Other staff see and edit only the organizations they administer
-(`Membership.is_admin`): every queryset, every foreign-key choice and every permission is
-scoped to those organizations, and being an admin member is what grants the permissions,
-so such a user needs no Django model permissions to work.
-
-- `admin_org_ids(request)` — ids of the organizations the user administers; None for a
-  superuser (all). Cached on the request.
-- `OrgScoped` — mixin for a ModelAdmin or an inline: scopes the queryset, the foreign-key
-  choices (Organization, Agent, Team, users, any model with an `organization` field, whose
-  raw-id box names only rows the form may choose) and every permission to those
-  organizations. Set `org_path` to the lookup from the model to its Organization (default "organization",
-  e.g. "task__organization"); on an inline set `parent_org_path` to the path from the parent
-  object (what Django passes as `obj`) to the Organization, or "pk" when the parent is one.
-- `OrgOwnedAdmin(OrgScoped, admin.ModelAdmin)` — for a model with an `organization` field:
-  adds the organization filter when the user sees several, keeps the organization read-only
-  once the object exists, and limits team/senior choices and autocompletes to it.
-- `ReadOnlyInline(OrgScoped, admin.TabularInline)` — rows written only by services, shown
-  under their parent and never added, changed or deleted in the admin.
-- `human(value)` — a stored choice as people read it (`in_progress` → "In progress").
-- `HumanChoicesFilter` — a choices field's filter with those labels.
-- `breakable(text)` — a long token (an address, a model's name) that a list's column may wrap
-  after its punctuation, never inside a word.
-- `badge(value, kind, label)` — a status as a coloured pill reading `label` (the lists pass
-  `human(value)`); the colours of each kind of status are
-  in the one map `STATUS_COLOURS` (the agents' here; another app's admin module adds its
-  kinds when it loads: `STATUS_COLOURS["task"] = {...}`).
+Superusers see everything; other staff see, edit and are granted permissions for only the
+organizations they administer (`OrgScoped`, `OrgOwnedAdmin`, `ReadOnlyInline`, `badge`).
 """
 
 import functools
@@ -203,13 +179,10 @@ def _has_organization(model) -> bool:
 
 @functools.cache
 def _bounded_dates(changelist_class):
-    """`changelist_class` refusing what the database or the SQL compiler cannot take in a
-    list's query string as any bad filter (Django redirects with `?e=1`), not a 500: a date
-    drill-down past year 9999 (its end of period overflows), `?created_at__year=99999`,
-    `?title__regex=(` (PostgreSQL refuses the pattern as the page counts its rows; SQLite runs
-    REGEXP in Python, whose error reaches us as any OperationalError, so the pattern is
-    compiled here first), a lookup the database has not (`?expertise__contains=x`: SQLite has
-    no JSON containment, NotSupportedError)."""
+    """`changelist_class` refusing, as a bad filter (`?e=1`) and not a 500, what the database
+    or the SQL compiler cannot take in a list's query string (dates past 9999, bad regexes,
+    lookups the database lacks).
+    """
 
     class BoundedDatesChangeList(changelist_class):
         def get_filters(self, request):

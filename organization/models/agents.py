@@ -69,13 +69,9 @@ def named_in_delegation_chain(handle: str) -> models.Q:
 
 
 def handle_of_former_agent(*, organization_id: int, handle: str) -> bool:
-    """True if `handle` is in the delegation chain of a task of the organization while no agent
-    of it holds that handle: a former agent's (deleted) id, which a new agent must not take, or
-    it would see those tasks as if it had been in their chains (one query).
-
-    The match is the tasks app's visibility's (`named_in_delegation_chain`), so whatever would
-    be visible is refused.
-    The Task model is reached through the apps registry: `organization` imports no app above it.
+    """True if `handle` is in a delegation chain of the organization's tasks but no agent holds it:
+    a former agent's id, which a new agent must not take (it would see those tasks). The Task
+    model is reached through the apps registry: `organization` imports no app above it.
     """
     task = apps.get_model("tasks", "Task")
     current = Agent.objects.filter(organization_id=organization_id, handle=handle)
@@ -89,14 +85,10 @@ def handle_of_former_agent(*, organization_id: int, handle: str) -> bool:
 
 
 class Agent(models.Model):
-    """An LLM agent of the organization. `handle` is the public id (`agent-sarah`).
+    """An LLM agent of the organization. `handle` (`agent-sarah`) is its public id, fixed once saved.
 
-    The handle is fixed once the agent exists: tasks name their agents by handle in their
-    delegation chain (visibility and loop detection), the audit trail by handle too. `clean()`
-    refuses a changed one (forms) and `save()` refuses to write one (any other path), comparing
-    with the handle as read (`from_db`: no query). A new agent may not take a former agent's
-    handle (`handle_of_former_agent`). `QuerySet.update()`, `bulk_create()` and `bulk_update()`
-    go around `save()`: code that uses them keeps to these rules itself.
+    `clean()` and `save()` refuse a changed handle or a former agent's; `QuerySet.update()` and
+    the bulk writes go around them, so code using those keeps to these rules itself.
     """
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
