@@ -315,7 +315,7 @@ def test_a_team_or_senior_of_another_organization_is_a_form_error(root_client, d
 
 
 def test_a_handle_posted_to_the_change_page_changes_nothing(root_client, demo):
-    # The id is read-only once the agent exists (tests/organization/test_fixed_handle.py): a
+    # The id is read-only once the agent exists (tests/organization/test_agent_handle.py): a
     # taken one posted anyway is ignored, not a crash nor a rename.
     alex = agent_of(demo, "agent-alex")
     url = change_url(alex)
