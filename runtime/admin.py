@@ -20,14 +20,8 @@ from django.views.decorators.http import require_POST
 from costs.money import usd
 from costs.selectors import cost_subquery
 from organization.admin.agents import AgentAdmin
-from organization.admin.scoping import (
-    STATUS_COLOURS,
-    HumanChoicesFilter,
-    OrgOwnedAdmin,
-    badge,
-    human,
-    two_lines,
-)
+from organization.admin.display import STATUS_COLOURS, HumanChoicesFilter, badge, human, two_lines
+from organization.admin.scoping import OrgOwnedAdmin
 from organization.admin.words import duration
 from organization.models import Agent
 from tasks.admin import TaskAdmin

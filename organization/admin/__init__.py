@@ -1,4 +1,4 @@
-"""The admin: one module per model's page, the scoping toolkit (`scoping.py`), the org chart.
+"""The admin: one module per model's page, the toolkit (`scoping.py`, `display.py`), the chart.
 
 Importing the page modules registers their ModelAdmins; `forms.py` holds their shared forms.
 """

@@ -16,18 +16,15 @@ from ..hierarchy import role_delete, role_set
 from ..models import Agent, AgentRole, AgentRuntime, AgentStatus, HierarchyRole, Organization
 from ..services import agent_delete, agent_open_work, agent_room_changed, agent_set_paused
 from ..workload import at_capacity, offline_with_work, status_for, with_status, workload_count
+from .display import HumanChoicesFilter, badge, human, two_lines
 from .forms import ExpertiseField, OrgUniqueNameForm, expertise_words
 from .history import HistoryAdmin
 from .scoping import (
-    HumanChoicesFilter,
     OrgOwnedAdmin,
     OrgScoped,
     ScopedRelatedFilter,
     admin_org_ids,
-    badge,
-    human,
     sees_several_organizations,
-    two_lines,
 )
 
 

@@ -9,8 +9,9 @@ from django.utils.html import format_html
 
 from ..models import AgentStatus, ApiKey
 from ..services import api_key_issue, api_key_revoke
+from .display import breakable, colour_of, two_lines
 from .history import HistoryAdmin
-from .scoping import OrgOwnedAdmin, breakable, colour_of, two_lines
+from .scoping import OrgOwnedAdmin
 
 
 class KeyStateFilter(admin.SimpleListFilter):

@@ -14,7 +14,7 @@ from django.urls import reverse
 from ..models import Agent, AgentStatus, Organization
 from ..selectors import agents_of
 from ..workload import queue_length, status_for, workload_subquery
-from .scoping import colour_of, human
+from .display import colour_of, human
 
 # Up to this many agents every team starts unfolded; above it, teams start folded (their
 # summary line still tells who is busy, offline or flagged).
