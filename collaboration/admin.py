@@ -22,14 +22,11 @@ from django.utils.timesince import timesince
 
 from infrastructure.errors import DomainError
 from organization.admin.actors import key_name_of, label_words
+from organization.admin.display import STATUS_COLOURS, HumanChoicesFilter, badge, human
 from organization.admin.scoping import (
-    STATUS_COLOURS,
-    HumanChoicesFilter,
     OrgScoped,
     ReadOnlyInline,
     admin_org_ids,
-    badge,
-    human,
     sees_several_organizations,
 )
 from organization.caller import caller_for_admin

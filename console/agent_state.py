@@ -15,7 +15,7 @@ from costs import selectors as cost_selectors
 from costs.budgets import blocking_budget, current_view, state_of
 from costs.metering import Meter
 from costs.models import ZERO, Budget, UsageRecord
-from organization.admin.scoping import colour_of, human
+from organization.admin.display import colour_of, human
 from organization.models import Agent
 from organization.workload import status_for
 from runtime.models import Run

@@ -16,7 +16,7 @@ from collaboration.selectors import session_total_tokens
 from collaboration.synthesis.parsing import first_sentence
 from costs.models import ZERO, UsagePurpose, UsageRecord
 from costs.selectors import MONEY_ZERO
-from organization.admin.scoping import human
+from organization.admin.display import human
 
 from .words import duration, readable, usd
 

@@ -11,7 +11,7 @@ from django.db.models import Count, QuerySet, Window
 
 from costs.selectors import cost_of_task_tree
 from organization.admin.actors import actor_words, key_names
-from organization.admin.scoping import human
+from organization.admin.display import human
 from tasks.models import EventKind, Task, TaskEvent
 from tasks.selectors import comments_of, events_of, subtasks_of
 

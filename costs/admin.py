@@ -18,16 +18,9 @@ from django.utils.html import format_html
 
 from infrastructure.errors import DomainError
 from infrastructure.inputs import parse_id
+from organization.admin.display import STATUS_COLOURS, badge, breakable, human, two_lines
 from organization.admin.history import HistoryAdmin
-from organization.admin.scoping import (
-    STATUS_COLOURS,
-    OrgOwnedAdmin,
-    admin_org_ids,
-    badge,
-    breakable,
-    human,
-    two_lines,
-)
+from organization.admin.scoping import OrgOwnedAdmin, admin_org_ids
 from organization.caller import caller_for_admin
 from organization.models import Organization
 

@@ -33,8 +33,10 @@ from .serializers import (
     TeamRoleListSerializer,
     TeamRoleRequestSerializer,
     TeamRoleResponseSerializer,
+    TeamRoleSerializer,
     TeamRulesRequestSerializer,
     TeamRulesResponseSerializer,
+    TeamRulesSerializer,
     TeamSerializer,
     TeamSummarySerializer,
     ToolSerializer,
@@ -187,7 +189,7 @@ class TeamRolesView(CallerMixin, APIView):
         operation_id="team_roles_list",
     )
     def get(self, request):
-        roles = team.roles_list(caller=self.caller)
+        roles = TeamRoleSerializer(team.roles_list(caller=self.caller), many=True).data
         return Response({"success": True, "roles": roles, "count": len(roles)})
 
     @extend_schema(
@@ -198,7 +200,7 @@ class TeamRolesView(CallerMixin, APIView):
     )
     def post(self, request):
         data = TeamRoleRequestSerializer.validated(request.data)
-        role = team.role_set(caller=self.caller, data=data)
+        role = TeamRoleSerializer(team.role_set(caller=self.caller, data=data)).data
         return Response({"success": True, "role": role}, status=status.HTTP_201_CREATED)
 
 
@@ -210,7 +212,7 @@ class TeamRoleDetailView(CallerMixin, APIView):
         operation_id="team_role_get",
     )
     def get(self, request, agent_id: str):
-        role = team.role_get(caller=self.caller, agent_id=agent_id)
+        role = TeamRoleSerializer(team.role_get(caller=self.caller, agent_id=agent_id)).data
         return Response({"success": True, "role": role})
 
 
@@ -234,7 +236,7 @@ class TeamRulesView(CallerMixin, APIView):
         operation_id="team_rules_get",
     )
     def get(self, request):
-        rules = team.rules_get(caller=self.caller)
+        rules = TeamRulesSerializer(team.rules_get(caller=self.caller)).data
         return Response({"success": True, "rules": rules})
 
     @extend_schema(
@@ -245,7 +247,7 @@ class TeamRulesView(CallerMixin, APIView):
     )
     def post(self, request):
         data = TeamRulesRequestSerializer.validated(request.data)
-        rules = team.rules_set(caller=self.caller, data=data)
+        rules = TeamRulesSerializer(team.rules_set(caller=self.caller, data=data)).data
         # 201 as seed 003's reference implementation answers (its own tests assert it).
         return Response({"success": True, "rules": rules}, status=status.HTTP_201_CREATED)
 
@@ -257,7 +259,8 @@ class TeamSummaryView(CallerMixin, APIView):
         operation_id="team_summary",
     )
     def get(self, request):
-        return Response(team.team_summary(caller=self.caller))
+        summary = team.team_summary(caller=self.caller)
+        return Response(TeamSummarySerializer({"success": True, **summary._asdict()}).data)
 
 
 # --- issue 13 §3: who changed what ----------------------------------------------------

@@ -1,11 +1,7 @@
 """The audit feed (`GET /api/audit`): who changed what in one organization, oldest first.
 
-It reads the historical rows of every audited model (organization/history.py `AUDITED`, so a
-model audited in another app appears without this module importing it) as one union query,
-paginated, then describes each row of the page: when, which object, the action, who, and the
-fields that changed with their values before and after. A page costs the count, the page's
-references, and two queries per kind on it (its rows and the rows before them) plus one per
-kind of object named in foreign keys.
+One union query over every audited model's history (history.py `AUDITED`), paginated; each row
+described with its object, action, actor and fields before and after.
 """
 
 from collections import defaultdict

@@ -6,16 +6,15 @@ An agent key acts as its agent; an organization key acts as a human administrato
 import hashlib
 import hmac
 import secrets
-import weakref
 from dataclasses import dataclass
 
 from axes.backends import AxesStandaloneBackend
-from django.db import connections, router
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
 from infrastructure.inputs import text_problem
 
+from . import sql
 from .models import Agent, ApiKey, Organization
 
 KEY_PREFIX = "ao"
@@ -32,87 +31,6 @@ def generate_key() -> tuple[str, str, str]:
     return f"{KEY_PREFIX}_{prefix}_{secret}", prefix, digest_of(secret)
 
 
-# --- the lookup: one query per request, nothing cached across requests -------------------------
-#
-# Every request reads its key, so the lookup is one statement on the unique index of `prefix` (no
-# sort), written once per database connection: building it through the ORM on every request cost
-# more than running it. Nothing is cached across requests, so a revoked key is refused by the very
-# next one. It reads what requests use — the key, its organization and its agent — except the
-# agent's custom system prompt and the key's and organization's bookkeeping, which Django loads on
-# access, as for any deferred field (only the prompt builder reads the prompt).
-
-
-@dataclass(frozen=True)
-class _Part:
-    """One model's share of the row: its fields read, in the model's order (`Model.from_db`),
-    from `start`, and the converters the ORM would apply to them (position, converters, column)."""
-
-    model: type
-    names: list[str]
-    start: int
-    converting: list[tuple]
-
-    def build(self, row, connection):
-        values = list(row[self.start : self.start + len(self.names)])
-        for position, converters, col in self.converting:
-            for convert in converters:
-                values[position] = convert(values[position], col, connection)
-        return self.model.from_db(connection.alias, self.names, values)
-
-
-_LOOKUP = (  # model, alias, fields not read
-    (ApiKey, "k", ("name", "created_at")),
-    (Organization, "o", ("webhook_secret", "created_at")),
-    (Agent, "a", ("system_prompt",)),
-)
-_KEY_JOINS = ("organization", "agent", "prefix", "revoked_at")
-_plans = weakref.WeakKeyDictionary()
-
-
-def _plan(connection) -> tuple[str, list[_Part]]:
-    """The statement and how to read its row, for this connection's backend (its converters
-    decode JSON, and booleans and dates on SQLite)."""
-    if (plan := _plans.get(connection)) is not None:
-        return plan
-    qn = connection.ops.quote_name
-    columns, parts = [], []
-    for model, alias, unread in _LOOKUP:
-        fields = [f for f in model._meta.concrete_fields if f.name not in unread]
-        converting = []
-        for position, field in enumerate(fields):
-            col = field.get_col(alias)
-            converters = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
-            if converters:
-                converting.append((position, converters, col))
-        parts.append(_Part(model, [f.attname for f in fields], len(columns), converting))
-        columns += [f"{alias}.{qn(f.column)}" for f in fields]
-    key, org, agent = (qn(model._meta.db_table) for model, *_ in _LOOKUP)
-    col = {name: qn(ApiKey._meta.get_field(name).column) for name in _KEY_JOINS}
-    sql = (
-        f"SELECT {', '.join(columns)} FROM {key} k "
-        f"JOIN {org} o ON o.{qn(Organization._meta.pk.column)} = k.{col['organization']} "
-        f"LEFT JOIN {agent} a ON a.{qn(Agent._meta.pk.column)} = k.{col['agent']} "
-        f"WHERE k.{col['prefix']} = %s AND k.{col['revoked_at']} IS NULL"
-    )
-    plan = _plans[connection] = (sql, parts)
-    return plan
-
-
-def _active_key(prefix: str) -> ApiKey | None:
-    """The unrevoked key of `prefix` with its organization and agent, in one query."""
-    connection = connections[router.db_for_read(ApiKey)]
-    sql, (key_part, org_part, agent_part) = _plan(connection)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [prefix])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    key = key_part.build(row, connection)
-    key.organization = org_part.build(row, connection)
-    key.agent = agent_part.build(row, connection) if key.agent_id is not None else None
-    return key
-
-
 def key_from_plaintext(plaintext: str) -> ApiKey | None:
     """The active key matching `plaintext`, or None."""
     try:
@@ -122,7 +40,7 @@ def key_from_plaintext(plaintext: str) -> ApiKey | None:
     # A prefix the database cannot hold as text (NUL) names no key: refused like any other.
     if marker != KEY_PREFIX or text_problem(prefix):
         return None
-    key = _active_key(prefix)
+    key = sql.active_key(prefix)
     if key is None or not hmac.compare_digest(key.digest, digest_of(secret)):
         return None
     return key

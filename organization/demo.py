@@ -1,8 +1,7 @@
 """The demo organization of the seeds (Sarah, Alex, Jordan, Morgan, Taylor …): its people.
 
-Add-only: whatever exists (an agent, a team, a role, a rule) is left exactly as it is, so a demo
-the user has changed stays changed. The demo's work (tasks, a collaboration) is seeded by the
-apps that own it: `tasks.demo` and `collaboration.demo`, called by the `seed_demo` command.
+Add-only, so a demo the user changed stays changed; its tasks and collaboration are seeded by
+`tasks.demo` and `collaboration.demo` (the `seed_demo` command).
 """
 
 from django.core.exceptions import ValidationError

@@ -1,12 +1,10 @@
-"""Seed 003's team hierarchy: agent roles, the organization's team rules, the summary.
+"""Seed 003's team hierarchy: agent roles, the team rules, the summary; returns models.
 
-Every read and write is for an organization key or an admin member (docs/design.md: the
-hierarchy is human-defined; an agent sees its colleagues' hierarchy roles in /api/agents).
-The writes take bodies validated by `TeamRoleRequestSerializer` / `TeamRulesRequestSerializer`
-(which refuse with the seed's own sentences). The order is: invalid input (400) → the agent is
-looked up in the caller's organization (404, so another organization's agent is simply absent)
-→ only a human may read or write (403).
+For an organization key or admin member only: invalid input (400), then the agent looked up in
+the caller's organization (404), then the human check (403). The serializers build the JSON.
 """
+
+from typing import NamedTuple
 
 from django.db import transaction
 
@@ -31,81 +29,58 @@ def _agent_in(org: Organization, agent_id, message: str = "Agent not found in wo
 # --- reads --------------------------------------------------------------------------
 
 
-def role_dict(role: AgentRole) -> dict:
-    """Seed 003's role object; `workspace_id` is the organization, `agent_id` the handle."""
-    return {
-        "id": role.pk,
-        "workspace_id": role.agent.organization_id,
-        "agent_id": role.agent.handle,
-        "agent_name": role.agent.name,
-        "role": role.role,
-        "can_assign_to_peers": role.can_assign_to_peers,
-        "can_escalate_to_supervisor": role.can_escalate_to_supervisor,
-        "created_at": role.created_at,
-        "updated_at": role.updated_at,
-    }
+class TeamSummary(NamedTuple):
+    """Seed 003's summary: who holds which role, who holds none, and the rules."""
+
+    supervisors: list[AgentRole]
+    workers: list[AgentRole]
+    specialists: list[AgentRole]
+    unassigned_agents: list[Agent]
+    rules: TeamRule
 
 
-def rules_dict(rule: TeamRule) -> dict:
-    return {
-        "workspace_id": rule.organization_id,
-        "allow_peer_assignment": rule.allow_peer_assignment,
-        "require_supervisor_for_tasks": rule.require_supervisor_for_tasks,
-        "default_supervisor_agent_id": (
-            rule.default_supervisor.handle if rule.default_supervisor_id else None
-        ),
-        "max_delegation_depth": rule.max_delegation_depth,
-        "stale_after_seconds": {
-            urgency: int(getattr(rule, f"stale_after_{urgency}").total_seconds())
-            for urgency in ("critical", "high", "normal", "low")
-        },
-        "created_at": rule.created_at,
-        "updated_at": rule.updated_at,
-    }
-
-
-def roles_list(*, caller: Caller) -> list[dict]:
+def roles_list(*, caller: Caller) -> list[AgentRole]:
     caller.require_human()
-    return [role_dict(r) for r in roles_of(org=caller.organization).order_by("agent__handle")]
+    return list(roles_of(org=caller.organization).order_by("agent__handle"))
 
 
-def role_get(*, caller: Caller, agent_id: str) -> dict:
+def role_get(*, caller: Caller, agent_id: str) -> AgentRole:
     agent = _agent_in(caller.organization, agent_id)
     caller.require_human()
     role = roles_of(org=caller.organization).filter(agent=agent).first()
     if role is None:
         raise NotFound(f"No role assigned to agent {agent.handle}", "role_not_found")
-    return role_dict(role)
+    return role
 
 
-def rules_get(*, caller: Caller) -> dict:
+def rules_get(*, caller: Caller) -> TeamRule:
+    """The organization's rules; unsaved defaults when none were set."""
     caller.require_human()
-    return rules_dict(team_rule_of(org=caller.organization))
+    return team_rule_of(org=caller.organization)
 
 
-def team_summary(*, caller: Caller) -> dict:
+def team_summary(*, caller: Caller) -> TeamSummary:
     """Who holds which role, who holds none, and the rules (seed 003's summary)."""
     caller.require_human()
     org = caller.organization
     groups = {HierarchyRole.SUPERVISOR: [], HierarchyRole.WORKER: [], HierarchyRole.SPECIALIST: []}
     for role in roles_of(org=org).order_by("agent__handle"):
-        groups[role.role].append(role_dict(role))
+        groups[role.role].append(role)
     unassigned = agents_of(org=org).filter(hierarchy_role__isnull=True).order_by("handle")
-    return {
-        "success": True,
-        "supervisors": groups[HierarchyRole.SUPERVISOR],
-        "workers": groups[HierarchyRole.WORKER],
-        "specialists": groups[HierarchyRole.SPECIALIST],
-        "unassigned_agents": [{"id": a.handle, "name": a.name} for a in unassigned],
-        "rules": rules_dict(team_rule_of(org=org)),
-    }
+    return TeamSummary(
+        supervisors=groups[HierarchyRole.SUPERVISOR],
+        workers=groups[HierarchyRole.WORKER],
+        specialists=groups[HierarchyRole.SPECIALIST],
+        unassigned_agents=list(unassigned),
+        rules=team_rule_of(org=org),
+    )
 
 
 # --- writes -------------------------------------------------------------------------
 
 
 @transaction.atomic
-def role_set(*, caller: Caller, data) -> dict:
+def role_set(*, caller: Caller, data) -> AgentRole:
     """Upsert the role of `data["agent_id"]`; omitted flags keep their value (defaults on create)."""
     role_name = data["role"]
     flags = {name: data.get(name) for name in ROLE_FLAGS}
@@ -126,7 +101,7 @@ def role_set(*, caller: Caller, data) -> dict:
     role.save()
     if role_name != HierarchyRole.SUPERVISOR:
         drop_default_supervisor(agent)
-    return role_dict(role)
+    return role
 
 
 @transaction.atomic
@@ -148,7 +123,7 @@ def drop_default_supervisor(agent: Agent) -> None:
 
 
 @transaction.atomic
-def rules_set(*, caller: Caller, data) -> dict:
+def rules_set(*, caller: Caller, data) -> TeamRule:
     """Update the organization's rules; only the fields present in `data` change."""
     flags = {name: data.get(name) for name in RULE_FLAGS}
     org = caller.organization
@@ -185,4 +160,4 @@ def rules_set(*, caller: Caller, data) -> dict:
     elif clear_supervisor:
         rule.default_supervisor = None
     rule.save()
-    return rules_dict(rule)
+    return rule

@@ -1,31 +1,7 @@
-"""Who changed what (issue 13 §3): django-simple-history, with the actor and the tenant on each row.
+"""Who changed what: django-simple-history rows carrying the actor, the tenant and the label.
 
-Every save and delete of an audited model writes a historical row (simple-history's
-`history_date`, `history_type` and the field values) in the same transaction, plus what this
-module adds to every one of them (`AuditedHistory`):
-
-- the **actor**: a human (`user`: the admin or a session, also in simple-history's
-  `history_user`), an **agent** key (its agent's handle) or an **organization key** (its
-  name, else its prefix), or `system` (a management command, a worker). It comes from the
-  caller's credentials, never from a body: `acting_as(caller)` when a service is run for a
-  caller outside a request (a tool call over MCP), else the request that simple-history's
-  `HistoryRequestMiddleware` exposes (an API key's `KeyUser` once DRF has authenticated it,
-  the logged-in user in the admin);
-- the **organization** of the object, so the feed (organization/audit.py) reads one tenant's
-  rows without joining, even after the object is gone;
-- the object's **label** as it read then (`str(obj)`).
-
-To audit a model, one line in its class, then `makemigrations` of its app:
-
-    history = audited("budget")                      # an `organization` field
-    history = audited("agent_role", organization=lambda role: role.agent.organization_id)
-
-`exclude=` keeps fields out of the history (secrets, bookkeeping written on every request);
-`action=` names a change the feed should call more than "changed" (an API key "revoked").
-Its ModelAdmin gets the history page from `organization.admin.history.HistoryAdmin`. Writes
-that bypass `save()` (`QuerySet.update`) call `record_changes(objs)` after the update.
-
-Imported by organization/models.py: nothing here imports the models at module level.
+One line audits a model: `history = audited("budget")` (then `makemigrations`); writes that
+bypass `save()` call `record_changes(objs)`. Nothing here imports the models at module level.
 """
 
 import contextvars

@@ -1,11 +1,7 @@
-"""`Idempotency-Key` on the POSTs that create: the same key and body from the same caller within
-IDEMPOTENCY_KEY_WINDOW_SECONDS answer the first answer again (status and body) without writing
-again; the key with another method, path or body answers 422 `idempotency_key_reused`.
+"""`Idempotency-Key` on the POSTs that create: the same key and body answer the first answer again.
 
-The key is stored in the transaction of the write, so the two are committed together or not at
-all: after a lost connection (503) a retry with the key either replays the write that happened or
-makes it now. A second request with a key still in flight waits on the unique index for the first
-to end. Only successful answers are kept: an error wrote nothing, so its retry runs afresh.
+The key is stored in the write's own transaction, so a retry either replays the write or makes
+it; another method, path or body with the key answers 422 `idempotency_key_reused`.
 """
 
 import functools

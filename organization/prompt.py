@@ -2,21 +2,8 @@
 
 from django.template.loader import render_to_string
 
-from infrastructure.prepared import INT, INT2, PreparedQuerySet
-
+from . import sql
 from .models import Agent
-from .selectors import agents_with_workload
-
-# The agent as it is now, with its team, senior, role, organization and workload: read for every
-# prompt (each managed run, each context request), compiled once.
-_FRESH = PreparedQuerySet(
-    Agent,
-    lambda organization_id, agent_id: (
-        agents_with_workload(org=organization_id).select_related("organization").filter(pk=agent_id)
-    ),
-    organization_id=INT,
-    agent_id=INT2,
-)
 
 
 def organizational_context(agent: Agent) -> str:
@@ -24,7 +11,7 @@ def organizational_context(agent: Agent) -> str:
 
     Plain text for an LLM, not HTML: the template turns autoescaping off.
     """
-    found = _FRESH.instances(organization_id=agent.organization_id, agent_id=agent.pk)
+    found = sql.fresh_agent(organization_id=agent.organization_id, agent_id=agent.pk)
     if not found:
         raise Agent.DoesNotExist(f"Agent {agent.pk} is gone.")
     fresh = found[0]

@@ -1,10 +1,7 @@
 """The tool registry: one source of truth for REST call-tool, `GET /api/tools` and MCP.
 
-Each app registers its tools in its `tools.py` (imported from `AppConfig.ready`).
-A tool is a name, a description, a validator (the serializer that validates the same input at
-the REST door) and a handler `(caller, validated params) -> JSON-able result`. Its params'
-JSON Schema (the seed's `inputSchema`) is generated from the validator by
-`organization.schema.input_schema_of`, so a tool and its REST endpoint accept the same input.
+A tool is a name, a description, the serializer that validates the same input at the REST door
+(its JSON Schema is the tool's `inputSchema`) and a handler; each app registers its `tools.py`.
 """
 
 import functools
@@ -89,15 +86,8 @@ def register_tool(
 ):
     """Decorator: `@register_tool("get_organization_roster", "…", RosterQuerySerializer, read_only=True)`.
 
-    `validator` is the serializer the REST door validates the same input with; the handler
-    receives its `validated_data`. A bare JSON Schema (a dict) is accepted for a tool that has
-    no REST twin, such as one a test registers; every tool of the apps has a serializer
-    (tests/organization/test_tool_contracts.py).
-
-    `read_only` has no default on purpose: organization keys may call exactly the read-only
-    tools, so a new tool must say whether it writes rather than inherit access by omission.
-    The params are closed (`additionalProperties: false`), as OpenAI's strict mode requires;
-    `title` defaults to the name in words.
+    `read_only` has no default on purpose: a new tool must say whether it writes rather than
+    inherit access by omission (organization keys may call exactly the read-only tools).
     """
     if isinstance(validator, type) and issubclass(validator, serializers.Serializer):
         schema, serializer = input_schema_of(validator), validator
@@ -112,9 +102,18 @@ def register_tool(
 
     def decorator(handler):
         REGISTRY[name] = Tool(
-            name, description, schema, handler, read_only, needs_agent, title, destructive,
-            idempotent, serializer, accepted if accepted != schema else None,
-        )  # fmt: skip
+            name,
+            description,
+            schema,
+            handler,
+            read_only,
+            needs_agent,
+            title,
+            destructive,
+            idempotent,
+            serializer,
+            accepted if accepted != schema else None,
+        )
         return handler
 
     return decorator
@@ -129,11 +128,8 @@ def is_organization_key(caller: Caller) -> bool:
 
 
 def may_use(caller: Caller | None, tool: Tool) -> bool:
-    """Whether `caller` sees and may call `tool`.
-
-    - an agent key: every tool;
-    - an organization key: exactly the read-only tools (issue 5);
-    - an admin member (session): the read-only tools and those that act as no agent.
+    """Whether `caller` sees and may call `tool`: an agent key every tool, an organization key
+    the read-only ones, an admin member (session) those and the ones that act as no agent.
     """
     if caller is None or caller.agent is not None or tool.read_only:
         return True
@@ -199,10 +195,7 @@ def allows_null(schema: dict) -> bool:
 
 def offered(schema: dict) -> dict:
     """`schema` with null also accepted for each optional param, nested ones included: OpenAI's
-    strict mode (the Agents SDK's `convert_schemas_to_strict`) makes the model send every param,
-    and null is how it leaves one out (`without_nulls` drops it). An optional enum lists null
-    among its values too: `get_my_tasks`' `status` has no value meaning "any", so a strict model
-    could only ever list one status of its tasks.
+    strict mode makes the model send every param, and null is how it leaves one out.
     """
     if not isinstance(schema, dict):
         return schema
@@ -237,9 +230,7 @@ def _nullable(schema: dict) -> dict:
 def without_nulls(schema: dict, value: Any) -> Any:
     """`value` with null dropped wherever `schema` does not allow it: null means "not given".
 
-    OpenAI's strict mode lists every param as required and nullable, so its clients (the Agents
-    SDK among them) send null for each optional param they leave out, nested objects included.
-    A required param sent as null is dropped too, and is then refused as missing.
+    OpenAI's strict mode sends null for each optional param left out (a required one: missing).
     """
     if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
         properties = schema["properties"]
@@ -294,11 +285,8 @@ def _shortened(error) -> str:
 
 
 def validate_params(tool: Tool, params: dict) -> dict:
-    """The params as the tool's handler receives them.
-
-    The JSON Schema generated from the validator checks the shape first (JSON types, no
-    unknown param: DRF's serializers coerce and ignore what MCP clients must be told about),
-    then the validator itself checks and converts the values (dates, choices, defaults).
+    """The params as the tool's handler receives them: the JSON Schema checks the shape first
+    (types, no unknown param, which DRF would ignore), then the validator converts the values.
     """
     errors = sorted(tool.schema_validator.iter_errors(params), key=str)
     if errors:

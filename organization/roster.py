@@ -1,23 +1,19 @@
 """Seed 000's `get_organization_roster`: one service behind REST and the tool registry.
 
-One SQL query whatever the organization's size and filter: the filter, the workload and the
-status are all computed by the database (workload.py's expressions), and the rows come back as
-tuples, so the Python left is one dict per colleague. bench/roster.py measures it against a raw
-fetch of the same SQL.
+One SQL query whatever the organization's size and filter: the database computes the filter,
+the workload and the status, and the rows come back as tuples.
 """
 
 import functools
 
 import orjson
-from django.core.exceptions import EmptyResultSet
-from django.db import connection
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from infrastructure.errors import Invalid
 
+from . import sql
 from .models import Agent, Organization
-from .selectors import expertise_terms, holds_expertise
 from .workload import AVAILABLE, status_condition, status_expression, workload_count
 
 ROSTER_FILTERS = ("all", "my_team", "available", "by_expertise")
@@ -62,7 +58,9 @@ def _terms_matching(*, org: Organization, expertise: str, expertise_match: str) 
     if expertise_match == EXACT:
         return [expertise]
     wanted = expertise.casefold()
-    return [term for term in expertise_terms(org=org) if term.casefold() == wanted]
+    return [
+        term for term in sql.expertise_terms(organization_id=org.pk) if term.casefold() == wanted
+    ]
 
 
 def _condition(
@@ -75,15 +73,15 @@ def _condition(
         return status_condition(AVAILABLE)
     if filter == "by_expertise":
         terms = _terms_matching(org=org, expertise=expertise, expertise_match=expertise_match)
-        return holds_expertise(terms)
+        return sql.holds_expertise(terms)
     return None
 
 
 @functools.cache
 def _roster_columns() -> QuerySet:
     """`_COLUMNS` over every agent, ordered by handle; roster_queryset() scopes a clone to one
-    organization. Built once per process: resolving these annotations cost as much as the
-    rest of the Python of a by_expertise roster of 2,000 colleagues."""
+    organization. Built once per process: resolving these annotations is the dearest Python of
+    a large roster."""
     return (
         Agent.objects.annotate(
             current_workload=workload_count(),
@@ -118,21 +116,6 @@ def roster_queryset(
     return qs
 
 
-def _fetch(qs: QuerySet) -> list[tuple]:
-    """The query's rows. On PostgreSQL psycopg already returns the final Python values, so the
-    rows are fetched on a plain cursor, skipping the ORM's per-row conversion pass (which only
-    calls int() on the count there); other backends (SQLite's datetimes are text) keep it."""
-    if connection.vendor != "postgresql":
-        return list(qs)
-    try:
-        sql, params = qs.query.sql_with_params()
-    except EmptyResultSet:  # a condition that matches nothing (no such term): no query to run
-        return []
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-
-
 def _decode_all(texts: list[str]) -> list:
     """Each row's expertise JSON text, decoded in one orjson call (JSONField would json.loads
     each row)."""
@@ -155,7 +138,7 @@ def get_roster(
         expertise=expertise,
         expertise_match=expertise_match,
     )
-    rows = _fetch(qs)
+    rows = sql.rows_of(qs)
     expertises = _decode_all([row[_EXPERTISE_JSON] for row in rows])
     everyone = []
     for row, terms in zip(rows, expertises, strict=True):

@@ -26,9 +26,11 @@ def periodic_seeder(*, name: str, task: str, interval_setting: str):
         from django.conf import settings
 
         ensure_periodic_task(
-            name=name, task=task, every=getattr(settings, interval_setting),
+            name=name,
+            task=task,
+            every=getattr(settings, interval_setting),
             using=kwargs.get("using", "default"),
-        )  # fmt: skip
+        )
 
     seed.__doc__ = f"Seed the beat schedule {name!r} once (organization.schedules)."
     return seed

@@ -1,9 +1,5 @@
 """The API's schema in one place: drf-spectacular extensions, the documented error responses,
-and the JSON Schema of a serializer as a tool's `inputSchema`.
-
-One serializer validates an operation's input at both doors (REST and the tool registry); the
-REST request schema and the tool's params are both drf-spectacular's mapping of it, so the two
-cannot drift apart.
+and a serializer's JSON Schema as a tool's `inputSchema` (so REST and the tool cannot drift).
 """
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -78,12 +74,10 @@ _DROPPED = {"default"}
 
 
 def input_schema_of(serializer_class, *, json_text: bool = True) -> dict:
-    """The JSON Schema (2020-12) of `serializer_class`'s input, for a tool's `inputSchema`:
-    drf-spectacular's request mapping (the one the REST schema is made of) in its OpenAPI 3.1
-    form (nullable as `type: [..., "null"]`), nested serializers inlined, every object with
-    named fields closed (`additionalProperties: false`). With `json_text`, a free-form object
-    (JSONObjectField) is offered as JSON text alone, as a tool publishes it; without, as an
-    object or JSON text, as the registry accepts it."""
+    """The JSON Schema (2020-12) of `serializer_class`'s input, for a tool's `inputSchema`: the
+    REST request mapping with nested serializers inlined and objects closed. `json_text` offers a
+    free-form object as JSON text alone, as a tool publishes it.
+    """
     # Imported here: spectacular's AutoSchema loads DRF's settings, which import the API's
     # exception handler; this module is imported while the apps load.
     from drf_spectacular.openapi import AutoSchema

@@ -1,39 +1,39 @@
 """Reads, already scoped to one organization. Nothing else queries Agent/Team directly."""
 
 import orjson
-from django.db import connection
-from django.db.models import BooleanField, Count, JSONField, Lookup, Q, QuerySet, TextField
-from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast
+from django.db.models import Count, QuerySet
 
-from infrastructure import prepared
 from infrastructure.errors import NotFound
-from infrastructure.prepared import PreparedQuery, PreparedQuerySet
 
+from . import sql
 from .models import Agent, AgentRole, Organization, Team, TeamRule
-from .workload import status_for, workload_count
+from .workload import agents_with_workload, held_counts, status_for
 
 
 def agents_of(*, org: Organization) -> QuerySet[Agent]:
     return Agent.objects.filter(organization=org)
 
 
-def agents_with_workload(*, org: Organization) -> QuerySet[Agent]:
-    return (
-        agents_of(org=org)
-        .select_related("team", "senior", "hierarchy_role")
-        .annotate(current_workload=workload_count())
-    )
-
-
 # What the agents API shows of an agent (organization.serializers.AgentSerializer): not the
 # prompts, webhooks or LLM settings of the agent or its senior.
 AGENT_API_FIELDS = (
-    "organization_id", "handle", "name", "role", "team_id", "team__name", "senior_id",
-    "senior__handle", "expertise", "is_paused", "workload_capacity", "availability_until",
-    "hierarchy_role__role", "hierarchy_role__can_assign_to_peers",
-    "hierarchy_role__can_escalate_to_supervisor", "runtime",
-)  # fmt: skip
+    "organization_id",
+    "handle",
+    "name",
+    "role",
+    "team_id",
+    "team__name",
+    "senior_id",
+    "senior__handle",
+    "expertise",
+    "is_paused",
+    "workload_capacity",
+    "availability_until",
+    "hierarchy_role__role",
+    "hierarchy_role__can_assign_to_peers",
+    "hierarchy_role__can_escalate_to_supervisor",
+    "runtime",
+)
 
 
 def agents_for_api(*, org: Organization) -> QuerySet[Agent]:
@@ -41,36 +41,30 @@ def agents_for_api(*, org: Organization) -> QuerySet[Agent]:
     return agents_with_workload(org=org).only(*AGENT_API_FIELDS)
 
 
-def _agent_api_columns(*, organization_id: int, handle: str) -> QuerySet:
-    return (
-        agents_with_workload(org=organization_id)
-        .filter(handle=handle)
-        .annotate(expertise_json=Cast("expertise", TextField()))
-        .order_by()
-        .values_list(*AGENT_API_COLUMNS)[:1]
-    )
-
-
-# The agents API's fields of one agent, in the order agent_for_api() unpacks them.
-AGENT_API_COLUMNS = (
-    "handle", "name", "role", "team__name", "team_id", "senior__handle", "expertise_json",
-    "is_paused", "current_workload", "workload_capacity", "availability_until",
-    "hierarchy_role__id", "hierarchy_role__role", "hierarchy_role__can_assign_to_peers",
-    "hierarchy_role__can_escalate_to_supervisor", "runtime",
-)  # fmt: skip
-_AGENT_API_ROW = PreparedQuery(
-    Agent, _agent_api_columns, organization_id=prepared.INT, handle=prepared.TEXT
-)
-
-
 def agent_for_api(*, org: Organization, handle: str) -> dict:
     """One agent as the agents API shows it (AgentSerializer's fields), in one query compiled
     once per process; an agent of another organization is as absent as a missing one."""
-    rows = _AGENT_API_ROW.rows(organization_id=org.pk, handle=handle)
+    rows = sql.agent_api_rows(organization_id=org.pk, handle=handle)
     if not rows:
         raise NotFound(f"Agent not found: {handle}", "agent_not_found")
-    (handle, name, role, team, team_id, senior, expertise, is_paused, workload, capacity,
-     until, role_id, hierarchy_role, can_assign, can_escalate, runtime) = rows[0]  # fmt: skip
+    (
+        handle,
+        name,
+        role,
+        team,
+        team_id,
+        senior,
+        expertise,
+        is_paused,
+        workload,
+        capacity,
+        until,
+        role_id,
+        hierarchy_role,
+        can_assign,
+        can_escalate,
+        runtime,
+    ) = rows[0]
     return {
         "id": handle,
         "name": name,
@@ -119,80 +113,15 @@ def roles_of(*, org: Organization) -> QuerySet[AgentRole]:
     return AgentRole.objects.filter(agent__organization=org).select_related("agent")
 
 
-# Read by every recommendation and rule check: compiled once.
-_TEAM_RULE = PreparedQuerySet(
-    TeamRule,
-    lambda organization_id: (
-        TeamRule.objects.filter(organization_id=organization_id)
-        # The default supervisor is escalated to (recommendations show it with its team).
-        .select_related("default_supervisor__team")
-        .order_by("pk")[:1]
-    ),
-    organization_id=prepared.INT,
-)
-
-
 def team_rule_of(*, org: Organization) -> TeamRule:
     """The organization's rules; unsaved defaults when none were set (seed 003)."""
-    rule = next(iter(_TEAM_RULE.instances(organization_id=org.pk)), None)
+    rule = next(iter(sql.team_rules(organization_id=org.pk)), None)
     return rule or TeamRule(organization=org)
-
-
-@JSONField.register_lookup
-class HoldsAnyOf(Lookup):
-    """`<json array>__holds_any_of=[strings]` (PostgreSQL): the array holds one of the strings,
-    exactly — jsonb's `?|` with the strings as one text[] parameter, however many they are (so a
-    prepared statement serves any number of terms)."""
-
-    lookup_name = "holds_any_of"
-    prepare_rhs = False
-
-    def as_sql(self, compiler, connection):
-        lhs, lhs_params = self.process_lhs(compiler, connection)
-        return f"{lhs} ?| %s", [*lhs_params, list(self.rhs)]
-
-
-def holds_expertise(terms: list[str]) -> Q:
-    """Agents whose expertise list holds one of `terms` exactly (case-sensitive, seed 000).
-
-    One SQL condition on every backend: jsonb's `?|` on PostgreSQL (`HoldsAnyOf`), json_each on
-    SQLite (which has no JSON `contains` lookup). No terms match no agent.
-    """
-    if not terms:
-        return Q(pk__in=[])
-    if connection.vendor == "postgresql":
-        return Q(expertise__holds_any_of=list(terms))
-    table = connection.ops.quote_name(Agent._meta.db_table)
-    marks = ", ".join(["%s"] * len(terms))
-    holds = RawSQL(
-        f"EXISTS (SELECT 1 FROM json_each({table}.expertise) WHERE json_each.value IN ({marks}))",
-        list(terms),
-        output_field=BooleanField(),
-    )
-    return Q(holds)
 
 
 def with_expertise(qs: QuerySet[Agent], expertise: str) -> QuerySet[Agent]:
     """Agents whose expertise list holds `expertise` exactly (case-sensitive, seed 000)."""
-    return qs.filter(holds_expertise([expertise]))
-
-
-def expertise_terms(*, org: Organization) -> list[str]:
-    """Every distinct expertise term of the organization's agents, in one query."""
-    table = connection.ops.quote_name(Agent._meta.db_table)
-    if connection.vendor == "postgresql":
-        sql = (
-            f"SELECT DISTINCT jsonb_array_elements_text(expertise) FROM {table} "
-            "WHERE organization_id = %s AND jsonb_typeof(expertise) = 'array'"
-        )
-    else:
-        sql = (
-            f"SELECT DISTINCT json_each.value FROM {table}, json_each({table}.expertise) "
-            f"WHERE {table}.organization_id = %s AND json_type({table}.expertise) = 'array'"
-        )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [org.pk])
-        return [term for (term,) in cursor.fetchall() if isinstance(term, str)]
+    return qs.filter(sql.holds_expertise([expertise]))
 
 
 def teams_with_size(*, org: Organization) -> QuerySet[Team]:
@@ -240,3 +169,13 @@ def reports_to(agent: Agent, senior: Agent) -> bool:
             .first()
         )
     return False
+
+
+def workloads_of(agent_ids) -> dict[int, int]:
+    """The workload of each agent of `agent_ids`, 0 included, in one query."""
+    ids = sorted(set(agent_ids))
+    if len(ids) == 1:
+        counts = dict(sql.held_count_rows(agent_id=ids[0]))
+    else:
+        counts = dict(held_counts(ids))
+    return {pk: counts.get(pk, 0) for pk in ids}

@@ -22,10 +22,8 @@ from .workload import status_for
 class JSONObjectField(serializers.DictField):
     """A free-form JSON object, or the same object as JSON text.
 
-    OpenAI's strict mode cannot express a free-form object (it closes every object: `{}` only),
-    and the Agents SDK gives up strict mode for a whole tool that has one. So a tool's schema
-    offers it as JSON text alone, the REST schema as either; every door parses the text into
-    the object and takes the object itself too."""
+    OpenAI's strict mode cannot express a free-form object, so a tool offers it as JSON text.
+    """
 
     def to_internal_value(self, data):
         if isinstance(data, str):
@@ -52,40 +50,48 @@ class RosterQuerySerializer(serializers.Serializer):
     """Seed 000's roster params: `GET /api/roster` and the `get_organization_roster` tool."""
 
     filter = serializers.ChoiceField(
-        choices=ROSTER_FILTERS, required=False, default=ROSTER_FILTERS[0],
+        choices=ROSTER_FILTERS,
+        required=False,
+        default=ROSTER_FILTERS[0],
         help_text="Filter roster results",
-    )  # fmt: skip
+    )
     # Blank is "not given", as a query string's `?expertise=` is: both doors answer alike.
     expertise = serializers.CharField(
-        required=False, allow_blank=True,
+        required=False,
+        allow_blank=True,
         help_text="Filter by specific expertise (if filter=by_expertise)",
-    )  # fmt: skip
+    )
     expertise_match = serializers.ChoiceField(
-        choices=EXPERTISE_MATCHES, required=False, default=EXACT,
+        choices=EXPERTISE_MATCHES,
+        required=False,
+        default=EXACT,
         help_text="exact (default, case-sensitive as seed 000) or ignore_case",
-    )  # fmt: skip
+    )
     agent = serializers.CharField(
-        required=False, allow_blank=True,
+        required=False,
+        allow_blank=True,
         help_text="Organization keys and admins: whose roster (agent id).",
-    )  # fmt: skip
+    )
 
 
 class AgentParamSerializer(serializers.Serializer):
     """The `get_my_context` tool: whose context (an agent reads its own)."""
 
     agent = serializers.CharField(
-        required=False, allow_blank=True,
+        required=False,
+        allow_blank=True,
         help_text="Organization keys only: whose context (an agent id).",
-    )  # fmt: skip
+    )
 
 
 class DiscoverQuerySerializer(serializers.Serializer):
     """Seed 002's discovery params: `GET /api/experts` and the `discover_experts` tool."""
 
     agent = serializers.CharField(
-        required=False, allow_blank=True,
+        required=False,
+        allow_blank=True,
         help_text="Organization keys only: whose worktree to look from (an agent id).",
-    )  # fmt: skip
+    )
 
 
 class ColleagueSerializer(serializers.Serializer):
@@ -253,9 +259,10 @@ class TeamRoleRequestSerializer(SeedBodySerializer):
     error_codes = {"role": "invalid_role"}
 
     agent_id = serializers.CharField(
-        help_text="The agent's id (handle).", trim_whitespace=False,
+        help_text="The agent's id (handle).",
+        trim_whitespace=False,
         error_messages={"required": "agent_id is required", "blank": "agent_id is required"},
-    )  # fmt: skip
+    )
     role = serializers.ChoiceField(
         choices=HierarchyRole.values,
         error_messages={"required": ROLE_REFUSED, "invalid_choice": ROLE_REFUSED},
@@ -264,11 +271,14 @@ class TeamRoleRequestSerializer(SeedBodySerializer):
     can_escalate_to_supervisor = StrictBooleanField(required=False)
 
 
+# Seed 003's role object of an AgentRole: `workspace_id` is the organization, `agent_id` the handle.
 class TeamRoleSerializer(serializers.Serializer):
     id = serializers.IntegerField()
-    workspace_id = serializers.IntegerField(help_text="The organization's id.")
-    agent_id = serializers.CharField()
-    agent_name = serializers.CharField()
+    workspace_id = serializers.IntegerField(
+        source="agent.organization_id", help_text="The organization's id."
+    )
+    agent_id = serializers.CharField(source="agent.handle")
+    agent_name = serializers.CharField(source="agent.name")
     role = serializers.ChoiceField(choices=HierarchyRole.values)
     can_assign_to_peers = serializers.BooleanField()
     can_escalate_to_supervisor = serializers.BooleanField()
@@ -296,25 +306,40 @@ class TeamRulesRequestSerializer(SeedBodySerializer):
     allow_peer_assignment = StrictBooleanField(required=False)
     require_supervisor_for_tasks = StrictBooleanField(required=False)
     default_supervisor_agent_id = serializers.CharField(
-        required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        trim_whitespace=False,
         help_text="An agent holding the supervisor role; null clears.",
-    )  # fmt: skip
+    )
 
 
+class SecondsField(serializers.IntegerField):
+    """A duration as whole seconds."""
+
+    def to_representation(self, value) -> int:
+        return int(value.total_seconds())
+
+
+# A TeamRule's stale-queue thresholds by urgency (comments, not docstrings: those would enter
+# the OpenAPI schema).
 class StaleAfterSerializer(serializers.Serializer):
-    critical = serializers.IntegerField()
-    high = serializers.IntegerField()
-    normal = serializers.IntegerField()
-    low = serializers.IntegerField()
+    critical = SecondsField(source="stale_after_critical")
+    high = SecondsField(source="stale_after_high")
+    normal = SecondsField(source="stale_after_normal")
+    low = SecondsField(source="stale_after_low")
 
 
+# Seed 003's rules object of a TeamRule (saved, or the unsaved defaults).
 class TeamRulesSerializer(serializers.Serializer):
-    workspace_id = serializers.IntegerField()
+    workspace_id = serializers.IntegerField(source="organization_id")
     allow_peer_assignment = serializers.BooleanField()
     require_supervisor_for_tasks = serializers.BooleanField()
-    default_supervisor_agent_id = serializers.CharField(allow_null=True)
+    default_supervisor_agent_id = serializers.CharField(
+        source="default_supervisor.handle", allow_null=True
+    )
     max_delegation_depth = serializers.IntegerField()
-    stale_after_seconds = StaleAfterSerializer()
+    stale_after_seconds = StaleAfterSerializer(source="*")
     created_at = serializers.DateTimeField(allow_null=True)
     updated_at = serializers.DateTimeField(allow_null=True)
 
@@ -325,7 +350,7 @@ class TeamRulesResponseSerializer(serializers.Serializer):
 
 
 class UnassignedAgentSerializer(serializers.Serializer):
-    id = serializers.CharField()
+    id = serializers.CharField(source="handle")
     name = serializers.CharField()
 
 

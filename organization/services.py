@@ -100,8 +100,8 @@ def agent_set_availability(*, agent: Agent, until: datetime | None) -> Agent:
 
 def agent_open_work(*, agent: Agent) -> tuple[int, int]:
     """(tasks the agent holds, tasks queued for it): the work its deletion has to move on."""
-    held = agent.held_tasks.filter(status__in=workload.held_statuses()).count()
-    queued = agent.queued_tasks.filter(status=workload.queued_status()).count()
+    held = agent.held_tasks.filter(status__in=workload.HELD_STATUSES).count()
+    queued = agent.queued_tasks.filter(status=workload.QUEUED_STATUS).count()
     return held, queued
 
 
@@ -109,15 +109,15 @@ def agent_open_work(*, agent: Agent) -> tuple[int, int]:
 def agent_delete(*, caller: Caller, agent: Agent) -> list:
     """Delete an agent (a human's act); returns the tasks its deletion moved on.
 
-    Its work is not orphaned: the tasks it holds or is queued for are escalated first, each by
-    the engine's own move and event (`agent_leaving`); if any is still left, nothing is deleted
-    (409). The pointers to it that the database clears are audited as the services' writes are:
-    the team rule's default supervisor, its reports' senior.
+    Its tasks are escalated first (`agent_leaving`); if any is left, nothing is deleted (409).
     """
     caller.require_human()
     drop_default_supervisor(agent)
-    moved = [task for _, tasks in agent_leaving.send(sender=Agent, agent=agent, caller=caller)
-             for task in tasks or []]  # fmt: skip
+    moved = [
+        task
+        for _, tasks in agent_leaving.send(sender=Agent, agent=agent, caller=caller)
+        for task in tasks or []
+    ]
     # Locked after the moves and their tasks (a task's row before an agent's, as every move
     # locks them), with its reports, whose senior the deletion clears, by pk as moves lock
     # agents: no move can give it work between this count and the deletion.

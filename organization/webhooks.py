@@ -1,15 +1,7 @@
-"""Where a webhook may point, checked when it is saved and again when it is delivered.
+"""Where a webhook may point, checked when it is saved and again when it is delivered (SSRF).
 
-A `webhook_url` is typed by a tenant, and the worker POSTs to it from inside our network, so
-without a rule it reaches our own loopback, the cloud metadata service (169.254.169.254) or any
-private host (SSRF). The rule: http or https only, and only public addresses — unless
-WEBHOOK_ALLOW_PRIVATE_NETWORKS (local development, the test suite) lifts the address part.
-
-Saving checks what the URL itself says (the scheme, an address literal, `localhost`), its host
-read as the HTTP client reads it. Delivery resolves the host, checks every address it resolves
-to, and connects only to the addresses it checked (`PinnedTransport`; the next one when one does
-not take the connection), so a DNS answer that changes between check and connect (DNS
-rebinding) cannot get around it; redirects are not followed.
+http or https to public addresses only (WEBHOOK_ALLOW_PRIVATE_NETWORKS lifts the address part);
+delivery connects only to the addresses it checked and follows no redirect.
 """
 
 from __future__ import annotations
@@ -199,9 +191,8 @@ class PinnedTransport(httpx.HTTPTransport):
 def post(url: str, *, content: bytes, headers: dict, timeout: float) -> httpx.Response:
     """POST under the rule: raises WebhookRefused, or httpx errors when nothing answers.
 
-    The answer's status and headers only: its body is never read, since httpx's timeout bounds
-    each read, not the whole, and a receiver could send a body that never ends (holding the
-    worker past the attempt's lease, after which another copy would POST again)."""
+    The body of the answer is never read: a receiver could send one that never ends.
+    """
     check_url(url)
     with httpx.Client(
         transport=PinnedTransport(),

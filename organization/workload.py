@@ -1,19 +1,9 @@
-"""An agent's workload and status: the one module that computes them.
+"""An agent's workload and status: the one module that computes them, in Python and in SQL.
 
-- Workload: the tasks an agent holds (assigned, in progress, blocked), counted from the tasks
-  on `Agent.held_tasks`; never stored. The queue: the tasks waiting on `Agent.queued_tasks`.
-- Status: seed 000's rule relative to capacity, in Python (`status_for`, for rows already
-  read) and in SQL (`status_expression`, to filter and sort), side by side below and tested
-  to agree (tests/organization/test_status.py).
-
-The task statuses live in the tasks app, which is built on this one: it registers which of them
-are held and which one is queued at start-up (`register_task_states`, from tasks/apps.py), so
-this app never imports `tasks` and no status literal is repeated here.
+The workload counts the tasks an agent holds; the task statuses that count as work are named
+here, below the tasks app (tasks/models.py takes its HELD_STATUSES from this module).
 """
 
-import functools
-
-from django.core.exceptions import ImproperlyConfigured
 from django.db.models import (
     Case,
     CharField,
@@ -31,44 +21,26 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
 
-from infrastructure.prepared import INT, PreparedQuery
+from .models import Agent, AgentStatus, Organization
 
-from .models import Agent, AgentStatus
+# --- the task statuses that count as work ----------------------------------------------
 
-# --- the task states, told by the tasks app -------------------------------------------
+# An agent holds a task assigned to it, in progress or blocked: its workload.
+HELD_STATUSES = ("assigned", "in_progress", "blocked")
+# A queued task waits for the agent it is queued for.
+QUEUED_STATUS = "queued"
 
 # The reverse relations the tasks app gives Agent (Task.assignee, Task.queued_for).
 HELD_RELATION = "held_tasks"
 QUEUED_RELATION = "queued_tasks"
 
-_task_states: dict[str, object] = {}
-
-
-def register_task_states(*, held, queued) -> None:
-    """Called once by the tasks app at ready(): the held statuses and the queued status."""
-    _task_states["held"] = tuple(held)
-    _task_states["queued"] = queued
-
-
-def _state(name: str):
-    try:
-        return _task_states[name]
-    except KeyError:
-        raise ImproperlyConfigured(
-            "No task states registered: the tasks app registers them in its ready()."
-        ) from None
-
 
 def held_statuses() -> tuple:
     """The task statuses that count towards an agent's workload."""
-    return _state("held")
+    return HELD_STATUSES
 
 
-def queued_status():
-    return _state("queued")
-
-
-def _tasks_along(relation: str) -> tuple[QuerySet, str]:
+def tasks_along(relation: str) -> tuple[QuerySet, str]:
     """All rows of the model behind `Agent.<relation>`, and its field that points at the agent."""
     rel = Agent._meta.get_field(relation)
     return rel.related_model._default_manager.all(), rel.field.name
@@ -94,20 +66,29 @@ def count_of(rows: QuerySet, column: str) -> Coalesce:
 
 def workload_count() -> Count:
     """The agent's workload as a JOIN + COUNT annotation (one agent query, GROUP BY)."""
-    return Count(HELD_RELATION, filter=Q(**{f"{HELD_RELATION}__status__in": held_statuses()}))
+    return Count(HELD_RELATION, filter=Q(**{f"{HELD_RELATION}__status__in": HELD_STATUSES}))
+
+
+def agents_with_workload(*, org: Organization | int) -> QuerySet[Agent]:
+    """The organization's agents with their team, senior and role, annotated with `current_workload`."""
+    return (
+        Agent.objects.filter(organization=org)
+        .select_related("team", "senior", "hierarchy_role")
+        .annotate(current_workload=workload_count())
+    )
 
 
 def workload_subquery() -> Coalesce:
     """The agent's workload as a correlated subquery (combines with other counts)."""
-    tasks, column = _tasks_along(HELD_RELATION)
-    return count_of(tasks.filter(status__in=held_statuses()), column)
+    tasks, column = tasks_along(HELD_RELATION)
+    return count_of(tasks.filter(status__in=HELD_STATUSES), column)
 
 
 def workload_subquery_of(agent: Agent) -> Coalesce:
     """One agent's workload as a subquery (to read it with another query of the same statement)."""
-    tasks, column = _tasks_along(HELD_RELATION)
+    tasks, column = tasks_along(HELD_RELATION)
     counted = (
-        tasks.filter(**{column: agent, "status__in": held_statuses()})
+        tasks.filter(**{column: agent, "status__in": HELD_STATUSES})
         .order_by()
         .values(column)
         .annotate(n=Count("pk"))
@@ -118,37 +99,20 @@ def workload_subquery_of(agent: Agent) -> Coalesce:
 
 def queue_length() -> Coalesce:
     """How many tasks wait in the agent's queue, as a correlated subquery."""
-    tasks, column = _tasks_along(QUEUED_RELATION)
-    return count_of(tasks.filter(status=queued_status()), column)
+    tasks, column = tasks_along(QUEUED_RELATION)
+    return count_of(tasks.filter(status=QUEUED_STATUS), column)
 
 
-def _held_counts(agent_ids) -> QuerySet:
+def held_counts(agent_ids) -> QuerySet:
     """(agent id, tasks held) of each agent of `agent_ids` that holds any."""
-    tasks, column = _tasks_along(HELD_RELATION)
+    tasks, column = tasks_along(HELD_RELATION)
     return (
-        tasks.filter(**{f"{column}_id__in": agent_ids, "status__in": held_statuses()})
+        tasks.filter(**{f"{column}_id__in": agent_ids, "status__in": HELD_STATUSES})
         .values(f"{column}_id")
         .annotate(n=Count("pk"))
         .values_list(f"{column}_id", "n")
         .order_by()
     )
-
-
-@functools.cache
-def _one_workload() -> PreparedQuery:
-    """One agent's count, compiled once: every move that gives a task counts its target's."""
-    tasks, _ = _tasks_along(HELD_RELATION)
-    return PreparedQuery(tasks.model, lambda agent_id: _held_counts([agent_id]), agent_id=INT)
-
-
-def workloads_of(agent_ids) -> dict[int, int]:
-    """The workload of each agent of `agent_ids`, 0 included, in one query."""
-    ids = sorted(set(agent_ids))
-    if len(ids) == 1:
-        counts = dict(_one_workload().rows(agent_id=ids[0]))
-    else:
-        counts = dict(_held_counts(ids))
-    return {pk: counts.get(pk, 0) for pk in ids}
 
 
 # --- status: Python and SQL, one rule -------------------------------------------------
@@ -227,7 +191,7 @@ def at_capacity(qs: QuerySet[Agent], workload: str = "current_workload") -> Quer
 def offline_with_work(qs: QuerySet[Agent]) -> QuerySet[Agent]:
     """Offline (paused) agents who still have reports or tasks queued for them: work that waits
     on someone who receives nothing."""
-    tasks, column = _tasks_along(QUEUED_RELATION)
-    queued = tasks.filter(status=queued_status(), **{column: OuterRef("pk")})
+    tasks, column = tasks_along(QUEUED_RELATION)
+    queued = tasks.filter(status=QUEUED_STATUS, **{column: OuterRef("pk")})
     reports = Agent.objects.filter(senior=OuterRef("pk"))
     return qs.filter(is_paused=True).filter(Exists(queued) | Exists(reports))

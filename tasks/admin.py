@@ -27,15 +27,11 @@ from django.views.decorators.http import require_POST
 from infrastructure.errors import DomainError
 from organization import webhooks
 from organization.admin.actors import key_name_of, label_words
+from organization.admin.display import STATUS_COLOURS, HumanChoicesFilter, badge, breakable, human
 from organization.admin.scoping import (
-    STATUS_COLOURS,
-    HumanChoicesFilter,
     OrgOwnedAdmin,
     ReadOnlyInline,
     admin_org_ids,
-    badge,
-    breakable,
-    human,
     sees_several_organizations,
 )
 from organization.admin.words import duration

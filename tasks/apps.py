@@ -23,15 +23,11 @@ class TasksConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from organization import workload
         from organization.services import agent_gained_room, agent_leaving
 
         from . import tools  # noqa: F401  registers the task tools
-        from .models import HELD_STATUSES, TaskStatus
         from .services import escalate_work_of_leaving_agent, fill_from_queue
 
-        # The workload and queue organization computes (it does not import this app).
-        workload.register_task_states(held=HELD_STATUSES, queued=TaskStatus.QUEUED)
         post_migrate.connect(ensure_stale_sweep_schedule, sender=self)
         post_migrate.connect(ensure_webhook_sweep_schedule, sender=self)
         # Rule 5: a resumed agent, or one given more capacity, receives its queue at once.

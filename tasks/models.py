@@ -5,6 +5,7 @@ from django.db import models
 
 from infrastructure.prepared import insert_new, save_existing
 from organization.models import Agent, Organization
+from organization.workload import HELD_STATUSES as HELD
 
 
 class Urgency(models.TextChoices):
@@ -29,8 +30,9 @@ class TaskStatus(models.TextChoices):
     ESCALATED = "escalated"
 
 
-# The statuses that count towards an agent's workload (docs/design.md § Domain).
-HELD_STATUSES = (TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED)
+# The statuses that count towards an agent's workload (docs/design.md § Domain), as organization
+# names them.
+HELD_STATUSES = tuple(TaskStatus(status) for status in HELD)
 FINISHED_STATUSES = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
 
 

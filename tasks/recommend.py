@@ -16,12 +16,8 @@ from django.utils import timezone
 
 from infrastructure.prepared import INT, INT2, TEXT, PreparedQuerySet
 from organization.models import Agent, ExpertiseGroup, Organization
-from organization.selectors import (
-    agents_with_workload,
-    holds_expertise,
-    reports_below,
-    team_rule_of,
-)
+from organization.selectors import agents_with_workload, reports_below, team_rule_of
+from organization.sql import holds_expertise
 from organization.workload import AVAILABLE_STATUSES, status_for
 
 from .holds import budget_holds

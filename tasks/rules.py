@@ -19,8 +19,7 @@ from infrastructure.errors import Conflict, Forbidden, NotFound
 from infrastructure.prepared import INT, INT2, TEXT, PreparedQuery, PreparedQuerySet
 from organization.caller import Caller
 from organization.models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
-from organization.selectors import reports_to, team_rule_of
-from organization.workload import workloads_of
+from organization.selectors import reports_to, team_rule_of, workloads_of
 
 from .models import FINISHED_STATUSES, ActorKind, Task
 

@@ -30,7 +30,8 @@ from infrastructure.prepared import (
     PreparedQuerySet,
 )
 from organization.models import Agent, Organization, TeamRule
-from organization.workload import workload_subquery_of, workloads_of
+from organization.selectors import workloads_of
+from organization.workload import workload_subquery_of
 
 from . import events, rules
 from .events import snapshot

@@ -13,7 +13,7 @@ from .demo_cache import demo_organization
 from .factories import make_key, make_org
 
 # Collaboration agent threads drop their DB connections as soon as no session runs, so the
-# test database can be dropped at the end (tests/mcp and others run sessions too).
+# test database can be dropped at the end (tests/organization/mcp and others run sessions too).
 settings.COLLAB_IDLE_CLOSE_SECONDS = 0
 # The schema fuzz sends thousands of requests with one key; the throttle still runs (its
 # cache is exercised), at a rate no test reaches. tests/infrastructure/test_throttling.py lowers it.

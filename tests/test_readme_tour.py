@@ -19,8 +19,8 @@ from django.core.management import call_command
 
 from config.celery import app
 from tasks.models import Task
-from tests.mcp.conftest import database_url
-from tests.mcp.live import LiveServer
+from tests.organization.mcp.conftest import database_url
+from tests.organization.mcp.live import LiveServer
 
 # It runs a Celery worker (the tour's managed agents work on it): with the real-worker tests.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]

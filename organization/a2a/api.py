@@ -74,9 +74,11 @@ class AgentCardView(CallerMixin, APIView):
     def get(self, request, agent_id: str):
         base_url = absolute_url(request)
         card = cards.card_for(
-            org=self.caller.organization, handle=agent_id, base_url=base_url,
+            org=self.caller.organization,
+            handle=agent_id,
+            base_url=base_url,
             viewer=self.caller.agent,
-        )  # fmt: skip
+        )
         return Response(card)
 
 
@@ -102,9 +104,11 @@ class AgentCardIndexView(CallerMixin, APIView):
         agents = cards.agents_for_cards(org=self.caller.organization)
         page = paginator.paginate_queryset(agents, request, view=self)
         found = cards.cards_for(page, base_url=absolute_url(request), viewer=self.caller.agent)
-        return Response({
-            "count": paginator.count,
-            "next": paginator.get_next_link(),
-            "previous": paginator.get_previous_link(),
-            "cards": found,
-        })  # fmt: skip
+        return Response(
+            {
+                "count": paginator.count,
+                "next": paginator.get_next_link(),
+                "previous": paginator.get_previous_link(),
+                "cards": found,
+            }
+        )

@@ -1,15 +1,7 @@
 """A2A Agent Cards (protocol 0.3): each agent discoverable by A2A clients.
 
-`skills` are the agent's expertise. What A2A has no field for and we do — seed 000's
-status, workload and capacity, the team and the reporting line, seed 002's runtime
-status — travels in an A2A extension declared in `capabilities.extensions`.
-
-Work is given to an agent through this service (a task assigned to it), so the card's
-endpoint is our tasks API and its security scheme our bearer API key. We do NOT implement
-A2A's message protocol (`message/send`, `tasks/get` …) at that URL, and the card says so:
-in its description, and in a second extension, `work-intake`, marked `required` (a client
-that does not understand it cannot talk to the agent) that tells how work is sent: POST a
-task to the tasks API, or call the tools over MCP or REST call-tool.
+Our extra fields travel in extensions; the card says, in a required `work-intake` extension, that
+work is sent through our tasks API or tools, not A2A's message protocol.
 """
 
 from __future__ import annotations

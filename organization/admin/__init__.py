@@ -1,9 +1,12 @@
-"""The admin: the organization app's registrations, the scoping toolkit, the org chart.
+"""The admin: one module per model's page, the toolkit (`scoping.py`, `display.py`), the chart.
 
-- `scoping.py` — the toolkit every app's admin uses (OrgScoped, OrgOwnedAdmin, ReadOnlyInline,
-  admin_org_ids, badge and the one status colour map).
-- `registrations.py` — the organization's ModelAdmins (the hierarchy editor).
-- `chart.py` — the org chart page.
+Importing the page modules registers their ModelAdmins; `forms.py` holds their shared forms.
 """
 
-from . import registrations  # noqa: F401  registers the ModelAdmins
+# Importing the modules registers their ModelAdmins, in this order.
+from . import organizations  # noqa: F401, I001
+from . import agents  # noqa: F401
+from . import teams  # noqa: F401
+from . import memberships  # noqa: F401
+from . import expertise_groups  # noqa: F401
+from . import api_keys  # noqa: F401

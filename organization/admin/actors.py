@@ -1,9 +1,7 @@
-"""Who did it, as the console says it: an organization key by its name.
+"""Who did it, as the console says it: an organization key by its name, not its API label.
 
-The audit rows keep the API's label of the actor (`org-key:<prefix>`, docs/api.md), which the
-filters and the webhooks speak; the console says "key “CI deploy”" instead, reading the names
-of the organization's own keys only (a label names a key of the row's organization, or is left
-as it is)."""
+Only the names of the row's own organization's keys are read; any other label is left as it is.
+"""
 
 import re
 

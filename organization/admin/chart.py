@@ -1,9 +1,6 @@
-"""The org chart: one organization's agents grouped by team, each team the seniors' tree of its
-members, with status, workload and queue (an admin page, linked from the organization's row).
+"""The org chart page: one organization's agents by team, each team its seniors' tree.
 
-A team folds and unfolds (details/summary); an agent whose senior sits in another team heads its
-team's tree and names that senior. Offline (paused) agents who still have reports are flagged at
-the top and on their card. One query for the agents, whatever the organization's size.
+Status, workload and queue on each card, paused agents with reports flagged; one agent query.
 """
 
 from collections import defaultdict
@@ -17,7 +14,7 @@ from django.urls import reverse
 from ..models import Agent, AgentStatus, Organization
 from ..selectors import agents_of
 from ..workload import queue_length, status_for, workload_subquery
-from .scoping import colour_of, human
+from .display import colour_of, human
 
 # Up to this many agents every team starts unfolded; above it, teams start folded (their
 # summary line still tells who is busy, offline or flagged).
@@ -60,11 +57,9 @@ class ChartNode:
 def build_chart(
     agents: list[Agent], everyone: dict[int, Agent] | None = None, reports_of=None
 ) -> list[ChartNode]:
-    """The seniors' tree of `agents` flattened depth-first; roots are agents whose senior is
-    not among them (none, or — for a team's tree — in another team: `everyone` names it).
+    """The seniors' tree of `agents` flattened depth-first; roots have no senior among them.
 
-    Agents the walk cannot reach (a cycle written around model validation) become roots,
-    so every agent is shown exactly once.
+    Agents the walk cannot reach (a cycle written around validation) become roots: each shown once.
     """
     by_pk = {agent.pk: agent for agent in agents}
     everyone = everyone if everyone is not None else by_pk

@@ -1,15 +1,7 @@
-"""The admin's history pages (issue 13 §3): simple-history's, scoped like the rest of the admin.
+"""The admin's history pages: simple-history's, scoped like the rest of the admin, read-only.
 
-`HistoryAdmin` goes first in an audited model's ModelAdmin bases
-(`class AgentAdmin(HistoryAdmin, OrgOwnedAdmin)`): the object's "History" page lists every
-change with who made it (a person, an agent key or an organization key), when, and the
-fields before → after. A staff member who does not administer the object's organization gets
-404, as for the object itself, also for a deleted object's history. The past is read, never
-written back: no revert (SIMPLE_HISTORY_REVERT_DISABLED, and a POST to a version is refused).
-
-`related_histories` adds the history of rows edited inline on the page (an agent's hierarchy
-role; an organization's team rules, through `RelatedHistories` on Django's own history page):
-`(title, kind, lookup from the historical row to this object's pk)`.
+`HistoryAdmin` goes first in an audited model's ModelAdmin bases; `related_histories` adds the
+history of rows edited inline, as `(title, kind, lookup to this object's pk)`.
 """
 
 from django.http import Http404, HttpResponseNotAllowed

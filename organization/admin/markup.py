@@ -1,8 +1,7 @@
 """Model-written Markdown as safe HTML for the console's pages.
 
-Raw HTML in the text is escaped, never passed (`html: False`); a link whose scheme is not a web
-or mail one (`javascript:`, `data:`) stays text (markdown-it's own link check); images are off,
-so a model's answer cannot make a reader's browser fetch an address of its choosing.
+Raw HTML is escaped, non-web link schemes stay text and images are off: a model's answer cannot
+make a reader's browser run or fetch anything.
 """
 
 from django.utils.safestring import SafeString, mark_safe

@@ -1,31 +1,7 @@
-"""The admin toolkit every app's admin uses: tenant scoping and status badges.
+"""The admin toolkit every app's admin uses: tenant scoping.
 
-Superusers see everything. Other staff see and edit only the organizations they administer
-(`Membership.is_admin`): every queryset, every foreign-key choice and every permission is
-scoped to those organizations, and being an admin member is what grants the permissions,
-so such a user needs no Django model permissions to work.
-
-- `admin_org_ids(request)` — ids of the organizations the user administers; None for a
-  superuser (all). Cached on the request.
-- `OrgScoped` — mixin for a ModelAdmin or an inline: scopes the queryset, the foreign-key
-  choices (Organization, Agent, Team, users, any model with an `organization` field, whose
-  raw-id box names only rows the form may choose) and every permission to those
-  organizations. Set `org_path` to the lookup from the model to its Organization (default "organization",
-  e.g. "task__organization"); on an inline set `parent_org_path` to the path from the parent
-  object (what Django passes as `obj`) to the Organization, or "pk" when the parent is one.
-- `OrgOwnedAdmin(OrgScoped, admin.ModelAdmin)` — for a model with an `organization` field:
-  adds the organization filter when the user sees several, keeps the organization read-only
-  once the object exists, and limits team/senior choices and autocompletes to it.
-- `ReadOnlyInline(OrgScoped, admin.TabularInline)` — rows written only by services, shown
-  under their parent and never added, changed or deleted in the admin.
-- `human(value)` — a stored choice as people read it (`in_progress` → "In progress").
-- `HumanChoicesFilter` — a choices field's filter with those labels.
-- `breakable(text)` — a long token (an address, a model's name) that a list's column may wrap
-  after its punctuation, never inside a word.
-- `badge(value, kind, label)` — a status as a coloured pill reading `label` (the lists pass
-  `human(value)`); the colours of each kind of status are
-  in the one map `STATUS_COLOURS` (the agents' here; another app's admin module adds its
-  kinds when it loads: `STATUS_COLOURS["task"] = {...}`).
+Superusers see everything; other staff see, edit and are granted permissions for only the
+organizations they administer (`OrgScoped`, `OrgOwnedAdmin`, `ReadOnlyInline`).
 """
 
 import functools
@@ -37,94 +13,12 @@ from django.contrib.admin.widgets import AutocompleteSelect, ForeignKeyRawIdWidg
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import DataError, NotSupportedError, connection, models
-from django.utils.html import format_html, format_html_join
-from django.utils.safestring import mark_safe
 
 from infrastructure.inputs import parse_id
 
 from ..caller import admin_organizations
-from ..models import Agent, AgentStatus, Organization, Team
+from ..models import Agent, Organization, Team
 from .words import DurationInWordsField, relabel
-
-# --- status badges: one colour map, one helper ---------------------------------------------
-
-DEFAULT_COLOUR = "#6c757d"
-
-# kind of status → {status value: colour}. "agent": the roster's four words (badge, org chart).
-STATUS_COLOURS: dict[str, dict[str, str]] = {
-    "agent": {
-        AgentStatus.IDLE: "#2e7d32",
-        AgentStatus.ACTIVE: "#1565c0",
-        AgentStatus.BUSY: "#e65100",
-        AgentStatus.OFFLINE: "#757575",
-    },
-}
-
-
-def colour_of(kind: str, value: str) -> str:
-    return STATUS_COLOURS.get(kind, {}).get(value, DEFAULT_COLOUR)
-
-
-_CHOICE = re.compile(r"[A-Za-z][A-Za-z_]*")
-
-
-def human(value) -> str:
-    """A stored choice as people read it: `in_progress` → "In progress", `DELEGATE` → "Delegate".
-
-    Lists show these, not the values the API speaks (the choices' own labels are title-cased:
-    "In Progress")."""
-    text = str(value or "")
-    if not _CHOICE.fullmatch(text):
-        return text or "—"  # already words
-    text = text.replace("_", " ").lower()
-    return text[:1].upper() + text[1:]
-
-
-def two_lines(first, second):
-    """A list cell of two lines, the second quieter (a model and its provider)."""
-    return format_html('{}<br><span class="quiet">{}</span>', first, second)
-
-
-def badge(value: str, kind: str, label: str | None = None):
-    """`value` as a coloured pill reading `label` (default: the value itself), with the CSS
-    classes `<kind>-status <kind>-status-<value>`."""
-    return format_html(
-        '<span class="{}-status {}-status-{}" style="display:inline-block;white-space:nowrap;'
-        "padding:1px 8px;border-radius:9px;color:#fff;background:{};font-weight:600;"
-        '">{}</span>',
-        kind,
-        kind,
-        value,
-        colour_of(kind, value),
-        label if label is not None else value,
-    )
-
-
-_BREAK_AFTER = re.compile(r"([/.?&=_:-]+)")
-
-
-def breakable(text: str):
-    """`text` escaped, with a line-break opportunity after each run of an address's or a
-    model name's punctuation: a list's column wraps a long token there, never inside a word."""
-    parts = _BREAK_AFTER.split(str(text or ""))
-    return format_html_join(
-        "", "{}{}", ((part, mark_safe("<wbr>") if i % 2 else "") for i, part in enumerate(parts))
-    )
-
-
-class HumanChoicesFilter(admin.ChoicesFieldListFilter):
-    """A choices filter reading as the lists do ("In progress", not "In Progress"); a label
-    the model gives by hand is kept."""
-
-    def choices(self, changelist):
-        readable = {
-            str(label): human(value)
-            for value, label in self.field.flatchoices
-            if str(label) in (str(value), str(value).replace("_", " ").title())
-        }
-        for choice in super().choices(changelist):
-            yield {**choice, "display": readable.get(str(choice["display"]), choice["display"])}
-
 
 # --- who administers what ------------------------------------------------------------------
 
@@ -203,13 +97,10 @@ def _has_organization(model) -> bool:
 
 @functools.cache
 def _bounded_dates(changelist_class):
-    """`changelist_class` refusing what the database or the SQL compiler cannot take in a
-    list's query string as any bad filter (Django redirects with `?e=1`), not a 500: a date
-    drill-down past year 9999 (its end of period overflows), `?created_at__year=99999`,
-    `?title__regex=(` (PostgreSQL refuses the pattern as the page counts its rows; SQLite runs
-    REGEXP in Python, whose error reaches us as any OperationalError, so the pattern is
-    compiled here first), a lookup the database has not (`?expertise__contains=x`: SQLite has
-    no JSON containment, NotSupportedError)."""
+    """`changelist_class` refusing, as a bad filter (`?e=1`) and not a 500, what the database
+    or the SQL compiler cannot take in a list's query string (dates past 9999, bad regexes,
+    lookups the database lacks).
+    """
 
     class BoundedDatesChangeList(changelist_class):
         def get_filters(self, request):

@@ -1,13 +1,7 @@
 """Seed 002's expert discovery, for agents that live in a git worktree and speak files.
 
-- `manifest.py` — the expert manifest and where its files are (AGENT_ORG_MANIFEST_DIR).
-- `status.py` — runtime status: reported over the API or written to a status file.
-- `experts.py` — discovery: the experts sharing the caller's worktree.
-- `tools.py` — the `discover_experts` tool; `api.py` and `urls.py` — the REST views.
-- `prompt.py` — the expert-discovery subagent prompt.
-- `signals.py` — the manifest refresh on commit when an expert's identity changes.
-
-The names the REST views (`api.py`) use are re-exported here.
+The manifest, runtime status, discovery, its tool, REST views, subagent prompt and manifest
+refresh each have a module; the names the REST views use are re-exported here.
 """
 
 from .experts import discover

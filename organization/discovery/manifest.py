@@ -1,7 +1,6 @@
-"""Seed 002's expert manifest: a JSON array of `{expert_id, name, role, worktree_path,
-agent_id}`, one entry per agent of the organization whatever its state, sorted by `expert_id`
-(the agent's primary key: a stable integer), `[]` for none, written atomically under
-`<AGENT_ORG_MANIFEST_DIR>/<org slug>/`; and where the status files sit beside it.
+"""Seed 002's expert manifest: one `{expert_id, name, role, worktree_path, agent_id}` per agent,
+sorted by `expert_id`, written atomically under `<AGENT_ORG_MANIFEST_DIR>/<org slug>/`, beside
+the status files.
 """
 
 import contextlib

@@ -1,13 +1,7 @@
-"""The one side effect the design asks for: the manifest refresh (seed 002's freshness).
+"""The manifest refresh on commit when an expert's identity or worktree changes (seed 002).
 
-With `AGENT_ORG_MANIFEST_DIR` set, an organization's manifest is regenerated when a change
-alters an expert's identity or worktree — an agent created, deleted, renamed (its name: its
-id is fixed), its job title changed, its worktree assigned or cleared — in the on-commit hook
-of the transaction that made the change, and only then: a rolled-back change writes nothing,
-and a save that touches other fields (pause, expertise, workload …) schedules nothing.
-
-`QuerySet.update()` sends no signals; code that bulk-updates those fields calls
-`discovery.manifest.refresh_manifest(org_id)` itself.
+A rolled-back change writes nothing; `QuerySet.update()` sends no signal, so code that
+bulk-updates those fields calls `discovery.manifest.refresh_manifest(org_id)` itself.
 """
 
 from dataclasses import dataclass

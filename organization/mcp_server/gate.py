@@ -45,11 +45,10 @@ RPC_REFUSED = -32000
 async def send_refusal(
     send, status: int, message: str, code: str, headers: list | None = None
 ) -> None:
-    """A refusal MCP clients can report: a JSON-RPC error (`id` null: the gate reads no body)
-    whose message is our sentence and whose `data` is our code and status, also carrying
-    `success` and `code` at the top, where a plain HTTP client reads them. The SDK shows the
-    error's message; a bare error status it reports only as "Server returned an error
-    response"."""
+    """A refusal MCP clients can report: a JSON-RPC error (`id` null) whose message is our
+    sentence and whose `data` is our code and status, with `success` and `code` at the top too
+    (the SDK reports a bare error status only as "Server returned an error response").
+    """
     rpc_code = RPC_KEY_REFUSED if status == 401 else RPC_REFUSED
     body = {
         "jsonrpc": "2.0",
@@ -86,9 +85,7 @@ def origin_allowed(origin: str, allowed: list[str]) -> bool:
 def refusal_of(scope) -> tuple[int, dict] | None:
     """Host and Origin, checked before anything else (DNS rebinding, cross-site browsers).
 
-    /mcp does not pass through Django, so its Host is checked here against the same
-    ALLOWED_HOSTS. The SDK's own TransportSecuritySettings would answer text/plain and takes no
-    Django host patterns, so the rule lives here and answers our error shape.
+    /mcp does not pass through Django, so its Host is checked here against ALLOWED_HOSTS.
     """
     host = header_of(scope, b"host") or ""
     domain, _ = split_domain_port(host)
@@ -200,15 +197,10 @@ async def checked_body(scope, receive, send):
 
 
 class McpHttpApp:
-    """ASGI app for /mcp: checks the key of every request, then hands over to the SDK.
+    """ASGI app for /mcp: checks host, origin, body and key of every request, then hands over.
 
-    A Host outside ALLOWED_HOSTS → 400 `disallowed_host`; a browser Origin outside
-    MCP_ALLOWED_ORIGINS → 403 `origin_not_allowed` (an allowed one gets CORS headers, and its
-    preflight a 204). A POST not application/json → 415 `unsupported_media_type`, over
-    DATA_UPLOAD_MAX_MEMORY_SIZE → 413 `too_large`. No key → 401 `authentication_required`; a bad or revoked key → 401
-    `authentication_failed` (our error shape, with `WWW-Authenticate: Bearer`). The key is
-    also handed to the SDK as its authenticated user, so a stateful MCP session
-    (MCP_STATELESS=false) can only be continued with the key that opened it.
+    Refusals answer our error shape; the key is also the SDK's authenticated user, so a
+    stateful session can only be continued with the key that opened it.
     """
 
     def __init__(self, *, json_response: bool = True, stateless: bool | None = None):
@@ -219,9 +211,11 @@ class McpHttpApp:
             stateless = settings.MCP_STATELESS
         self.stateless = stateless
         self.session_manager = StreamableHTTPSessionManager(
-            app=self.server, json_response=json_response, stateless=stateless,
+            app=self.server,
+            json_response=json_response,
+            stateless=stateless,
             max_request_body_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
-        )  # fmt: skip
+        )
         self._stack: AsyncExitStack | None = None
 
     async def startup(self) -> None:

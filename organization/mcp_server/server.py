@@ -1,8 +1,6 @@
 """The MCP server: the registry's tools and the agent prompts, as seen by each request's caller.
 
-Who calls comes only from the API key: the one the /mcp gate checked for each HTTP request
-(`gate.py`), or the `--key` the stdio process was started with, checked again on each request
-(`serve_stdio`).
+The caller comes only from the API key: the one the /mcp gate checked, or the stdio `--key`.
 """
 
 import os
@@ -178,9 +176,7 @@ def build_server(caller_source: CallerSource = caller_of_request) -> Server:
 def stdio_configuration_problem() -> str | None:
     """Why this process cannot serve as the service would, or None.
 
-    The stdio server reads the service's configuration from the environment its host passes.
-    On PostgreSQL the service's workers read a broker server (REDIS_URL): without one this
-    process would queue work on the embedded default, files under VAR_DIR no worker reads.
+    On PostgreSQL without REDIS_URL, work it queued would wait in a broker no worker reads.
     """
     explicit_broker = os.environ.get("CELERY_BROKER_URL", "").strip()
     if connections["default"].vendor == "sqlite" or explicit_broker:

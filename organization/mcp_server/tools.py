@@ -1,7 +1,6 @@
-"""The registry's tools over MCP: `tools/list` is `registry.tools_for(caller)` and `tools/call`
-is `registry.call_tool(caller, ...)`, so a tool registered by any app appears here with the same
-name, description and input schema as on REST call-tool. A result is the tool's JSON (as REST
-renders it) in one text block.
+"""The registry's tools over MCP: `tools/list` and `tools/call` are the registry's, so every
+tool has the same name, description and input schema as on REST call-tool; a result is the
+tool's JSON in one text block.
 """
 
 from typing import Any
@@ -19,7 +18,7 @@ def tool_result(value: Any) -> types.CallToolResult:
     """The tool's JSON as one text block: what an LLM host reads, and what a program parses.
 
     No `structuredContent` copy: the tools declare no output schema, and validating a large
-    nested copy on both ends cost more than the whole REST request (bench/mcp.py).
+    nested copy on both ends is dear (bench/mcp.py).
     """
     return types.CallToolResult(content=[types.TextContent(type="text", text=to_json_text(value))])
 

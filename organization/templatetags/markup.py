@@ -3,8 +3,8 @@
 
 from django import template
 
+from ..admin.display import human
 from ..admin.markup import markdown_html
-from ..admin.scoping import human
 
 register = template.Library()
 

@@ -10,11 +10,8 @@ from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
-from organization.admin.registrations import AgentAdmin
-from organization.admin.scoping import (
-    badge,
-    human,
-)
+from organization.admin.agents import AgentAdmin
+from organization.admin.display import badge, human
 from organization.models import Agent
 from tasks.admin import TaskAdmin
 from tasks.models import Task

@@ -10,14 +10,8 @@ from django.utils.html import format_html, format_html_join
 
 from costs.money import usd
 from costs.selectors import cost_subquery
-from organization.admin.scoping import (
-    STATUS_COLOURS,
-    HumanChoicesFilter,
-    OrgOwnedAdmin,
-    badge,
-    human,
-    two_lines,
-)
+from organization.admin.display import STATUS_COLOURS, HumanChoicesFilter, badge, human, two_lines
+from organization.admin.scoping import OrgOwnedAdmin
 from organization.admin.words import duration
 from tasks.models import Task
 

@@ -5,7 +5,7 @@ import json
 from django.urls import reverse
 from django.utils.html import format_html
 
-from organization.admin.scoping import human
+from organization.admin.display import human
 
 from ..models import Run
 

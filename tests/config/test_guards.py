@@ -10,7 +10,7 @@ import pytest
 from config.asgi import build_asgi_application
 from config.guards import guarded
 from tests.factories import make_key, make_org
-from tests.mcp.live import LiveServer, raw_http
+from tests.organization.mcp.live import LiveServer, raw_http
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

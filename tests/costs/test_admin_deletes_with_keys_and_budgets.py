@@ -27,7 +27,7 @@ def root(admin_client):
 def test_an_agent_with_an_api_key_can_be_deleted_in_the_admin(root, cast, how):
     """docs/admin.md: "Deleting an agent (its page or the bulk action) first escalates every
     task it holds …". Alex holds no task, but has an agent key (as every agent that calls the
-    API does). The delete cascades to the key; `ApiKey.__str__` (organization/models.py) reads
+    API does). The delete cascades to the key; `ApiKey.__str__` (organization/models/keys.py) reads
     `self.agent.handle` of the agent already deleted in the same collector run → 500."""
     assert ApiKey.objects.filter(agent=cast.alex).exists()
     if how == "page":

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from infrastructure import throttling
 from tests.conftest import KeyClient
 from tests.factories import make_agent, make_key, make_org
-from tests.mcp.live import LiveServer, raw_http
+from tests.organization.mcp.live import LiveServer, raw_http
 
 BAD_KEY = "ao_000000000000_not-a-real-secret"
 _addresses = itertools.count(random.randrange(2**23))

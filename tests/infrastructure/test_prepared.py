@@ -16,7 +16,8 @@ from infrastructure.prepared import (
     save_existing,
 )
 from organization.models import Agent
-from organization.selectors import agents_with_workload, holds_expertise
+from organization.selectors import agents_with_workload
+from organization.sql import holds_expertise
 from tasks.models import Task, TaskStatus
 from tests.factories import give_tasks, make_agent, make_org, make_team
 

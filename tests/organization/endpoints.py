@@ -2,6 +2,7 @@
 
 from organization.models import AgentRole, TeamRule
 from tests.factories import make_agent, make_team
+from tests.organization.discovery.endpoints import ENDPOINTS as DISCOVERY_ENDPOINTS
 from tests.tenancy import COLLECTION, Endpoint
 
 
@@ -63,4 +64,6 @@ ENDPOINTS = [
     Endpoint("GET", "/api/team/summary", a_supervisor, kind=COLLECTION, callers=("org",)),
     # Who changed what (issue 13 §3): organization keys only (an agent key answers 403).
     Endpoint("GET", "/api/audit", a_supervisor, kind=COLLECTION, callers=("org",)),
+    # Expert discovery and agent cards (tests/organization/discovery/endpoints.py).
+    *DISCOVERY_ENDPOINTS,
 ]

@@ -109,8 +109,10 @@ def form_of(client, url: str, form_id: str) -> dict:
     reader = FormReader(form_id)
     reader.feed(response.content.decode())
     assert reader.data, f"no form {form_id} at {url}"
-    return {name: values if len(values) > 1 else (values[0] if values else "")
-            for name, values in reader.data.items()}  # fmt: skip
+    return {
+        name: values if len(values) > 1 else (values[0] if values else "")
+        for name, values in reader.data.items()
+    }
 
 
 def change_url(obj) -> str:
@@ -140,8 +142,13 @@ def test_agent_changelist_shows_the_hierarchy_status_and_workload(root_client, d
     assert response.status_code == 200
     html = response.content.decode()
     row = row_of(html, "agent-jordan")
-    for expected in ["Jordan", "DevOps Engineer", "Infrastructure", 'title="agent-sam">Sam<',
-                     "Worker"]:  # fmt: skip
+    for expected in [
+        "Jordan",
+        "DevOps Engineer",
+        "Infrastructure",
+        'title="agent-sam">Sam<',
+        "Worker",
+    ]:
         assert expected in row
     assert "5/5" in row
     assert "agent-status-busy" in row
@@ -308,7 +315,7 @@ def test_a_team_or_senior_of_another_organization_is_a_form_error(root_client, d
 
 
 def test_a_handle_posted_to_the_change_page_changes_nothing(root_client, demo):
-    # The id is read-only once the agent exists (tests/organization/test_fixed_handle.py): a
+    # The id is read-only once the agent exists (tests/organization/test_agent_handle.py): a
     # taken one posted anyway is ignored, not a crash nor a rename.
     alex = agent_of(demo, "agent-alex")
     url = change_url(alex)
@@ -599,9 +606,14 @@ def test_staff_member_choices_and_autocomplete_stay_in_their_organization(bob_cl
     assert not form.fields["senior"].queryset.filter(organization=rival).exists()
     response = bob_client.get(
         "/admin/autocomplete/",
-        {"org_scope": rival.pk, "term": "", "app_label": "organization", "model_name": "agent",
-         "field_name": "senior"},
-    )  # fmt: skip
+        {
+            "org_scope": rival.pk,
+            "term": "",
+            "app_label": "organization",
+            "model_name": "agent",
+            "field_name": "senior",
+        },
+    )
     assert response.json()["results"] == []
     response = bob_client.post(
         reverse("admin:organization_apikey_add"), {"organization": rival.pk, "name": "steal"}
@@ -721,9 +733,14 @@ def test_admin_ids_typed_in_the_url_that_are_no_database_id_never_answer_500(
     assert add.status_code == 200
     autocomplete = root_client.get(
         "/admin/autocomplete/",
-        {"org_scope": bad, "term": "", "app_label": "organization", "model_name": "agent",
-         "field_name": "senior"},
-    )  # fmt: skip
+        {
+            "org_scope": bad,
+            "term": "",
+            "app_label": "organization",
+            "model_name": "agent",
+            "field_name": "senior",
+        },
+    )
     assert autocomplete.status_code == 200
 
 

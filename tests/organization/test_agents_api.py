@@ -128,9 +128,12 @@ def test_the_number_of_queries_does_not_grow_with_the_organization(demo, org_cli
     for _ in range(40):
         team = make_team(demo)
         agent = make_agent(
-            demo, team=team, senior=agent_of(demo, "agent-sam"), expertise=["AWS"],
+            demo,
+            team=team,
+            senior=agent_of(demo, "agent-sam"),
+            expertise=["AWS"],
             hierarchy_role="worker",
-        )  # fmt: skip
+        )
         give_tasks(agent, 4)
     assert count_queries(client, url, params) == small
     assert small <= 4
@@ -142,8 +145,13 @@ def test_one_agent_reads_exactly_as_the_list_serializes_it(demo, org_client):
     and no role, reads field for field as AgentSerializer renders it in the list."""
     from datetime import UTC, datetime
 
-    make_agent(demo, "agent-loner", expertise=[], workload_capacity=0,
-               availability_until=datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC))  # fmt: skip
+    make_agent(
+        demo,
+        "agent-loner",
+        expertise=[],
+        workload_capacity=0,
+        availability_until=datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC),
+    )
     client = org_client(demo)
     listed = client.get("/api/agents", {"limit": 100}).json()["results"]
     assert len(listed) == 8
@@ -156,8 +164,9 @@ def test_one_agent_reads_exactly_as_the_list_serializes_it(demo, org_client):
     )
 
 
-def test_one_agent_is_two_queries_and_another_organizations_is_404(demo, org_client,
-                                                                    django_assert_num_queries):  # fmt: skip
+def test_one_agent_is_two_queries_and_another_organizations_is_404(
+    demo, org_client, django_assert_num_queries
+):
     from tests.factories import make_org
 
     client = org_client(demo)

@@ -194,9 +194,15 @@ def test_a_task_id_that_is_no_database_id_is_404(sarah_key, task_id):
 
 @pytest.mark.parametrize(
     "query",
-    ["limit=99999999999999999999", "offset=99999999999999999999", "limit=abc", "limit=0",
-     "offset=-1", "limit=%C2%B2"],
-)  # fmt: skip
+    [
+        "limit=99999999999999999999",
+        "offset=99999999999999999999",
+        "limit=abc",
+        "limit=0",
+        "offset=-1",
+        "limit=%C2%B2",
+    ],
+)
 def test_a_limit_or_offset_that_is_no_whole_number_is_400_invalid(sarah_key, query):
     for path in ("/api/agents", "/api/tasks", "/api/inbox", "/api/collaborations"):
         assert_error(raw_client(sarah_key).get(f"{path}?{query}"), 400, "invalid")

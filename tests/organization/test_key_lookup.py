@@ -27,9 +27,14 @@ def acme(db):
     team = make_team(org, "Development")
     boss = make_agent(org, "agent-boss", team=team)
     sarah = make_agent(
-        org, "agent-sarah", team=team, senior=boss, expertise=["React"], hierarchy_role="worker",
+        org,
+        "agent-sarah",
+        team=team,
+        senior=boss,
+        expertise=["React"],
+        hierarchy_role="worker",
         system_prompt="Be kind.",
-    )  # fmt: skip
+    )
     give_tasks(sarah, 3)
     return org
 
@@ -54,8 +59,10 @@ def test_the_lookup_is_one_query_on_the_unique_prefix_without_a_sort(acme):
     with CaptureQueriesContext(connection) as later:
         # What requests read of the caller comes with the key …
         assert (key.organization.slug, key.agent.handle, key.agent.expertise) == (
-            "acme", "agent-sarah", ["React"],
-        )  # fmt: skip
+            "acme",
+            "agent-sarah",
+            ["React"],
+        )
         assert key.agent.organization_id == key.organization.pk
         assert key.agent.is_paused is False and key.agent.workload_capacity == 5
     assert len(later) == 0
@@ -109,8 +116,11 @@ def test_get_an_agent_takes_two_queries(acme, kind, django_assert_max_num_querie
         a for a in client.get("/api/agents").json()["results"] if a["id"] == body["id"]
     )
     assert (body["team"], body["seniorId"], body["current_workload"], body["status"]) == (
-        "Development", "agent-boss", 3, "active",
-    )  # fmt: skip
+        "Development",
+        "agent-boss",
+        3,
+        "active",
+    )
     assert body["hierarchy_role"]["role"] == "worker"
 
 

@@ -16,8 +16,26 @@ pytestmark = pytest.mark.django_db
 
 # Case variants, and terms whose str.casefold() SQL's lower() does not reproduce (ß → ss, the
 # Kelvin sign → k, final sigma): ignore_case must still match exactly what casefold matches.
-TERMS = ["PostgreSQL", "postgresql", "POSTGRESQL", "React", "Straße", "STRASSE", "ß", "SS",
-         "\u212a", "K", "Σ", "ς", "σ", "Été", "ÉTÉ", 'say "hi"', "back\\slash", "a,b"]  # fmt: skip
+TERMS = [
+    "PostgreSQL",
+    "postgresql",
+    "POSTGRESQL",
+    "React",
+    "Straße",
+    "STRASSE",
+    "ß",
+    "SS",
+    "\u212a",
+    "K",
+    "Σ",
+    "ς",
+    "σ",
+    "Été",
+    "ÉTÉ",
+    'say "hi"',
+    "back\\slash",
+    "a,b",
+]
 STATUSES = list(TaskStatus.values)
 
 

@@ -309,8 +309,12 @@ def test_an_agent_key_cannot_read_the_hierarchy_either(org, alice, bob, agent_cl
     reads included (as /api/audit); an agent sees its colleagues' hierarchy roles in /api/agents."""
     AgentRole.objects.create(agent=alice, role="supervisor")
     client = agent_client(bob)
-    for path in ("/api/team/roles", "/api/team/roles/agent-alice", "/api/team/rules",
-                 "/api/team/summary"):  # fmt: skip
+    for path in (
+        "/api/team/roles",
+        "/api/team/roles/agent-alice",
+        "/api/team/rules",
+        "/api/team/summary",
+    ):
         response = client.get(path)
         assert response.status_code == 403, (path, response.content)
         assert response.json() == {
@@ -361,10 +365,12 @@ def test_default_supervisor_can_be_cleared_with_null(admin, org, alice):
 @pytest.mark.parametrize(
     "body, message",
     [
-        ({"agent_id": "agent-alice", "role": "worker", "can_assign_to_peers": "yes"},
-         "can_assign_to_peers must be a boolean"),
+        (
+            {"agent_id": "agent-alice", "role": "worker", "can_assign_to_peers": "yes"},
+            "can_assign_to_peers must be a boolean",
+        ),
         (["agent-alice"], "The request body must be a JSON object"),
     ],
-)  # fmt: skip
+)
 def test_malformed_role_bodies_are_400(admin, alice, body, message):
     assert_error(admin.post("/api/team/roles", body, "json"), 400, message)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_threshold_no_timestamp_can_hold_is_a_form_error_not_a_broken_sweep(client, demo, value):
     """docs/design.md: "Never a 500 for bad input"; docs/admin.md: the organization page edits
     the stale-queue thresholds, and the dashboard's `stale_queued` counts what the sweep
-    escalates. The TeamRule inline (organization/admin/registrations.py TeamRuleInline, model
+    escalates. The TeamRule inline (organization/admin/organizations.py TeamRuleInline, model
     TeamRule's DurationFields) accepts any duration Python holds, e.g. 999,999,999 days. It is
     saved, and then `now - threshold` (tasks/sweep.py stale_queued) is out of PostgreSQL's
     timestamp range: the admin's index (dashboard) answers 500 and the beat's stale sweep —

@@ -44,11 +44,14 @@ def test_the_tools_and_their_rest_twins_share_one_serializer():
     assert REGISTRY["start_collaboration"].validator is StartCollaborationSerializer
     # A move's tool takes its REST body plus the task_id the REST path names.
     for name, body in [
-        ("assign_task", AssignSerializer), ("delegate_task", DelegateSerializer),
-        ("queue_task", QueueSerializer), ("escalate_task", EscalateSerializer),
-        ("update_task_status", StatusSerializer), ("complete_task", StatusSerializer),
+        ("assign_task", AssignSerializer),
+        ("delegate_task", DelegateSerializer),
+        ("queue_task", QueueSerializer),
+        ("escalate_task", EscalateSerializer),
+        ("update_task_status", StatusSerializer),
+        ("complete_task", StatusSerializer),
         ("comment_on_task", CommentSerializer),
-    ]:  # fmt: skip
+    ]:
         assert issubclass(REGISTRY[name].validator, body), name
         assert set(REGISTRY[name].validator().fields) == {*body().fields, "task_id"}, name
     # A subtask is a task with its parent required.
@@ -74,8 +77,12 @@ class Sample(serializers.Serializer):
 
 def test_the_generated_schema_is_closed_json_schema_without_defaults_or_refs():
     level = {"type": "string", "enum": ["low", "high"], "description": "How much."}
-    config = {"type": "object", "properties": {"level": level}, "required": ["level"],
-              "additionalProperties": False}  # fmt: skip
+    config = {
+        "type": "object",
+        "properties": {"level": level},
+        "required": ["level"],
+        "additionalProperties": False,
+    }
     schema = input_schema_of(Sample)
     assert schema == {
         "type": "object",
@@ -87,7 +94,7 @@ def test_the_generated_schema_is_closed_json_schema_without_defaults_or_refs():
                 "type": "array",
                 "items": {"type": "string", "minLength": 1},
                 "description": "Tags.",
-            },  # fmt: skip
+            },
             "config": {**config, "description": "Settings."},
             "items": {"type": "array", "items": config, "description": "Several."},
             "extra": {"type": "object", "description": "Anything."},

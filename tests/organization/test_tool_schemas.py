@@ -27,8 +27,11 @@ def object_schemas(schema: dict, where: str):
 
 
 def all_objects():
-    return [(f"{tool.name}{where}", schema) for tool in REGISTRY.values()
-            for where, schema in object_schemas(tool.input_schema, "")]  # fmt: skip
+    return [
+        (f"{tool.name}{where}", schema)
+        for tool in REGISTRY.values()
+        for where, schema in object_schemas(tool.input_schema, "")
+    ]
 
 
 def test_every_tool_schema_is_closed_and_every_param_described():
@@ -59,8 +62,10 @@ def test_every_tool_carries_a_title_and_mcp_hints():
     assert REGISTRY["get_inbox"].annotations()["idempotentHint"] is True
     create = REGISTRY["create_task"].annotations()
     assert (create["title"], create["destructiveHint"], create["idempotentHint"]) == (
-        "Create task", False, False,
-    )  # fmt: skip
+        "Create task",
+        False,
+        False,
+    )
 
 
 def test_get_api_tools_serves_titles_and_annotations(db):
@@ -70,9 +75,12 @@ def test_get_api_tools_serves_titles_and_annotations(db):
     by_name = {t["name"]: t for t in listed}
     assert by_name["update_task_status"]["title"] == "Update task status"
     assert by_name["update_task_status"]["annotations"] == {
-        "title": "Update task status", "readOnlyHint": False, "openWorldHint": False,
-        "destructiveHint": True, "idempotentHint": False,
-    }  # fmt: skip
+        "title": "Update task status",
+        "readOnlyHint": False,
+        "openWorldHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+    }
     assert by_name["get_organization_roster"]["annotations"]["readOnlyHint"] is True
 
 
@@ -125,8 +133,11 @@ def test_every_tool_schema_survives_openai_strict_mode(name):
         assert sorted(schema.get("required", [])) == sorted(schema.get("properties", {})), where
 
 
-FREE_FORM = [("complete_task", "result_data"), ("update_task_status", "result_data"),
-             ("start_collaboration", "context")]  # fmt: skip
+FREE_FORM = [
+    ("complete_task", "result_data"),
+    ("update_task_status", "result_data"),
+    ("start_collaboration", "context"),
+]
 
 
 @pytest.mark.parametrize("tool, param", FREE_FORM)
@@ -140,12 +151,23 @@ def test_a_strict_mode_client_sends_a_free_form_object_as_json_text(tool, param)
     value = json.dumps({"url": "https://x.test/report", "rows": 3})
     for strict in (strict_mode(schema), strict_schema(schema)):
         Draft202012Validator.check_schema(strict)
-        sent = with_nulls(schema, {"task_id": 1, "status": "completed", "task": "t",
-                                   "agents": [{"name": "a"}], param: value})  # fmt: skip
+        sent = with_nulls(
+            schema,
+            {
+                "task_id": 1,
+                "status": "completed",
+                "task": "t",
+                "agents": [{"name": "a"}],
+                param: value,
+            },
+        )
         sent = {k: v for k, v in sent.items() if k in strict["properties"]}
         assert list(Draft202012Validator(strict).iter_errors(sent)) == []
-    open_objects = [where for where, node in object_schemas(strict_schema(schema), tool)
-                    if node.get("additionalProperties") is not False]  # fmt: skip
+    open_objects = [
+        where
+        for where, node in object_schemas(strict_schema(schema), tool)
+        if node.get("additionalProperties") is not False
+    ]
     assert open_objects == []
 
 
@@ -161,8 +183,10 @@ def test_result_data_as_json_text_is_stored_as_the_object(db):
         return task
 
     task = started()
-    body = {"toolName": "complete_task", "params": {
-        "task_id": task["id"], "result": "done", "result_data": '{"rows": 3}'}}  # fmt: skip
+    body = {
+        "toolName": "complete_task",
+        "params": {"task_id": task["id"], "result": "done", "result_data": '{"rows": 3}'},
+    }
     response = client.post("/api/agent-engine/call-tool", body, format="json")
     assert response.status_code == 200, response.json()
     assert client.get(f"/api/tasks/{task['id']}").json()["result_data"] == {"rows": 3}
@@ -183,8 +207,14 @@ def required_value(name: str, schema: dict, world: dict):
     if "enum" in schema:
         return schema["enum"][0]
     kind = schema.get("type")
-    return {"string": "x", "integer": 1, "number": 1, "boolean": False, "array": [],
-            "object": {}}.get(kind)  # fmt: skip
+    return {
+        "string": "x",
+        "integer": 1,
+        "number": 1,
+        "boolean": False,
+        "array": [],
+        "object": {},
+    }.get(kind)
 
 
 def with_nulls(schema: dict, value):
@@ -218,10 +248,17 @@ def test_each_tool_called_with_every_optional_param_null_answers_as_without_them
     task = call_tool(caller, "create_task", {"title": "t", "agent_id": "agent-sarah"})
     session = call_tool(caller, "start_collaboration", {"task": "t", "agents": [{"name": "a"}]})
     world = {
-        "task_id": task["id"], "agent_id": "agent-alex", "session_id": session["id"],
-        "title": "A task", "status": "in_progress", "expertise": "python", "task": "Plan it",
-        "agents": [{"name": "analyst"}], "parent": task["id"], "body": "A comment",
-    }  # fmt: skip
+        "task_id": task["id"],
+        "agent_id": "agent-alex",
+        "session_id": session["id"],
+        "title": "A task",
+        "status": "in_progress",
+        "expertise": "python",
+        "task": "Plan it",
+        "agents": [{"name": "analyst"}],
+        "parent": task["id"],
+        "body": "A comment",
+    }
     for name, tool in sorted(REGISTRY.items()):
         schema = tool.input_schema
         bare = {

@@ -41,8 +41,10 @@ def test_the_next_checked_address_is_tried_when_one_refuses_the_connection(monke
 
     def resolver(host, port, *args, **kwargs):
         if host == "two-nodes.test":  # the first node is down: nothing listens on 127.0.0.2
-            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))
-                    for ip in ("127.0.0.2", "127.0.0.1")]  # fmt: skip
+            return [
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))
+                for ip in ("127.0.0.2", "127.0.0.1")
+            ]
         return real(host, port, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", resolver)

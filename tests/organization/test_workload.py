@@ -5,7 +5,7 @@ from django.db.models import IntegerField, Value
 
 from organization import workload
 from organization.models import Agent
-from organization.selectors import agents_with_workload
+from organization.selectors import agents_with_workload, workloads_of
 from tasks.models import HELD_STATUSES, Task, TaskStatus
 from tests.factories import give_tasks, make_agent, make_org
 
@@ -35,9 +35,9 @@ def test_python_status_for_and_the_sql_expression_agree_on_a_grid():
     assert checked == 2 * len(CAPACITIES) * len(WORKLOADS)
 
 
-def test_the_tasks_app_registered_its_held_and_queued_statuses():
+def test_the_tasks_app_counts_the_held_and_queued_statuses_organization_names():
     assert workload.held_statuses() == HELD_STATUSES
-    assert workload.queued_status() == TaskStatus.QUEUED
+    assert workload.QUEUED_STATUS == TaskStatus.QUEUED
 
 
 def test_every_way_of_counting_the_workload_gives_the_same_numbers():
@@ -50,7 +50,7 @@ def test_every_way_of_counting_the_workload_gives_the_same_numbers():
     Task.objects.create(organization=org, title="waits", queued_for=queuing)
     expected = {busy.pk: 3, idle.pk: 0, queuing.pk: 0}
 
-    assert workload.workloads_of(expected) == expected
+    assert workloads_of(expected) == expected
     joined = agents_with_workload(org=org).values_list("pk", "current_workload")
     assert dict(joined) == expected
     correlated = Agent.objects.filter(organization=org).annotate(

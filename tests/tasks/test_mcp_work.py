@@ -5,7 +5,7 @@ import pytest
 
 from tasks.models import InboxItem, Task
 from tests.factories import make_key
-from tests.mcp.live import LiveServer, data, http_client, run
+from tests.organization.mcp.live import LiveServer, data, http_client, run
 from tests.tasks.conftest import Cast
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -22,21 +22,37 @@ def body_of(exc: Exception) -> dict:
 @pytest.mark.parametrize(
     "exc, error, code, status",
     [
-        (Conflict("Alex is at capacity.", "capacity_exceeded"), "Alex is at capacity.",
-         "capacity_exceeded", 409),
-        (drf.ValidationError({"title": ["This field is required."]}),
-         "title: This field is required.", "invalid", 400),
+        (
+            Conflict("Alex is at capacity.", "capacity_exceeded"),
+            "Alex is at capacity.",
+            "capacity_exceeded",
+            409,
+        ),
+        (
+            drf.ValidationError({"title": ["This field is required."]}),
+            "title: This field is required.",
+            "invalid",
+            400,
+        ),
         (DjangoValidationError({"senior": ["No cycles."]}), "senior: No cycles.", "invalid", 400),
         (Http404("hidden"), "Not found.", "not_found", 404),
         (drf.NotFound(), "Not found.", "not_found", 404),
-        (PermissionDenied(), "You do not have permission to perform this action.", "forbidden",
-         403),
+        (
+            PermissionDenied(),
+            "You do not have permission to perform this action.",
+            "forbidden",
+            403,
+        ),
         (drf.Throttled(), "Request was throttled.", "rate_limited", 429),
-        (drf.NotAuthenticated(), "Authentication credentials were not provided.",
-         "authentication_required", 401),
+        (
+            drf.NotAuthenticated(),
+            "Authentication credentials were not provided.",
+            "authentication_required",
+            401,
+        ),
         (drf.MethodNotAllowed("PUT"), 'Method "PUT" not allowed.', "method_not_allowed", 405),
     ],
-)  # fmt: skip
+)
 def test_known_failures_keep_their_code_and_status(exc, error, code, status):
     body = body_of(exc)
     assert body["success"] is False

@@ -86,8 +86,10 @@ def test_the_inline_handler_runs_the_view_with_no_event_loop_and_one_context():
         return [b"he", b"llo"]
 
     async def request(app, body: bytes):
-        parts = [{"type": "http.request", "body": body[:2], "more_body": True},
-                 {"type": "http.request", "body": body[2:], "more_body": False}]  # fmt: skip
+        parts = [
+            {"type": "http.request", "body": body[:2], "more_body": True},
+            {"type": "http.request", "body": body[2:], "more_body": False},
+        ]
         sent = []
 
         async def receive():
@@ -96,8 +98,14 @@ def test_the_inline_handler_runs_the_view_with_no_event_loop_and_one_context():
         async def send(message):
             sent.append(message)
 
-        scope = {"type": "http", "method": "POST", "path": "/x", "query_string": b"",
-                 "http_version": "1.1", "headers": []}  # fmt: skip
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/x",
+            "query_string": b"",
+            "http_version": "1.1",
+            "headers": [],
+        }
         await app(scope, receive, send)
         return sent
 

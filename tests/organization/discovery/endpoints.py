@@ -1,4 +1,4 @@
-"""Tenancy table of the expert-discovery and agent-card endpoints (contract: tests/tenancy.py)."""
+"""Tenancy table of the expert-discovery and agent-card endpoints, part of tests/organization/endpoints.py."""
 
 from tests.factories import make_agent, make_team
 from tests.tenancy import COLLECTION, Endpoint

@@ -42,8 +42,12 @@ def test_offline_it_takes_a_task_and_delegates_it(live_url, demo_org, key_of, lo
         live_url,
         key_of(demo_org, "agent-sarah"),
         loop_env,
-        "--create-task", "Speed up the orders query", "--expertise", "PostgreSQL", "--once",
-    )  # fmt: skip
+        "--create-task",
+        "Speed up the orders query",
+        "--expertise",
+        "PostgreSQL",
+        "--once",
+    )
     out = done.stdout
     assert "deciding with the offline provider" in out
     assert "I am Sarah (agent-sarah), 4/5 tasks; 6 colleagues" in out
@@ -88,9 +92,17 @@ def run_with_model(url: str, key: str, env: dict, answer: dict, title: str):
     with FakeLLM() as fake:
         fake.on(contains="DELEGATION DECISION", replies=[Reply(json.dumps(answer))])
         done = run_loop(
-            url, key, {**env, **fake.env()},
-            "--create-task", title, "--expertise", "PostgreSQL", "--once", "--model", "fake-model",
-        )  # fmt: skip
+            url,
+            key,
+            {**env, **fake.env()},
+            "--create-task",
+            title,
+            "--expertise",
+            "PostgreSQL",
+            "--once",
+            "--model",
+            "fake-model",
+        )
     return done, [c for c in fake.calls if c.api == "openai"]
 
 

@@ -36,9 +36,12 @@ async def run_agent(url: str, key: str, fake: FakeLLM, prompt: str):
             openai_client=AsyncOpenAI(base_url=fake.openai_base_url, api_key="fake", max_retries=0),
         )
         agent = Agent(
-            name="sarah", instructions="You work here.", model=model, mcp_servers=[server],
+            name="sarah",
+            instructions="You work here.",
+            model=model,
+            mcp_servers=[server],
             mcp_config={"convert_schemas_to_strict": True},
-        )  # fmt: skip
+        )
         return await Runner.run(agent, prompt, max_turns=4)
 
 
@@ -46,14 +49,19 @@ def test_every_tool_is_offered_strict_and_a_strict_call_creates_the_task(
     live_url, demo_org, key_of
 ):
     create = {
-        "title": "Speed up the orders query", "description": "", "required_expertise": "PostgreSQL",
-        "urgency": "high", "deadline": None, "agent_id": None, "parent": None,
-    }  # fmt: skip
+        "title": "Speed up the orders query",
+        "description": "",
+        "required_expertise": "PostgreSQL",
+        "urgency": "high",
+        "deadline": None,
+        "agent_id": None,
+        "parent": None,
+    }
     with FakeLLM() as fake:
         fake.on(
-            contains="Speed up", replies=[Reply(tool_calls=[ToolUse("create_task", create)]),
-                                          Reply("Queued it.")],
-        )  # fmt: skip
+            contains="Speed up",
+            replies=[Reply(tool_calls=[ToolUse("create_task", create)]), Reply("Queued it.")],
+        )
         result = run(
             run_agent(live_url, key_of(demo_org, "agent-sarah"), fake, "Speed up the orders query")
         )
@@ -75,9 +83,12 @@ def test_every_tool_is_offered_strict_and_a_strict_call_creates_the_task(
 def test_a_refusal_reaches_the_model_as_the_tools_answer(live_url, demo_org, key_of):
     with FakeLLM() as fake:
         fake.on(
-            contains="Look at task", replies=[Reply(tool_calls=[ToolUse("get_task", {"task_id": 987654})]),
-                                              Reply("It does not exist.")],
-        )  # fmt: skip
+            contains="Look at task",
+            replies=[
+                Reply(tool_calls=[ToolUse("get_task", {"task_id": 987654})]),
+                Reply("It does not exist."),
+            ],
+        )
         result = run(
             run_agent(live_url, key_of(demo_org, "agent-sarah"), fake, "Look at task 987654")
         )
@@ -116,18 +127,24 @@ def test_a_strict_model_can_leave_out_every_optional_param(live_url, demo_org, k
     from organization.registry import REGISTRY
 
     start = {
-        "task": "Plan the Q4 launch", "mode": "parallel", "synthesis": "coordinator",
+        "task": "Plan the Q4 launch",
+        "mode": "parallel",
+        "synthesis": "coordinator",
         "coordinator_config": None,
-        "context": None, "max_parallel": None, "agent_timeout": None, "max_total_tokens": None,
+        "context": None,
+        "max_parallel": None,
+        "agent_timeout": None,
+        "max_total_tokens": None,
         "max_cost_usd": None,
-        "agents": [{"agent_id": "agent-alex", "name": None, "role": None, "focus": None,
-                    "config": None}],
-    }  # fmt: skip
+        "agents": [
+            {"agent_id": "agent-alex", "name": None, "role": None, "focus": None, "config": None}
+        ],
+    }
     with FakeLLM() as fake:
         fake.on(
-            contains="Q4 launch", replies=[Reply(tool_calls=[ToolUse("start_collaboration", start)]),
-                                           Reply("Started.")],
-        )  # fmt: skip
+            contains="Q4 launch",
+            replies=[Reply(tool_calls=[ToolUse("start_collaboration", start)]), Reply("Started.")],
+        )
         result = run(
             run_agent(live_url, key_of(demo_org, "agent-sarah"), fake, "Plan the Q4 launch")
         )

@@ -76,11 +76,15 @@ def test_it_lists_exactly_the_registry_tools(live_url, demo_org, key_of, mode):
 
 def test_a_strict_mode_client_may_send_null_for_optional_arguments(live_url, demo_org, key_of):
     # OpenAI's strict mode (and the Agents SDK) send null for each optional param left out.
-    result = run(
-        call(live_url, key_of(demo_org, "agent-sarah"), "create_task",
-             {"title": "Strict", "description": None, "urgency": None, "deadline": None,
-              "agent_id": None, "required_expertise": None})
-    )  # fmt: skip
+    arguments = {
+        "title": "Strict",
+        "description": None,
+        "urgency": None,
+        "deadline": None,
+        "agent_id": None,
+        "required_expertise": None,
+    }
+    result = run(call(live_url, key_of(demo_org, "agent-sarah"), "create_task", arguments))
     assert result.is_error is False, data(result)
     assert data(result)["title"] == "Strict"
     assert data(result)["urgency"] == "normal"

@@ -25,28 +25,41 @@ async def calls(url, key, *steps):
 
 
 def test_create_and_delegate_a_task(live_url, demo_org, key_of):
-    created, = run(
+    (created,) = run(
         calls(
             live_url,
             key_of(demo_org, "agent-sarah"),
-            ("create_task", {"title": "Index the orders table", "required_expertise": "PostgreSQL",
-                             "agent_id": "agent-sarah"}),
+            (
+                "create_task",
+                {
+                    "title": "Index the orders table",
+                    "required_expertise": "PostgreSQL",
+                    "agent_id": "agent-sarah",
+                },
+            ),
         )
-    )  # fmt: skip
+    )
     assert created.is_error is False, created.content[0].text
     task = data(created)
     assert task["assignee"] == "agent-sarah"
     assert task["status"] == "assigned"
 
-    delegated, = run(
+    (delegated,) = run(
         calls(
             live_url,
             key_of(demo_org, "agent-sarah"),
-            ("delegate_task", {"task_id": task["id"], "agent_id": "agent-alex",
-                               "primary_reason": "Tier 1: PostgreSQL expert with capacity",
-                               "fallback": "agent-database-lead", "reasoning": "Alex is idle (1/5)"}),
+            (
+                "delegate_task",
+                {
+                    "task_id": task["id"],
+                    "agent_id": "agent-alex",
+                    "primary_reason": "Tier 1: PostgreSQL expert with capacity",
+                    "fallback": "agent-database-lead",
+                    "reasoning": "Alex is idle (1/5)",
+                },
+            ),
         )
-    )  # fmt: skip
+    )
     assert delegated.is_error is False, delegated.content[0].text
     assert data(delegated)["assignee"] == "agent-alex"
     assert data(delegated)["delegation_chain"] == ["agent-sarah", "agent-alex"]
@@ -57,13 +70,13 @@ def test_create_and_delegate_a_task(live_url, demo_org, key_of):
 
 def test_a_rule_violation_is_a_403_tool_error(live_url, demo_org, key_of):
     TeamRule.objects.filter(organization=demo_org).update(require_supervisor_for_tasks=True)
-    refused, = run(
+    (refused,) = run(
         calls(
             live_url,
             key_of(demo_org, "agent-sarah"),
             ("create_task", {"title": "Peer work", "agent_id": "agent-alex"}),
         )
-    )  # fmt: skip
+    )
     assert refused.is_error is True
     assert data(refused)["code"] == "role_forbidden"
     assert data(refused)["status"] == 403
@@ -88,29 +101,37 @@ def test_capacity_offline_and_loops_are_409_tool_errors(live_url, demo_org, key_
     assert data(to_sam)["status"] == 409
 
     task_id = data(created)["id"]
-    to_sarah, = run(calls(live_url, key, ("delegate_task", {"task_id": task_id, "agent_id": "agent-sarah"})))  # fmt: skip
+    (to_sarah,) = run(
+        calls(live_url, key, ("delegate_task", {"task_id": task_id, "agent_id": "agent-sarah"}))
+    )
     assert to_sarah.is_error is False, to_sarah.content[0].text
-    back, = run(
+    (back,) = run(
         calls(
             live_url,
             key_of(demo_org, "agent-sarah"),
             ("delegate_task", {"task_id": task_id, "agent_id": "agent-alex"}),
         )
-    )  # fmt: skip
+    )
     assert back.is_error is True
     assert data(back)["code"] == "delegation_loop"
     assert data(back)["status"] == 409
 
 
 def test_another_agents_task_is_404(live_url, demo_org, key_of):
-    created, = run(calls(live_url, key_of(demo_org, "agent-alex"), ("create_task", {"title": "Mine", "agent_id": "agent-alex"})))  # fmt: skip
-    hidden, = run(
+    (created,) = run(
+        calls(
+            live_url,
+            key_of(demo_org, "agent-alex"),
+            ("create_task", {"title": "Mine", "agent_id": "agent-alex"}),
+        )
+    )
+    (hidden,) = run(
         calls(
             live_url,
             key_of(demo_org, "agent-taylor"),
             ("delegate_task", {"task_id": data(created)["id"], "agent_id": "agent-sarah"}),
         )
-    )  # fmt: skip
+    )
     assert data(hidden)["code"] == "task_not_found"
     assert data(hidden)["status"] == 404
 

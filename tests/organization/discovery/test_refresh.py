@@ -54,7 +54,7 @@ def test_an_identity_or_worktree_change_refreshes(
 def test_an_id_is_fixed_so_no_rename_of_it_refreshes(
     acme, cast, manifest_dir, django_capture_on_commit_callbacks
 ):
-    # The id (handle) cannot change once the agent exists (tests/organization/test_fixed_handle.py).
+    # The id (handle) cannot change once the agent exists (tests/organization/test_agent_handle.py).
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         cast["alyosha"].handle = "agent-alexei"
         with pytest.raises(ValidationError):

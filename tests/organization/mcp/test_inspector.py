@@ -37,18 +37,31 @@ def inspector() -> str:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not binary.exists():
             subprocess.run(
-                ["npm", "install", "--prefix", str(HOME), "--no-audit", "--no-fund",
-                 "--loglevel=error", INSPECTOR],
-                check=True, capture_output=True, timeout=600,
-            )  # fmt: skip
+                [
+                    "npm",
+                    "install",
+                    "--prefix",
+                    str(HOME),
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel=error",
+                    INSPECTOR,
+                ],
+                check=True,
+                capture_output=True,
+                timeout=600,
+            )
     return str(binary)
 
 
 def cli(inspector: str, *args: str, exit_code: int = 0) -> dict:
     done = subprocess.run(
-        [inspector, "--cli", *args], capture_output=True, text=True, timeout=120,
+        [inspector, "--cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
         stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     assert done.returncode == exit_code, done.stdout[-1500:] + done.stderr[-1500:]
     return json.loads(done.stdout)
 
@@ -69,36 +82,70 @@ def test_it_lists_and_calls_the_tools_over_http(inspector, live_url, demo_org, k
     assert {"get_organization_roster", "create_task", "complete_task"} <= names
 
     roster = cli(
-        inspector, *over_http(live_url, key), "--method", "tools/call",
-        "--tool-name", "get_organization_roster", "--tool-arg", "filter=all",
-    )  # fmt: skip
+        inspector,
+        *over_http(live_url, key),
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "get_organization_roster",
+        "--tool-arg",
+        "filter=all",
+    )
     assert not roster.get("isError")
     assert "agent-alex" in {a["id"] for a in text_of(roster)["colleagues"]}
 
     created = cli(
-        inspector, *over_http(live_url, key), "--method", "tools/call",
-        "--tool-name", "create_task", "--tool-arg", "title=Rotate the TLS keys",
+        inspector,
+        *over_http(live_url, key),
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "create_task",
+        "--tool-arg",
+        "title=Rotate the TLS keys",
         "required_expertise=Security",
-    )  # fmt: skip
+    )
     task = Task.objects.get(pk=text_of(created)["id"])
     assert (task.title, task.created_by_agent.handle) == ("Rotate the TLS keys", "agent-sarah")
 
 
 def test_a_refusal_is_the_tools_error_with_our_code(inspector, live_url, demo_org, key_of):
     refused = cli(
-        inspector, *over_http(live_url, key_of(demo_org, "agent-sarah")), "--method", "tools/call",
-        "--tool-name", "get_task", "--tool-arg", "task_id=987654", exit_code=5,
-    )  # fmt: skip
+        inspector,
+        *over_http(live_url, key_of(demo_org, "agent-sarah")),
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "get_task",
+        "--tool-arg",
+        "task_id=987654",
+        exit_code=5,
+    )
     assert refused["isError"] is True
     assert text_of(refused)["code"] == "task_not_found"  # 5: the CLI's exit code for isError
 
 
 def test_it_lists_and_calls_the_tools_over_stdio(inspector, demo_org, key_of, subprocess_env):
     key = key_of(demo_org, "agent-sarah")
-    env_args = [arg for name in ("DATABASE_URL", "SECRET_KEY", "REDIS_URL", "PYTHONPATH")
-                if name in subprocess_env for arg in ("-e", f"{name}={subprocess_env[name]}")]  # fmt: skip
-    server = ["--transport", "stdio", "--cwd", str(BASE_DIR), *env_args, "--",
-              sys.executable, "manage.py", "mcp", "--key", key]  # fmt: skip
+    env_args = [
+        arg
+        for name in ("DATABASE_URL", "SECRET_KEY", "REDIS_URL", "PYTHONPATH")
+        if name in subprocess_env
+        for arg in ("-e", f"{name}={subprocess_env[name]}")
+    ]
+    server = [
+        "--transport",
+        "stdio",
+        "--cwd",
+        str(BASE_DIR),
+        *env_args,
+        "--",
+        sys.executable,
+        "manage.py",
+        "mcp",
+        "--key",
+        key,
+    ]
     listed = cli(inspector, "--method", "tools/list", *server)
     assert "create_task" in {tool["name"] for tool in listed["tools"]}
     me = cli(inspector, "--method", "tools/call", "--tool-name", "get_my_context", *server)

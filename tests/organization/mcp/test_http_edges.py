@@ -7,7 +7,7 @@ import json
 import pytest
 from django.conf import settings
 
-from tests.mcp.live import raw_http
+from tests.organization.mcp.live import raw_http
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

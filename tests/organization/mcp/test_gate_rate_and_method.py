@@ -5,7 +5,7 @@ import json
 import pytest
 
 from tests.conftest import KeyClient
-from tests.mcp.live import raw_http
+from tests.organization.mcp.live import raw_http
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
