@@ -23,6 +23,7 @@ from organization.selectors import reports_to, team_rule_of
 from organization.workload import workloads_of
 
 from .models import FINISHED_STATUSES, ActorKind, Task
+from .sql import NO_KEY
 
 
 @dataclass(frozen=True)
@@ -143,13 +144,6 @@ def role_violation(*, rule: TeamRule, source: Agent, target: Agent) -> str | Non
     if rule.allow_peer_assignment and source_role.can_assign_to_peers:
         return None
     return NO_PEER_PERMISSION
-
-
-# The engine's row locks are mutexes (capacity, one move of a task at a time), never a change of
-# a row's key: FOR NO KEY UPDATE serializes them just as well, and unlike FOR UPDATE it lets other
-# transactions' foreign-key checks (FOR KEY SHARE at their commit: an audit row naming the agent,
-# a subtask naming its parent) through, which FOR UPDATE would turn into deadlocks under load.
-NO_KEY = {"no_key": True}
 
 
 def _lock_agents_query(ids):

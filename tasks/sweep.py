@@ -54,8 +54,9 @@ from .models import (
     Urgency,
     WebhookDelivery,
 )
-from .rules import ESCALATION_SOURCE_FIELDS, NO_KEY, SYSTEM, Move
-from .services import apply_escalation
+from .rules import ESCALATION_SOURCE_FIELDS, SYSTEM, Move
+from .services.changes import apply_escalation
+from .sql import NO_KEY
 
 log = logging.getLogger(__name__)
 

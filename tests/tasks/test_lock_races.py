@@ -389,7 +389,7 @@ def test_deleting_the_agent_that_queued_a_task_does_not_deadlock_with_a_comment_
     expert = make_agent(org, "agent-expert")
     task = task_create(org=org, actor=HUMAN, title="x", assignee=queuer)
     # The queuer passed it on to the expert, whose queue was full: it waits, queued by the
-    # queuer (as services._wait_for leaves it). The queuer holds nothing any more.
+    # queuer (as services.changes.wait_for leaves it). The queuer holds nothing any more.
     Task.objects.filter(pk=task.pk).update(
         status=TaskStatus.QUEUED, assignee=None, queued_for=expert, queued_by=queuer,
         delegation_chain=[queuer.handle, expert.handle],
