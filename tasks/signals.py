@@ -10,7 +10,7 @@ and the last open subtask of a task it holds finished. It is the hook the manage
 It is sent once the move's transaction has committed (what the receiver reads is there), with
 `send_robust`: a failing receiver is logged and never undoes nor fails the move. What one
 transaction announced is sent together, and when it is more than one wake-up, inside one
-transaction of its own (`tasks.events.WakeBatch`): what the receivers write for all of them
+transaction of its own (`tasks.wakes.WakeBatch`): what the receivers write for all of them
 commits at once — an agent that many tasks reach together is woken once for all.
 """
 

@@ -44,6 +44,7 @@ from django.utils import timezone
 from organization.models import STALE_AFTER_MAX, STALE_AFTER_MIN, Agent, Organization, TeamRule
 
 from . import events, rules, webhooks
+from .event_writer import inbox_item, notifies, record_many
 from .events import snapshot
 from .models import (
     EventKind,
@@ -57,6 +58,7 @@ from .models import (
 from .rules import ESCALATION_SOURCE_FIELDS, SYSTEM, Move
 from .services.changes import apply_escalation
 from .sql import NO_KEY
+from .wakes import announce_batch
 
 log = logging.getLogger(__name__)
 
@@ -308,8 +310,8 @@ def _outcome(row, agents, rule, target, verdict, now, written) -> _Outcome:
         reasoning=_reason(row, now),
     )  # fmt: skip
     inbox = None
-    if events._notifies(event):  # the one rule of who is told
-        inbox = _values(events._inbox_item(event), exclude=_PER_TASK)
+    if notifies(event):  # the one rule of who is told
+        inbox = _values(inbox_item(event), exclude=_PER_TASK)
     return _Outcome(
         task={f: getattr(task, f) for f in _APPLIED_FIELDS},
         event=_values(event, exclude=_PER_TASK | {"reasoning"}),
@@ -347,7 +349,7 @@ def _write(escalated: list[tuple[int, str, _Outcome]], written: datetime) -> Non
     if connection.vendor != "postgresql":
         tasks = [Task(pk=pk, **o.task) for pk, _, o in escalated]
         Task.objects.bulk_update(tasks, list(_APPLIED_FIELDS))
-        events.record_many(
+        record_many(
             [o.event_of(pk, why) for pk, why, o in escalated], now=written,
             asked={pk for pk, _, o in escalated if o.asks_recipient},
         )  # fmt: skip
@@ -370,16 +372,14 @@ def _write(escalated: list[tuple[int, str, _Outcome]], written: datetime) -> Non
         ]
         if items:
             cursor.execute(_insert_sql(InboxItem), [_array(items)])
-    events.announce_batch(
-        (o.recipient, o.event["kind"], pk) for pk, _, o in escalated if o.asks_recipient
-    )
+    announce_batch((o.recipient, o.event["kind"], pk) for pk, _, o in escalated if o.asks_recipient)
     hooked = [
         o.event_of(pk, why, pk=event_ids[pk], created_at=written)
         for pk, why, o in escalated
         if o.inbox is not None and o.recipient.webhook_url
     ]
     if hooked:
-        # As `events.record_many`: the payloads read the tasks as just written.
+        # As `event_writer.record_many`: the payloads read the tasks as just written.
         tasks = Task.objects.select_related("organization", "assignee", "queued_for").in_bulk(
             [e.task_id for e in hooked]
         )

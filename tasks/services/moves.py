@@ -50,7 +50,7 @@ def task_create(
 ) -> Task:
     """Create a task, assigned to `assignee` (rules checked) or queued unassigned.
 
-    With `parent`, a subtask of it (`rules.check_parent`: an agent adds subtasks to a task it holds).
+    With `parent`, a subtask of it (`rules.check_parent`: an agent adds them to a task it holds).
     """
     now = timezone.now()
     if parent is not None:

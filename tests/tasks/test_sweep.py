@@ -193,7 +193,7 @@ def test_the_sweep_takes_few_queries_per_task(team, django_assert_max_num_querie
     for _ in range(200):
         queued(org, by=worker, for_=expert, age=timedelta(hours=5))
     # The managed runtime listens to `work_reached_agent`: the batch's escalated tasks are
-    # announced without being read (tasks.events.announce_batch).
+    # announced without being read (tasks.wakes.announce_batch).
     with django_assert_max_num_queries(10):
         assert sweep_stale_queued(batch_size=500).escalated == 200
 
