@@ -1,0 +1,55 @@
+"""Fields the tasks' inputs share: null as not given, the note, the limit."""
+
+from rest_framework import serializers
+from rest_framework.fields import empty
+
+from organization.serializers import JSONObjectField
+
+from ..models import NOTE_MAX_LENGTH
+from ..services import TRANSITIONS
+
+# The statuses a status move can reach (the targets of the lifecycle).
+SETTABLE_STATUSES = frozenset().union(*TRANSITIONS.values())
+
+
+class NullIsNotGiven:
+    """A field mixin: null is "not given" (the field's default, or left out), at every door.
+
+    A strict-mode tool client sends null for each optional param it leaves out, and the tool
+    door drops a null the param's schema refuses; REST takes the same null with the same
+    meaning ("inputs defined once"), and the schema says the field is nullable."""
+
+    def __init__(self, **kwargs):
+        super().__init__(allow_null=True, **kwargs)
+
+    def validate_empty_values(self, data):
+        return super().validate_empty_values(empty if data is None else data)
+
+
+class OptionalCharField(NullIsNotGiven, serializers.CharField):
+    pass
+
+
+class OptionalJSONObjectField(NullIsNotGiven, JSONObjectField):
+    pass
+
+
+class OptionalChoiceField(NullIsNotGiven, serializers.ChoiceField):
+    pass
+
+
+class OptionalBooleanField(NullIsNotGiven, serializers.BooleanField):
+    pass
+
+
+def note_field(help_text: str = "A note for the task's log.") -> serializers.CharField:
+    return OptionalCharField(
+        max_length=NOTE_MAX_LENGTH, required=False, allow_blank=True, default="",
+        help_text=help_text,
+    )  # fmt: skip
+
+
+def limit_field() -> serializers.IntegerField:
+    return serializers.IntegerField(
+        required=False, default=100, min_value=1, max_value=500, help_text="At most (default 100)."
+    )
