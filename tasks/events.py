@@ -205,7 +205,7 @@ def task_cancelled_event(
     with_parent: Task | None = None,
     waited_for: Agent | None = None,
 ) -> TaskEvent:
-    """Cancelled (`with_parent`: with its parent); the holder, awaited expert and creator are told."""
+    """Cancelled (`with_parent`: with its parent); holder, awaited expert and creator are told."""
     message = f"{actor.label} cancelled the task."
     if with_parent is not None:
         message = f"{actor.label} cancelled the task with its parent task #{with_parent.pk}."

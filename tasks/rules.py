@@ -13,17 +13,15 @@ from the agent as the request read it before.
 from dataclasses import dataclass
 from typing import TypedDict
 
-from django.db.models import Q
-
 from infrastructure.errors import Conflict, Forbidden, NotFound
-from infrastructure.prepared import INT, INT2, TEXT, PreparedQuery, PreparedQuerySet
 from organization.caller import Caller
 from organization.models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
 from organization.selectors import reports_to, team_rule_of
 from organization.workload import workloads_of
 
+from . import sql
 from .models import FINISHED_STATUSES, ActorKind, Task
-from .sql import NO_KEY
+from .sql import NO_KEY as NO_KEY  # re-exported: runtime locks its rows the same way
 
 
 @dataclass(frozen=True)
@@ -146,22 +144,6 @@ def role_violation(*, rule: TeamRule, source: Agent, target: Agent) -> str | Non
     return NO_PEER_PERMISSION
 
 
-def _lock_agents_query(ids):
-    # What the rules decide by is read by the lock itself: a value read before it (the agent as
-    # the request found it) may be one a concurrent pause or capacity change already replaced.
-    return (
-        Agent.objects.select_for_update(**NO_KEY)
-        .filter(pk__in=ids)
-        .order_by("pk")
-        .values_list("pk", "is_paused", "workload_capacity")
-    )
-
-
-# A move locks one or two agents (its target, the task's holder): those statements compiled once.
-_LOCK_ONE = PreparedQuery(Agent, lambda a: _lock_agents_query([a]), a=INT)
-_LOCK_TWO = PreparedQuery(Agent, lambda a, b: _lock_agents_query([a, b]), a=INT, b=INT2)
-
-
 def _refresh(agent: Agent, is_paused: bool, workload_capacity: int) -> None:
     agent.is_paused, agent.workload_capacity = is_paused, workload_capacity
 
@@ -178,31 +160,9 @@ def lock_agents(agents) -> None:
             given.setdefault(agent.pk, []).append(agent)
         elif agent is not None:
             given.setdefault(agent, [])
-    ids = sorted(given)
-    if len(ids) == 1:
-        rows = _LOCK_ONE.rows(a=ids[0])
-    elif len(ids) == 2:
-        rows = _LOCK_TWO.rows(a=ids[0], b=ids[1])
-    else:
-        rows = list(_lock_agents_query(ids)) if ids else []
-    for pk, is_paused, workload_capacity in rows:
+    for pk, is_paused, workload_capacity in sql.lock_agent_rows(sorted(given)):
         for agent in given[pk]:
             _refresh(agent, is_paused, workload_capacity)
-
-
-# The read that locks a move's target named by handle (and the task's holder), compiled once.
-_LOCK_NAMED = PreparedQuerySet(
-    Agent,
-    lambda organization_id, handle, with_id: (
-        Agent.objects.select_for_update(of=("self",), **NO_KEY)
-        .select_related("team", "hierarchy_role")
-        .filter(Q(organization_id=organization_id, handle=handle) | Q(pk=with_id))
-        .order_by("pk")
-    ),
-    organization_id=INT,
-    handle=TEXT,
-    with_id=INT2,
-)
 
 
 def lock_agent_named(
@@ -211,7 +171,7 @@ def lock_agent_named(
     """Lock the agent `handle` of `org` and the agent `holder`, in pk order, in one statement,
     and return the named one read in full with its team and role (None if there is none);
     `holder` is refreshed from its locked row (`lock_agents`)."""
-    rows = _LOCK_NAMED.instances(
+    rows = sql.lock_agents_named(
         organization_id=org.pk, handle=handle, with_id=holder.pk if holder is not None else 0
     )
     for row in rows:

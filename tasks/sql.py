@@ -6,6 +6,7 @@ make on every move live here, compiled once, under names that say what they read
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime
 
@@ -23,7 +24,8 @@ from infrastructure.prepared import (
     PreparedQuerySet,
     column_values,
 )
-from organization.models import Agent
+from organization.models import Agent, ExpertiseGroup
+from organization.selectors import agents_with_workload, holds_expertise
 
 from .models import InboxItem, Task, TaskEvent, TaskStatus
 from .selectors import tasks_visible
@@ -39,6 +41,53 @@ LOCKED_WITH = ("assignee", "queued_for", "queued_by", "created_by_agent", "organ
 def on_postgresql() -> bool:
     """Whether the database is PostgreSQL: the one-statement variants run there only."""
     return connection.vendor == "postgresql"
+
+
+# --- the agents' locks ------------------------------------------------------------------------
+
+
+def _lock_agents_query(ids):
+    # What the rules decide by is read by the lock itself, never before it.
+    return (
+        Agent.objects.select_for_update(**NO_KEY)
+        .filter(pk__in=ids)
+        .order_by("pk")
+        .values_list("pk", "is_paused", "workload_capacity")
+    )
+
+
+# A move locks one or two agents (its target, the task's holder): those statements compiled once.
+_LOCK_ONE = PreparedQuery(Agent, lambda a: _lock_agents_query([a]), a=INT)
+_LOCK_TWO = PreparedQuery(Agent, lambda a, b: _lock_agents_query([a, b]), a=INT, b=INT2)
+
+
+def lock_agent_rows(ids: list[int]) -> list[tuple[int, bool, int]]:
+    """Lock the agents `ids` (sorted) in pk order: (pk, is_paused, workload_capacity) of each."""
+    if len(ids) == 1:
+        return _LOCK_ONE.rows(a=ids[0])
+    if len(ids) == 2:
+        return _LOCK_TWO.rows(a=ids[0], b=ids[1])
+    return list(_lock_agents_query(ids)) if ids else []
+
+
+# The read that locks a move's target named by handle (and the task's holder), compiled once.
+_LOCK_NAMED = PreparedQuerySet(
+    Agent,
+    lambda organization_id, handle, with_id: (
+        Agent.objects.select_for_update(of=("self",), **NO_KEY)
+        .select_related("team", "hierarchy_role")
+        .filter(Q(organization_id=organization_id, handle=handle) | Q(pk=with_id))
+        .order_by("pk")
+    ),
+    organization_id=INT,
+    handle=TEXT,
+    with_id=INT2,
+)
+
+
+def lock_agents_named(*, organization_id: int, handle: str, with_id: int) -> list[Agent]:
+    """Lock, in pk order, the organization's agent `handle` and the agent `with_id` (0: none)."""
+    return _LOCK_NAMED.instances(organization_id=organization_id, handle=handle, with_id=with_id)
 
 
 # --- the move's lock ---------------------------------------------------------------------------
@@ -126,6 +175,47 @@ _QUEUED_COUNT = PreparedQuery(
 def queued_count(agent_id: int) -> int:
     """How many tasks wait in the agent's queue."""
     return next(iter(_QUEUED_COUNT.rows(agent_id=agent_id)), (0,))[0]
+
+
+# --- the recommendation -----------------------------------------------------------------------
+
+# The organization's expertise groups: read by every recommendation, compiled once.
+_GROUPS = PreparedQuerySet(
+    ExpertiseGroup,
+    lambda organization_id: ExpertiseGroup.objects.filter(organization_id=organization_id),
+    organization_id=INT,
+)
+
+
+def expertise_groups(organization_id: int) -> list[ExpertiseGroup]:
+    return _GROUPS.instances(organization_id=organization_id)
+
+
+def _candidates(organization_id: int, terms: list[str], asker_id: int | None = None):
+    """The agents holding one of `terms`, and the asker, with their workload and senior's team."""
+    holds = holds_expertise(terms)
+    return (
+        agents_with_workload(org=organization_id)
+        .select_related("senior__team")
+        .filter(holds if asker_id is None else holds | Q(pk=asker_id))
+    )
+
+
+# Read by every recommendation: compiled once, for an agent asking and for a human.
+_CANDIDATES = PreparedQuerySet(Agent, _candidates, organization_id=INT, terms=[TEXT], asker_id=INT2)
+_CANDIDATES_FOR_HUMANS = PreparedQuerySet(
+    Agent,
+    lambda organization_id, terms: _candidates(organization_id, terms),
+    organization_id=INT,
+    terms=[TEXT],
+)
+
+
+def candidates(organization_id: int, terms: list[str], *, asker_id: int | None = None):
+    """The recommendation's candidates: who holds one of `terms`, and the asking agent."""
+    if asker_id is None:
+        return _CANDIDATES_FOR_HUMANS.instances(organization_id=organization_id, terms=terms)
+    return _CANDIDATES.instances(organization_id=organization_id, terms=terms, asker_id=asker_id)
 
 
 # --- the event writer --------------------------------------------------------------------------
@@ -272,3 +362,49 @@ def insert_inbox_items(events: list[TaskEvent], now: datetime) -> None:
                 [e.message for e in events],
             ],
         )
+
+
+# --- the stale sweep's batch -------------------------------------------------------------------
+
+
+def _recordset(model, attnames) -> tuple[list[str], str]:
+    """(quoted columns, `json_to_recordset(%s::json) AS v(column type, …)`) of `attnames`."""
+    by_attname = {f.attname: f for f in model._meta.concrete_fields}
+    fields = [by_attname[a] for a in attnames]
+    columns = [connection.ops.quote_name(f.column) for f in fields]
+    types = ", ".join(f"{c} {f.db_type(connection)}" for c, f in zip(columns, fields, strict=True))
+    return columns, f"json_to_recordset(%s::json) AS v({types})"
+
+
+@functools.cache
+def _update_sql(model, fields: tuple[str, ...]) -> str:
+    columns, recordset = _recordset(model, ("id", *fields))
+    sets = ", ".join(f"{c} = v.{c}" for c in columns[1:])
+    table = connection.ops.quote_name(model._meta.db_table)
+    return f"UPDATE {table} AS t SET {sets} FROM {recordset} WHERE t.id = v.id"  # noqa: S608
+
+
+@functools.cache
+def _insert_sql(model, returning: str = "") -> str:
+    """Insert every concrete column but the pk (the tasks' events, their inbox items)."""
+    attnames = [f.attname for f in model._meta.concrete_fields if not f.primary_key]
+    columns, recordset = _recordset(model, attnames)
+    table = connection.ops.quote_name(model._meta.db_table)
+    sql = (
+        f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608
+        f"SELECT {', '.join(f'v.{c}' for c in columns)} FROM {recordset}"
+    )
+    return f"{sql} RETURNING {returning}" if returning else sql
+
+
+def update_from_json(model, document: str, *, fields: tuple[str, ...]) -> None:
+    """Set `fields` of the rows in `document` (a JSON array of objects with an `id`) at once."""
+    with connection.cursor() as cursor:
+        cursor.execute(_update_sql(model, fields), [document])
+
+
+def insert_from_json(model, document: str, *, returning: str = "") -> list[tuple]:
+    """Insert the rows in `document` (a JSON array of objects) at once; the `returning` rows."""
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_sql(model, returning), [document])
+        return cursor.fetchall() if returning else []

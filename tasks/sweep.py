@@ -18,14 +18,13 @@ swept one at a time.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import (
     DateTimeField,
     DurationField,
@@ -43,7 +42,7 @@ from django.utils import timezone
 
 from organization.models import STALE_AFTER_MAX, STALE_AFTER_MIN, Agent, Organization, TeamRule
 
-from . import events, rules, webhooks
+from . import events, rules, sql, webhooks
 from .event_writer import inbox_item, notifies, record_many
 from .events import snapshot
 from .models import (
@@ -338,40 +337,36 @@ def _values(instance: Model, *, exclude: set[str]) -> dict:
 def _write(escalated: list[tuple[int, str, _Outcome]], written: datetime) -> None:
     """Write the batch: its tasks, events and inbox items, then the webhook deliveries.
 
-    On PostgreSQL three statements, each taking its rows as one JSON document
-    (`json_to_recordset`), built from the outcomes' encoded members: psycopg adapting a Python
-    list per column cost more than the statements themselves, and Django's bulk_update builds
-    a CASE per column with a branch per row (quadratic). Elsewhere (SQLite, `make run`) the
-    ORM's bulk writes.
+    On PostgreSQL three statements, each taking its rows as one JSON document (`tasks.sql`);
+    elsewhere (SQLite, `make run`) the ORM's bulk writes.
     """
     if not escalated:
         return
-    if connection.vendor != "postgresql":
+    if not sql.on_postgresql():
         tasks = [Task(pk=pk, **o.task) for pk, _, o in escalated]
         Task.objects.bulk_update(tasks, list(_APPLIED_FIELDS))
         record_many(
-            [o.event_of(pk, why) for pk, why, o in escalated], now=written,
+            [o.event_of(pk, why) for pk, why, o in escalated],
+            now=written,
             asked={pk for pk, _, o in escalated if o.asks_recipient},
-        )  # fmt: skip
+        )
         return
     stamp = _members({"created_at": written})
     reasons = {why: json.dumps(why) for why in {why for _, why, _ in escalated}}
-    with connection.cursor() as cursor:
-        rows = (f'{{"id":{pk},{o.task_json}}}' for pk, _, o in escalated)
-        cursor.execute(_update_sql(), [_array(rows)])
-        evs = (
-            f'{{"task_id":{pk},"reasoning":{reasons[why]},{stamp},{o.event_json}}}'
-            for pk, why, o in escalated
-        )
-        cursor.execute(_insert_sql(TaskEvent, returning="task_id, id"), [_array(evs)])
-        event_ids = dict(cursor.fetchall())
-        items = [
-            f'{{"task_id":{pk},"event_id":{event_ids[pk]},{stamp},{o.inbox_json}}}'
-            for pk, _, o in escalated
-            if o.inbox_json is not None
-        ]
-        if items:
-            cursor.execute(_insert_sql(InboxItem), [_array(items)])
+    rows = (f'{{"id":{pk},{o.task_json}}}' for pk, _, o in escalated)
+    sql.update_from_json(Task, _array(rows), fields=_APPLIED_FIELDS)
+    evs = (
+        f'{{"task_id":{pk},"reasoning":{reasons[why]},{stamp},{o.event_json}}}'
+        for pk, why, o in escalated
+    )
+    event_ids = dict(sql.insert_from_json(TaskEvent, _array(evs), returning="task_id, id"))
+    items = [
+        f'{{"task_id":{pk},"event_id":{event_ids[pk]},{stamp},{o.inbox_json}}}'
+        for pk, _, o in escalated
+        if o.inbox_json is not None
+    ]
+    if items:
+        sql.insert_from_json(InboxItem, _array(items))
     announce_batch((o.recipient, o.event["kind"], pk) for pk, _, o in escalated if o.asks_recipient)
     hooked = [
         o.event_of(pk, why, pk=event_ids[pk], created_at=written)
@@ -404,33 +399,3 @@ def _json_default(value):
     if isinstance(value, datetime):
         return value.isoformat()
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _recordset(model: type[Model], attnames) -> tuple[list[str], str]:
-    """(quoted columns, `json_to_recordset(%s::json) AS v(column type, …)`) of `attnames`."""
-    by_attname = {f.attname: f for f in model._meta.concrete_fields}
-    fields = [by_attname[a] for a in attnames]
-    columns = [connection.ops.quote_name(f.column) for f in fields]
-    types = ", ".join(f"{c} {f.db_type(connection)}" for c, f in zip(columns, fields, strict=True))
-    return columns, f"json_to_recordset(%s::json) AS v({types})"
-
-
-@functools.cache
-def _update_sql() -> str:
-    columns, recordset = _recordset(Task, ("id", *_APPLIED_FIELDS))
-    sets = ", ".join(f"{c} = v.{c}" for c in columns[1:])
-    table = connection.ops.quote_name(Task._meta.db_table)
-    return f"UPDATE {table} AS t SET {sets} FROM {recordset} WHERE t.id = v.id"  # noqa: S608
-
-
-@functools.cache
-def _insert_sql(model: type[Model], returning: str = "") -> str:
-    """Insert every concrete column but the pk (the tasks' events, their inbox items)."""
-    attnames = [f.attname for f in model._meta.concrete_fields if not f.primary_key]
-    columns, recordset = _recordset(model, attnames)
-    table = connection.ops.quote_name(model._meta.db_table)
-    sql = (
-        f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608
-        f"SELECT {', '.join(f'v.{c}' for c in columns)} FROM {recordset}"
-    )
-    return f"{sql} RETURNING {returning}" if returning else sql
