@@ -1,8 +1,7 @@
 """The record of each move: one constructor per event kind (as saleor's `order/events.py`).
 
-Each builds the audit row (`TaskEvent`) from the task and `before` (its `snapshot()` before the
-move) and writes it through `event_writer`, in the caller's transaction: the agent it reaches
-gets an inbox item, a webhook and, where the item asks it to act, a wake-up (`wakes`).
+Each builds the audit row from the task and `before` (its `snapshot()`) and writes it through
+`event_writer` in the caller's transaction: inbox item, webhook and wake-up included.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """Seed 001's 5-priority delegation framework, served: ranked candidates and a suggested decision.
 
-1 same team, exact expertise, available · 2 same team, related expertise (the organization's
-expertise groups), available · 3 other team, exact expertise, available · 4 busy experts: first
-those who still have room (said to be busy, offered after every available colleague), then a
-full, not offline, exact expert to queue for, with an estimated wait · 5 escalate (senior,
-default supervisor, humans). Available means idle or active, exactly as the roster's
-`filter=available` (seed 000). Offline agents are never candidates; with hierarchy enforcement
-on, neither is anyone the caller may not assign to. The asker's own reports (down its reporting
-line) count as its team, whatever team they are on: a manager's delegation to them costs no
-coordination. A managed agent a budget holds back is offered after everyone else, saying so.
+The tiers, and who counts as available or as the asker's team, are in docs/design.md.
 """
 
 from django.db.models import Count

@@ -1,13 +1,7 @@
 """The assignment rules of docs/design.md, checked in ONE function whichever door the request used.
 
-`check_assignment` is called by every service that gives a task to an agent (create, assign,
-claim, delegate, queue, escalate, the queue's auto-assignment and the stale sweep), and those
-services are what REST, the tool registry, the admin and MCP call. It must run inside
-`transaction.atomic` with the task row already locked: it locks the target agent's row (unless
-the caller has, `locked`) and counts the tasks it holds after the lock is held, in the same
-transaction, so that capacity holds under concurrent requests. Whether the target is paused and
-its capacity are read by that lock too (`lock_agents` refreshes the agents it is given), never
-from the agent as the request read it before.
+`check_assignment` runs inside the move's transaction, the task locked: it locks the target's
+row and counts its tasks under that lock, so capacity holds under concurrent requests.
 """
 
 from dataclasses import dataclass
@@ -215,13 +209,8 @@ def check_assignment(
 ) -> Verdict:
     """Raise the DomainError of the first rule `actor` giving `task` to `target` breaks.
 
-    Order: tenancy (404), roles (403 role_forbidden), offline (409 agent_offline), self-delegation,
-    loops and depth (409), then capacity under the target's row lock (409 capacity_exceeded; for
-    QUEUE the target must be full, 409 expert_available; ESCALATE reports the verdict instead).
-    `workload` is passed by a caller that already locked and counted (the batch sweep); `locked`
-    by one that holds the target's row lock already (the moves), so only the count is left.
-    Whether the target is offline, and its capacity, are read from its locked row (`lock_agents`
-    refreshes `target`): never from the agent as read before the lock.
+    Order: tenancy, roles, offline, self-delegation, loops and depth, then capacity under the
+    target's row lock. `workload`: counted by the caller already; `locked`: the row is locked.
     """
     if target.organization_id != org.pk:
         raise NotFound(f"Agent not found: {target.handle}", "agent_not_found")
@@ -320,15 +309,11 @@ def escalation_candidates(
     queued_for_id: int | None = None,
     by_roles: bool = False,
 ) -> list[Agent]:
-    """Whom an escalation may go to, first choice first: the source's senior, then the default
-    supervisor (rule 6). Never an offline agent nor the source itself; and only up from the one
-    the task already waits for: a task stale at the senior goes on to the default supervisor,
-    one stale there to humans — never back down to the senior it waited for.
+    """Whom an escalation may go to, first choice first: the source's senior, then the supervisor.
 
-    `by_roles` (an agent escalating under seed 003's enforcement, `roles_apply`): a candidate
-    the source may not hand work to as a peer (a senior who is no supervisor) is passed over,
-    so the escalation goes on up instead of being refused; one it may not escalate to
-    (`can_escalate_to_supervisor` off) stays, and the move answers 403 for it."""
+    Never an offline agent, the source, nor back down from the one the task waits for; `by_roles`
+    passes over a senior the source may not hand work to as a peer (rule 6, seed 003).
+    """
     order = [c for c in (source.senior if source else None, rule.default_supervisor) if c]
     waiting_at = next((i for i, c in enumerate(order) if c.pk == queued_for_id), None)
     if waiting_at is not None:

@@ -1,19 +1,7 @@
-"""The stale-queue sweep (Celery beat, `tasks.sweep_stale_tasks`): escalate queued tasks that waited
-too long, thousands at a time.
+"""The stale-queue sweep (`tasks.sweep_stale_tasks`): escalate queued tasks that waited too long.
 
-It escalates exactly as `services.task_escalate` does for the system — the same source and
-target (`rules.escalation_source` / `escalation_target`), the same capacity verdict
-(`rules.check_assignment`), the same state change (`services.apply_escalation`) and the same
-event (`events.escalation_event`) — but per batch: one query takes the rows, a few load what
-the rules need, and three statements write the tasks, their events and their inbox items
-(plus the webhook deliveries of the targets that have one).
-
-Tasks alike escalate alike: rows that differ only in their id, queue times, urgency and
-deadline (same agents, chain and status) get the same target, and with the same capacity
-verdict the same state change and event, but for the event's reasoning (why the task is stale,
-which the sweep gives). So in each batch the rules run once per such shape and verdict, the
-capacity check once per task; tests/tasks/test_sweep.py checks a batch against the same tasks
-swept one at a time.
+It escalates exactly as `task_escalate` does for the system, but per batch: the rules run once
+per shape of task and verdict, and a few statements write the batch (tests/tasks/test_sweep.py).
 """
 
 from __future__ import annotations
@@ -73,10 +61,8 @@ STALE_DEFAULTS = {
 def stale_queued(now: datetime):
     """Queued tasks waiting longer than their organization's threshold, or past their deadline.
 
-    A deadline makes a task stale once: escalated since it passed (queued for a full senior),
-    the task waits the threshold of its urgency from then, as any queued task — else every
-    sweep would escalate it again, a minute apart, all the way up. (The events are read only
-    for tasks queued after their deadline, on the index of a task's events by time.)"""
+    A deadline makes a task stale once: escalated since it passed, it waits its threshold again.
+    """
     waited_too_long = Q()
     for urgency, default in STALE_DEFAULTS.items():
         # Clamped to the bounds the team rule's validators keep (a row stored before them, or
@@ -119,15 +105,9 @@ class SweepResult:
 def sweep_stale_queued(
     *, now: datetime | None = None, batch_size: int | None = None
 ) -> SweepResult:
-    """Escalate every stale queued task, in batches up the pk order.
+    """Escalate every stale queued task, in batches up the pk order; two sweeps may overlap.
 
-    Rows are taken with SKIP LOCKED, so two sweeps running at once split the work and never
-    escalate one task twice; an escalated task is no longer stale, so a re-run does nothing.
-    A row that cannot be escalated (it raises) is skipped and logged, and the rest of its batch
-    is escalated all the same; it stays queued and is reported by every sweep until fixed.
-    Each batch starts after the last row of the one before: a sweep reads the table once, and
-    never takes a task again that it re-queued for its target (nor a skipped one). A row locked
-    by someone else as the sweep passes is left to the next sweep.
+    A row that raises is skipped and logged, the rest of its batch escalated all the same.
     """
     batch_size = batch_size or settings.TASKS_SWEEP_BATCH_SIZE
     result = SweepResult()
@@ -142,9 +122,13 @@ def sweep_stale_queued(
 
 # Not `queued_at`: the move overwrites it, so an escalation cannot depend on it.
 _SWEEP_FIELDS = (
-    "pk", "organization_id", "urgency", "deadline", "status",
+    "pk",
+    "organization_id",
+    "urgency",
+    "deadline",
+    "status",
     *(f"{f}_id" for f in ESCALATION_SOURCE_FIELDS),
-)  # fmt: skip
+)
 # What decides a row's target (`rules.escalation_source` and `escalation_target`).
 _TARGET_FIELDS = ("organization_id", *(f"{f}_id" for f in ESCALATION_SOURCE_FIELDS))
 # What decides its escalation, with its chain and the verdict: not its urgency nor its deadline,
@@ -218,9 +202,13 @@ def _sweep_batch(now: datetime, batch_size: int, after: int) -> tuple[int, int, 
             verdict = None
             if target is not None:
                 verdict = rules.check_assignment(
-                    org=orgs[row["organization_id"]], actor=SYSTEM, target=target,
-                    move=Move.ESCALATE, rule=rule, workload=workloads[target.pk],
-                )  # fmt: skip
+                    org=orgs[row["organization_id"]],
+                    actor=SYSTEM,
+                    target=target,
+                    move=Move.ESCALATE,
+                    rule=rule,
+                    workload=workloads[target.pk],
+                )
             outcome = outcomes.get((shape, verdict))
             if outcome is None:
                 outcome = _outcome(row, agents, rule, target, verdict, now, written)
@@ -264,9 +252,15 @@ def _task_of(row: dict, agents: dict[int, Agent], written: datetime) -> Task:
 
 # The task columns an escalation writes.
 _APPLIED_FIELDS = (
-    "status", "assignee_id", "queued_for_id", "queued_at", "queued_by_id", "assigned_at",
-    "delegation_chain", "updated_at",
-)  # fmt: skip
+    "status",
+    "assignee_id",
+    "queued_for_id",
+    "queued_at",
+    "queued_by_id",
+    "assigned_at",
+    "delegation_chain",
+    "updated_at",
+)
 
 
 @dataclass
@@ -305,9 +299,14 @@ def _outcome(row, agents, rule, target, verdict, now, written) -> _Outcome:
     # escalated to humans, it has no queuer any more.
     apply_escalation(task, target=target, verdict=verdict, queued_by=task.queued_by, now=written)
     event = events.escalation_event(
-        task=task, actor=SYSTEM, before=before, target=target, verdict=verdict, stale=True,
+        task=task,
+        actor=SYSTEM,
+        before=before,
+        target=target,
+        verdict=verdict,
+        stale=True,
         reasoning=_reason(row, now),
-    )  # fmt: skip
+    )
     inbox = None
     if notifies(event):  # the one rule of who is told
         inbox = _values(inbox_item(event), exclude=_PER_TASK)

@@ -38,9 +38,19 @@ class TaskEventInline(ReadOnlyInline):
     parent_org_path = "organization"
     ordering = ["created_at", "pk"]
     fields = [
-        "created_at", "kind", "actor_label", "recipient", "before", "after", "decision",
-        "primary_choice", "reasoning", "wait_time_seconds", "coordination_note", "message",
-    ]  # fmt: skip
+        "created_at",
+        "kind",
+        "actor_label",
+        "recipient",
+        "before",
+        "after",
+        "decision",
+        "primary_choice",
+        "reasoning",
+        "wait_time_seconds",
+        "coordination_note",
+        "message",
+    ]
     readonly_fields = fields
 
 
@@ -146,10 +156,21 @@ class TaskAdmin(TasksAppAdmin):
     ordering = ["-created_at", "-pk"]
     search_fields = ["title", "description", "assignee__handle", "queued_for__handle"]
     readonly_fields = [
-        "status", "assignee", "queued_for", "created_by_agent", "created_by_user",
-        "delegation_chain", "queued_at", "assigned_at", "finished_at", "created_at", "updated_at",
-        "parent", "result", "result_data",
-    ]  # fmt: skip
+        "status",
+        "assignee",
+        "queued_for",
+        "created_by_agent",
+        "created_by_user",
+        "delegation_chain",
+        "queued_at",
+        "assigned_at",
+        "finished_at",
+        "created_at",
+        "updated_at",
+        "parent",
+        "result",
+        "result_data",
+    ]
     inlines = [SubtaskInline, TaskCommentInline, TaskEventInline]
     actions = ["cancel_tasks", "cancel_tasks_with_subtasks", "escalate_tasks"]
 
@@ -163,8 +184,15 @@ class TaskAdmin(TasksAppAdmin):
         return RequestForm
 
     def get_fieldsets(self, request, obj=None):
-        editable = ["organization", "title", "description", "required_expertise", "urgency",
-                    "deadline", "assign_to"]  # fmt: skip
+        editable = [
+            "organization",
+            "title",
+            "description",
+            "required_expertise",
+            "urgency",
+            "deadline",
+            "assign_to",
+        ]
         return [(None, {"fields": editable}), ("State", {"fields": self.readonly_fields})]
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
@@ -183,11 +211,15 @@ class TaskAdmin(TasksAppAdmin):
         try:
             if not change:
                 created = services.task_create(
-                    org=obj.organization, actor=admin_actor(request, obj.organization),
-                    title=obj.title, description=obj.description,
-                    required_expertise=obj.required_expertise, urgency=obj.urgency,
-                    deadline=obj.deadline, assignee=target,
-                )  # fmt: skip
+                    org=obj.organization,
+                    actor=admin_actor(request, obj.organization),
+                    title=obj.title,
+                    description=obj.description,
+                    required_expertise=obj.required_expertise,
+                    urgency=obj.urgency,
+                    deadline=obj.deadline,
+                    assignee=target,
+                )
                 # The admin goes on with `obj` (log entry, redirect): give it the saved row.
                 for model_field in Task._meta.concrete_fields:
                     setattr(obj, model_field.attname, getattr(created, model_field.attname))
@@ -316,9 +348,13 @@ class TaskAdmin(TasksAppAdmin):
     @admin.action(description="Cancel the selected tasks with their open subtasks")
     def cancel_tasks_with_subtasks(self, request, queryset):
         self._run(
-            request, queryset, services.task_cancel, "Cancelled",
-            reason="Cancelled in the admin.", cancel_subtasks=True,
-        )  # fmt: skip
+            request,
+            queryset,
+            services.task_cancel,
+            "Cancelled",
+            reason="Cancelled in the admin.",
+            cancel_subtasks=True,
+        )
 
     @admin.action(description="Escalate the selected tasks")
     def escalate_tasks(self, request, queryset):

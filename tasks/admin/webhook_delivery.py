@@ -12,8 +12,14 @@ from .base import AuditAdmin
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(AuditAdmin):
     list_display = [
-        "created_at", "agent", "status_badge", "attempts", "response_status", "outcome", "address",
-    ]  # fmt: skip
+        "created_at",
+        "agent",
+        "status_badge",
+        "attempts",
+        "response_status",
+        "outcome",
+        "address",
+    ]
     list_filter = [("status", HumanChoicesFilter)]
     list_select_related = ["agent"]
     search_fields = ["agent__handle", "url"]

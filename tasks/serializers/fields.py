@@ -15,9 +15,8 @@ SETTABLE_STATUSES = frozenset().union(*TRANSITIONS.values())
 class NullIsNotGiven:
     """A field mixin: null is "not given" (the field's default, or left out), at every door.
 
-    A strict-mode tool client sends null for each optional param it leaves out, and the tool
-    door drops a null the param's schema refuses; REST takes the same null with the same
-    meaning ("inputs defined once"), and the schema says the field is nullable."""
+    Strict-mode tool clients send null for each optional param; REST takes it the same way.
+    """
 
     def __init__(self, **kwargs):
         super().__init__(allow_null=True, **kwargs)
@@ -44,9 +43,12 @@ class OptionalBooleanField(NullIsNotGiven, serializers.BooleanField):
 
 def note_field(help_text: str = "A note for the task's log.") -> serializers.CharField:
     return OptionalCharField(
-        max_length=NOTE_MAX_LENGTH, required=False, allow_blank=True, default="",
+        max_length=NOTE_MAX_LENGTH,
+        required=False,
+        allow_blank=True,
+        default="",
         help_text=help_text,
-    )  # fmt: skip
+    )
 
 
 def limit_field() -> serializers.IntegerField:

@@ -54,7 +54,10 @@ class InboxQuerySerializer(serializers.Serializer):
 
 class InboxReadSerializer(serializers.Serializer):
     ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=BIGINT_MAX), max_length=500,
-        required=False, allow_null=True, default=None,
+        child=serializers.IntegerField(min_value=1, max_value=BIGINT_MAX),
+        max_length=500,
+        required=False,
+        allow_null=True,
+        default=None,
         help_text="Items to mark read; omit to mark every unread item read.",
-    )  # fmt: skip
+    )

@@ -29,13 +29,19 @@ from .fields import (
 class TaskCreateSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=300, help_text="What to do.")
     description = OptionalCharField(
-        max_length=DESCRIPTION_MAX_LENGTH, required=False, allow_blank=True, default="",
+        max_length=DESCRIPTION_MAX_LENGTH,
+        required=False,
+        allow_blank=True,
+        default="",
         help_text="Details of the work.",
-    )  # fmt: skip
+    )
     required_expertise = OptionalCharField(
-        max_length=100, required=False, allow_blank=True, default="",
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        default="",
         help_text="The expertise it needs.",
-    )  # fmt: skip
+    )
     urgency = OptionalChoiceField(
         choices=Urgency.choices, required=False, default=Urgency.NORMAL, help_text="Default normal."
     )
@@ -46,25 +52,32 @@ class TaskCreateSerializer(serializers.Serializer):
         required=False, allow_null=True, default=None, help_text="Assignee's id; omit to queue."
     )
     parent = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=1, max_value=BIGINT_MAX,
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=BIGINT_MAX,
         help_text="Make it a subtask of this task: the id of a task you hold (a human: any task).",
-    )  # fmt: skip
+    )
 
 
 class SubtaskCreateSerializer(TaskCreateSerializer):
     """`create_subtask`: POST /api/tasks's body with its `parent` required."""
 
     parent = serializers.IntegerField(
-        min_value=1, max_value=BIGINT_MAX,
+        min_value=1,
+        max_value=BIGINT_MAX,
         help_text="The parent task: the id of a task you hold (a human: any task).",
-    )  # fmt: skip
+    )
 
 
 class AssignSerializer(serializers.Serializer):
     agent_id = serializers.CharField(
-        required=False, allow_null=True, default=None,
+        required=False,
+        allow_null=True,
+        default=None,
         help_text="Assignee's id; omit to claim the task as the calling agent.",
-    )  # fmt: skip
+    )
 
 
 class DecisionSerializer(serializers.Serializer):
@@ -83,9 +96,13 @@ class DelegateSerializer(DecisionSerializer):
 class QueueSerializer(DecisionSerializer):
     agent_id = serializers.CharField(help_text="The busy expert to queue it for (an agent's id).")
     wait_time_seconds = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=0, max_value=MAX_WAIT_SECONDS,
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        max_value=MAX_WAIT_SECONDS,
         help_text="Your wait estimate (the decision's Wait Time); omit for the service's estimate.",
-    )  # fmt: skip
+    )
 
 
 class EscalateSerializer(DecisionSerializer):
@@ -98,9 +115,12 @@ class ResultSerializer(serializers.Serializer):
     """What a task carries when it is completed or failed (issue 11 §1)."""
 
     result = OptionalCharField(
-        max_length=RESULT_MAX_LENGTH, required=False, allow_blank=True, default="",
+        max_length=RESULT_MAX_LENGTH,
+        required=False,
+        allow_blank=True,
+        default="",
         help_text="With completed or failed: the outcome in words, for whoever gave you the task.",
-    )  # fmt: skip
+    )
     result_data = OptionalJSONObjectField(
         required=False,
         help_text=(
@@ -127,10 +147,11 @@ class StatusSerializer(ResultSerializer):
 class CancelSerializer(serializers.Serializer):
     reason = note_field("Why you cancel it.")
     cancel_subtasks = OptionalBooleanField(
-        required=False, default=False,
+        required=False,
+        default=False,
         help_text="Cancel its open subtasks (at any depth) with it; without it, a task with "
         "open subtasks is refused (409 open_subtasks).",
-    )  # fmt: skip
+    )
 
 
 class CommentSerializer(serializers.Serializer):
@@ -174,9 +195,11 @@ class CompleteParamsSerializer(TaskIdSerializer, StatusSerializer):
     """`complete_task`: the status move to completed (or failed), with the result."""
 
     status = serializers.ChoiceField(
-        choices=list(RESULT_STATUSES), required=False, default=TaskStatus.COMPLETED,
+        choices=list(RESULT_STATUSES),
+        required=False,
+        default=TaskStatus.COMPLETED,
         help_text="completed (default) or failed.",
-    )  # fmt: skip
+    )
 
 
 class CancelParamsSerializer(TaskIdSerializer, CancelSerializer):
@@ -192,6 +215,9 @@ class CommentListParamsSerializer(TaskIdSerializer):
         required=False, default=100, min_value=1, max_value=500, help_text="At most (default 100)."
     )
     offset = serializers.IntegerField(
-        required=False, default=0, min_value=0, max_value=BIGINT_MAX,
+        required=False,
+        default=0,
+        min_value=0,
+        max_value=BIGINT_MAX,
         help_text="Skip this many, oldest first (default 0).",
-    )  # fmt: skip
+    )

@@ -14,9 +14,11 @@ class RecommendationParamsSerializer(serializers.Serializer):
         choices=Urgency.choices, required=False, default=Urgency.NORMAL, help_text="Default normal."
     )
     exclude = serializers.ListField(
-        child=serializers.CharField(), required=False, default=list,
+        child=serializers.CharField(),
+        required=False,
+        default=list,
         help_text="Agent ids to leave out.",
-    )  # fmt: skip
+    )
     agent = serializers.CharField(
         required=False, allow_blank=True, help_text="Organization keys and admins: for which agent."
     )

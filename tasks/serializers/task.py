@@ -18,9 +18,11 @@ class MyTasksParamsSerializer(serializers.Serializer):
         choices=TaskStatus.values, required=False, help_text="Only this status."
     )
     role = serializers.ChoiceField(
-        choices=[ALL, *TASK_RELATIONS], required=False, default=ALL,
+        choices=[ALL, *TASK_RELATIONS],
+        required=False,
+        default=ALL,
         help_text="Which relation to you (default all).",
-    )  # fmt: skip
+    )
     limit = limit_field()
 
 
@@ -47,11 +49,24 @@ class TaskSerializer(serializers.ModelSerializer):
     class Meta:
         model = Task
         fields = [
-            "id", "title", "description", "required_expertise", "urgency", "deadline", "status",
-            "assignee", "queued_for", "created_by_agent", "delegation_chain",
-            "estimated_wait_seconds", "parent", "result", "result_data", "created_at",
+            "id",
+            "title",
+            "description",
+            "required_expertise",
+            "urgency",
+            "deadline",
+            "status",
+            "assignee",
+            "queued_for",
+            "created_by_agent",
+            "delegation_chain",
+            "estimated_wait_seconds",
+            "parent",
+            "result",
+            "result_data",
+            "created_at",
             "updated_at",
-        ]  # fmt: skip
+        ]
         read_only_fields = fields
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
@@ -70,9 +85,10 @@ def _task_representer() -> TaskSerializer:
 
 
 def task_data(task: Task) -> dict:
-    """One task as `TaskSerializer(task).data` answers it, by a serializer whose fields were built
-    once: a ModelSerializer builds its fields from the model for every instance, a fifth of a
-    move's CPU. Its fields only read the task (no context), so one instance serves every thread."""
+    """One task as `TaskSerializer(task).data` answers it, by a serializer built once (its fields).
+
+    Its fields only read the task (no context), so one instance serves every thread.
+    """
     return _task_representer().to_representation(task)
 
 
@@ -137,9 +153,11 @@ def task_detail(task: Task) -> dict:
 
 class TaskCommentSerializer(serializers.ModelSerializer):
     author = serializers.SlugRelatedField(
-        slug_field="handle", read_only=True, allow_null=True,
+        slug_field="handle",
+        read_only=True,
+        allow_null=True,
         help_text="The agent who wrote it; null for a human (see author_label).",
-    )  # fmt: skip
+    )
     author_label = serializers.CharField(read_only=True, help_text="Who wrote it, in words.")
 
     class Meta:
@@ -157,9 +175,25 @@ class TaskEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = TaskEvent
         fields = [
-            "id", "task", "kind", "actor_kind", "actor", "actor_agent", "recipient", "before",
-            "after", "message", "decision", "primary_choice", "primary_reason", "fallback",
-            "reasoning", "wait_time_seconds", "notes", "cross_team", "coordination_note",
+            "id",
+            "task",
+            "kind",
+            "actor_kind",
+            "actor",
+            "actor_agent",
+            "recipient",
+            "before",
+            "after",
+            "message",
+            "decision",
+            "primary_choice",
+            "primary_reason",
+            "fallback",
+            "reasoning",
+            "wait_time_seconds",
+            "notes",
+            "cross_team",
+            "coordination_note",
             "created_at",
-        ]  # fmt: skip
+        ]
         read_only_fields = fields

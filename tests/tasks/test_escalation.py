@@ -82,9 +82,13 @@ def test_a_batch_refuses_an_event_whose_fields_it_would_drop():
     alex = make_agent(org, "agent-alex")
     task = task_create(org=org, actor=SYSTEM, title="t")
     event = events.escalation_event(
-        task=task, actor=Actor("agent", alex.handle, agent=alex), before={}, target=None,
-        verdict=None, notes="would be lost",
-    )  # fmt: skip
+        task=task,
+        actor=Actor("agent", alex.handle, agent=alex),
+        before={},
+        target=None,
+        verdict=None,
+        notes="would be lost",
+    )
     with pytest.raises(ValueError, match="Batched events"):
         sql.insert_events([event], timezone.now())
 

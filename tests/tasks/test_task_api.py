@@ -74,9 +74,15 @@ def test_capacity_is_final(cast):
 
 @pytest.mark.parametrize(
     "status, counts",
-    [("assigned", True), ("in_progress", True), ("blocked", True), ("completed", False),
-     ("failed", False), ("cancelled", False)],
-)  # fmt: skip
+    [
+        ("assigned", True),
+        ("in_progress", True),
+        ("blocked", True),
+        ("completed", False),
+        ("failed", False),
+        ("cancelled", False),
+    ],
+)
 def test_workload_counts_assigned_in_progress_and_blocked_tasks_only(cast, status, counts):
     give_tasks(cast.alex, 4)
     give_tasks(cast.alex, 3, status=status)
@@ -102,22 +108,36 @@ def test_the_assignee_moves_its_task_through_the_lifecycle(cast):
         response = post(alex, url, {"status": status, "note": "ok"})
         assert response.status_code == 200, response.content
         assert response.json()["status"] == status
-    assert_error(post(alex, url, {"status": "in_progress"}), 409, "invalid_transition",
-                 "Cannot transition from completed to in_progress")  # fmt: skip
+    assert_error(
+        post(alex, url, {"status": "in_progress"}),
+        409,
+        "invalid_transition",
+        "Cannot transition from completed to in_progress",
+    )
 
 
 @pytest.mark.parametrize(
     "start, wanted",
-    [("queued", "completed"), ("assigned", "completed"), ("assigned", "blocked"),
-     ("in_progress", "assigned"), ("completed", "failed"), ("blocked", "completed"),
-     ("assigned", "failed"), ("blocked", "assigned"), ("queued", "in_progress"),
-     ("failed", "in_progress")],
-)  # fmt: skip
+    [
+        ("queued", "completed"),
+        ("assigned", "completed"),
+        ("assigned", "blocked"),
+        ("in_progress", "assigned"),
+        ("completed", "failed"),
+        ("blocked", "completed"),
+        ("assigned", "failed"),
+        ("blocked", "assigned"),
+        ("queued", "in_progress"),
+        ("failed", "in_progress"),
+    ],
+)
 def test_disallowed_transitions_are_409(cast, start, wanted):
     task = Task.objects.create(
-        organization=cast.org, title="t", status=start,
+        organization=cast.org,
+        title="t",
+        status=start,
         assignee=None if start == "queued" else cast.alex,
-    )  # fmt: skip
+    )
     response = post(cast.human, f"/api/tasks/{task.pk}/status", {"status": wanted})
     assert_error(response, 409, "invalid_transition", f"Cannot transition from {start} to {wanted}")
 
@@ -176,8 +196,12 @@ def test_the_agent_that_queued_a_task_for_a_busy_expert_may_take_it_back(cast, b
         post(alex, f"/api/tasks/{other['id']}/queue", {"agent_id": "agent-morgan"}).status_code
         == 200
     )
-    assert_error(post(sarah, f"/api/tasks/{other['id']}/assign", {}), 409,
-                 "invalid_transition", "can be claimed")  # fmt: skip
+    assert_error(
+        post(sarah, f"/api/tasks/{other['id']}/assign", {}),
+        409,
+        "invalid_transition",
+        "can be claimed",
+    )
     response = post(alex, f"/api/tasks/{other['id']}/assign", body and {"agent_id": "agent-alex"})
     assert response.status_code == 200, response.content
     assert response.json()["assignee"] == "agent-alex"
@@ -207,8 +231,11 @@ def test_delegation_stores_the_decision_and_extends_the_chain(cast):
     assert response.json()["delegation_chain"] == ["agent-sarah", "agent-alex"]
     event = TaskEvent.objects.filter(task_id=task["id"], kind="delegated").get()
     assert (event.decision, event.primary_choice, event.fallback, event.actor_label) == (
-        "DELEGATE", "agent-alex", "agent-morgan (cross-team)", "agent-sarah",
-    )  # fmt: skip
+        "DELEGATE",
+        "agent-alex",
+        "agent-morgan (cross-team)",
+        "agent-sarah",
+    )
     assert event.before["assignee"] == "agent-sarah" and event.after["assignee"] == "agent-alex"
 
 
@@ -319,27 +346,36 @@ def test_each_expert_is_estimated_from_its_own_last_completions_whatever_the_oth
     Morgan's own history out of the sample: the list and the move agree."""
     now = timezone.now()
     history = [
-        Task(organization=cast.org, title="done", status="completed", assignee=agent,
-             delegation_chain=[agent.handle], finished_at=finished,
-             assigned_at=finished - timedelta(minutes=minutes))
+        Task(
+            organization=cast.org,
+            title="done",
+            status="completed",
+            assignee=agent,
+            delegation_chain=[agent.handle],
+            finished_at=finished,
+            assigned_at=finished - timedelta(minutes=minutes),
+        )
         for agent, count, minutes, finished in (
             (cast.morgan, 2, 10, now - timedelta(days=1)),
             (cast.alex, 1000, 1, now - timedelta(hours=1)),
         )
         for _ in range(count)
-    ]  # fmt: skip
+    ]
     for task in history:
         task.keep_urgency_rank()
     Task.objects.bulk_create(history)
     give_tasks(cast.morgan, 5)
     give_tasks(cast.alex, 5)
     mine = create(cast.human, agent_id="agent-sarah").json()
-    moved = post(cast.client(cast.sarah), f"/api/tasks/{mine['id']}/queue",
-                 {"agent_id": "agent-morgan"})  # fmt: skip
+    moved = post(
+        cast.client(cast.sarah), f"/api/tasks/{mine['id']}/queue", {"agent_id": "agent-morgan"}
+    )
     assert moved.json()["estimated_wait_seconds"] == 120  # 600 s over capacity 5, first in line
     other = create(cast.human).json()
-    assert post(cast.human, f"/api/tasks/{other['id']}/queue",
-                {"agent_id": "agent-alex"}).status_code == 200  # fmt: skip
+    assert (
+        post(cast.human, f"/api/tasks/{other['id']}/queue", {"agent_id": "agent-alex"}).status_code
+        == 200
+    )
     listed = cast.human.get("/api/tasks?status=queued").json()["results"]
     waits = {t["queued_for"]: t["estimated_wait_seconds"] for t in listed}
     assert waits == {"agent-morgan": 120, "agent-alex": 12}
@@ -548,8 +584,12 @@ def test_every_move_writes_an_event_with_its_actor_and_a_consistent_before_after
     for earlier, later in zip(events, events[1:], strict=False):
         assert later["before"] == earlier["after"], (earlier["kind"], later["kind"])
     assert [e["after"]["status"] for e in events] == [
-        "queued", "queued", "assigned", "assigned", "cancelled",
-    ]  # fmt: skip
+        "queued",
+        "queued",
+        "assigned",
+        "assigned",
+        "cancelled",
+    ]
     assert all(e["created_at"] for e in events)
     assert events[1]["wait_time_seconds"] == 720 and events[1]["reasoning"] == "only expert"
 
@@ -597,17 +637,20 @@ def test_a_move_answers_404_for_a_task_it_cannot_see_before_anything_else(cast):
     assert_error(post(sarah, f"/api/tasks/{mine}/status", {"status": "bogus"}), 400, "invalid")
     assert_error(
         post(sarah, f"/api/tasks/{mine}/assign", {"agent_id": "agent-nobody"}),
-        404, "agent_not_found",
-    )  # fmt: skip
+        404,
+        "agent_not_found",
+    )
     # A human cannot delegate (403), but an unknown agent is still a 404 first.
     assert_error(
         post(cast.human, f"/api/tasks/{mine}/delegate", {"agent_id": "agent-nobody"}),
-        404, "agent_not_found",
-    )  # fmt: skip
+        404,
+        "agent_not_found",
+    )
     assert_error(
         post(cast.human, f"/api/tasks/{mine}/delegate", {"agent_id": "agent-alex"}),
-        403, "agent_required",
-    )  # fmt: skip
+        403,
+        "agent_required",
+    )
 
 
 def test_a_delegator_still_sees_the_task_it_passed_on(cast):

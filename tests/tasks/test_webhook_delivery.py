@@ -28,8 +28,10 @@ def test_a_failed_attempt_is_recorded_and_asks_for_a_retry(settings):
         assert raised.value.attempts == 1
         delivery.refresh_from_db()
         assert (delivery.status, delivery.attempts, delivery.last_error) == (
-            "pending", 1, "HTTP 500"
-        )  # fmt: skip
+            "pending",
+            1,
+            "HTTP 500",
+        )
         webhook_deliver(delivery_id=delivery.pk, max_retries=3)
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.response_status) == ("delivered", 2, 200)
