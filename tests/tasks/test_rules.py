@@ -1,6 +1,5 @@
-"""Edges of the domain rules no other test reached (a reviewer's list): loops and depth are
-checked on every move that passes a task on, not only on delegate; a paused expert's queue
-waits; a blocked task may fail (the refused transitions are in test_task_api.py)."""
+"""The domain rules on every move: loops and depth wherever a task is passed on, a paused
+expert's queue waits, a blocked task may fail (the refused transitions: test_task_status.py)."""
 
 import pytest
 
