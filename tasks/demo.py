@@ -107,17 +107,21 @@ def _as(agent: Agent) -> Actor:
     return Actor(ActorKind.AGENT, agent.handle, agent=agent)
 
 
-def _held(org, handle, title, expertise, urgency, moves) -> None:
-    holder = _agent(org, handle)
-    task = services.task_create(
+def _created(org, actor: Actor, title: str, expertise: str, **values) -> Task:
+    """A demo task, made by the services as any other."""
+    return services.task_create(
         org=org,
-        actor=DEMO_HUMAN,
+        actor=actor,
         title=title,
         description=DEMO_NOTE,
         required_expertise=expertise,
-        urgency=urgency,
-        assignee=holder,
+        **values,
     )
+
+
+def _held(org, handle, title, expertise, urgency, moves) -> None:
+    holder = _agent(org, handle)
+    task = _created(org, DEMO_HUMAN, title, expertise, urgency=urgency, assignee=holder)
     for status in moves:
         note = BLOCKED_NOTE if status == BLOCKED else ""
         task = services.task_set_status(task=task, actor=_as(holder), status=status, note=note)
@@ -125,41 +129,19 @@ def _held(org, handle, title, expertise, urgency, moves) -> None:
 
 def _delegated(org, source, target, title, expertise, decision) -> None:
     by = _agent(org, source)
-    task = services.task_create(
-        org=org,
-        actor=_as(by),
-        title=title,
-        description=DEMO_NOTE,
-        required_expertise=expertise,
-        urgency=Urgency.HIGH,
-        assignee=by,
-    )
+    task = _created(org, _as(by), title, expertise, urgency=Urgency.HIGH, assignee=by)
     services.task_delegate(task=task, actor=_as(by), to=_agent(org, target), **decision)
 
 
 def _queued(org, source, expert, title, expertise, reasoning) -> None:
     by = _agent(org, source)
-    task = services.task_create(
-        org=org,
-        actor=_as(by),
-        title=title,
-        description=DEMO_NOTE,
-        required_expertise=expertise,
-        urgency=Urgency.LOW,
-    )
+    task = _created(org, _as(by), title, expertise, urgency=Urgency.LOW)
     services.task_queue(task=task, actor=_as(by), to=_agent(org, expert), reasoning=reasoning)
 
 
 def _escalated(org, source, title, expertise, reason) -> None:
     by = _agent(org, source)
-    task = services.task_create(
-        org=org,
-        actor=_as(by),
-        title=title,
-        description=DEMO_NOTE,
-        required_expertise=expertise,
-        urgency=Urgency.HIGH,
-    )
+    task = _created(org, _as(by), title, expertise, urgency=Urgency.HIGH)
     task = services.task_escalate(task=task, actor=_as(by), reason=reason)
     if task.status != TaskStatus.ESCALATED:
         # Someone was given a default supervisor or Sam is back: then it is not the demo's story.

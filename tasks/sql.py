@@ -294,6 +294,11 @@ _UNBATCHED = (
 )
 
 
+def _arrays(events: list[TaskEvent], *attributes: str) -> list[list]:
+    """One parameter array per attribute, the events' values in order (`unnest` takes them)."""
+    return [[getattr(e, attribute) for e in events] for attribute in attributes]
+
+
 def insert_events(events: list[TaskEvent], now: datetime) -> None:
     """Insert the system's events (as the sweep makes them) in one statement; set their pks."""
     if any(getattr(e, f) for e in events for f in _UNBATCHED):
@@ -320,18 +325,11 @@ def insert_events(events: list[TaskEvent], now: datetime) -> None:
             """,  # noqa: S608  (the table name is ours, every value is a parameter)
             [
                 now,
-                [e.organization_id for e in events],
-                [e.task_id for e in events],
-                [e.kind for e in events],
-                [e.actor_kind for e in events],
-                [e.actor_label for e in events],
-                [e.recipient_id for e in events],
+                *_arrays(events, "organization_id", "task_id", "kind", "actor_kind", "actor_label"),
+                *_arrays(events, "recipient_id"),
                 [json.dumps(e.before) for e in events],
                 [json.dumps(e.after) for e in events],
-                [e.message for e in events],
-                [e.decision for e in events],
-                [e.primary_choice for e in events],
-                [e.reasoning for e in events],
+                *_arrays(events, "message", "decision", "primary_choice", "reasoning"),
             ],
         )
         ids = {task_id: pk for pk, task_id in cursor.fetchall()}
@@ -354,12 +352,9 @@ def insert_inbox_items(events: list[TaskEvent], now: datetime) -> None:
             """,  # noqa: S608  (the table name is ours, every value is a parameter)
             [
                 now,
-                [e.organization_id for e in events],
-                [e.recipient_id for e in events],
-                [e.task_id for e in events],
-                [e.pk for e in events],
-                [e.kind for e in events],
-                [e.message for e in events],
+                *_arrays(
+                    events, "organization_id", "recipient_id", "task_id", "pk", "kind", "message"
+                ),
             ],
         )
 

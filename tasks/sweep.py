@@ -298,14 +298,9 @@ def _outcome(row, agents, rule, target, verdict, now, written) -> _Outcome:
     # Queued for a full senior, the task keeps who queued it (the move records its own source);
     # escalated to humans, it has no queuer any more.
     apply_escalation(task, target=target, verdict=verdict, queued_by=task.queued_by, now=written)
+    stale = {"stale": True, "reasoning": _reason(row, now)}
     event = events.escalation_event(
-        task=task,
-        actor=SYSTEM,
-        before=before,
-        target=target,
-        verdict=verdict,
-        stale=True,
-        reasoning=_reason(row, now),
+        task=task, actor=SYSTEM, before=before, target=target, verdict=verdict, **stale
     )
     inbox = None
     if notifies(event):  # the one rule of who is told

@@ -4,7 +4,12 @@ from django.utils import timezone
 from django.utils.timesince import timesince
 
 from infrastructure.errors import DomainError
-from organization.admin.scoping import STATUS_COLOURS, OrgOwnedAdmin, human
+from organization.admin.scoping import (
+    STATUS_COLOURS,
+    OrgOwnedAdmin,
+    human,
+    sees_several_organizations,
+)
 from organization.caller import caller_for_admin
 
 from ..models import DeliveryStatus, TaskStatus
@@ -37,6 +42,16 @@ class MoveRefused(Exception):
     def __init__(self, error: DomainError):
         super().__init__(error.message)
         self.error = error
+
+
+class OrganizationColumn:
+    """A list that names each row's organization when the user sees several."""
+
+    def get_list_display(self, request):
+        columns = list(super().get_list_display(request))
+        if sees_several_organizations(request):
+            columns.append("organization")
+        return columns
 
 
 class TasksAppAdmin(OrgOwnedAdmin):

@@ -20,14 +20,13 @@ from organization.admin.scoping import (
     admin_org_ids,
     badge,
     human,
-    sees_several_organizations,
 )
 from organization.models import Agent
 
 from .. import services
 from ..models import URGENCY_RANK, EventKind, Task, TaskComment, TaskEvent
 from .attention import NeedsAttentionFilter
-from .base import MoveRefused, TasksAppAdmin, admin_actor, ago
+from .base import MoveRefused, OrganizationColumn, TasksAppAdmin, admin_actor, ago
 
 
 class TaskEventInline(ReadOnlyInline):
@@ -143,7 +142,7 @@ def _latest_event_time(*, moves_only: bool = False) -> Subquery:
 
 
 @admin.register(Task)
-class TaskAdmin(TasksAppAdmin):
+class TaskAdmin(OrganizationColumn, TasksAppAdmin):
     form = TaskAdminForm
     # What a manager scans and sorts by: the state and for how long, who has it, the last move.
     list_display = ["title", "status_badge", "urgency_display", "holder", "in_state", "last_event"]
@@ -184,15 +183,7 @@ class TaskAdmin(TasksAppAdmin):
         return RequestForm
 
     def get_fieldsets(self, request, obj=None):
-        editable = [
-            "organization",
-            "title",
-            "description",
-            "required_expertise",
-            "urgency",
-            "deadline",
-            "assign_to",
-        ]
+        editable = [*TaskAdminForm.Meta.fields, "assign_to"]
         return [(None, {"fields": editable}), ("State", {"fields": self.readonly_fields})]
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
@@ -247,12 +238,6 @@ class TaskAdmin(TasksAppAdmin):
                 last_event_at=Coalesce(_latest_event_time(), F("created_at")),
             )
         )
-
-    def get_list_display(self, request):
-        columns = list(super().get_list_display(request))
-        if sees_several_organizations(request):
-            columns.append("organization")
-        return columns
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, task):

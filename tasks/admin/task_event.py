@@ -5,27 +5,21 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from organization.admin.actors import key_name_of, label_words
-from organization.admin.scoping import HumanChoicesFilter, human, sees_several_organizations
+from organization.admin.scoping import HumanChoicesFilter, human
 from organization.admin.words import duration
 
 from ..models import TaskEvent
-from .base import AuditAdmin, state_words
+from .base import AuditAdmin, OrganizationColumn, state_words
 
 
 @admin.register(TaskEvent)
-class TaskEventAdmin(AuditAdmin):
+class TaskEventAdmin(OrganizationColumn, AuditAdmin):
     list_display = ["when", "task_title", "what", "by", "to", "decision_display"]
     list_display_links = ["when"]
     list_filter = [(f, HumanChoicesFilter) for f in ("kind", "actor_kind", "decision")]
     list_select_related = ["task", "recipient", "organization"]
     search_fields = ["task__title", "actor_label", "message"]
     ordering = ["-created_at", "-pk"]
-
-    def get_list_display(self, request):
-        columns = list(super().get_list_display(request))
-        if sees_several_organizations(request):
-            columns.append("organization")
-        return columns
 
     @admin.display(description="when", ordering="created_at")
     def when(self, event):

@@ -41,14 +41,20 @@ class OptionalBooleanField(NullIsNotGiven, serializers.BooleanField):
     pass
 
 
-def note_field(help_text: str = "A note for the task's log.") -> serializers.CharField:
+def optional_int(**bounds) -> serializers.IntegerField:
+    """An optional whole number (`min_value`, `max_value`, `help_text`); null or left out: None."""
+    return serializers.IntegerField(required=False, allow_null=True, default=None, **bounds)
+
+
+def optional_text(max_length: int, help_text: str) -> OptionalCharField:
+    """An optional text of at most `max_length` characters; null or left out: ""."""
     return OptionalCharField(
-        max_length=NOTE_MAX_LENGTH,
-        required=False,
-        allow_blank=True,
-        default="",
-        help_text=help_text,
+        max_length=max_length, required=False, allow_blank=True, default="", help_text=help_text
     )
+
+
+def note_field(help_text: str = "A note for the task's log.") -> serializers.CharField:
+    return optional_text(NOTE_MAX_LENGTH, help_text)
 
 
 def limit_field() -> serializers.IntegerField:

@@ -19,29 +19,18 @@ from ..services import RESULT_STATUSES
 from .fields import (
     SETTABLE_STATUSES,
     OptionalBooleanField,
-    OptionalCharField,
     OptionalChoiceField,
     OptionalJSONObjectField,
     note_field,
+    optional_int,
+    optional_text,
 )
 
 
 class TaskCreateSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=300, help_text="What to do.")
-    description = OptionalCharField(
-        max_length=DESCRIPTION_MAX_LENGTH,
-        required=False,
-        allow_blank=True,
-        default="",
-        help_text="Details of the work.",
-    )
-    required_expertise = OptionalCharField(
-        max_length=100,
-        required=False,
-        allow_blank=True,
-        default="",
-        help_text="The expertise it needs.",
-    )
+    description = optional_text(DESCRIPTION_MAX_LENGTH, "Details of the work.")
+    required_expertise = optional_text(100, "The expertise it needs.")
     urgency = OptionalChoiceField(
         choices=Urgency.choices, required=False, default=Urgency.NORMAL, help_text="Default normal."
     )
@@ -51,10 +40,7 @@ class TaskCreateSerializer(serializers.Serializer):
     agent_id = serializers.CharField(
         required=False, allow_null=True, default=None, help_text="Assignee's id; omit to queue."
     )
-    parent = serializers.IntegerField(
-        required=False,
-        allow_null=True,
-        default=None,
+    parent = optional_int(
         min_value=1,
         max_value=BIGINT_MAX,
         help_text="Make it a subtask of this task: the id of a task you hold (a human: any task).",
@@ -95,10 +81,7 @@ class DelegateSerializer(DecisionSerializer):
 
 class QueueSerializer(DecisionSerializer):
     agent_id = serializers.CharField(help_text="The busy expert to queue it for (an agent's id).")
-    wait_time_seconds = serializers.IntegerField(
-        required=False,
-        allow_null=True,
-        default=None,
+    wait_time_seconds = optional_int(
         min_value=0,
         max_value=MAX_WAIT_SECONDS,
         help_text="Your wait estimate (the decision's Wait Time); omit for the service's estimate.",
@@ -114,12 +97,9 @@ class EscalateSerializer(DecisionSerializer):
 class ResultSerializer(serializers.Serializer):
     """What a task carries when it is completed or failed (issue 11 §1)."""
 
-    result = OptionalCharField(
-        max_length=RESULT_MAX_LENGTH,
-        required=False,
-        allow_blank=True,
-        default="",
-        help_text="With completed or failed: the outcome in words, for whoever gave you the task.",
+    result = optional_text(
+        RESULT_MAX_LENGTH,
+        "With completed or failed: the outcome in words, for whoever gave you the task.",
     )
     result_data = OptionalJSONObjectField(
         required=False,

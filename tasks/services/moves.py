@@ -230,13 +230,9 @@ def task_escalate(
     before = snapshot(task)
     apply_escalation(task, target=target, verdict=verdict, queued_by=source, now=timezone.now())
     task.save_move()
+    decision = {**decision, "reasoning": decision.get("reasoning") or reason}
     events.task_escalated_event(
-        task=task,
-        actor=actor,
-        before=before,
-        target=target,
-        verdict=verdict,
-        **{**decision, "reasoning": decision.get("reasoning") or reason},
+        task=task, actor=actor, before=before, target=target, verdict=verdict, **decision
     )
     # With no candidate to lock, the holder's row was not locked yet: fill_from_queue locks it.
     refill_if_dropped(previous, task, locked=bool(candidates))
