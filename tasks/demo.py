@@ -1,9 +1,7 @@
 """The demo organization at work: its tasks, made through the services like any other.
 
-Each story is keyed by its task's title: a story whose task exists (whatever became of it) is
-never played again, and an existing task is never touched. A story the organization no longer
-allows (an agent was removed, paused or filled up, enforcement was switched on) is skipped
-whole, in its own savepoint, and reported.
+A story whose task exists is never played again; one the organization no longer allows is
+skipped whole, in its own savepoint, and reported.
 """
 
 from collections.abc import Callable
@@ -76,13 +74,18 @@ DELEGATIONS = [
 ]  # fmt: skip
 
 QUEUED = (
-    "agent-alex", "agent-database-lead", "Add a Redis cache to the product pages", "Redis",
+    "agent-alex",
+    "agent-database-lead",
+    "Add a Redis cache to the product pages",
+    "Redis",
     "Morgan is the only Redis expert and holds 5/5 tasks; it can wait (low urgency).",
-)  # fmt: skip
+)
 ESCALATED = (
-    "agent-jordan", "Raise the AWS account limits", "AWS",
+    "agent-jordan",
+    "Raise the AWS account limits",
+    "AWS",
     "Needs the AWS account owner: my lead Sam is away and there is no default supervisor.",
-)  # fmt: skip
+)
 
 
 @dataclass
@@ -104,12 +107,21 @@ def _as(agent: Agent) -> Actor:
     return Actor(ActorKind.AGENT, agent.handle, agent=agent)
 
 
+def _created(org, actor: Actor, title: str, expertise: str, **values) -> Task:
+    """A demo task, made by the services as any other."""
+    return services.task_create(
+        org=org,
+        actor=actor,
+        title=title,
+        description=DEMO_NOTE,
+        required_expertise=expertise,
+        **values,
+    )
+
+
 def _held(org, handle, title, expertise, urgency, moves) -> None:
     holder = _agent(org, handle)
-    task = services.task_create(
-        org=org, actor=DEMO_HUMAN, title=title, description=DEMO_NOTE,
-        required_expertise=expertise, urgency=urgency, assignee=holder,
-    )  # fmt: skip
+    task = _created(org, DEMO_HUMAN, title, expertise, urgency=urgency, assignee=holder)
     for status in moves:
         note = BLOCKED_NOTE if status == BLOCKED else ""
         task = services.task_set_status(task=task, actor=_as(holder), status=status, note=note)
@@ -117,28 +129,19 @@ def _held(org, handle, title, expertise, urgency, moves) -> None:
 
 def _delegated(org, source, target, title, expertise, decision) -> None:
     by = _agent(org, source)
-    task = services.task_create(
-        org=org, actor=_as(by), title=title, description=DEMO_NOTE,
-        required_expertise=expertise, urgency=Urgency.HIGH, assignee=by,
-    )  # fmt: skip
+    task = _created(org, _as(by), title, expertise, urgency=Urgency.HIGH, assignee=by)
     services.task_delegate(task=task, actor=_as(by), to=_agent(org, target), **decision)
 
 
 def _queued(org, source, expert, title, expertise, reasoning) -> None:
     by = _agent(org, source)
-    task = services.task_create(
-        org=org, actor=_as(by), title=title, description=DEMO_NOTE,
-        required_expertise=expertise, urgency=Urgency.LOW,
-    )  # fmt: skip
+    task = _created(org, _as(by), title, expertise, urgency=Urgency.LOW)
     services.task_queue(task=task, actor=_as(by), to=_agent(org, expert), reasoning=reasoning)
 
 
 def _escalated(org, source, title, expertise, reason) -> None:
     by = _agent(org, source)
-    task = services.task_create(
-        org=org, actor=_as(by), title=title, description=DEMO_NOTE,
-        required_expertise=expertise, urgency=Urgency.HIGH,
-    )  # fmt: skip
+    task = _created(org, _as(by), title, expertise, urgency=Urgency.HIGH)
     task = services.task_escalate(task=task, actor=_as(by), reason=reason)
     if task.status != TaskStatus.ESCALATED:
         # Someone was given a default supervisor or Sam is back: then it is not the demo's story.

@@ -7,7 +7,7 @@ from .models import Task, TaskStatus, Urgency
 
 
 class TaskFilter(django_filters.FilterSet):
-    """GET /api/tasks filters; agents are named by handle. `expertise`/`created_by` are docs/design.md's names."""
+    """GET /api/tasks filters; agents named by handle (`expertise`, `created_by`: docs/design.md)."""
 
     status = django_filters.ChoiceFilter(choices=TaskStatus.choices)
     urgency = django_filters.ChoiceFilter(choices=Urgency.choices)
@@ -18,13 +18,22 @@ class TaskFilter(django_filters.FilterSet):
     required_expertise = django_filters.CharFilter()
     expertise = django_filters.CharFilter(field_name="required_expertise")
     parent = IdFilter(
-        field_name="parent_id", min_value=1, max_value=BIGINT_MAX,
+        field_name="parent_id",
+        min_value=1,
+        max_value=BIGINT_MAX,
         help_text="Only the subtasks of this task (its id).",
-    )  # fmt: skip
+    )
 
     class Meta:
         model = Task
         fields = [
-            "status", "urgency", "assignee", "queued_for", "created_by_agent", "created_by",
-            "required_expertise", "expertise", "parent",
-        ]  # fmt: skip
+            "status",
+            "urgency",
+            "assignee",
+            "queued_for",
+            "created_by_agent",
+            "created_by",
+            "required_expertise",
+            "expertise",
+            "parent",
+        ]

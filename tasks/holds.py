@@ -1,8 +1,6 @@
-"""Who a budget holds back: managed agents whose runs do not start until the budget has room.
+"""Who a budget holds back: managed agents whose runs wait until the budget has room.
 
-The budgets live in the costs app, above this one: it registers the one function that knows
-(`register_budget_holds`, from its AppConfig.ready); without it nobody is held. The
-recommendation ranks such an agent last and the routing moves' events say so.
+The costs app, above this one, registers the one function that knows (`register_budget_holds`).
 """
 
 from collections.abc import Callable

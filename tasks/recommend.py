@@ -1,25 +1,19 @@
 """Seed 001's 5-priority delegation framework, served: ranked candidates and a suggested decision.
 
-1 same team, exact expertise, available · 2 same team, related expertise (the organization's
-expertise groups), available · 3 other team, exact expertise, available · 4 busy experts: first
-those who still have room (said to be busy, offered after every available colleague), then a
-full, not offline, exact expert to queue for, with an estimated wait · 5 escalate (senior,
-default supervisor, humans). Available means idle or active, exactly as the roster's
-`filter=available` (seed 000). Offline agents are never candidates; with hierarchy enforcement
-on, neither is anyone the caller may not assign to. The asker's own reports (down its reporting
-line) count as its team, whatever team they are on: a manager's delegation to them costs no
-coordination. A managed agent a budget holds back is offered after everyone else, saying so.
+The tiers, and who counts as available or as the asker's team, are in docs/design.md.
 """
 
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.utils import timezone
 
-from infrastructure.prepared import INT, INT2, TEXT, PreparedQuerySet
-from organization.models import Agent, ExpertiseGroup, Organization
-from organization.selectors import agents_with_workload, reports_below, team_rule_of
-from organization.sql import holds_expertise
+from organization.models import Agent, Organization
+from organization.selectors import (
+    reports_below,
+    team_rule_of,
+)
 from organization.workload import AVAILABLE_STATUSES, status_for
 
+from . import sql
 from .holds import budget_holds
 from .models import URGENCY_RANK, Decision, Task, TaskStatus, Urgency
 from .rules import coordination_note, escalation_target, role_violation
@@ -36,37 +30,10 @@ TIER_NAMES = {
 BUSY_WITH_ROOM = "busy_with_room"
 
 
-# The organization's expertise groups: read by every recommendation, compiled once.
-_GROUPS = PreparedQuerySet(
-    ExpertiseGroup,
-    lambda organization_id: ExpertiseGroup.objects.filter(organization_id=organization_id),
-    organization_id=INT,
-)
-
-
-def _candidates(organization_id: int, terms: list[str], asker_id: int | None = None):
-    """The agents holding one of `terms`, and the asker, with their workload; with each one's
-    senior's team (the asker's senior is whom it escalates to, shown with its team)."""
-    holds = holds_expertise(terms)
-    return (
-        agents_with_workload(org=organization_id)
-        .select_related("senior__team")
-        .filter(holds if asker_id is None else holds | Q(pk=asker_id))
-    )
-
-
-# Read by every recommendation: compiled once, for an agent asking and for a human.
-_CANDIDATES = PreparedQuerySet(Agent, _candidates, organization_id=INT, terms=[TEXT], asker_id=INT2)
-_CANDIDATES_FOR_HUMANS = PreparedQuerySet(
-    Agent, lambda organization_id, terms: _candidates(organization_id, terms),
-    organization_id=INT, terms=[TEXT],
-)  # fmt: skip
-
-
 def related_expertise(*, org: Organization, expertise: str) -> list[str]:
     """Terms sharing a human-defined expertise group with `expertise` (exact, case-sensitive)."""
     related = set()
-    for group in _GROUPS.instances(organization_id=org.pk):
+    for group in sql.expertise_groups(org.pk):
         if expertise in group.expertise:
             related.update(group.expertise)
     related.discard(expertise)
@@ -130,9 +97,9 @@ def recommend(
     # skips everyone else): read those and the asker, not the whole organization.
     terms = [expertise, *sorted(related)]
     if agent is not None:
-        everyone = _CANDIDATES.instances(organization_id=org.pk, terms=terms, asker_id=agent.pk)
+        everyone = sql.candidates(org.pk, terms, asker_id=agent.pk)
     else:
-        everyone = _CANDIDATES_FOR_HUMANS.instances(organization_id=org.pk, terms=terms)
+        everyone = sql.candidates(org.pk, terms)
     me = next((a for a in everyone if agent is not None and a.pk == agent.pk), None)
     my_team = me.team_id if me is not None else None
     others = [

@@ -1,27 +1,20 @@
 """The assignment rules of docs/design.md, checked in ONE function whichever door the request used.
 
-`check_assignment` is called by every service that gives a task to an agent (create, assign,
-claim, delegate, queue, escalate, the queue's auto-assignment and the stale sweep), and those
-services are what REST, the tool registry, the admin and MCP call. It must run inside
-`transaction.atomic` with the task row already locked: it locks the target agent's row (unless
-the caller has, `locked`) and counts the tasks it holds after the lock is held, in the same
-transaction, so that capacity holds under concurrent requests. Whether the target is paused and
-its capacity are read by that lock too (`lock_agents` refreshes the agents it is given), never
-from the agent as the request read it before.
+`check_assignment` runs inside the move's transaction, the task locked: it locks the target's
+row and counts its tasks under that lock, so capacity holds under concurrent requests.
 """
 
 from dataclasses import dataclass
 from typing import TypedDict
 
-from django.db.models import Q
-
 from infrastructure.errors import Conflict, Forbidden, NotFound
-from infrastructure.prepared import INT, INT2, TEXT, PreparedQuery, PreparedQuerySet
 from organization.caller import Caller
 from organization.models import Agent, AgentRole, HierarchyRole, Organization, TeamRule
 from organization.selectors import reports_to, team_rule_of, workloads_of
 
+from . import sql
 from .models import FINISHED_STATUSES, ActorKind, Task
+from .sql import NO_KEY as NO_KEY  # re-exported: runtime locks its rows the same way
 
 
 @dataclass(frozen=True)
@@ -144,29 +137,6 @@ def role_violation(*, rule: TeamRule, source: Agent, target: Agent) -> str | Non
     return NO_PEER_PERMISSION
 
 
-# The engine's row locks are mutexes (capacity, one move of a task at a time), never a change of
-# a row's key: FOR NO KEY UPDATE serializes them just as well, and unlike FOR UPDATE it lets other
-# transactions' foreign-key checks (FOR KEY SHARE at their commit: an audit row naming the agent,
-# a subtask naming its parent) through, which FOR UPDATE would turn into deadlocks under load.
-NO_KEY = {"no_key": True}
-
-
-def _lock_agents_query(ids):
-    # What the rules decide by is read by the lock itself: a value read before it (the agent as
-    # the request found it) may be one a concurrent pause or capacity change already replaced.
-    return (
-        Agent.objects.select_for_update(**NO_KEY)
-        .filter(pk__in=ids)
-        .order_by("pk")
-        .values_list("pk", "is_paused", "workload_capacity")
-    )
-
-
-# A move locks one or two agents (its target, the task's holder): those statements compiled once.
-_LOCK_ONE = PreparedQuery(Agent, lambda a: _lock_agents_query([a]), a=INT)
-_LOCK_TWO = PreparedQuery(Agent, lambda a, b: _lock_agents_query([a, b]), a=INT, b=INT2)
-
-
 def _refresh(agent: Agent, is_paused: bool, workload_capacity: int) -> None:
     agent.is_paused, agent.workload_capacity = is_paused, workload_capacity
 
@@ -183,31 +153,9 @@ def lock_agents(agents) -> None:
             given.setdefault(agent.pk, []).append(agent)
         elif agent is not None:
             given.setdefault(agent, [])
-    ids = sorted(given)
-    if len(ids) == 1:
-        rows = _LOCK_ONE.rows(a=ids[0])
-    elif len(ids) == 2:
-        rows = _LOCK_TWO.rows(a=ids[0], b=ids[1])
-    else:
-        rows = list(_lock_agents_query(ids)) if ids else []
-    for pk, is_paused, workload_capacity in rows:
+    for pk, is_paused, workload_capacity in sql.lock_agent_rows(sorted(given)):
         for agent in given[pk]:
             _refresh(agent, is_paused, workload_capacity)
-
-
-# The read that locks a move's target named by handle (and the task's holder), compiled once.
-_LOCK_NAMED = PreparedQuerySet(
-    Agent,
-    lambda organization_id, handle, with_id: (
-        Agent.objects.select_for_update(of=("self",), **NO_KEY)
-        .select_related("team", "hierarchy_role")
-        .filter(Q(organization_id=organization_id, handle=handle) | Q(pk=with_id))
-        .order_by("pk")
-    ),
-    organization_id=INT,
-    handle=TEXT,
-    with_id=INT2,
-)
 
 
 def lock_agent_named(
@@ -216,7 +164,7 @@ def lock_agent_named(
     """Lock the agent `handle` of `org` and the agent `holder`, in pk order, in one statement,
     and return the named one read in full with its team and role (None if there is none);
     `holder` is refreshed from its locked row (`lock_agents`)."""
-    rows = _LOCK_NAMED.instances(
+    rows = sql.lock_agents_named(
         organization_id=org.pk, handle=handle, with_id=holder.pk if holder is not None else 0
     )
     for row in rows:
@@ -260,13 +208,8 @@ def check_assignment(
 ) -> Verdict:
     """Raise the DomainError of the first rule `actor` giving `task` to `target` breaks.
 
-    Order: tenancy (404), roles (403 role_forbidden), offline (409 agent_offline), self-delegation,
-    loops and depth (409), then capacity under the target's row lock (409 capacity_exceeded; for
-    QUEUE the target must be full, 409 expert_available; ESCALATE reports the verdict instead).
-    `workload` is passed by a caller that already locked and counted (the batch sweep); `locked`
-    by one that holds the target's row lock already (the moves), so only the count is left.
-    Whether the target is offline, and its capacity, are read from its locked row (`lock_agents`
-    refreshes `target`): never from the agent as read before the lock.
+    Order: tenancy, roles, offline, self-delegation, loops and depth, then capacity under the
+    target's row lock. `workload`: counted by the caller already; `locked`: the row is locked.
     """
     if target.organization_id != org.pk:
         raise NotFound(f"Agent not found: {target.handle}", "agent_not_found")
@@ -365,15 +308,11 @@ def escalation_candidates(
     queued_for_id: int | None = None,
     by_roles: bool = False,
 ) -> list[Agent]:
-    """Whom an escalation may go to, first choice first: the source's senior, then the default
-    supervisor (rule 6). Never an offline agent nor the source itself; and only up from the one
-    the task already waits for: a task stale at the senior goes on to the default supervisor,
-    one stale there to humans — never back down to the senior it waited for.
+    """Whom an escalation may go to, first choice first: the source's senior, then the supervisor.
 
-    `by_roles` (an agent escalating under seed 003's enforcement, `roles_apply`): a candidate
-    the source may not hand work to as a peer (a senior who is no supervisor) is passed over,
-    so the escalation goes on up instead of being refused; one it may not escalate to
-    (`can_escalate_to_supervisor` off) stays, and the move answers 403 for it."""
+    Never an offline agent, the source, nor back down from the one the task waits for; `by_roles`
+    passes over a senior the source may not hand work to as a peer (rule 6, seed 003).
+    """
     order = [c for c in (source.senior if source else None, rule.default_supervisor) if c]
     waiting_at = next((i for i, c in enumerate(order) if c.pk == queued_for_id), None)
     if waiting_at is not None:

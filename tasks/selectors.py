@@ -1,4 +1,4 @@
-"""Reads of the tasks engine, scoped to the caller: an agent sees only its own tasks (docs/design.md)."""
+"""Reads of the tasks engine, scoped to the caller: an agent sees only its own tasks."""
 
 from collections import defaultdict
 from dataclasses import dataclass
@@ -53,10 +53,10 @@ def tasks_visible_to(caller: Caller) -> QuerySet[Task]:
 
 @dataclass(frozen=True)
 class VisibleTask:
-    """A task the caller names by id, not read yet: a move reads it once, under its row lock,
-    through the caller's view of the tasks (`rows`; the move's own read is a prepared statement
-    of the same filter, tasks/services.py), and answers `missing()` when the caller may not see
-    it, exactly as `task_for` would."""
+    """A task the caller names by id, not read yet: a move reads it once, under its row lock.
+
+    Read through the caller's view of the tasks (`rows`); `missing()` answers as `task_for` would.
+    """
 
     caller: Caller
     task_id: int
@@ -121,10 +121,15 @@ def subtasks_of(task: Task) -> Subtasks:
         ]
     )
     listed = [
-        {"id": r["id"], "title": r["title"], "status": r["status"],
-         "assignee": r["assignee__handle"], "result": r["result"]}
+        {
+            "id": r["id"],
+            "title": r["title"],
+            "status": r["status"],
+            "assignee": r["assignee__handle"],
+            "result": r["result"],
+        }
         for r in rows
-    ]  # fmt: skip
+    ]
     if not rows:
         return Subtasks(listed=[], done=0, total=0)
     return Subtasks(listed=listed, done=rows[0]["done"], total=rows[0]["total"])
@@ -150,7 +155,7 @@ def inbox_item_for(agent: Agent, pk) -> InboxItem:
 
 
 def completion_seconds(agent_ids) -> dict[int, float]:
-    """Each agent's mean measured completion time (assigned → completed); the default without history."""
+    """Each agent's mean completion time (assigned → completed); the default without history."""
     default = float(settings.TASKS_DEFAULT_COMPLETION_SECONDS)
     found = defaultdict(list)
     # Each agent's own last COMPLETION_SAMPLE (a window per agent): a sample shared by all of

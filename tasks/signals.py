@@ -1,17 +1,7 @@
 """What the tasks engine tells the rest of the system: work reached an agent.
 
-`work_reached_agent` is sent by `tasks.events` for every inbox item that asks its agent to act:
-a task assigned to it (at creation, by a move, by the queue's refill), delegated or escalated to
-it, a comment by someone else on a task it holds or passed on (the expert a queued task only
-waits for, or a senior an escalation only queues it for, is told in its inbox, not sent this),
-and the last open subtask of a task it holds finished. It is the hook the managed agent runtime wakes its agents with (docs/tasks.md,
-"Work reaching an agent"; runtime/receivers.py connects to it).
-
-It is sent once the move's transaction has committed (what the receiver reads is there), with
-`send_robust`: a failing receiver is logged and never undoes nor fails the move. What one
-transaction announced is sent together, and when it is more than one wake-up, inside one
-transaction of its own (`tasks.events.WakeBatch`): what the receivers write for all of them
-commits at once — an agent that many tasks reach together is woken once for all.
+`work_reached_agent` is sent (`tasks.wakes`) after the move commits, for each inbox item that
+asks its agent to act; runtime/receivers.py wakes managed agents with it (docs/tasks.md).
 """
 
 from django.dispatch import Signal

@@ -1,31 +1,18 @@
-"""The stale-queue sweep (Celery beat, `tasks.sweep_stale_tasks`): escalate queued tasks that waited
-too long, thousands at a time.
+"""The stale-queue sweep (`tasks.sweep_stale_tasks`): escalate queued tasks that waited too long.
 
-It escalates exactly as `services.task_escalate` does for the system — the same source and
-target (`rules.escalation_source` / `escalation_target`), the same capacity verdict
-(`rules.check_assignment`), the same state change (`services.apply_escalation`) and the same
-event (`events.escalation_event`) — but per batch: one query takes the rows, a few load what
-the rules need, and three statements write the tasks, their events and their inbox items
-(plus the webhook deliveries of the targets that have one).
-
-Tasks alike escalate alike: rows that differ only in their id, queue times, urgency and
-deadline (same agents, chain and status) get the same target, and with the same capacity
-verdict the same state change and event, but for the event's reasoning (why the task is stale,
-which the sweep gives). So in each batch the rules run once per such shape and verdict, the
-capacity check once per task; tests/tasks/test_sweep.py checks a batch against the same tasks
-swept one at a time.
+It escalates exactly as `task_escalate` does for the system, but per batch: the rules run once
+per shape of task and verdict, and a few statements write the batch (tests/tasks/test_sweep.py).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import (
     DateTimeField,
     DurationField,
@@ -43,7 +30,8 @@ from django.utils import timezone
 
 from organization.models import STALE_AFTER_MAX, STALE_AFTER_MIN, Agent, Organization, TeamRule
 
-from . import events, rules, webhooks
+from . import events, rules, sql, webhooks
+from .event_writer import inbox_item, notifies, record_many
 from .events import snapshot
 from .models import (
     EventKind,
@@ -54,8 +42,10 @@ from .models import (
     Urgency,
     WebhookDelivery,
 )
-from .rules import ESCALATION_SOURCE_FIELDS, NO_KEY, SYSTEM, Move
-from .services import apply_escalation
+from .rules import ESCALATION_SOURCE_FIELDS, SYSTEM, Move
+from .services.changes import apply_escalation
+from .sql import NO_KEY
+from .wakes import announce_batch
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +61,8 @@ STALE_DEFAULTS = {
 def stale_queued(now: datetime):
     """Queued tasks waiting longer than their organization's threshold, or past their deadline.
 
-    A deadline makes a task stale once: escalated since it passed (queued for a full senior),
-    the task waits the threshold of its urgency from then, as any queued task — else every
-    sweep would escalate it again, a minute apart, all the way up. (The events are read only
-    for tasks queued after their deadline, on the index of a task's events by time.)"""
+    A deadline makes a task stale once: escalated since it passed, it waits its threshold again.
+    """
     waited_too_long = Q()
     for urgency, default in STALE_DEFAULTS.items():
         # Clamped to the bounds the team rule's validators keep (a row stored before them, or
@@ -117,15 +105,9 @@ class SweepResult:
 def sweep_stale_queued(
     *, now: datetime | None = None, batch_size: int | None = None
 ) -> SweepResult:
-    """Escalate every stale queued task, in batches up the pk order.
+    """Escalate every stale queued task, in batches up the pk order; two sweeps may overlap.
 
-    Rows are taken with SKIP LOCKED, so two sweeps running at once split the work and never
-    escalate one task twice; an escalated task is no longer stale, so a re-run does nothing.
-    A row that cannot be escalated (it raises) is skipped and logged, and the rest of its batch
-    is escalated all the same; it stays queued and is reported by every sweep until fixed.
-    Each batch starts after the last row of the one before: a sweep reads the table once, and
-    never takes a task again that it re-queued for its target (nor a skipped one). A row locked
-    by someone else as the sweep passes is left to the next sweep.
+    A row that raises is skipped and logged, the rest of its batch escalated all the same.
     """
     batch_size = batch_size or settings.TASKS_SWEEP_BATCH_SIZE
     result = SweepResult()
@@ -140,9 +122,13 @@ def sweep_stale_queued(
 
 # Not `queued_at`: the move overwrites it, so an escalation cannot depend on it.
 _SWEEP_FIELDS = (
-    "pk", "organization_id", "urgency", "deadline", "status",
+    "pk",
+    "organization_id",
+    "urgency",
+    "deadline",
+    "status",
     *(f"{f}_id" for f in ESCALATION_SOURCE_FIELDS),
-)  # fmt: skip
+)
 # What decides a row's target (`rules.escalation_source` and `escalation_target`).
 _TARGET_FIELDS = ("organization_id", *(f"{f}_id" for f in ESCALATION_SOURCE_FIELDS))
 # What decides its escalation, with its chain and the verdict: not its urgency nor its deadline,
@@ -216,9 +202,13 @@ def _sweep_batch(now: datetime, batch_size: int, after: int) -> tuple[int, int, 
             verdict = None
             if target is not None:
                 verdict = rules.check_assignment(
-                    org=orgs[row["organization_id"]], actor=SYSTEM, target=target,
-                    move=Move.ESCALATE, rule=rule, workload=workloads[target.pk],
-                )  # fmt: skip
+                    org=orgs[row["organization_id"]],
+                    actor=SYSTEM,
+                    target=target,
+                    move=Move.ESCALATE,
+                    rule=rule,
+                    workload=workloads[target.pk],
+                )
             outcome = outcomes.get((shape, verdict))
             if outcome is None:
                 outcome = _outcome(row, agents, rule, target, verdict, now, written)
@@ -262,9 +252,15 @@ def _task_of(row: dict, agents: dict[int, Agent], written: datetime) -> Task:
 
 # The task columns an escalation writes.
 _APPLIED_FIELDS = (
-    "status", "assignee_id", "queued_for_id", "queued_at", "queued_by_id", "assigned_at",
-    "delegation_chain", "updated_at",
-)  # fmt: skip
+    "status",
+    "assignee_id",
+    "queued_for_id",
+    "queued_at",
+    "queued_by_id",
+    "assigned_at",
+    "delegation_chain",
+    "updated_at",
+)
 
 
 @dataclass
@@ -302,13 +298,13 @@ def _outcome(row, agents, rule, target, verdict, now, written) -> _Outcome:
     # Queued for a full senior, the task keeps who queued it (the move records its own source);
     # escalated to humans, it has no queuer any more.
     apply_escalation(task, target=target, verdict=verdict, queued_by=task.queued_by, now=written)
+    stale = {"stale": True, "reasoning": _reason(row, now)}
     event = events.escalation_event(
-        task=task, actor=SYSTEM, before=before, target=target, verdict=verdict, stale=True,
-        reasoning=_reason(row, now),
-    )  # fmt: skip
+        task=task, actor=SYSTEM, before=before, target=target, verdict=verdict, **stale
+    )
     inbox = None
-    if events._notifies(event):  # the one rule of who is told
-        inbox = _values(events._inbox_item(event), exclude=_PER_TASK)
+    if notifies(event):  # the one rule of who is told
+        inbox = _values(inbox_item(event), exclude=_PER_TASK)
     return _Outcome(
         task={f: getattr(task, f) for f in _APPLIED_FIELDS},
         event=_values(event, exclude=_PER_TASK | {"reasoning"}),
@@ -335,50 +331,44 @@ def _values(instance: Model, *, exclude: set[str]) -> dict:
 def _write(escalated: list[tuple[int, str, _Outcome]], written: datetime) -> None:
     """Write the batch: its tasks, events and inbox items, then the webhook deliveries.
 
-    On PostgreSQL three statements, each taking its rows as one JSON document
-    (`json_to_recordset`), built from the outcomes' encoded members: psycopg adapting a Python
-    list per column cost more than the statements themselves, and Django's bulk_update builds
-    a CASE per column with a branch per row (quadratic). Elsewhere (SQLite, `make run`) the
-    ORM's bulk writes.
+    On PostgreSQL three statements, each taking its rows as one JSON document (`tasks.sql`);
+    elsewhere (SQLite, `make run`) the ORM's bulk writes.
     """
     if not escalated:
         return
-    if connection.vendor != "postgresql":
+    if not sql.on_postgresql():
         tasks = [Task(pk=pk, **o.task) for pk, _, o in escalated]
         Task.objects.bulk_update(tasks, list(_APPLIED_FIELDS))
-        events.record_many(
-            [o.event_of(pk, why) for pk, why, o in escalated], now=written,
+        record_many(
+            [o.event_of(pk, why) for pk, why, o in escalated],
+            now=written,
             asked={pk for pk, _, o in escalated if o.asks_recipient},
-        )  # fmt: skip
+        )
         return
     stamp = _members({"created_at": written})
     reasons = {why: json.dumps(why) for why in {why for _, why, _ in escalated}}
-    with connection.cursor() as cursor:
-        rows = (f'{{"id":{pk},{o.task_json}}}' for pk, _, o in escalated)
-        cursor.execute(_update_sql(), [_array(rows)])
-        evs = (
-            f'{{"task_id":{pk},"reasoning":{reasons[why]},{stamp},{o.event_json}}}'
-            for pk, why, o in escalated
-        )
-        cursor.execute(_insert_sql(TaskEvent, returning="task_id, id"), [_array(evs)])
-        event_ids = dict(cursor.fetchall())
-        items = [
-            f'{{"task_id":{pk},"event_id":{event_ids[pk]},{stamp},{o.inbox_json}}}'
-            for pk, _, o in escalated
-            if o.inbox_json is not None
-        ]
-        if items:
-            cursor.execute(_insert_sql(InboxItem), [_array(items)])
-    events.announce_batch(
-        (o.recipient, o.event["kind"], pk) for pk, _, o in escalated if o.asks_recipient
+    rows = (f'{{"id":{pk},{o.task_json}}}' for pk, _, o in escalated)
+    sql.update_from_json(Task, _array(rows), fields=_APPLIED_FIELDS)
+    evs = (
+        f'{{"task_id":{pk},"reasoning":{reasons[why]},{stamp},{o.event_json}}}'
+        for pk, why, o in escalated
     )
+    event_ids = dict(sql.insert_from_json(TaskEvent, _array(evs), returning="task_id, id"))
+    items = [
+        f'{{"task_id":{pk},"event_id":{event_ids[pk]},{stamp},{o.inbox_json}}}'
+        for pk, _, o in escalated
+        if o.inbox_json is not None
+    ]
+    if items:
+        sql.insert_from_json(InboxItem, _array(items))
+    announce_batch((o.recipient, o.event["kind"], pk) for pk, _, o in escalated if o.asks_recipient)
     hooked = [
         o.event_of(pk, why, pk=event_ids[pk], created_at=written)
         for pk, why, o in escalated
         if o.inbox is not None and o.recipient.webhook_url
     ]
     if hooked:
-        # As `events.record_many`: the payloads read the tasks as just written.
+        # As `event_writer.record_many`: the payloads read the tasks as just written.
         tasks = Task.objects.select_related("organization", "assignee", "queued_for").in_bulk(
             [e.task_id for e in hooked]
         )
@@ -403,33 +393,3 @@ def _json_default(value):
     if isinstance(value, datetime):
         return value.isoformat()
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _recordset(model: type[Model], attnames) -> tuple[list[str], str]:
-    """(quoted columns, `json_to_recordset(%s::json) AS v(column type, …)`) of `attnames`."""
-    by_attname = {f.attname: f for f in model._meta.concrete_fields}
-    fields = [by_attname[a] for a in attnames]
-    columns = [connection.ops.quote_name(f.column) for f in fields]
-    types = ", ".join(f"{c} {f.db_type(connection)}" for c, f in zip(columns, fields, strict=True))
-    return columns, f"json_to_recordset(%s::json) AS v({types})"
-
-
-@functools.cache
-def _update_sql() -> str:
-    columns, recordset = _recordset(Task, ("id", *_APPLIED_FIELDS))
-    sets = ", ".join(f"{c} = v.{c}" for c in columns[1:])
-    table = connection.ops.quote_name(Task._meta.db_table)
-    return f"UPDATE {table} AS t SET {sets} FROM {recordset} WHERE t.id = v.id"  # noqa: S608
-
-
-@functools.cache
-def _insert_sql(model: type[Model], returning: str = "") -> str:
-    """Insert every concrete column but the pk (the tasks' events, their inbox items)."""
-    attnames = [f.attname for f in model._meta.concrete_fields if not f.primary_key]
-    columns, recordset = _recordset(model, attnames)
-    table = connection.ops.quote_name(model._meta.db_table)
-    sql = (
-        f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608
-        f"SELECT {', '.join(f'v.{c}' for c in columns)} FROM {recordset}"
-    )
-    return f"{sql} RETURNING {returning}" if returning else sql

@@ -26,8 +26,9 @@ def sweep_stale_tasks() -> dict:
     if result.skipped:
         log.error(
             "Stale-queue sweep skipped %d task(s) that cannot be escalated: %s",
-            len(result.skipped), result.skipped,
-        )  # fmt: skip
+            len(result.skipped),
+            result.skipped,
+        )
     return {"escalated": result.escalated, "skipped": result.skipped}
 
 
@@ -61,6 +62,7 @@ def sweep_webhook_deliveries() -> dict:
     if result["queued"] or result["failed"]:
         log.warning(
             "Webhook sweep queued again %d lost delivery(ies), failed %d out of attempts",
-            result["queued"], result["failed"],
-        )  # fmt: skip
+            result["queued"],
+            result["failed"],
+        )
     return result

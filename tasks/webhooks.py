@@ -1,15 +1,7 @@
 """Webhooks of the tasks engine: the payload an agent's receiver gets, its signature, and delivery.
 
-`tasks.events` writes a `WebhookDelivery` row with each move that reaches an agent with a
-`webhook_url`, and queues it through the outbox (`enqueue_deliveries`). The Celery task
-`tasks.deliver_webhook` calls `webhook_deliver` once per attempt and owns the retry policy.
-Where a URL may point (the SSRF rule) is `organization.webhooks`, shared with the agent forms.
-
-Each attempt first claims its delivery with one conditional UPDATE (a lease, `leased_until`),
-and records only what it changed, never turning a delivered row back: two copies of one message
-(the outbox and the broker deliver at least once) POST once. The message may be lost too (a
-worker dies mid-attempt, a retry is never published): the beat's `webhook_sweep` queues again
-every pending delivery left alone past its longest retry wait.
+Each attempt claims its delivery first (a lease), so a message delivered twice POSTs once;
+the beat's `webhook_sweep` queues again what a lost message left pending.
 """
 
 from __future__ import annotations
@@ -167,12 +159,9 @@ def _record_delivered(delivery: WebhookDelivery, response_status: int) -> None:
 
 
 def webhook_deliver(*, delivery_id: int, max_retries: int) -> None:
-    """POST the signed event once and record the attempt.
+    """POST the signed event once and record the attempt (a pending delivery only, claimed first).
 
-    A pending delivery only, claimed first: a repeated message finds it delivered, failed or
-    held by the attempt running now, and does nothing. Raises RetryLater while attempts remain;
-    after `max_retries` retries, or when the URL breaks the rule (which will not change between
-    retries), the delivery is failed for good.
+    Raises RetryLater while attempts remain; then, or on a URL the rule refuses, it fails for good.
     """
     delivery = _claim(delivery_id, max_retries)
     if delivery is None:
@@ -218,11 +207,9 @@ def webhook_deliver(*, delivery_id: int, max_retries: int) -> None:
 
 
 def webhook_sweep(*, batch_size: int = SWEEP_BATCH) -> dict:
-    """Queue again every pending delivery no attempt touched for its longest retry wait and the
-    grace (its message was lost); fail those whose attempts ran out without being recorded.
+    """Queue again every pending delivery whose message was lost; fail those out of attempts.
 
-    Run by the beat (`tasks.sweep_webhook_deliveries`); safe when two sweeps overlap. Each row
-    it queues is marked as just attempted, so it is queued again only after another wait.
+    Run by the beat (`tasks.sweep_webhook_deliveries`); safe when two sweeps overlap.
     """
     max_retries = settings.TASKS_WEBHOOK_MAX_RETRIES
     wait = timedelta(seconds=retry_countdown(max(max_retries, 1))) + SWEEP_GRACE

@@ -40,12 +40,12 @@ def test_the_stale_sweep_wakes_a_senior_only_when_it_gives_it_the_task(
     from django.db import connection
     from django.utils import timezone
 
-    import tasks.sweep
+    import tasks.sql
     from tasks.models import Task
     from tasks.sweep import sweep_stale_queued
     from tests.vendor import SaysItIs
 
-    monkeypatch.setattr(tasks.sweep, "connection", SaysItIs(connection, vendor))
+    monkeypatch.setattr(tasks.sql, "connection", SaysItIs(connection, vendor))
 
     give_tasks(cast.alex, cast.alex.workload_capacity)  # Alex is full: the task is queued for him
     if senior_full:

@@ -16,17 +16,29 @@ class Cast:
         data = make_team(self.org, "Data")
         self.boss = make_agent(self.org, "agent-boss", hierarchy_role="supervisor", team=dev)
         self.sarah = make_agent(
-            self.org, "agent-sarah", hierarchy_role="worker", team=dev, senior=self.boss,
+            self.org,
+            "agent-sarah",
+            hierarchy_role="worker",
+            team=dev,
+            senior=self.boss,
             expertise=["React"],
-        )  # fmt: skip
+        )
         self.alex = make_agent(
-            self.org, "agent-alex", hierarchy_role="worker", team=dev, senior=self.boss,
+            self.org,
+            "agent-alex",
+            hierarchy_role="worker",
+            team=dev,
+            senior=self.boss,
             expertise=["PostgreSQL"],
-        )  # fmt: skip
+        )
         self.morgan = make_agent(
-            self.org, "agent-morgan", hierarchy_role="specialist", team=data, senior=self.boss,
+            self.org,
+            "agent-morgan",
+            hierarchy_role="specialist",
+            team=data,
+            senior=self.boss,
             expertise=["PostgreSQL", "MySQL"],
-        )  # fmt: skip
+        )
         self.human = KeyClient(make_key(self.org))
 
     def client(self, agent):

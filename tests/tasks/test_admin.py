@@ -12,8 +12,11 @@ from tests.factories import give_tasks, make_admin_user, make_agent, make_org
 pytestmark = pytest.mark.django_db
 
 # The management forms of the task page's read-only inlines, as a browser posts them.
-INLINE_FORMS = {f"{prefix}-{field}": 0 for prefix in ("subtasks", "comments", "events")
-                for field in ("TOTAL_FORMS", "INITIAL_FORMS")}  # fmt: skip
+INLINE_FORMS = {
+    f"{prefix}-{field}": 0
+    for prefix in ("subtasks", "comments", "events")
+    for field in ("TOTAL_FORMS", "INITIAL_FORMS")
+}
 
 
 @pytest.fixture
@@ -33,8 +36,15 @@ def world():
     )
     client = Client()
     client.force_login(make_admin_user(ours))
-    return {"ours": ours, "alex": alex, "full": full, "mine": mine, "stuck": stuck,
-            "hidden": hidden, "client": client}  # fmt: skip
+    return {
+        "ours": ours,
+        "alex": alex,
+        "full": full,
+        "mine": mine,
+        "stuck": stuck,
+        "hidden": hidden,
+        "client": client,
+    }
 
 
 def test_the_list_shows_only_the_users_organizations(world):
@@ -57,9 +67,16 @@ def test_the_change_page_shows_the_event_history_read_only(world):
 
 def test_assigning_in_the_admin_goes_through_the_rules(world):
     client = world["client"]
-    data = {"organization": world["ours"].pk, "title": "Admin-made", "description": "",
-            "required_expertise": "", "urgency": "high", "deadline": "", "assign_to": world["full"].pk,
-            **INLINE_FORMS}  # fmt: skip
+    data = {
+        "organization": world["ours"].pk,
+        "title": "Admin-made",
+        "description": "",
+        "required_expertise": "",
+        "urgency": "high",
+        "deadline": "",
+        "assign_to": world["full"].pk,
+        **INLINE_FORMS,
+    }
     response = client.post("/admin/tasks/task/add/", data)
     assert response.status_code == 200
     assert b"capacity_exceeded" in response.content
@@ -89,8 +106,15 @@ def test_webhook_deliveries_and_failures_are_visible(world):
 
 
 def change_data(task, **extra):
-    return {"title": task.title, "description": "", "required_expertise": "",
-            "urgency": task.urgency, "deadline": "", **INLINE_FORMS, **extra}  # fmt: skip
+    return {
+        "title": task.title,
+        "description": "",
+        "required_expertise": "",
+        "urgency": task.urgency,
+        "deadline": "",
+        **INLINE_FORMS,
+        **extra,
+    }
 
 
 def test_reassigning_on_the_change_form_goes_through_the_rules(world):

@@ -26,10 +26,12 @@ from tests.tasks.test_tools import call
 @pytest.fixture
 def task(cast):
     """Morgan created it for Sarah, who delegated it to Alex: three agents involved."""
-    task = create(cast.client(cast.morgan), title="Migrate the orders table",
-                  agent_id="agent-sarah").json()  # fmt: skip
-    response = post(cast.client(cast.sarah), f"/api/tasks/{task['id']}/delegate",
-                    {"agent_id": "agent-alex"})  # fmt: skip
+    task = create(
+        cast.client(cast.morgan), title="Migrate the orders table", agent_id="agent-sarah"
+    ).json()
+    response = post(
+        cast.client(cast.sarah), f"/api/tasks/{task['id']}/delegate", {"agent_id": "agent-alex"}
+    )
     assert response.status_code == 200
     InboxItem.objects.all().delete()
     return task
@@ -49,9 +51,11 @@ def test_a_comment_reaches_the_others_involved_never_its_author(cast, task):
     assert response.status_code == 201, response.content
     body = response.json()
     assert {k: body[k] for k in ("task", "author", "author_label", "body")} == {
-        "task": task["id"], "author": "agent-alex", "author_label": "agent-alex",
+        "task": task["id"],
+        "author": "agent-alex",
+        "author_label": "agent-alex",
         "body": "Which index do we keep?",
-    }  # fmt: skip
+    }
     message = "agent-alex commented on the task: Which index do we keep?"
     assert told(task["id"]) == [("agent-morgan", message), ("agent-sarah", message)]
     inbox = cast.client(cast.sarah).get("/api/inbox").json()["results"]
@@ -80,8 +84,9 @@ def test_the_comments_read_oldest_first_and_page(cast, task):
     page = cast.client(cast.sarah).get(f"/api/tasks/{task['id']}/comments?limit=2").json()
     assert page["count"] == 3 and page["next"] and page["previous"] is None
     assert [(c["author"], c["body"]) for c in page["results"]] == [
-        ("agent-alex", "first"), (None, "second"),
-    ]  # fmt: skip
+        ("agent-alex", "first"),
+        (None, "second"),
+    ]
     rest = cast.client(cast.sarah).get(f"/api/tasks/{task['id']}/comments?offset=2").json()
     assert [c["body"] for c in rest["results"]] == ["third"]
     # The audit trail records who commented (the words are in the conversation).
@@ -104,8 +109,11 @@ def test_the_body_is_required_and_bounded(cast, task):
     over = comment(alex, task["id"], "x" * (COMMENT_MAX_LENGTH + 1))
     assert_error(over, 400, "invalid", "body")
     assert comment(alex, task["id"], "x" * COMMENT_MAX_LENGTH).status_code == 201
-    assert_error(post(alex, f"/api/tasks/{task['id']}/comments", {"body": "hi",
-                 "agentId": "agent-sarah"}), 403, "identity_mismatch")  # fmt: skip
+    assert_error(
+        post(alex, f"/api/tasks/{task['id']}/comments", {"body": "hi", "agentId": "agent-sarah"}),
+        403,
+        "identity_mismatch",
+    )
 
 
 def test_a_long_comment_is_quoted_short_in_the_inbox(cast, task):
@@ -128,8 +136,11 @@ def test_a_comment_on_a_task_escalated_to_humans_reaches_the_agent_that_passed_i
     cast.sarah.senior = None
     cast.sarah.save()
     waiting = create(cast.human, title="Rotate the keys", agent_id="agent-sarah").json()
-    escalated = post(cast.client(cast.sarah), f"/api/tasks/{waiting['id']}/escalate",
-                     {"reason": "I need the vault's password."})  # fmt: skip
+    escalated = post(
+        cast.client(cast.sarah),
+        f"/api/tasks/{waiting['id']}/escalate",
+        {"reason": "I need the vault's password."},
+    )
     assert escalated.json()["status"] == "escalated"
     assert comment(cast.human, waiting["id"], "It is in the ops vault.").status_code == 201
     [(who, message)] = told(waiting["id"])
@@ -178,11 +189,13 @@ def test_comment_on_task_and_list_task_comments(cast, task):
     call(cast.client(cast.sarah), "comment_on_task", task_id=task["id"], body="Thanks.")
     listed = call(cast.client(cast.morgan), "list_task_comments", task_id=task["id"]).json()
     assert [(c["author"], c["body"]) for c in listed["comments"]] == [
-        ("agent-alex", "On it."), ("agent-sarah", "Thanks."),
-    ]  # fmt: skip
+        ("agent-alex", "On it."),
+        ("agent-sarah", "Thanks."),
+    ]
     assert (listed["count"], listed["total"]) == (2, 2)
-    page = call(cast.client(cast.morgan), "list_task_comments", task_id=task["id"], offset=1,
-                limit=5).json()  # fmt: skip
+    page = call(
+        cast.client(cast.morgan), "list_task_comments", task_id=task["id"], offset=1, limit=5
+    ).json()
     assert [c["body"] for c in page["comments"]] == ["Thanks."]
     assert (page["count"], page["total"]) == (1, 2)
 
@@ -193,12 +206,14 @@ def test_the_comment_tools_keep_the_rules_of_rest(cast, task):
         call(boss, "comment_on_task", task_id=task["id"], body="hi"), 404, "task_not_found"
     )
     assert_error(call(boss, "list_task_comments", task_id=task["id"]), 404, "task_not_found")
-    assert_error(call(cast.client(cast.alex), "comment_on_task", task_id=task["id"], body=""),
-                 400, "invalid")  # fmt: skip
+    assert_error(
+        call(cast.client(cast.alex), "comment_on_task", task_id=task["id"], body=""), 400, "invalid"
+    )
     # An organization key reads (a read-only tool) but writes through REST only.
     assert call(cast.human, "list_task_comments", task_id=task["id"]).status_code == 200
-    assert_error(call(cast.human, "comment_on_task", task_id=task["id"], body="hi"), 403,
-                 "read_only_key")  # fmt: skip
+    assert_error(
+        call(cast.human, "comment_on_task", task_id=task["id"], body="hi"), 403, "read_only_key"
+    )
 
 
 def test_a_comment_and_a_result_reach_webhooks_too(cast, task):
@@ -206,16 +221,21 @@ def test_a_comment_and_a_result_reach_webhooks_too(cast, task):
     alex = cast.client(cast.alex)
     comment(alex, task["id"], "Almost there.")
     post(alex, f"/api/tasks/{task['id']}/status", {"status": "in_progress"})
-    post(alex, f"/api/tasks/{task['id']}/status",
-         {"status": "completed", "result": "Migrated.", "result_data": {"rows": 3}})  # fmt: skip
+    post(
+        alex,
+        f"/api/tasks/{task['id']}/status",
+        {"status": "completed", "result": "Migrated.", "result_data": {"rows": 3}},
+    )
     payloads = [d.payload for d in WebhookDelivery.objects.order_by("pk")]
     assert [(p["event"], p["agent"]) for p in payloads] == [
-        ("task.comment", "agent-morgan"), ("task.status_changed", "agent-morgan"),
-    ]  # fmt: skip
+        ("task.comment", "agent-morgan"),
+        ("task.status_changed", "agent-morgan"),
+    ]
     assert payloads[0]["message"] == "agent-alex commented on the task: Almost there."
     assert (payloads[1]["task"]["result"], payloads[1]["task"]["result_data"]) == (
-        "Migrated.", {"rows": 3},
-    )  # fmt: skip
+        "Migrated.",
+        {"rows": 3},
+    )
 
 
 def test_a_comment_after_a_move_the_caller_did_not_see_records_the_task_as_it_is(cast, task):

@@ -104,8 +104,9 @@ def subtasks_in_progress(org, parent, count):
     held = []
     for n in range(count):
         agent = make_agent(org, f"agent-part-{n}")
-        child = Task.objects.create(organization=org, title=f"part {n}", parent=parent,
-                                    status="in_progress", assignee=agent)  # fmt: skip
+        child = Task.objects.create(
+            organization=org, title=f"part {n}", parent=parent, status="in_progress", assignee=agent
+        )
         held.append((child, make_key(org, agent)))
     return held
 

@@ -100,9 +100,13 @@ def test_queue_and_escalate_tools_store_the_decision(cast):
     sarah = cast.client(cast.sarah)
     task = a_task_of(cast, cast.sarah)
     queued = call(
-        sarah, "queue_task", task_id=task, agent_id="agent-morgan", **DECISION,
+        sarah,
+        "queue_task",
+        task_id=task,
+        agent_id="agent-morgan",
+        **DECISION,
         wait_time_seconds=900,
-    )  # fmt: skip
+    )
     assert queued.status_code == 200, queued.content
     event = last_event(task, "queued")
     assert decision_of(event) == DECISION and event.wait_time_seconds == 900

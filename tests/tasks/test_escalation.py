@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from organization.models import TeamRule
-from tasks import events
+from tasks import events, sql
 from tasks.models import Task, TaskEvent
 from tasks.rules import SYSTEM, Actor
 from tasks.services import task_create, task_escalate
@@ -82,11 +82,15 @@ def test_a_batch_refuses_an_event_whose_fields_it_would_drop():
     alex = make_agent(org, "agent-alex")
     task = task_create(org=org, actor=SYSTEM, title="t")
     event = events.escalation_event(
-        task=task, actor=Actor("agent", alex.handle, agent=alex), before={}, target=None,
-        verdict=None, notes="would be lost",
-    )  # fmt: skip
+        task=task,
+        actor=Actor("agent", alex.handle, agent=alex),
+        before={},
+        target=None,
+        verdict=None,
+        notes="would be lost",
+    )
     with pytest.raises(ValueError, match="Batched events"):
-        events._insert_events([event], timezone.now())
+        sql.insert_events([event], timezone.now())
 
 
 @pytest.mark.parametrize("escalated_by", ["expert", "sweep"])

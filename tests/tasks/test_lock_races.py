@@ -320,9 +320,11 @@ def test_the_stale_sweep_does_not_escalate_to_a_senior_being_paused():
     expert = make_agent(org, "agent-expert")
     task = task_create(org=org, actor=SYSTEM, title="stale")
     Task.objects.filter(pk=task.pk).update(
-        status=TaskStatus.QUEUED, queued_for=expert, queued_by=worker,
+        status=TaskStatus.QUEUED,
+        queued_for=expert,
+        queued_by=worker,
         queued_at=timezone.now() - timedelta(days=2),
-    )  # fmt: skip
+    )
     pause, release = pausing(boss)
     sweeping = Side(sweep_stale_queued)
     wait_until(lambda: lock_waiters() >= 1, "the sweep waits for the senior's lock")
@@ -371,12 +373,20 @@ def test_deleting_an_agent_waits_for_a_move_on_a_task_it_created_without_deadloc
     org = make_org("leaving")
     creator = make_agent(org, "agent-creator")
     holder = make_agent(org, "agent-holder")
-    task = task_create(org=org, actor=Actor(ActorKind.AGENT, creator.handle, agent=creator),
-                       title="x", assignee=holder)  # fmt: skip
+    task = task_create(
+        org=org,
+        actor=Actor(ActorKind.AGENT, creator.handle, agent=creator),
+        title="x",
+        assignee=holder,
+    )
     actor = Actor(ActorKind.AGENT, holder.handle, agent=holder)
     task_set_status(task=Task(pk=task.pk), actor=actor, status=TaskStatus.IN_PROGRESS)
-    told = delete_during_move(org, task, creator, lambda: task_set_status(
-        task=Task(pk=task.pk), actor=actor, status=TaskStatus.COMPLETED))  # fmt: skip
+    told = delete_during_move(
+        org,
+        task,
+        creator,
+        lambda: task_set_status(task=Task(pk=task.pk), actor=actor, status=TaskStatus.COMPLETED),
+    )
     assert told is True  # the creator was told before it left
     assert (task.status, task.created_by_agent_id) == (TaskStatus.COMPLETED, None)
 
@@ -389,13 +399,20 @@ def test_deleting_the_agent_that_queued_a_task_does_not_deadlock_with_a_comment_
     expert = make_agent(org, "agent-expert")
     task = task_create(org=org, actor=HUMAN, title="x", assignee=queuer)
     # The queuer passed it on to the expert, whose queue was full: it waits, queued by the
-    # queuer (as services._wait_for leaves it). The queuer holds nothing any more.
+    # queuer (as services.changes.wait_for leaves it). The queuer holds nothing any more.
     Task.objects.filter(pk=task.pk).update(
-        status=TaskStatus.QUEUED, assignee=None, queued_for=expert, queued_by=queuer,
+        status=TaskStatus.QUEUED,
+        assignee=None,
+        queued_for=expert,
+        queued_by=queuer,
         delegation_chain=[queuer.handle, expert.handle],
-    )  # fmt: skip
-    commented = delete_during_move(org, task, queuer, lambda: task_comment(
-        task=Task.objects.get(pk=task.pk), actor=HUMAN, body="Any news?"))  # fmt: skip
+    )
+    commented = delete_during_move(
+        org,
+        task,
+        queuer,
+        lambda: task_comment(task=Task.objects.get(pk=task.pk), actor=HUMAN, body="Any news?"),
+    )
     assert not isinstance(commented, Exception), commented
     assert task.queued_by_id is None
 
@@ -422,8 +439,11 @@ def test_a_supervisor_demoted_while_named_default_supervisor_does_not_stay_defau
     wait_until(lambda: demoted.is_set() or demotion.done(), "the demotion under way")
     assert not demotion.done(), demotion.result()
     assert AgentRole.objects.filter(role=HierarchyRole.SUPERVISOR).exists()  # not committed
-    naming = Side(lambda: hierarchy.rules_set(
-        caller=human, data={"default_supervisor_agent_id": "agent-alice"}))  # fmt: skip
+    naming = Side(
+        lambda: hierarchy.rules_set(
+            caller=human, data={"default_supervisor_agent_id": "agent-alice"}
+        )
+    )
     wait_until(lambda: lock_waiters() >= 1 or naming.done(), "the naming waiting or done")
     release.set()
     assert demotion.result() is None

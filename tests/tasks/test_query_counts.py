@@ -110,8 +110,10 @@ def test_starting_work_locks_no_agent_row(cast):
     assert_answer_is_fresh(alex, response)
     with CaptureQueriesContext(connection) as sent:
         post(alex, f"/api/tasks/{task.pk}/status", {"status": "completed"})
-    assert any('"organization_agent"' in q["sql"] and "FOR NO KEY UPDATE" in q["sql"]
-               for q in sent.captured_queries)  # fmt: skip
+    assert any(
+        '"organization_agent"' in q["sql"] and "FOR NO KEY UPDATE" in q["sql"]
+        for q in sent.captured_queries
+    )
 
 
 def test_complete_hands_the_freed_slot_to_the_queue(cast, django_assert_max_num_queries):

@@ -21,16 +21,21 @@ def in_progress(cast, agent) -> dict:
 def test_completing_with_a_result_stores_it_and_get_shows_it(cast):
     alex = cast.client(cast.alex)
     task = in_progress(cast, cast.alex)
-    body = {"status": "completed", "result": "Indexed orders.created_at; p95 from 900 to 40 ms.",
-            "result_data": {"index": "orders_created_at", "p95_ms": [900, 40]}}  # fmt: skip
+    body = {
+        "status": "completed",
+        "result": "Indexed orders.created_at; p95 from 900 to 40 ms.",
+        "result_data": {"index": "orders_created_at", "p95_ms": [900, 40]},
+    }
     response = post(alex, f"/api/tasks/{task['id']}/status", body)
     assert response.status_code == 200, response.content
     assert response.json()["result"] == body["result"]
     assert response.json()["result_data"] == body["result_data"]
     shown = alex.get(f"/api/tasks/{task['id']}").json()
     assert (shown["status"], shown["result"], shown["result_data"]) == (
-        "completed", body["result"], body["result_data"],
-    )  # fmt: skip
+        "completed",
+        body["result"],
+        body["result_data"],
+    )
     stored = Task.objects.get(pk=task["id"])
     assert (stored.result, stored.result_data) == (body["result"], body["result_data"])
 
@@ -44,8 +49,9 @@ def test_failing_takes_a_result_too(cast):
     )
     assert response.status_code == 200
     assert (response.json()["status"], response.json()["result"]) == (
-        "failed", "The table is locked by a migration.",
-    )  # fmt: skip
+        "failed",
+        "The table is locked by a migration.",
+    )
     assert response.json()["result_data"] is None
 
 
@@ -56,9 +62,11 @@ def test_an_open_task_has_an_empty_result(cast):
 
 @pytest.mark.parametrize("status", ["in_progress", "blocked"])
 def test_a_result_with_any_other_status_is_400(cast, status):
-    task = in_progress(cast, cast.alex) if status == "blocked" else create(
-        cast.human, agent_id="agent-alex"
-    ).json()  # fmt: skip
+    task = (
+        in_progress(cast, cast.alex)
+        if status == "blocked"
+        else create(cast.human, agent_id="agent-alex").json()
+    )
     alex = cast.client(cast.alex)
     for extra in ({"result": "half done"}, {"result_data": {"x": 1}}):
         response = post(alex, f"/api/tasks/{task['id']}/status", {"status": status, **extra})
@@ -125,8 +133,14 @@ def test_a_creator_who_also_delegated_is_told_once(cast):
 
 def test_update_task_status_takes_the_result_too(cast):
     task = in_progress(cast, cast.alex)
-    response = call(cast.client(cast.alex), "update_task_status", task_id=task["id"],
-                    status="completed", result="done", result_data={"ok": True})  # fmt: skip
+    response = call(
+        cast.client(cast.alex),
+        "update_task_status",
+        task_id=task["id"],
+        status="completed",
+        result="done",
+        result_data={"ok": True},
+    )
     assert response.status_code == 200, response.content
     assert (response.json()["result"], response.json()["result_data"]) == ("done", {"ok": True})
 
@@ -134,12 +148,15 @@ def test_update_task_status_takes_the_result_too(cast):
 def test_complete_task_completes_by_default_and_fails_on_request(cast):
     alex = cast.client(cast.alex)
     first, second = in_progress(cast, cast.alex), in_progress(cast, cast.alex)
-    done = call(alex, "complete_task", task_id=first["id"], result="It works.",
-                result_data={"pr": 42})  # fmt: skip
+    done = call(
+        alex, "complete_task", task_id=first["id"], result="It works.", result_data={"pr": 42}
+    )
     assert done.status_code == 200, done.content
     assert (done.json()["status"], done.json()["result"], done.json()["result_data"]) == (
-        "completed", "It works.", {"pr": 42},
-    )  # fmt: skip
+        "completed",
+        "It works.",
+        {"pr": 42},
+    )
     failed = call(alex, "complete_task", task_id=second["id"], status="failed", result="Blocked.")
     assert (failed.json()["status"], failed.json()["result"]) == ("failed", "Blocked.")
     shown = call(alex, "get_task", task_id=first["id"]).json()
@@ -153,8 +170,9 @@ def test_complete_task_keeps_the_lifecycle_and_its_codes(cast):
     assert_error(
         call(alex, "complete_task", task_id=task["id"], status="in_progress"), 400, "invalid"
     )
-    assert_error(call(cast.client(cast.sarah), "complete_task", task_id=task["id"]), 404,
-                 "task_not_found")  # fmt: skip
+    assert_error(
+        call(cast.client(cast.sarah), "complete_task", task_id=task["id"]), 404, "task_not_found"
+    )
     assert_error(call(alex, "complete_task", task_id=task["id"], result_data="x"), 400, "invalid")
     assert Task.objects.get(pk=task["id"]).status == "assigned"
 
@@ -217,8 +235,15 @@ def test_the_rest_schema_says_the_status_moves_optional_fields_are_nullable(clie
 @pytest.mark.parametrize("door", ["rest", "create_task"])
 def test_null_for_an_optional_field_of_a_new_task_is_not_given_at_every_door(cast, door):
     # POST /api/tasks answered 400 "may not be null" where create_task dropped the null.
-    body = {"title": "Nulls", "description": None, "required_expertise": None, "urgency": None,
-            "deadline": None, "agent_id": "agent-alex", "parent": None}  # fmt: skip
+    body = {
+        "title": "Nulls",
+        "description": None,
+        "required_expertise": None,
+        "urgency": None,
+        "deadline": None,
+        "agent_id": "agent-alex",
+        "parent": None,
+    }
     morgan = cast.client(cast.morgan)
     if door == "rest":
         response = post(morgan, "/api/tasks", body)

@@ -137,8 +137,9 @@ def test_a_human_created_task_bypasses_enforcement_whoever_passes_it_on(cast):
     when the agent it was given delegates it to a peer."""
     cast.enforce(allow_peer=False)
     task = create(cast.human, agent_id="agent-sarah").json()
-    response = post(cast.client(cast.sarah), f"/api/tasks/{task['id']}/delegate",
-                    {"agent_id": "agent-alex"})  # fmt: skip
+    response = post(
+        cast.client(cast.sarah), f"/api/tasks/{task['id']}/delegate", {"agent_id": "agent-alex"}
+    )
     assert response.status_code == 200, response.content
     assert response.json()["assignee"] == "agent-alex"
 
@@ -177,8 +178,9 @@ def test_queueing_is_checked_by_the_same_rules(cast):
     give_tasks(cast.alex, 5)
     cast.enforce()
     url = f"/api/tasks/{task['id']}/queue"
-    assert_error(post(cast.client(cast.sarah), url, {"agent_id": "agent-alex"}), 403,
-                 "role_forbidden", PEER)  # fmt: skip
+    assert_error(
+        post(cast.client(cast.sarah), url, {"agent_id": "agent-alex"}), 403, "role_forbidden", PEER
+    )
     cast.enforce(allow_peer=True)
     cast.role(cast.sarah, can_assign_to_peers=True)
     response = post(cast.client(cast.sarah), url, {"agent_id": "agent-alex"})

@@ -40,13 +40,21 @@ def subtasks_done(parent_id):
 
 
 def test_the_holder_adds_a_subtask_and_it_is_a_task_like_any_other(cast, parent):
-    response = create(cast.client(cast.sarah), title="Write the tests", parent=parent["id"],
-                      agent_id="agent-alex", urgency="high")  # fmt: skip
+    response = create(
+        cast.client(cast.sarah),
+        title="Write the tests",
+        parent=parent["id"],
+        agent_id="agent-alex",
+        urgency="high",
+    )
     assert response.status_code == 201, response.content
     child = response.json()
     assert (child["parent"], child["status"], child["assignee"], child["created_by_agent"]) == (
-        parent["id"], "assigned", "agent-alex", "agent-sarah",
-    )  # fmt: skip
+        parent["id"],
+        "assigned",
+        "agent-alex",
+        "agent-sarah",
+    )
     assert child["delegation_chain"] == ["agent-sarah", "agent-alex"]
     assert InboxItem.objects.get(task_id=child["id"]).agent == cast.alex
 
@@ -118,17 +126,29 @@ def test_the_parent_lists_its_subtasks_and_their_progress(cast, parent):
     shown = sarah.get(f"/api/tasks/{parent['id']}").json()
     assert shown["parent"] is None
     assert shown["subtasks"] == [
-        {"id": first["id"], "title": "Backend", "status": "completed",
-         "assignee": "agent-alex", "result": "API done"},
-        {"id": second["id"], "title": "Frontend", "status": "assigned",
-         "assignee": "agent-sarah", "result": ""},
+        {
+            "id": first["id"],
+            "title": "Backend",
+            "status": "completed",
+            "assignee": "agent-alex",
+            "result": "API done",
+        },
+        {
+            "id": second["id"],
+            "title": "Frontend",
+            "status": "assigned",
+            "assignee": "agent-sarah",
+            "result": "",
+        },
         {"id": third["id"], "title": "Docs", "status": "queued", "assignee": None, "result": ""},
-    ]  # fmt: skip
+    ]
     assert shown["subtask_progress"] == {"done": 1, "total": 3}
     child = cast.client(cast.alex).get(f"/api/tasks/{first['id']}").json()
     assert (child["parent"], child["subtasks"], child["subtask_progress"]) == (
-        parent["id"], [], {"done": 0, "total": 0},
-    )  # fmt: skip
+        parent["id"],
+        [],
+        {"done": 0, "total": 0},
+    )
 
 
 def test_the_detail_lists_a_bounded_number_but_counts_them_all(cast, parent):
@@ -147,8 +167,13 @@ def test_getting_a_task_costs_the_same_queries_whatever_its_subtasks(
 ):
     for n in range(count):
         holder = [cast.alex, cast.morgan, None][n % 3]
-        Task.objects.create(organization=cast.org, title=f"s{n}", parent_id=parent["id"],
-                            assignee=holder, status="assigned" if holder else "queued")  # fmt: skip
+        Task.objects.create(
+            organization=cast.org,
+            title=f"s{n}",
+            parent_id=parent["id"],
+            assignee=holder,
+            status="assigned" if holder else "queued",
+        )
     sarah = cast.client(cast.sarah)
     used_just_now()
     # The key; the task with its agents; its subtasks with their holders and the progress; the
@@ -243,13 +268,21 @@ def test_cancelling_with_the_flag_cancels_every_open_subtask_at_any_depth(cast, 
     queued = task_create(org=cast.org, actor=SYSTEM, title="in line")
     Task.objects.filter(pk=queued.pk).update(queued_for=cast.morgan)
 
-    response = post(cast.human, f"/api/tasks/{parent['id']}/cancel",
-                    {"reason": "scrapped", "cancel_subtasks": True})  # fmt: skip
+    response = post(
+        cast.human,
+        f"/api/tasks/{parent['id']}/cancel",
+        {"reason": "scrapped", "cancel_subtasks": True},
+    )
     assert response.status_code == 200, response.content
     assert response.json()["status"] == "cancelled"
     status = dict(Task.objects.values_list("title", "status"))
-    assert (status["Ship the checkout"], status["done"], status["held"], status["waiting"],
-            status["deeper"]) == ("cancelled", "completed", "cancelled", "cancelled", "cancelled")  # fmt: skip
+    assert (
+        status["Ship the checkout"],
+        status["done"],
+        status["held"],
+        status["waiting"],
+        status["deeper"],
+    ) == ("cancelled", "completed", "cancelled", "cancelled", "cancelled")
     for child in (held["id"], waiting["id"], deeper["id"]):
         event = TaskEvent.objects.filter(task_id=child).latest("pk")
         assert (event.kind, event.actor_kind) == ("cancelled", "user")
@@ -273,8 +306,9 @@ def test_an_agent_creator_cancels_its_task_with_its_subtasks(cast):
     other = create(cast.human, agent_id="agent-alex").json()
     assert_error(
         post(cast.client(cast.alex), f"/api/tasks/{other['id']}/cancel", {"cancel_subtasks": True}),
-        409, "invalid_transition",
-    )  # fmt: skip
+        409,
+        "invalid_transition",
+    )
 
 
 def test_a_parent_with_only_finished_subtasks_cancels_without_the_flag(cast, parent):
@@ -305,8 +339,10 @@ def test_the_admin_cancels_with_subtasks_only_when_asked(cast, parent, client):
         "/admin/tasks/task/", {"action": "cancel_tasks", "_selected_action": [parent["id"]]}
     )
     assert Task.objects.get(pk=parent["id"]).status == "assigned"
-    client.post("/admin/tasks/task/", {"action": "cancel_tasks_with_subtasks",
-                                       "_selected_action": [parent["id"]]})  # fmt: skip
+    client.post(
+        "/admin/tasks/task/",
+        {"action": "cancel_tasks_with_subtasks", "_selected_action": [parent["id"]]},
+    )
     assert set(Task.objects.filter(organization=cast.org).values_list("status", flat=True)) == {
         "cancelled"
     }

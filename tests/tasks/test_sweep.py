@@ -165,11 +165,22 @@ def escalation_of(task):
     event = TaskEvent.objects.get(task=task, kind="escalated")
     inbox = [(i.agent.handle, i.kind, i.message) for i in task.inbox_items.all()]
     return (
-        task.status, handle(task.assignee), handle(task.queued_for), handle(task.queued_by),
-        task.delegation_chain, event.actor_kind, event.actor_label, event.before, event.after,
-        event.message, event.decision, event.primary_choice, event.reasoning,
-        handle(event.recipient), inbox,
-    )  # fmt: skip
+        task.status,
+        handle(task.assignee),
+        handle(task.queued_for),
+        handle(task.queued_by),
+        task.delegation_chain,
+        event.actor_kind,
+        event.actor_label,
+        event.before,
+        event.after,
+        event.message,
+        event.decision,
+        event.primary_choice,
+        event.reasoning,
+        handle(event.recipient),
+        inbox,
+    )
 
 
 def test_a_batch_escalates_each_task_as_if_it_was_swept_alone(db):
@@ -193,7 +204,7 @@ def test_the_sweep_takes_few_queries_per_task(team, django_assert_max_num_querie
     for _ in range(200):
         queued(org, by=worker, for_=expert, age=timedelta(hours=5))
     # The managed runtime listens to `work_reached_agent`: the batch's escalated tasks are
-    # announced without being read (tasks.events.announce_batch).
+    # announced without being read (tasks.wakes.announce_batch).
     with django_assert_max_num_queries(10):
         assert sweep_stale_queued(batch_size=500).escalated == 200
 
@@ -289,7 +300,7 @@ def beat_process(tmp_path):
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own group: SIGKILL reaches any child too
-                )  # fmt: skip
+                )
             )
         return log_path
 

@@ -5,12 +5,23 @@ from tests.factories import give_tasks
 from tests.tasks.conftest import assert_error, post
 
 TOOLS = {
-    "create_task", "assign_task", "delegate_task", "queue_task", "escalate_task",
-    "update_task_status", "get_my_tasks", "get_inbox", "recommend_delegate",
+    "create_task",
+    "assign_task",
+    "delegate_task",
+    "queue_task",
+    "escalate_task",
+    "update_task_status",
+    "get_my_tasks",
+    "get_inbox",
+    "recommend_delegate",
     # issue 11 §1
-    "get_task", "complete_task", "create_subtask", "comment_on_task", "list_task_comments",
+    "get_task",
+    "complete_task",
+    "create_subtask",
+    "comment_on_task",
+    "list_task_comments",
     "cancel_task",
-}  # fmt: skip
+}
 
 
 def call(client, name, **params):
@@ -24,13 +35,19 @@ def test_every_task_tool_is_listed(cast):
 
 def test_an_agent_runs_a_task_end_to_end_through_tools(cast):
     sarah, alex = cast.client(cast.sarah), cast.client(cast.alex)
-    task = call(sarah, "create_task", title="Index the orders table", required_expertise="PostgreSQL",
-                agent_id="agent-sarah").json()  # fmt: skip
+    task = call(
+        sarah,
+        "create_task",
+        title="Index the orders table",
+        required_expertise="PostgreSQL",
+        agent_id="agent-sarah",
+    ).json()
     assert task["assignee"] == "agent-sarah"
     recommendation = call(sarah, "recommend_delegate", expertise="PostgreSQL").json()
     assert recommendation["primary_choice"]["id"] == "agent-alex"
-    delegated = call(sarah, "delegate_task", task_id=task["id"], agent_id="agent-alex",
-                     reasoning="exact match").json()  # fmt: skip
+    delegated = call(
+        sarah, "delegate_task", task_id=task["id"], agent_id="agent-alex", reasoning="exact match"
+    ).json()
     assert delegated["assignee"] == "agent-alex"
     inbox = call(alex, "get_inbox", mark_read=True).json()
     assert [i["kind"] for i in inbox["items"]] == ["delegated"] and inbox["unread"] == 0
@@ -84,8 +101,9 @@ def test_cancel_task_keeps_the_rules_of_rest_and_never_cancels_subtasks_silently
     open subtasks only with cancel_subtasks, which cancels them with it."""
     sarah, alex = cast.client(cast.sarah), cast.client(cast.alex)
     mine = call(sarah, "create_task", title="Ship it", agent_id="agent-sarah").json()
-    part = call(sarah, "create_subtask", title="A part", parent=mine["id"],
-                agent_id="agent-alex").json()  # fmt: skip
+    part = call(
+        sarah, "create_subtask", title="A part", parent=mine["id"], agent_id="agent-alex"
+    ).json()
     # Alex holds the subtask but did not create it.
     assert_error(call(alex, "cancel_task", task_id=part["id"]), 409, "invalid_transition")
     assert_error(call(sarah, "cancel_task", task_id=mine["id"]), 409, "open_subtasks")
@@ -96,9 +114,11 @@ def test_cancel_task_keeps_the_rules_of_rest_and_never_cancels_subtasks_silently
     assert Task.objects.get(pk=part["id"]).status == "cancelled"
     assert TaskEvent.objects.filter(task_id=part["id"], kind="cancelled").count() == 1
     assert_error(call(sarah, "cancel_task", task_id=mine["id"]), 409, "invalid_transition")
-    assert_error(call(cast.client(cast.morgan), "cancel_task", task_id=mine["id"]), 404,
-                 "task_not_found")  # fmt: skip
-    assert_error(call(sarah, "cancel_task", task_id=mine["id"], cancel_subtasks="maybe"), 400,
-                 "invalid")  # fmt: skip
+    assert_error(
+        call(cast.client(cast.morgan), "cancel_task", task_id=mine["id"]), 404, "task_not_found"
+    )
+    assert_error(
+        call(sarah, "cancel_task", task_id=mine["id"], cancel_subtasks="maybe"), 400, "invalid"
+    )
     # It writes: an organization key cancels through REST.
     assert_error(call(cast.human, "cancel_task", task_id=mine["id"]), 403, "read_only_key")

@@ -283,10 +283,27 @@ def test_https_keeps_the_hostname_for_sni_and_certificate_checks(tmp_path, monke
         pytest.skip("needs the openssl command to make a certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out",
-         cert, "-days", "1", "-subj", "/CN=hook.test", "-addext", "subjectAltName=DNS:hook.test"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-days",
+            "1",
+            "-subj",
+            "/CN=hook.test",
+            "-addext",
+            "subjectAltName=DNS:hook.test",
+        ],
+        check=True,
+        capture_output=True,
+    )
     settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
     real = socket.getaddrinfo
 
@@ -332,9 +349,13 @@ def test_the_admin_detail_page_never_shows_a_stored_exception(root_client):  # n
     org = make_org("old-rows")
     agent = make_agent(org, "agent-old")
     delivery = WebhookDelivery.objects.create(
-        organization=org, agent=agent, url="http://10.0.0.5:6379/", status="failed", attempts=1,
+        organization=org,
+        agent=agent,
+        url="http://10.0.0.5:6379/",
+        status="failed",
+        attempts=1,
         last_error="ConnectError: [Errno 111] Connection refused by 10.0.0.5:6379",
-    )  # fmt: skip
+    )
     page = root_client.get(f"/admin/tasks/webhookdelivery/{delivery.pk}/change/")
     assert page.status_code == 200
     assert "Errno 111" not in page.content.decode()

@@ -1,6 +1,5 @@
-"""Edges of the domain rules no other test reached (a reviewer's list): loops and depth are
-checked on every move that passes a task on, not only on delegate; a paused expert's queue
-waits; a blocked task may fail (the refused transitions are in test_task_api.py)."""
+"""The domain rules on every move: loops and depth wherever a task is passed on, a paused
+expert's queue waits, a blocked task may fail (the refused transitions: test_task_status.py)."""
 
 import pytest
 
@@ -12,13 +11,15 @@ from tests.tasks.conftest import assert_error, create, post
 @pytest.mark.parametrize("move", ["assign", "queue"])
 def test_passing_a_task_back_by_assign_or_queue_is_a_loop(cast, move):
     task = create(cast.human, agent_id="agent-sarah").json()
-    delegated = post(cast.client(cast.sarah), f"/api/tasks/{task['id']}/delegate",
-                     {"agent_id": "agent-alex"})  # fmt: skip
+    delegated = post(
+        cast.client(cast.sarah), f"/api/tasks/{task['id']}/delegate", {"agent_id": "agent-alex"}
+    )
     assert delegated.status_code == 200, delegated.content
     if move == "queue":
         give_tasks(cast.sarah, 5)  # busy: queueing for her is otherwise allowed
-    response = post(cast.client(cast.alex), f"/api/tasks/{task['id']}/{move}",
-                    {"agent_id": "agent-sarah"})  # fmt: skip
+    response = post(
+        cast.client(cast.alex), f"/api/tasks/{task['id']}/{move}", {"agent_id": "agent-sarah"}
+    )
     assert_error(response, 409, "delegation_loop", "delegated to you by agent-sarah")
 
 
@@ -27,13 +28,15 @@ def test_passing_a_task_on_by_assign_or_queue_respects_the_maximum_depth(cast, m
     cast.rule.max_delegation_depth = 2
     cast.rule.save()
     task = create(cast.human, agent_id="agent-sarah").json()
-    delegated = post(cast.client(cast.sarah), f"/api/tasks/{task['id']}/delegate",
-                     {"agent_id": "agent-alex"})  # fmt: skip
+    delegated = post(
+        cast.client(cast.sarah), f"/api/tasks/{task['id']}/delegate", {"agent_id": "agent-alex"}
+    )
     assert delegated.status_code == 200, delegated.content
     if move == "queue":
         give_tasks(cast.morgan, 5)
-    response = post(cast.client(cast.alex), f"/api/tasks/{task['id']}/{move}",
-                    {"agent_id": "agent-morgan"})  # fmt: skip
+    response = post(
+        cast.client(cast.alex), f"/api/tasks/{task['id']}/{move}", {"agent_id": "agent-morgan"}
+    )
     assert_error(response, 409, "delegation_too_deep", "maximum delegation depth of 2")
 
 
@@ -44,18 +47,23 @@ def test_a_paused_expert_takes_nothing_from_its_queue_when_room_frees(cast):
     assert queued.status_code == 200, queued.content
     cast.morgan.is_paused = True
     cast.morgan.save()
-    done = post(cast.client(cast.morgan), f"/api/tasks/{held[0].pk}/status",
-                {"status": "completed"})  # fmt: skip
+    done = post(
+        cast.client(cast.morgan), f"/api/tasks/{held[0].pk}/status", {"status": "completed"}
+    )
     assert done.status_code == 200, done.content
     task = Task.objects.get(pk=waiting["id"])
     assert (task.status, task.assignee, task.queued_for) == ("queued", None, cast.morgan)
 
 
 def test_a_blocked_task_may_fail(cast):
-    task = Task.objects.create(organization=cast.org, title="t", status="blocked",
-                               assignee=cast.alex)  # fmt: skip
-    response = post(cast.client(cast.alex), f"/api/tasks/{task.pk}/status",
-                    {"status": "failed", "note": "Cannot be done"})  # fmt: skip
+    task = Task.objects.create(
+        organization=cast.org, title="t", status="blocked", assignee=cast.alex
+    )
+    response = post(
+        cast.client(cast.alex),
+        f"/api/tasks/{task.pk}/status",
+        {"status": "failed", "note": "Cannot be done"},
+    )
     assert response.status_code == 200, response.content
     assert response.json()["status"] == "failed"
 
@@ -109,8 +117,9 @@ def test_a_task_passed_on_by_the_expert_it_was_queued_for_reports_back_to_that_e
     give_tasks(cast.boss, 5)
     task = create(cast.human, title="Rotate the keys", agent_id="agent-sarah").json()
     post(cast.client(cast.sarah), f"/api/tasks/{task['id']}/escalate", {})
-    delegated = post(cast.client(cast.boss), f"/api/tasks/{task['id']}/delegate",
-                     {"agent_id": "agent-alex"})  # fmt: skip
+    delegated = post(
+        cast.client(cast.boss), f"/api/tasks/{task['id']}/delegate", {"agent_id": "agent-alex"}
+    )
     assert delegated.json()["delegation_chain"] == ["agent-sarah", "agent-boss", "agent-alex"]
     alex = cast.client(cast.alex)
     # Passing it back to the one who passed it on is a loop, naming who did.

@@ -1,19 +1,9 @@
-"""Tasks in the admin: a product screen over the same services as the API.
-
-Staff see only the organizations they administer, scoped by organization/admin's
-`OrgScoped`/`OrgOwnedAdmin` (as every other admin page); superusers see all.
-Assignments made here go through `services.task_create` / `task_assign`, so the rules of
-docs/design.md (capacity, offline, …) hold in the admin too; human-initiated moves bypass the role
-checks exactly as over REST. The audit trail is read-only and cannot be deleted.
-"""
-
-from collections.abc import Callable
-from dataclasses import dataclass
+"""The task's page and list: a product screen whose moves go through the services."""
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db.models import F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.shortcuts import redirect
@@ -21,153 +11,17 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html
-from django.utils.timesince import timesince
 from django.views.decorators.http import require_POST
 
 from infrastructure.errors import DomainError
-from organization import webhooks
-from organization.admin.actors import key_name_of, label_words
-from organization.admin.display import STATUS_COLOURS, HumanChoicesFilter, badge, breakable, human
-from organization.admin.scoping import (
-    OrgOwnedAdmin,
-    ReadOnlyInline,
-    admin_org_ids,
-    sees_several_organizations,
-)
-from organization.admin.words import duration
-from organization.caller import caller_for_admin
+from organization.admin.display import HumanChoicesFilter, badge, human
+from organization.admin.scoping import ReadOnlyInline, admin_org_ids
 from organization.models import Agent
 
-from . import services
-from .models import (
-    URGENCY_RANK,
-    DeliveryStatus,
-    EventKind,
-    Task,
-    TaskComment,
-    TaskEvent,
-    TaskStatus,
-    WebhookDelivery,
-)
-from .rules import Actor
-from .sweep import stale_queued
-
-STATUS_COLOURS["task"] = {
-    TaskStatus.QUEUED: "#6c757d",
-    TaskStatus.ASSIGNED: "#0d6efd",
-    TaskStatus.IN_PROGRESS: "#0dcaf0",
-    TaskStatus.BLOCKED: "#fd7e14",
-    TaskStatus.COMPLETED: "#198754",
-    TaskStatus.FAILED: "#dc3545",
-    TaskStatus.CANCELLED: "#adb5bd",
-    TaskStatus.ESCALATED: "#d63384",
-}
-STATUS_COLOURS["delivery"] = {
-    DeliveryStatus.PENDING: "#6c757d",
-    DeliveryStatus.DELIVERED: "#198754",
-}
-
-
-def admin_actor(request, organization) -> Actor:
-    """The staff user acting in the admin, as the engine sees them (from the admin's Caller)."""
-    return Actor.of(caller_for_admin(request, organization))
-
-
-class MoveRefused(Exception):
-    """The engine refused the move `save_model` asked for; the form is shown again with why."""
-
-    def __init__(self, error: DomainError):
-        super().__init__(error.message)
-        self.error = error
-
-
-class TasksAppAdmin(OrgOwnedAdmin):
-    """Scoped like the organization's admins; nothing here is ever deleted (the audit trail)."""
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-class AuditAdmin(TasksAppAdmin):
-    """Written only by the services: listed and shown, never added or changed."""
-
-    def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in self.model._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-
-def state_words(state: dict | None) -> str:
-    """An audit snapshot in words: "in progress, held by agent-alex", "queued for agent-sam"."""
-    state = state or {}
-    said = human(state.get("status")).lower() if state.get("status") else "nowhere"
-    if state.get("assignee"):
-        said += f", held by {state['assignee']}"
-    if state.get("queued_for"):
-        said += f", queued for {state['queued_for']}"
-    return said
-
-
-# What a human must look at: tasks escalated to humans, and blocked ones (a managed agent's run
-# that failed blocks its task with the reason, issue 11 §2).
-NEEDS_ATTENTION = (TaskStatus.ESCALATED, TaskStatus.BLOCKED)
-
-
-@dataclass(frozen=True)
-class Attention:
-    """Another reason a task waits on a human, told by an app above this one (a budget holding
-    its holder back): `value` is the list filter's `?attention=` value, `condition()` the tasks
-    it selects (a Q over Task)."""
-
-    value: str
-    label: str
-    condition: Callable[[], Q]
-
-
-ATTENTION: list[Attention] = []
-
-
-def register_attention(reason: Attention) -> Attention:
-    """Add `reason` to the tasks list's attention filter and to its "Needs attention" choice."""
-    if reason.value in ("needs", "stale") or any(a.value == reason.value for a in ATTENTION):
-        raise ValueError(f"An attention filter is already named {reason.value!r}.")
-    ATTENTION.append(reason)
-    return reason
-
-
-def needs_attention() -> Q:
-    """The tasks that wait on a human: escalated, blocked, or held for a registered reason."""
-    condition = Q(status__in=NEEDS_ATTENTION)
-    for reason in ATTENTION:
-        condition |= reason.condition()
-    return condition
-
-
-class NeedsAttentionFilter(admin.SimpleListFilter):
-    title = "attention"
-    parameter_name = "attention"
-
-    def lookups(self, request, model_admin):
-        why = ["escalated to humans", "blocked", *(reason.label.lower() for reason in ATTENTION)]
-        return [
-            ("needs", f"Needs attention ({', '.join(why[:-1])} or {why[-1]})"),
-            ("stale", "Queued past its threshold or deadline"),
-            *[(reason.value, reason.label) for reason in ATTENTION],
-        ]
-
-    def queryset(self, request, queryset):
-        if self.value() == "needs":
-            return queryset.filter(needs_attention())
-        if self.value() == "stale":
-            return queryset.filter(pk__in=stale_queued(timezone.now()).values("pk"))
-        for reason in ATTENTION:
-            if self.value() == reason.value:
-                return queryset.filter(reason.condition())
-        return queryset
+from .. import services
+from ..models import URGENCY_RANK, EventKind, Task, TaskComment, TaskEvent
+from .attention import NeedsAttentionFilter
+from .base import MoveRefused, OrganizationColumn, TasksAppAdmin, admin_actor, ago
 
 
 class TaskEventInline(ReadOnlyInline):
@@ -178,9 +32,19 @@ class TaskEventInline(ReadOnlyInline):
     parent_org_path = "organization"
     ordering = ["created_at", "pk"]
     fields = [
-        "created_at", "kind", "actor_label", "recipient", "before", "after", "decision",
-        "primary_choice", "reasoning", "wait_time_seconds", "coordination_note", "message",
-    ]  # fmt: skip
+        "created_at",
+        "kind",
+        "actor_label",
+        "recipient",
+        "before",
+        "after",
+        "decision",
+        "primary_choice",
+        "reasoning",
+        "wait_time_seconds",
+        "coordination_note",
+        "message",
+    ]
     readonly_fields = fields
 
 
@@ -272,13 +136,8 @@ def _latest_event_time(*, moves_only: bool = False) -> Subquery:
     return Subquery(events.order_by("-created_at", "-pk").values("created_at")[:1])
 
 
-def ago(moment, now=None) -> str:
-    """'3 hours', the largest unit only: a column a manager scans."""
-    return timesince(moment, now or timezone.now(), depth=1) if moment else "—"
-
-
 @admin.register(Task)
-class TaskAdmin(TasksAppAdmin):
+class TaskAdmin(OrganizationColumn, TasksAppAdmin):
     form = TaskAdminForm
     # What a manager scans and sorts by: the state and for how long, who has it, the last move.
     list_display = ["title", "status_badge", "urgency_display", "holder", "in_state", "last_event"]
@@ -291,10 +150,21 @@ class TaskAdmin(TasksAppAdmin):
     ordering = ["-created_at", "-pk"]
     search_fields = ["title", "description", "assignee__handle", "queued_for__handle"]
     readonly_fields = [
-        "status", "assignee", "queued_for", "created_by_agent", "created_by_user",
-        "delegation_chain", "queued_at", "assigned_at", "finished_at", "created_at", "updated_at",
-        "parent", "result", "result_data",
-    ]  # fmt: skip
+        "status",
+        "assignee",
+        "queued_for",
+        "created_by_agent",
+        "created_by_user",
+        "delegation_chain",
+        "queued_at",
+        "assigned_at",
+        "finished_at",
+        "created_at",
+        "updated_at",
+        "parent",
+        "result",
+        "result_data",
+    ]
     inlines = [SubtaskInline, TaskCommentInline, TaskEventInline]
     actions = ["cancel_tasks", "cancel_tasks_with_subtasks", "escalate_tasks"]
 
@@ -308,8 +178,7 @@ class TaskAdmin(TasksAppAdmin):
         return RequestForm
 
     def get_fieldsets(self, request, obj=None):
-        editable = ["organization", "title", "description", "required_expertise", "urgency",
-                    "deadline", "assign_to"]  # fmt: skip
+        editable = [*TaskAdminForm.Meta.fields, "assign_to"]
         return [(None, {"fields": editable}), ("State", {"fields": self.readonly_fields})]
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
@@ -328,11 +197,15 @@ class TaskAdmin(TasksAppAdmin):
         try:
             if not change:
                 created = services.task_create(
-                    org=obj.organization, actor=admin_actor(request, obj.organization),
-                    title=obj.title, description=obj.description,
-                    required_expertise=obj.required_expertise, urgency=obj.urgency,
-                    deadline=obj.deadline, assignee=target,
-                )  # fmt: skip
+                    org=obj.organization,
+                    actor=admin_actor(request, obj.organization),
+                    title=obj.title,
+                    description=obj.description,
+                    required_expertise=obj.required_expertise,
+                    urgency=obj.urgency,
+                    deadline=obj.deadline,
+                    assignee=target,
+                )
                 # The admin goes on with `obj` (log entry, redirect): give it the saved row.
                 for model_field in Task._meta.concrete_fields:
                     setattr(obj, model_field.attname, getattr(created, model_field.attname))
@@ -360,12 +233,6 @@ class TaskAdmin(TasksAppAdmin):
                 last_event_at=Coalesce(_latest_event_time(), F("created_at")),
             )
         )
-
-    def get_list_display(self, request):
-        columns = list(super().get_list_display(request))
-        if sees_several_organizations(request):
-            columns.append("organization")
-        return columns
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, task):
@@ -461,116 +328,16 @@ class TaskAdmin(TasksAppAdmin):
     @admin.action(description="Cancel the selected tasks with their open subtasks")
     def cancel_tasks_with_subtasks(self, request, queryset):
         self._run(
-            request, queryset, services.task_cancel, "Cancelled",
-            reason="Cancelled in the admin.", cancel_subtasks=True,
-        )  # fmt: skip
+            request,
+            queryset,
+            services.task_cancel,
+            "Cancelled",
+            reason="Cancelled in the admin.",
+            cancel_subtasks=True,
+        )
 
     @admin.action(description="Escalate the selected tasks")
     def escalate_tasks(self, request, queryset):
         self._run(
             request, queryset, services.task_escalate, "Escalated", reason="Escalated in the admin."
         )
-
-
-@admin.register(TaskEvent)
-class TaskEventAdmin(AuditAdmin):
-    list_display = ["when", "task_title", "what", "by", "to", "decision_display"]
-    list_display_links = ["when"]
-    list_filter = [(f, HumanChoicesFilter) for f in ("kind", "actor_kind", "decision")]
-    list_select_related = ["task", "recipient", "organization"]
-    search_fields = ["task__title", "actor_label", "message"]
-    ordering = ["-created_at", "-pk"]
-
-    def get_list_display(self, request):
-        columns = list(super().get_list_display(request))
-        if sees_several_organizations(request):
-            columns.append("organization")
-        return columns
-
-    @admin.display(description="when", ordering="created_at")
-    def when(self, event):
-        local = timezone.localtime(event.created_at)
-        return format_html(
-            '<span title="{}">{}</span>', local.isoformat(), local.strftime("%b %d, %H:%M")
-        )
-
-    @admin.display(description="task", ordering="task__title")
-    def task_title(self, event):
-        title = event.task.title
-        return title if len(title) <= 80 else title[:79] + "…"
-
-    @admin.display(description="what", ordering="kind")
-    def what(self, event):
-        return human(event.kind)
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).annotate(actor_key_name=key_name_of("actor_label"))
-
-    # The event's page: the move in words, not the audit row's JSON snapshots.
-    SAID_INSTEAD = {
-        "before": "move",
-        "after": None,
-        "actor_label": "by",
-        "wait_time_seconds": "estimated_wait",
-    }
-
-    def get_fields(self, request, obj=None):
-        fields = [f.name for f in self.model._meta.fields]
-        return [self.SAID_INSTEAD.get(f, f) for f in fields if self.SAID_INSTEAD.get(f, f)]
-
-    def get_readonly_fields(self, request, obj=None):
-        return [*super().get_readonly_fields(request, obj), "move", "by", "estimated_wait"]
-
-    @admin.display(description="the task went")
-    def move(self, event):
-        return f"from {state_words(event.before)} to {state_words(event.after)}"
-
-    @admin.display(description="estimated wait")
-    def estimated_wait(self, event):
-        return duration(event.wait_time_seconds) or "—"
-
-    @admin.display(description="by", ordering="actor_label")
-    def by(self, event):
-        return label_words(event.actor_label, getattr(event, "actor_key_name", None))
-
-    @admin.display(description="to", ordering="recipient__name")
-    def to(self, event):
-        if event.recipient_id is None:
-            return ""
-        return format_html(
-            '<span title="{}">{}</span>', event.recipient.handle, event.recipient.name
-        )
-
-    @admin.display(description="decision", ordering="decision")
-    def decision_display(self, event):
-        return human(event.decision) if event.decision else ""
-
-
-@admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(AuditAdmin):
-    list_display = [
-        "created_at", "agent", "status_badge", "attempts", "response_status", "outcome", "address",
-    ]  # fmt: skip
-    list_filter = [("status", HumanChoicesFilter)]
-    list_select_related = ["agent"]
-    search_fields = ["agent__handle", "url"]
-    # Not even as a read-only form field: the detail page shows every field it does not exclude.
-    exclude = ["last_error"]
-
-    def get_readonly_fields(self, request, obj=None):
-        # Staff see the coarse outcome, never the stored error text (rows older than the
-        # SSRF rule kept exception details that tell which internal ports answer).
-        fields = [f for f in super().get_readonly_fields(request, obj) if f != "last_error"]
-        return [*fields, "outcome"]
-
-    @admin.display(description="URL", ordering="url")
-    def address(self, delivery):
-        return breakable(delivery.url)  # wraps after its slashes and dots, not inside a word
-
-    @admin.display(description="outcome")
-    def outcome(self, delivery):
-        return webhooks.outcome_of(delivery.status, delivery.last_error)
-
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, delivery):
-        return badge(delivery.status, "delivery", human(delivery.status))

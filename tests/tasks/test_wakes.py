@@ -38,8 +38,15 @@ def commits(django_capture_on_commit_callbacks):
 
 
 def test_the_waking_kinds_are_the_documented_ones():
-    assert WAKING_KINDS == {"created", "assigned", "auto_assigned", "delegated", "escalated",
-                            "comment", "subtasks_done"}  # fmt: skip
+    assert WAKING_KINDS == {
+        "created",
+        "assigned",
+        "auto_assigned",
+        "delegated",
+        "escalated",
+        "comment",
+        "subtasks_done",
+    }
 
 
 def test_assigned_delegated_and_escalated_work_wakes_its_agent(cast, woken, commits):
