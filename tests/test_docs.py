@@ -25,6 +25,7 @@ TOP_LEVEL = (
     "collaboration",
     "runtime",
     "infrastructure",
+    "costs",
     "templates",
     "tests",
     "bench",
