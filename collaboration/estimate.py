@@ -34,7 +34,7 @@ TEMPLATE_ALLOWANCE = 4_000
 def planned_calls(
     spec, org: Organization, *, starter_agent_id: int | None, session_id=None
 ) -> list[Planned]:
-    """The calls of a validated start (services.StartSpec) by a starter (its agent's id; None
+    """The calls of a validated start (spec.StartSpec) by a starter (its agent's id; None
     for a human), each with its worst case's inputs."""
 
     def meter(agent, purpose):

@@ -2,7 +2,7 @@
 
 import uuid
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
 
 from infrastructure.errors import NotFound
 from organization.caller import (
@@ -15,6 +15,12 @@ from organization.caller import (
 from organization.models import ApiKey
 
 from .models import CollaborationSession, Contribution, SessionEvent
+
+# What a session's detail shows beside it, in the order it shows them.
+DETAILS = (
+    Prefetch("contributions", queryset=Contribution.objects.order_by("position")),
+    Prefetch("events", queryset=SessionEvent.objects.order_by("id")),
+)
 
 
 def session_total_tokens(session: CollaborationSession, contributions) -> int:
@@ -40,10 +46,13 @@ def sessions_of(*, caller: Caller) -> QuerySet[CollaborationSession]:
 
 
 def session_detail_queryset(*, caller: Caller) -> QuerySet[CollaborationSession]:
-    return sessions_of(caller=caller).prefetch_related(
-        Prefetch("contributions", queryset=Contribution.objects.order_by("position")),
-        Prefetch("events", queryset=SessionEvent.objects.order_by("id")),
-    )
+    return sessions_of(caller=caller).prefetch_related(*DETAILS)
+
+
+def with_details(session: CollaborationSession) -> CollaborationSession:
+    """`session` with its contributions and events loaded as session_detail_queryset loads them."""
+    prefetch_related_objects([session], *DETAILS)
+    return session
 
 
 def session_for(*, caller: Caller, session_id) -> CollaborationSession:
