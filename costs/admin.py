@@ -33,9 +33,9 @@ from organization.models import Organization
 
 from .alerts import figures
 from .budgets import budget_delete, budget_set, current_view, state_of
-from .metering import remaining
 from .models import MONTHLY_SCOPES, ZERO, Budget, BudgetAlert, BudgetScope, PriceSource, UsageRecord
 from .money import usd as money
+from .periods import remaining
 from .selectors import GROUPS, cost_rows
 
 REPORT_DAYS = 30

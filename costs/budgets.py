@@ -17,20 +17,12 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from infrastructure.errors import Invalid, NotFound
-from infrastructure.prepared import INT, PreparedQuery
 from organization.caller import Caller
 from organization.models import Agent, Organization, Team
 from tasks.models import Task
 
-from .metering import (
-    BudgetExhausted,
-    Meter,
-    current_period,
-    period_of,
-    remaining,
-    roll,
-    worst_case_usd,
-)
+from . import sql
+from .metering import BudgetExhausted, Meter, worst_case_usd
 from .models import (
     MONEY_MAX,
     MONTHLY_SCOPES,
@@ -42,6 +34,7 @@ from .models import (
     UsageRecord,
     UsageState,
 )
+from .periods import current_period, period_of, remaining, roll
 from .pricing import price_of
 from .selectors import cost_of_task_tree
 
@@ -209,20 +202,11 @@ def budget_delete(*, caller: Caller, budget: Budget) -> None:
     budget.delete()
 
 
-_ANY_BUDGET = PreparedQuery(
-    Budget,
-    lambda organization_id: (
-        Budget.objects.filter(organization_id=organization_id).order_by().values_list("pk")[:1]
-    ),
-    organization_id=INT,
-)
-
-
 def blocking_budget(agent: Agent, now=None) -> Budget | None:
     """The first monthly budget covering the agent (its organization, team, own) that holds
     it back (`holds_back`: spent, or refused a call this period): a managed run for it would
     be refused at its first call, so none starts."""
-    if not _ANY_BUDGET.rows(organization_id=agent.organization_id):
+    if not sql.has_any_budget(agent.organization_id):
         return None  # most organizations set none: one statement compiled once, not the search
     meter = Meter.for_agent(agent, purpose="run")
     for budget in Budget.objects.filter(meter.covering()).order_by("pk"):

@@ -16,9 +16,9 @@ from django.utils import timezone
 from organization.models import Agent, AgentRuntime
 
 from .budgets import holds_back
-from .metering import current_period
 from .models import MONTHLY_SCOPES, Budget, BudgetScope
 from .money import usd
+from .periods import current_period
 
 
 def _covering(agents: list[Agent]) -> Q:

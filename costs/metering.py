@@ -24,21 +24,19 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
 from infrastructure.errors import Conflict
-from infrastructure.prepared import INT, PreparedQuery, insert_new
-from tasks.models import Task
+from infrastructure.prepared import insert_new
 
 from . import alerts, sql
 from .models import (
     LIFETIME,
     MAX_CALL_TOKENS,
     MONEY_MAX,
-    WARNING_SHARE,
     ZERO,
     Budget,
     BudgetScope,
@@ -47,6 +45,7 @@ from .models import (
     UsageState,
 )
 from .money import usd
+from .periods import current_period, period_of, remaining, roll
 from .pricing import Price, price_of, round_up
 
 log = logging.getLogger(__name__)
@@ -65,14 +64,6 @@ class BudgetExhausted(Conflict):
         super().__init__(message, "budget_exhausted")
         self.budget = budget
         self.held_only = held_only
-
-
-def current_period(now=None) -> str:
-    return (now or timezone.now()).strftime("%Y-%m")
-
-
-def period_of(budget: Budget, now=None) -> str:
-    return current_period(now) if budget.is_monthly else LIFETIME
 
 
 @dataclass
@@ -125,35 +116,14 @@ class Ticket:
     budget_ids: list[int] = field(default_factory=list)
 
 
-# The task tree a call's task budgets cover (here, not in budgets.py: `sweep_expired` needs it,
-# and budgets.py imports this module).
-_PARENT_OF = PreparedQuery(
-    Task, lambda task_id: Task.objects.filter(pk=task_id).order_by().values_list("parent_id"),
-    task_id=INT,
-)  # fmt: skip
-
-
 def task_ancestry(task_id: int | None) -> tuple[int, ...]:
     """The task and its parents up to the root (a task budget covers its whole tree); read at
     every managed run's start, one compiled statement a level."""
     chain: list[int] = []
     while task_id is not None and task_id not in chain and len(chain) < 100:
         chain.append(task_id)
-        task_id = next((parent for (parent,) in _PARENT_OF.rows(task_id=task_id)), None)
+        task_id = sql.parent_of(task_id)
     return tuple(chain)
-
-
-def roll(budget: Budget, now=None) -> bool:
-    """A monthly budget's counters move to the current month (what is held stays held)."""
-    period = period_of(budget, now)
-    if budget.period == period:
-        return False
-    budget.period, budget.spent_usd = period, ZERO
-    return True
-
-
-def remaining(budget: Budget) -> Decimal:
-    return budget.limit_usd - budget.spent_usd - budget.reserved_usd
 
 
 def bounded_tokens(tokens: int, what: str = "tokens", *, unknown=lambda: 0) -> int:
@@ -219,7 +189,7 @@ def reserve(
         return _reserve_in_one_statement(ticket, deadline)
     refused: list[Budget] = []
     with transaction.atomic():
-        _commit_without_waiting_for_disk()
+        sql.commit_without_waiting_for_disk()
         budgets = list(Budget.objects.select_for_update().filter(meter.covering()).order_by("pk"))
         if not budgets:
             return ticket
@@ -235,7 +205,7 @@ def reserve(
             seconds_left = (deadline - time.monotonic()) if deadline else 0
             ticket.record_id = insert_new(
                 UsageRecord(
-                    **_row(meter, provider, model, price),
+                    **ledger_row(meter, provider, model, price),
                     state=UsageState.RESERVED,
                     reserved_usd=worst,
                     budget_ids=[b.pk for b in budgets],
@@ -292,8 +262,7 @@ ONE_STATEMENT = True
 
 
 def _in_one_statement() -> bool:
-    """PostgreSQL, outside a transaction (a statement inside one would change its commit)."""
-    return ONE_STATEMENT and connection.vendor == "postgresql" and not connection.in_atomic_block
+    return ONE_STATEMENT and sql.may_run_alone()
 
 
 def _reserve_in_one_statement(ticket: Ticket, deadline: float | None) -> Ticket:
@@ -344,23 +313,7 @@ def _settle_in_one_statement(ticket: Ticket, cost: Decimal | None, usage: dict) 
     return settled
 
 
-def _commit_without_waiting_for_disk() -> None:
-    """PostgreSQL: this transaction's commit does not wait for its WAL to reach the disk.
-
-    Its effects are visible to every other transaction at once, as always — the locks, the
-    holds and the checks are exactly as with a synchronous commit, so concurrent calls still
-    cannot overspend. Only a crash of the database server itself can lose the last moments of
-    commits (up to three times `wal_writer_delay`, 0.6 s by default), and then: a reservation
-    lost is booked by its settle as a call nothing held (`_book`'s `row`); a settle lost leaves
-    its reservation, which the sweep books at its worst case; both lost, the call is missing from
-    the ledger. Waiting for the disk twice per model call (an fsync each, 5–10 ms on this
-    project's machine) was the whole of the ledger's cost, over the 5 ms per call it may add."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit = off")
-
-
-def _row(meter: Meter, provider: str, model: str, price: Price) -> dict:
+def ledger_row(meter: Meter, provider: str, model: str, price: Price) -> dict:
     return {
         "organization_id": meter.organization_id,
         "agent_id": meter.agent_id,
@@ -406,9 +359,9 @@ def settle(
     if _in_one_statement() and _settle_in_one_statement(ticket, cost, usage):
         return None
     with transaction.atomic():
-        _commit_without_waiting_for_disk()
+        sql.commit_without_waiting_for_disk()
         _book(ticket.record_id, ticket.budget_ids, ticket.worst_usd, cost or ZERO, usage,
-              UsageState.RECORDED, _row(ticket.meter, ticket.provider, ticket.model, price),
+              UsageState.RECORDED, ledger_row(ticket.meter, ticket.provider, ticket.model, price),
               covering=ticket.meter.covering())  # fmt: skip
     return None
 
@@ -418,7 +371,7 @@ def _book_unheld(ticket: Ticket, price: Price, usage: dict, cost: Decimal | None
     something — the budgets covering it now, set while it ran, which would otherwise never see
     it (it was under way, so no reservation of theirs counted it either)."""
     record = UsageRecord(
-        **_row(ticket.meter, ticket.provider, ticket.model, price), **usage,
+        **ledger_row(ticket.meter, ticket.provider, ticket.model, price), **usage,
         state=UsageState.RECORDED, settled_at=timezone.now(),
     )  # fmt: skip
     covering = Budget.objects.filter(ticket.meter.covering())
@@ -429,7 +382,7 @@ def _book_unheld(ticket: Ticket, price: Price, usage: dict, cost: Decimal | None
         record.budget_ids = [b.pk for b in budgets]
         insert_new(record)
         if budgets:
-            _spend(budgets, held=ZERO, cost=cost)
+            spend(budgets, held=ZERO, cost=cost)
     return record
 
 
@@ -457,14 +410,14 @@ def _book(
         held = ZERO
         UsageRecord.objects.create(pk=record_id, **row, **usage, state=state,
                                    budget_ids=budget_ids, settled_at=timezone.now())  # fmt: skip
-    _spend([b for b in budgets if b.pk in budget_ids], held=held, cost=cost)
+    spend([b for b in budgets if b.pk in budget_ids], held=held, cost=cost)
     late = [b for b in budgets if b.pk not in budget_ids]
     if late:
-        _spend(late, held=ZERO, cost=cost)
+        spend(late, held=ZERO, cost=cost)
     return True
 
 
-def _spend(budgets: list[Budget], *, held: Decimal, cost: Decimal) -> None:
+def spend(budgets: list[Budget], *, held: Decimal, cost: Decimal) -> None:
     """Release `held` and book `cost` on the locked `budgets` in one statement (a monthly budget
     last touched in an earlier month starts the new one at `cost`), then raise the alerts the
     spending crossed into, from the values read under the lock.
@@ -515,72 +468,3 @@ def sweep_expired(now=None) -> int:
                 UsageState.EXPIRED, covering=meter.covering(),
             )  # fmt: skip
     return booked
-
-
-class ReportRefused(Conflict):
-    """409 `report_exceeds_budget`: a self-reported call would exhaust a budget that other
-    agents' work depends on (a team's, the organization's, a task tree's)."""
-
-    def __init__(self, message: str, budget: Budget):
-        super().__init__(message, "report_exceeds_budget")
-        self.budget = budget
-
-
-def book_reported(
-    meter: Meter, provider: str, model: str, *, prompt_tokens: int, completion_tokens: int,
-    cost_usd: Decimal | None = None, spare_others: bool = False,
-) -> UsageRecord:  # fmt: skip
-    """An outside agent's own report of a call it made: priced like ours (its own `cost_usd` only
-    when we know no price), marked self-reported, and booked on the budgets covering it. It was
-    spent already: nothing could have refused it, but the budgets and their alerts see it.
-
-    `spare_others`: refused (ReportRefused, nothing booked) where it would exhaust a budget that
-    is not the reporter's own — an agent's word may spend its own budget past its limit, never
-    hold its colleagues back."""
-    price = price_of(provider, model)
-    prompt_tokens = bounded_tokens(prompt_tokens, "prompt tokens")
-    completion_tokens = bounded_tokens(completion_tokens, "completion tokens")
-    cost = price.cost(prompt_tokens, completion_tokens)
-    source = price.source
-    if cost is None and cost_usd is not None:
-        cost, source = cost_usd, PriceSource.REPORTED
-    cost = bounded_usd(cost)
-    rates = price.rates_for(prompt_tokens, completion_tokens) if price.known else (None, None)
-    rates = (bounded_usd(rates[0]), bounded_usd(rates[1]))
-    with transaction.atomic():
-        budgets = list(Budget.objects.select_for_update().filter(meter.covering()).order_by("pk"))
-        if spare_others and cost:
-            _refuse_if_it_exhausts_others(budgets, meter, cost)
-        record = insert_new(UsageRecord(
-            **{**_row(meter, provider, model, price), "price_source": source},
-            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost,
-            input_usd_per_mtok=rates[0], output_usd_per_mtok=rates[1], self_reported=True,
-            state=UsageState.RECORDED, budget_ids=[b.pk for b in budgets],
-            settled_at=timezone.now(),
-        ))  # fmt: skip
-        _spend(budgets, held=ZERO, cost=cost or ZERO)
-    return record
-
-
-def _refuse_if_it_exhausts_others(budgets: list[Budget], meter: Meter, cost: Decimal) -> None:
-    """ReportRefused when `cost` would take a locked budget other than the reporter's own agent
-    budget past its warning share: the last fifth of a shared budget is kept for the calls the
-    service meters, so reports alone never leave colleagues' calls without room."""
-    now = timezone.now()
-    for budget in budgets:
-        if budget.scope == BudgetScope.AGENT and budget.agent_id == meter.agent_id:
-            continue
-        roll(budget, now)
-        if budget.spent_usd >= budget.limit_usd:
-            continue  # spent out already: the report changes nothing for anyone
-        room = budget.limit_usd * WARNING_SHARE - budget.spent_usd - budget.reserved_usd
-        if cost <= room:
-            continue
-        raise ReportRefused(
-            f"This report ({usd(cost)}) would take the {budget.scope} budget of "
-            f"{budget.subject} past {WARNING_SHARE:.0%} of its {usd(budget.limit_usd)} "
-            f"({usd(max(room, ZERO))} left for reported calls; the rest is kept for your "
-            "colleagues' work): nothing was recorded. A human can raise the budget; then report "
-            "the call again.",
-            budget,
-        )

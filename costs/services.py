@@ -8,10 +8,11 @@ from infrastructure.errors import Invalid
 from organization.caller import Caller
 from tasks.selectors import task_for
 
-from .metering import Meter, book_reported, task_ancestry
+from .metering import Meter, task_ancestry
 from .models import UsagePurpose, UsageRecord
 from .money import usd
 from .pricing import price_of
+from .reports import book_reported
 
 
 def usage_report(

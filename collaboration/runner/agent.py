@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import partial
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from costs.budgets import refusal_seen_by
@@ -21,7 +21,7 @@ from costs.metering import BudgetExhausted, Meter
 from costs.models import UsagePurpose
 from organization.prompt import system_prompt_for
 
-from .. import events, providers
+from .. import events, providers, sql
 from ..models import CollaborationSession, Contribution, ContributionStatus
 from ..providers import (
     BudgetRefused,
@@ -156,14 +156,9 @@ def transition(
     in_one_statement: bool = True,
 ) -> bool:
     """Update the contribution if its status is one of `from_statuses` and, if it was, run
-    `record` (its event): both or neither, and the object takes the new values. Returns
-    whether it was updated.
-
-    On PostgreSQL, when `record` only records events, one statement does both (an UPDATE …
-    RETURNING feeding the event's INSERT): an agent's claim and settle are on its critical path,
-    and the ORM's transaction (BEGIN, UPDATE, INSERT, COMMIT) cost several times as much.
-    """
-    if connection.vendor != "postgresql" or not in_one_statement:
+    `record` (its event): both or neither; the object takes the new values. Returns whether it
+    was updated (on PostgreSQL in one statement, see sql.update_contribution_recording)."""
+    if not (in_one_statement and sql.may_run_in_one_statement()):
         with transaction.atomic():
             updated = Contribution.objects.filter(
                 pk=contribution.pk, status__in=from_statuses
@@ -173,50 +168,14 @@ def transition(
     else:
         with events.deferred() as recorded:
             record()
-        sql, params = _transition_sql(fields, len(from_statuses), recorded)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [*params[0], contribution.pk, *from_statuses, *params[1]])
-            updated = cursor.rowcount
+        updated = sql.update_contribution_recording(
+            contribution.pk, from_statuses, fields, recorded
+        )
     if updated:
         # The object mirrors its row (a sequential brief reads the answers before it from it).
         for name, value in fields.items():
             setattr(contribution, name, value)
     return bool(updated)
-
-
-def _transition_sql(fields: dict, statuses: int, recorded: list) -> tuple[str, tuple[list, list]]:
-    """`WITH changed AS (UPDATE … RETURNING 1) INSERT INTO <events> … SELECT … FROM changed`,
-    and its parameters (the UPDATE's, then the events'); Django's own conversions of values."""
-    quote = connection.ops.quote_name
-    meta = Contribution._meta
-    sets, set_params = [], []
-    for name, value in fields.items():
-        field = meta.get_field(name)
-        sets.append(f"{quote(field.column)} = %s")
-        set_params.append(field.get_db_prep_save(value, connection))
-    update = (
-        f"UPDATE {quote(meta.db_table)} SET {', '.join(sets)} "  # noqa: S608
-        f"WHERE {quote(meta.pk.column)} = %s "
-        f"AND {quote(meta.get_field('status').column)} IN ({', '.join(['%s'] * statuses)}) "
-        "RETURNING 1"
-    )
-    if not recorded:
-        return f"{update}", (set_params, [])
-    event_meta = recorded[0]._meta
-    fields_ = [f for f in event_meta.concrete_fields if not f.primary_key]
-    rows, event_params = [], []
-    for event in recorded:
-        rows.append(", ".join(f"%s::{f.db_type(connection)}" for f in fields_))
-        event_params += [
-            f.get_db_prep_save(f.pre_save(event, add=True), connection) for f in fields_
-        ]
-    selects = " UNION ALL ".join(f"SELECT {row} FROM changed" for row in rows)
-    sql = (
-        f"WITH changed AS ({update}) "  # noqa: S608
-        f"INSERT INTO {quote(event_meta.db_table)} ({', '.join(quote(f.column) for f in fields_)}) "
-        f"{selects}"
-    )
-    return sql, (set_params, event_params)
 
 
 def coordinator_model_for(provider: str) -> str:

@@ -8,8 +8,9 @@ import pytest
 
 from costs import metering
 from costs.budgets import budget_set, state_of
-from costs.metering import Meter, book_reported, reserve, settle
+from costs.metering import Meter, reserve, settle
 from costs.models import MONEY_MAX, Budget, UsageRecord
+from costs.reports import book_reported
 from infrastructure.errors import Invalid
 from organization.caller import caller_for_agent, caller_for_member
 from organization.registry import call_tool
