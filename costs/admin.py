@@ -35,7 +35,6 @@ from .alerts import figures
 from .budgets import budget_delete, budget_set, current_view, state_of
 from .models import MONTHLY_SCOPES, ZERO, Budget, BudgetAlert, BudgetScope, PriceSource, UsageRecord
 from .money import usd as money
-from .periods import remaining
 from .selectors import GROUPS, cost_rows
 
 REPORT_DAYS = 30
@@ -245,15 +244,15 @@ class BudgetAdmin(HistoryAdmin, OrgOwnedAdmin):
             '<span style="width:{}%;background:#dc3545"></span>'
             '<span style="width:{}%;background:#ffc107"></span></div>'
             '<small>{} spent · {} held · {} left</small>',
-            money(budget.spent_usd), money(budget.reserved_usd), money(max(remaining(budget), ZERO)),
+            money(budget.spent_usd), money(budget.reserved_usd), money(max(budget.remaining_usd, ZERO)),
             f"{spent:.1f}", f"{held:.1f}",
-            money(budget.spent_usd), money(budget.reserved_usd), money(max(remaining(budget), ZERO)),
+            money(budget.spent_usd), money(budget.reserved_usd), money(max(budget.remaining_usd, ZERO)),
         )  # fmt: skip
 
     @admin.display(description="state")
     def state_badge(self, budget):
         budget = current_view(budget)
-        if budget.spent_usd > budget.limit_usd:  # calls it could not refuse took it past
+        if budget.is_overspent:  # calls it could not refuse took it past
             return badge("overspent", "budget")
         return badge(state_of(budget), "budget")
 
@@ -304,9 +303,7 @@ class BudgetAlertAdmin(OrgOwnedAdmin):
             "{} {} · {}",
             budget.period if budget.is_monthly else "lifetime",
             figures(budget),
-            badge(
-                "overspent" if budget.spent_usd > budget.limit_usd else state_of(budget), "budget"
-            ),
+            badge("overspent" if budget.is_overspent else state_of(budget), "budget"),
         )
 
     def has_add_permission(self, request, *args):

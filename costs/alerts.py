@@ -84,7 +84,7 @@ def raise_exhausted(budget: Budget, period: str) -> None:
     _raise(
         budget, AlertKind.EXHAUSTED, period,
         f"The {budget.scope} budget of {budget.subject} is "
-        f"{'overspent' if budget.spent_usd > budget.limit_usd else 'exhausted'} "
+        f"{'overspent' if budget.is_overspent else 'exhausted'} "
         f"{_period_words(period)}: {figures(budget)}; new model calls it covers are refused "
         "until it is raised" + (" or the month ends." if period != LIFETIME else "."),
     )  # fmt: skip
@@ -95,7 +95,7 @@ def figures(budget: Budget) -> str:
     much it is past it (calls it could not refuse: reported after they were made, or under way
     when it was set)."""
     words = f"{usd(budget.spent_usd)} spent of {usd(budget.limit_usd)}"
-    if budget.spent_usd > budget.limit_usd:
+    if budget.is_overspent:
         words += f" ({usd(budget.spent_usd - budget.limit_usd)} over its limit)"
     return words
 

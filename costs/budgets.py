@@ -34,7 +34,7 @@ from .models import (
     UsageRecord,
     UsageState,
 )
-from .periods import current_period, period_of, remaining, roll
+from .periods import current_period, period_of, roll
 from .pricing import price_of
 from .selectors import cost_of_task_tree
 
@@ -283,8 +283,8 @@ def fit(
     for pk, amount in sorted(per_budget.items()):
         row = {
             "id": pk, "scope": budgets[pk].scope, "subject": budgets[pk].subject,
-            "estimated_cost_usd": amount, "remaining_usd": max(remaining(budgets[pk]), ZERO),
-            "fits": amount <= remaining(budgets[pk]),
+            "estimated_cost_usd": amount, "remaining_usd": max(budgets[pk].remaining_usd, ZERO),
+            "fits": amount <= budgets[pk].remaining_usd,
         }  # fmt: skip
         if pk not in readable:
             row.update(id=None, subject=HIDDEN_SUBJECT, remaining_usd=None)

@@ -45,7 +45,7 @@ from .models import (
     UsageState,
 )
 from .money import usd
-from .periods import current_period, period_of, remaining, roll
+from .periods import current_period, period_of, roll
 from .pricing import Price, price_of, round_up
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ def reserve(
         for budget in budgets:
             if roll(budget, now):
                 budget.save(update_fields=["period", "spent_usd", "updated_at"])
-        refused = [b for b in budgets if remaining(b) < worst]
+        refused = [b for b in budgets if b.remaining_usd < worst]
         if not refused:
             Budget.objects.filter(pk__in=[b.pk for b in budgets]).update(
                 reserved_usd=F("reserved_usd") + worst
@@ -242,7 +242,7 @@ def _refusal(refused: list[Budget], worst: Decimal, provider: str, model: str) -
     every one of them once the calls under way settle."""
     held_only = all(b.limit_usd - b.spent_usd >= worst for b in refused)
     budget = next((b for b in refused if b.limit_usd - b.spent_usd < worst), refused[0])
-    left = max(remaining(budget), ZERO)
+    left = max(budget.remaining_usd, ZERO)
     held = (
         f", {usd(budget.reserved_usd)} more held by calls under way" if budget.reserved_usd else ""
     )

@@ -219,6 +219,20 @@ class Budget(models.Model):
         return self.scope in MONTHLY_SCOPES
 
     @property
+    def remaining_usd(self) -> Decimal:
+        """What is neither spent nor held by calls under way (negative once overspent)."""
+        return self.limit_usd - self.spent_usd - self.reserved_usd
+
+    @property
+    def is_overspent(self) -> bool:
+        """Spent past its limit: calls it could not refuse (reports, late budgets) took it there."""
+        return self.spent_usd > self.limit_usd
+
+    @property
+    def overspent_usd(self) -> Decimal:
+        return max(self.spent_usd - self.limit_usd, ZERO)
+
+    @property
     def subject(self) -> str:
         """What it covers, in words."""
         # The team or agent may be gone already: deleting it (or the organization) cascades to

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from django.utils import timezone
 
 from .models import LIFETIME, ZERO, Budget
@@ -24,7 +22,3 @@ def roll(budget: Budget, now=None) -> bool:
         return False
     budget.period, budget.spent_usd = period, ZERO
     return True
-
-
-def remaining(budget: Budget) -> Decimal:
-    return budget.limit_usd - budget.spent_usd - budget.reserved_usd

@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from infrastructure.inputs import BIGINT_MAX
 
-from .budgets import remaining, state_of
+from .budgets import state_of
 from .models import (
     MAX_CALL_TOKENS,
     MONTHLY_SCOPES,
@@ -168,7 +168,7 @@ class BudgetSerializer(serializers.ModelSerializer):
         return f"{budget.limit_usd:.9f}" if budget.is_monthly else None
 
     def get_remaining_usd(self, budget) -> str:
-        return f"{max(remaining(budget), ZERO):.9f}"
+        return f"{max(budget.remaining_usd, ZERO):.9f}"
 
     def get_state(self, budget) -> str:
         return state_of(budget)
@@ -197,7 +197,7 @@ class AlertBudgetSerializer(serializers.Serializer):
         return state_of(budget)
 
     def get_overspent_usd(self, budget) -> str:
-        return f"{max(budget.spent_usd - budget.limit_usd, ZERO):.9f}"
+        return f"{budget.overspent_usd:.9f}"
 
 
 class BudgetAlertSerializer(serializers.ModelSerializer):
