@@ -1,7 +1,5 @@
 """Writes of the collaboration app: start a session, cancel it (the events are in events.py).
-
-Every door validates with StartCollaborationSerializer, then calls `session_start`, which
-stores the session and queues its run on a Celery worker.
+Every door validates with StartCollaborationSerializer, then calls `session_start`.
 """
 
 import math
@@ -68,12 +66,9 @@ def check_start_rate(org: Organization) -> None:
 
 
 def check_tool_grants(caller: Caller, spec: StartSpec) -> None:
-    """403 `tools_forbidden` when an agent gives a colleague tools.
-
-    An organization agent's tools run as that agent, and the starter reads its answer and every
-    tool result: what the colleague sees (its tasks, its private prompt) is not the starter's
-    to read. So, as with its custom prompt, only a human of the organization or that agent
-    itself may give it tools; an ad-hoc specialist's run as the starter, so any starter may."""
+    """403 `tools_forbidden` when an agent gives a colleague tools: they would run as that colleague
+    and show the starter what it sees. Humans and the agent itself may; ad-hoc specialists' tools
+    run as the starter, so any starter may give them."""
     if caller.agent is None:
         return
     for i, agent in enumerate(spec.agents):
@@ -122,9 +117,13 @@ def session_start(*, caller: Caller, spec: StartSpec) -> CollaborationSession:
     )
     if spec.max_cost_usd is not None:
         Budget.objects.create(
-            organization=caller.organization, scope=BudgetScope.COLLABORATION, session=session,
-            limit_usd=spec.max_cost_usd, period=LIFETIME, created_by=caller.label,
-        )  # fmt: skip
+            organization=caller.organization,
+            scope=BudgetScope.COLLABORATION,
+            session=session,
+            limit_usd=spec.max_cost_usd,
+            period=LIFETIME,
+            created_by=caller.label,
+        )
     events.session_queued_event(
         session.id, agents=[a.key for a in spec.agents], mode=spec.mode, synthesis=spec.synthesis
     )

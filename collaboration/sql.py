@@ -1,7 +1,6 @@
-"""The collaboration app's SQL: a contribution's status change and its events in one statement.
-
-An agent's claim and settle are on its critical path: on PostgreSQL one statement (an UPDATE …
-RETURNING feeding the events' INSERT) does what the ORM's transaction does in four round trips.
+"""The collaboration app's SQL: on PostgreSQL, a contribution's status change and its events in
+one statement (an UPDATE … RETURNING feeding the events' INSERT), as an agent's claim and
+settle are on its critical path.
 """
 
 from django.db import connection

@@ -27,16 +27,18 @@ class ReportRefused(Conflict):
 
 
 def book_reported(
-    meter: Meter, provider: str, model: str, *, prompt_tokens: int, completion_tokens: int,
-    cost_usd: Decimal | None = None, spare_others: bool = False,
-) -> UsageRecord:  # fmt: skip
-    """An outside agent's own report of a call it made: priced like ours (its own `cost_usd` only
-    when we know no price), marked self-reported, and booked on the budgets covering it. It was
-    spent already: nothing could have refused it, but the budgets and their alerts see it.
-
-    `spare_others`: refused (ReportRefused, nothing booked) where it would exhaust a budget that
-    is not the reporter's own — an agent's word may spend its own budget past its limit, never
-    hold its colleagues back."""
+    meter: Meter,
+    provider: str,
+    model: str,
+    *,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cost_usd: Decimal | None = None,
+    spare_others: bool = False,
+) -> UsageRecord:
+    """An outside agent's report of a call it made: priced like ours (its `cost_usd` only when we
+    know no price), marked self-reported, booked on the covering budgets. `spare_others`: refused
+    (ReportRefused) where it would exhaust a budget that is not the reporter's own."""
     price = price_of(provider, model)
     prompt_tokens = bounded_tokens(prompt_tokens, "prompt tokens")
     completion_tokens = bounded_tokens(completion_tokens, "completion tokens")
@@ -51,13 +53,20 @@ def book_reported(
         budgets = list(Budget.objects.select_for_update().filter(meter.covering()).order_by("pk"))
         if spare_others and cost:
             _refuse_if_it_exhausts_others(budgets, meter, cost)
-        record = insert_new(UsageRecord(
-            **{**ledger_row(meter, provider, model, price), "price_source": source},
-            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost,
-            input_usd_per_mtok=rates[0], output_usd_per_mtok=rates[1], self_reported=True,
-            state=UsageState.RECORDED, budget_ids=[b.pk for b in budgets],
-            settled_at=timezone.now(),
-        ))  # fmt: skip
+        record = insert_new(
+            UsageRecord(
+                **{**ledger_row(meter, provider, model, price), "price_source": source},
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cost_usd=cost,
+                input_usd_per_mtok=rates[0],
+                output_usd_per_mtok=rates[1],
+                self_reported=True,
+                state=UsageState.RECORDED,
+                budget_ids=[b.pk for b in budgets],
+                settled_at=timezone.now(),
+            )
+        )
         spend(budgets, held=ZERO, cost=cost or ZERO)
     return record
 

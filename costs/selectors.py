@@ -74,13 +74,15 @@ def cost_rows(*, caller: Caller, group_by: str, since=None, until=None) -> list[
         else:
             key = row[keys[0]]
             key = key.isoformat() if hasattr(key, "isoformat") else key
-        result.append({
-            "key": key,
-            "prompt_tokens": row["prompt"],
-            "completion_tokens": row["completion"],
-            "cost_usd": row["cost"],
-            "calls": row["calls"],
-        })  # fmt: skip
+        result.append(
+            {
+                "key": key,
+                "prompt_tokens": row["prompt"],
+                "completion_tokens": row["completion"],
+                "cost_usd": row["cost"],
+                "calls": row["calls"],
+            }
+        )
     if group_by != "day":
         result.sort(key=lambda r: (-r["cost_usd"], str(r["key"])))
     return result
@@ -166,7 +168,11 @@ def top_spenders(organization, since, limit: int = 5) -> list[dict]:
         .order_by("-cost", "agent__handle")[:limit]
     )
     return [
-        {"handle": r["agent__handle"], "name": r["agent__name"], "cost_usd": r["cost"],
-         "calls": r["calls"]}
+        {
+            "handle": r["agent__handle"],
+            "name": r["agent__name"],
+            "cost_usd": r["cost"],
+            "calls": r["calls"],
+        }
         for r in rows
-    ]  # fmt: skip
+    ]

@@ -1,14 +1,6 @@
-"""The two statements of a metered call on PostgreSQL: reserve and settle, one round trip each.
-
-`metering.reserve` and `metering.settle` say what they do; these are the same steps written as
-one statement each (data-modifying CTEs), so a model call pays two round trips to the database,
-not a dozen, and no ORM compilation. Each statement is its own transaction (autocommit) and sets
-`synchronous_commit` off for it (`set_config(…, true)`, see `commit_without_waiting_for_disk`).
-
-Locking is as in the ORM path: the covering budgets are locked `ORDER BY id FOR UPDATE` first
-(the order every statement takes them in, so concurrent calls never deadlock), and the UPDATE
-that follows in the same statement changes the rows it locked, as their newest versions.
-Other databases (SQLite under `make run`) use the ORM path; the tests run both on PostgreSQL.
+"""The costs app's SQL: a metered call's reserve and settle on PostgreSQL as one statement each
+(data-modifying CTEs, locking as the ORM path does), its vendor checks and prepared queries.
+Other databases use the ORM path in metering.py; the tests run both on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -114,10 +106,21 @@ LEFT JOIN booked b ON true
 """
 
 BOOKED_FIELDS = [
-    "id", "organization_id", "scope", "team_id", "agent_id", "task_id", "session_id",
-    "limit_usd", "spent_usd", "reserved_usd", "period", "warned_period", "exhausted_period",
+    "id",
+    "organization_id",
+    "scope",
+    "team_id",
+    "agent_id",
+    "task_id",
+    "session_id",
+    "limit_usd",
+    "spent_usd",
+    "reserved_usd",
+    "period",
+    "warned_period",
+    "exhausted_period",
     "refused_period",
-]  # fmt: skip
+]
 
 
 def reserve(params: dict) -> tuple[list[int], list[int], int | None]:
@@ -150,10 +153,8 @@ def may_run_alone() -> bool:
 
 
 def commit_without_waiting_for_disk() -> None:
-    """PostgreSQL: this transaction's commit does not wait for its WAL to reach the disk.
-
-    Locks, holds and checks are as with a synchronous commit; docs/costs.md says what a crash of
-    the database server can lose and how the settle and the sweep book it."""
+    """PostgreSQL: this transaction's commit does not wait for its WAL to reach the disk (locks and
+    checks are as with a synchronous commit; docs/costs.md says what a server crash can lose)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit = off")

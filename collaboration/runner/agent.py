@@ -1,10 +1,7 @@
 """Running one agent: claim its contribution, ask its provider, settle the answer once.
 
-`start` claims a contribution (pending → running) and starts its clock; `settle` finishes it
-only from running, so a late answer of an agent already timed out or cancelled changes nothing.
-The provider, model and prompt of an agent come from the session's config, then the agent's own
-settings, then the server's defaults; the session's mode says what else the agent is told. An
-agent given tools answers through the tool loop (`acting.py`).
+A contribution is settled only from running, so a late answer of an agent already timed out or
+cancelled changes nothing.
 """
 
 import logging
@@ -53,12 +50,16 @@ def start(ctx: RunContext, slot: Slot) -> Contribution | None:
     claimed = transition(
         contribution,
         (ContributionStatus.PENDING,),
-        {"status": ContributionStatus.RUNNING, "started_at": timezone.now(), "finished_at": None,
-         "error": ""},
+        {
+            "status": ContributionStatus.RUNNING,
+            "started_at": timezone.now(),
+            "finished_at": None,
+            "error": "",
+        },
         lambda: events.agent_started_event(
             ctx.session_id, agent=contribution.agent_key, role=contribution.role
         ),
-    )  # fmt: skip
+    )
     if not claimed:
         return None
     slot.deadline = time.monotonic() + ctx.session.agent_timeout
@@ -76,10 +77,8 @@ def settle(
     from_statuses=(ContributionStatus.RUNNING,),
     on_settled: Callable[[], None] | None = None,
 ) -> bool:
-    """Finish a contribution once: only from `from_statuses`, so a late answer changes nothing.
-
-    `reply` is what it answered or spent (a failed tool loop's tokens count too), `turns` its
-    tool loop's turns."""
+    """Finish a contribution once, only from `from_statuses`: a late answer changes nothing.
+    `reply` is what it answered or spent (a failed tool loop's tokens count), `turns` its turns."""
     fields = {"status": status, "error": error[:2000], "finished_at": timezone.now()}
     if turns is not None:
         fields["turns"] = turns
@@ -114,8 +113,9 @@ def settle(
         if on_settled is not None:
             on_settled()
 
-    settled = transition(contribution, from_statuses, fields, record,
-                         in_one_statement=not on_settled)  # fmt: skip
+    settled = transition(
+        contribution, from_statuses, fields, record, in_one_statement=not on_settled
+    )
     if not settled and reply is not None and reply.tokens_used:
         _book_late_tokens(ctx, contribution, reply)
     return settled
@@ -134,9 +134,10 @@ def _book_late_tokens(ctx: RunContext, contribution: Contribution, reply: LLMRep
         booked = Contribution.objects.filter(
             pk=contribution.pk, status__in=ENDED_UNDER_WAY, tokens_used=0
         ).update(
-            prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
             tokens_used=tokens,
-        )  # fmt: skip
+        )
         if not booked:
             return
         session = CollaborationSession.objects.select_for_update().get(pk=ctx.session_id)
@@ -264,10 +265,12 @@ def call(ctx: RunContext, provider: str, request: LLMRequest, agent=None) -> LLM
         )
     request.max_tokens = max(1, min(request.max_tokens, budget))
     meter = Meter.for_agent(
-        agent, LEDGER_PURPOSES.get(request.purpose, UsagePurpose.COLLABORATION),
-        organization_id=ctx.session.organization_id, session_id=ctx.session_id,
+        agent,
+        LEDGER_PURPOSES.get(request.purpose, UsagePurpose.COLLABORATION),
+        organization_id=ctx.session.organization_id,
+        session_id=ctx.session_id,
         label=request.label,
-    )  # fmt: skip
+    )
     with ctx.track():
         try:
             reply = providers.complete(provider, request, meter=meter)

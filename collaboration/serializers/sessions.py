@@ -34,11 +34,29 @@ class ContributionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Contribution
         fields = [
-            "agent", "name", "is_org_agent", "role", "focus", "subtask", "status", "response",
-            "verdict", "confidence", "tokens_used", "prompt_tokens", "completion_tokens",
-            "attempts", "provider", "model", "error", "started_at", "finished_at", "duration_ms",
-            "tools", "turns",
-        ]  # fmt: skip
+            "agent",
+            "name",
+            "is_org_agent",
+            "role",
+            "focus",
+            "subtask",
+            "status",
+            "response",
+            "verdict",
+            "confidence",
+            "tokens_used",
+            "prompt_tokens",
+            "completion_tokens",
+            "attempts",
+            "provider",
+            "model",
+            "error",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "tools",
+            "turns",
+        ]
 
     def get_is_org_agent(self, obj) -> bool:
         return obj.agent_id is not None
@@ -90,9 +108,18 @@ class SessionListSerializer(serializers.ModelSerializer):
     class Meta:
         model = CollaborationSession
         fields = [
-            "id", "url", "status", "task", "mode", "synthesis", "created_by", "progress",
-            "created_at", "started_at", "finished_at",
-        ]  # fmt: skip
+            "id",
+            "url",
+            "status",
+            "task",
+            "mode",
+            "synthesis",
+            "created_by",
+            "progress",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
 
     def get_url(self, obj) -> str:
         path = reverse("collaboration-detail", args=[obj.pk])
@@ -112,9 +139,17 @@ class SessionSerializer(SessionListSerializer):
 
     class Meta(SessionListSerializer.Meta):
         fields = SessionListSerializer.Meta.fields + [
-            "result", "error", "cancel_requested", "context", "coordinator_config", "limits",
-            "consensus", "metadata", "contributions", "events",
-        ]  # fmt: skip
+            "result",
+            "error",
+            "cancel_requested",
+            "context",
+            "coordinator_config",
+            "limits",
+            "consensus",
+            "metadata",
+            "contributions",
+            "events",
+        ]
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_consensus(self, obj) -> dict:
@@ -130,9 +165,13 @@ class SessionSerializer(SessionListSerializer):
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_metadata(self, obj) -> dict:
-        base = {"agents_count": len(obj.contributions.all()), "mode": obj.mode,
-                "synthesis": obj.synthesis, "duration_ms": None,
-                "total_tokens": session_total_tokens(obj, obj.contributions.all())}  # fmt: skip
+        base = {
+            "agents_count": len(obj.contributions.all()),
+            "mode": obj.mode,
+            "synthesis": obj.synthesis,
+            "duration_ms": None,
+            "total_tokens": session_total_tokens(obj, obj.contributions.all()),
+        }
         # What its model calls cost so far, from the ledger (costs), and its own limit if any.
         base["cost_usd"] = str(cost_of_session(obj.pk))
         return {**base, **obj.metadata}

@@ -1,7 +1,5 @@
-"""The start of a collaboration: its params, its REST body, and their one validator.
-
-The fields give the schema (OpenAPI and the tool's JSON Schema); given the caller, the
-serializer checks seed 004's contract with this server's limits and returns a StartSpec.
+"""The start of a collaboration: its params, its REST body, and their one validator, which
+returns a StartSpec.
 """
 
 import json
@@ -86,10 +84,11 @@ class LLMConfigSerializer(serializers.Serializer):
         required=False, allow_blank=True, help_text="Ad-hoc specialists only."
     )
     providers = SeedProviderSerializer(
-        many=True, required=False,
+        many=True,
+        required=False,
         help_text="Seed 004's form of the settings: the first provider's module and config are "
         "read (provider, model, temperature, max_tokens given beside it win).",
-    )  # fmt: skip
+    )
 
 
 class AgentConfigSerializer(LLMConfigSerializer):
@@ -120,9 +119,8 @@ class AgentItemSerializer(serializers.Serializer):
 
 class StartCollaborationSerializer(serializers.Serializer):
     """Seed 004's contract plus optional per-session limits (only lower than the server's).
-
-    Without a caller in its context only the fields run (the tool registry's pass); with one,
-    the contract is checked on the values as given and `validated_data` is a StartSpec."""
+    Without a caller in its context only the fields run (the tool registry's pass); with one, the
+    contract is checked on the values as given and `validated_data` is a StartSpec."""
 
     task = serializers.CharField(help_text="The task for agents to collaborate on")
     agents = AgentItemSerializer(
@@ -131,14 +129,16 @@ class StartCollaborationSerializer(serializers.Serializer):
         "specialist {name, role, focus, config}",
     )
     mode = serializers.ChoiceField(
-        choices=Mode.choices, required=False,
+        choices=Mode.choices,
+        required=False,
         help_text="How the agents work together. Default: COLLAB_DEFAULT_MODE (parallel).",
-    )  # fmt: skip
+    )
     synthesis = serializers.ChoiceField(
-        choices=Synthesis.choices, required=False,
+        choices=Synthesis.choices,
+        required=False,
         help_text="How their answers are combined. Default: COLLAB_DEFAULT_SYNTHESIS "
         "(coordinator).",
-    )  # fmt: skip
+    )
     coordinator_config = LLMConfigSerializer(
         required=False, help_text="The coordinator's LLM settings"
     )
@@ -155,10 +155,14 @@ class StartCollaborationSerializer(serializers.Serializer):
         required=False, min_value=1, help_text="Token budget of the session."
     )
     max_cost_usd = serializers.DecimalField(
-        required=False, max_digits=19, decimal_places=9, min_value=0, coerce_to_string=True,
+        required=False,
+        max_digits=19,
+        decimal_places=9,
+        min_value=0,
+        coerce_to_string=True,
         help_text="A budget of the session's own, in USD: it is refused up front (409 "
         "budget_exhausted) if its estimate does not fit, and no call may cross it.",
-    )  # fmt: skip
+    )
 
     def run_validation(self, data=empty):
         caller = self.context.get("caller")
@@ -198,10 +202,8 @@ def _optional_text(value, where: str, limit: int = 10_000) -> str:
 
 
 def validate_tool_names(value, where: str) -> list[str]:
-    """A specialist's tools: names of the registry's read-only tools, each once.
-
-    Unknown → 400 `unknown_tool`; a tool that writes → 400 `tool_not_read_only` (a specialist
-    analyses, it does not act; the managed runtime is where agents act)."""
+    """A specialist's tools: names of the registry's read-only tools, each once (unknown → 400
+    `unknown_tool`, one that writes → 400 `tool_not_read_only`)."""
     if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
         raise Invalid(f"{where}: must be a list of tool names.")
     names: list[str] = []

@@ -83,9 +83,11 @@ def test_hierarchical_offline_assigns_a_subtask_to_each_specialist(acme, offline
 
 
 def test_vote_tallies_normalised_verdicts(acme, fake_llm):
-    replies = {"a": "Ship it.\nVERDICT: **Approve**\nCONFIDENCE: 90%",
-               "b": "Looks fine.\nVERDICT: yes\nCONFIDENCE: 0.7",
-               "c": "Too risky.\nVERDICT: No.\nCONFIDENCE: 0.6"}  # fmt: skip
+    replies = {
+        "a": "Ship it.\nVERDICT: **Approve**\nCONFIDENCE: 90%",
+        "b": "Looks fine.\nVERDICT: yes\nCONFIDENCE: 0.7",
+        "c": "Too risky.\nVERDICT: No.\nCONFIDENCE: 0.6",
+    }
     for name, text in replies.items():
         fake_llm.on(agent=name, replies=Reply(text))
     session = run(create(acme, agents=specialists("a", "b", "c"), synthesis="vote"))
@@ -130,8 +132,12 @@ def test_a_best_of_tie_goes_to_the_earliest_without_a_coordinator(acme, fake_llm
     fake_llm.on(agent="a", replies=Reply("answer a\nCONFIDENCE: 0.8"))
     fake_llm.on(agent="b", replies=Reply("answer b\nCONFIDENCE: 0.8"))
     session = run(create(acme, agents=specialists("a", "b"), synthesis="best_of"))
-    assert session.metadata["best_of"] == {"agent": "a", "confidence": 0.8, "tied": ["a", "b"],
-                                           "how": "tie broken by order: the earliest"}  # fmt: skip
+    assert session.metadata["best_of"] == {
+        "agent": "a",
+        "confidence": 0.8,
+        "tied": ["a", "b"],
+        "how": "tie broken by order: the earliest",
+    }
     assert not fake_llm.calls_for(purpose="judge")
 
 
@@ -139,8 +145,14 @@ def test_a_best_of_tie_goes_to_the_coordinator_when_configured(acme, fake_llm):
     fake_llm.on(agent="a", replies=Reply("answer a\nCONFIDENCE: 0.8"))
     fake_llm.on(agent="b", replies=Reply("answer b\nCONFIDENCE: 0.8"))
     fake_llm.on(purpose="judge", replies=Reply("BEST: b"))
-    session = run(create(acme, agents=specialists("a", "b"), synthesis="best_of",
-                         coordinator_config={"model": "judge-model"}))  # fmt: skip
+    session = run(
+        create(
+            acme,
+            agents=specialists("a", "b"),
+            synthesis="best_of",
+            coordinator_config={"model": "judge-model"},
+        )
+    )
     assert session.metadata["best_of"]["agent"] == "b"
     assert session.metadata["best_of"]["how"] == "tie broken by the coordinator"
     assert fake_llm.calls_for(purpose="judge")[0].model == "judge-model"
@@ -155,8 +167,14 @@ def test_merge_keeps_one_section_per_agent(acme, offline):
 def test_sequential_agents_see_the_previous_contributions(acme, fake_llm):
     fake_llm.on(agent="analyzer", replies=Reply("ANALYSIS-MARKER"))
     fake_llm.on(agent="designer", replies=Reply("DESIGN-MARKER"))
-    run(create(acme, mode="sequential", synthesis="merge",
-               agents=specialists("analyzer", "designer", "critic")))  # fmt: skip
+    run(
+        create(
+            acme,
+            mode="sequential",
+            synthesis="merge",
+            agents=specialists("analyzer", "designer", "critic"),
+        )
+    )
     designer = fake_llm.calls_for(agent="designer")[0]
     critic = fake_llm.calls_for(agent="critic")[0]
     assert "ANALYSIS-MARKER" in designer.prompt and "DESIGN-MARKER" not in designer.prompt
@@ -165,8 +183,9 @@ def test_sequential_agents_see_the_previous_contributions(acme, fake_llm):
 
 
 def test_the_coordinator_synthesis_uses_the_seeds_prompt_and_config(acme, fake_llm):
-    fake_llm.on(purpose="synthesis", replies=Reply("THE SYNTHESIS", prompt_tokens=11,
-                                                   completion_tokens=4))  # fmt: skip
+    fake_llm.on(
+        purpose="synthesis", replies=Reply("THE SYNTHESIS", prompt_tokens=11, completion_tokens=4)
+    )
     session = run(create(acme, coordinator_config={"model": "big-model", "temperature": 0.2}))
     call = fake_llm.calls_for(purpose="synthesis")[0]
     assert call.model == "big-model" and call.temperature == 0.2
@@ -181,8 +200,14 @@ def test_the_coordinator_configs_system_prompt_is_the_coordinators(acme, fake_ll
     run(create(acme, coordinator_config={"system_prompt": "You are the CFO. Be terse."}))
     assert fake_llm.calls_for(purpose="synthesis")[0].system == "You are the CFO. Be terse."
     fake_llm.on(purpose="agent", replies=Reply("same\nCONFIDENCE: 0.5"))
-    run(create(acme, synthesis="best_of", agents=specialists("a", "b"),
-               coordinator_config={"system_prompt": "You judge as the CFO."}))  # fmt: skip
+    run(
+        create(
+            acme,
+            synthesis="best_of",
+            agents=specialists("a", "b"),
+            coordinator_config={"system_prompt": "You judge as the CFO."},
+        )
+    )
     assert fake_llm.calls_for(purpose="judge")[0].system == "You judge as the CFO."
     # Without one, the coordinator is told what it is.
     run(create(acme, agents=specialists("c")))
@@ -232,10 +257,15 @@ def test_a_redelivered_session_resumes_without_rerunning_finished_agents(acme, f
     session = create(acme, agents=specialists("a", "b", "c"), synthesis="merge")
     # The state a worker leaves when it dies: a done, b in flight, c not started.
     CollaborationSession.objects.filter(pk=session.pk).update(
-        status="running", attempts=1, lease_token="dead", heartbeat_at=timezone.now() - timedelta(minutes=5),
-        started_at=timezone.now())  # fmt: skip
-    session.contributions.filter(agent_key="a").update(status="completed", response="A DONE",
-                                                       tokens_used=7)  # fmt: skip
+        status="running",
+        attempts=1,
+        lease_token="dead",
+        heartbeat_at=timezone.now() - timedelta(minutes=5),
+        started_at=timezone.now(),
+    )
+    session.contributions.filter(agent_key="a").update(
+        status="completed", response="A DONE", tokens_used=7
+    )
     session.contributions.filter(agent_key="b").update(status="running", started_at=timezone.now())
     session = run(session)
     assert session.status == "completed"
@@ -254,8 +284,12 @@ def test_a_session_started_its_maximum_times_without_finishing_is_given_up(
     saying so, without calling a model again; one start fewer still resumes it."""
     settings.COLLAB_MAX_ATTEMPTS = 2
     session = create(acme, agents=specialists("a", "b"), synthesis="merge")
-    died = {"status": "running", "lease_token": "dead", "started_at": timezone.now(),
-            "heartbeat_at": timezone.now() - timedelta(minutes=5)}  # fmt: skip
+    died = {
+        "status": "running",
+        "lease_token": "dead",
+        "started_at": timezone.now(),
+        "heartbeat_at": timezone.now() - timedelta(minutes=5),
+    }
     CollaborationSession.objects.filter(pk=session.pk).update(attempts=2, **died)
     session.contributions.filter(agent_key="b").update(status="running", started_at=timezone.now())
     session = run(session)
@@ -278,9 +312,13 @@ def test_a_synthesis_run_again_after_a_resume_counts_every_calls_tokens(acme, fa
     from django.db import connection
 
     fake_llm.on(purpose="agent", replies=Reply("an answer", prompt_tokens=5, completion_tokens=2))
-    fake_llm.on(purpose="synthesis", replies=[
-        Reply("SLOW", delay=1.5, prompt_tokens=10, completion_tokens=5),
-        Reply("FAST", prompt_tokens=3, completion_tokens=1)])  # fmt: skip
+    fake_llm.on(
+        purpose="synthesis",
+        replies=[
+            Reply("SLOW", delay=1.5, prompt_tokens=10, completion_tokens=5),
+            Reply("FAST", prompt_tokens=3, completion_tokens=1),
+        ],
+    )
     session = create(acme, agents=specialists("a"))
 
     def first_run():
@@ -333,8 +371,15 @@ def test_all_agents_failing_fails_the_session_with_the_reasons(acme, fake_llm):
 
 def test_the_token_budget_stops_further_agents(acme, fake_llm):
     fake_llm.on(agent="a", replies=Reply("big", prompt_tokens=80, completion_tokens=40))
-    session = run(create(acme, mode="sequential", synthesis="merge", max_total_tokens=100,
-                         agents=specialists("a", "b")))  # fmt: skip
+    session = run(
+        create(
+            acme,
+            mode="sequential",
+            synthesis="merge",
+            max_total_tokens=100,
+            agents=specialists("a", "b"),
+        )
+    )
     a, b = session.contributions.order_by("position")
     assert a.status == "completed" and a.tokens_used == 120
     assert b.status == "failed" and "token budget exhausted" in b.error
@@ -348,19 +393,35 @@ def test_the_api_returns_every_field_the_issue_names_and_events_in_order(
     fake_llm.on(agent="a", replies=Reply("answer a\nVERDICT: yes\nCONFIDENCE: 0.9", delay=0.05))
     fake_llm.on(agent="b", replies=Reply("answer b\nVERDICT: yes\nCONFIDENCE: 0.7"))
     client = org_client(acme)
-    session_id = client.post("/api/collaborations", {
-        "task": "t", "mode": "sequential", "synthesis": "vote",
-        "agents": specialists("a", "b")}, format="json").json()["id"]  # fmt: skip
+    session_id = client.post(
+        "/api/collaborations",
+        {"task": "t", "mode": "sequential", "synthesis": "vote", "agents": specialists("a", "b")},
+        format="json",
+    ).json()["id"]
     run(CollaborationSession.objects.get(pk=session_id))
     response = client.get(f"/api/collaborations/{session_id}")
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "completed" and body["result"]
     a, b = body["contributions"]
-    assert set(a) >= {"agent", "role", "response", "confidence", "tokens_used", "status",
-                      "error", "started_at", "finished_at"}  # fmt: skip
+    assert set(a) >= {
+        "agent",
+        "role",
+        "response",
+        "confidence",
+        "tokens_used",
+        "status",
+        "error",
+        "started_at",
+        "finished_at",
+    }
     assert (a["agent"], a["role"], a["status"], a["confidence"], a["error"]) == (
-        "a", "a", "completed", 0.9, "")  # fmt: skip
+        "a",
+        "a",
+        "completed",
+        0.9,
+        "",
+    )
     assert a["response"].startswith("answer a") and a["tokens_used"] > 0
     assert a["started_at"] <= a["finished_at"] <= b["started_at"]
     consensus = body["consensus"]
@@ -369,21 +430,34 @@ def test_the_api_returns_every_field_the_issue_names_and_events_in_order(
     assert consensus["key_agreements"] and consensus["key_disagreements"] == []
     metadata = body["metadata"]
     assert (metadata["agents_count"], metadata["mode"], metadata["synthesis"]) == (
-        2, "sequential", "vote")  # fmt: skip
+        2,
+        "sequential",
+        "vote",
+    )
     assert metadata["total_tokens"] == a["tokens_used"] + b["tokens_used"]
     assert metadata["duration_ms"] >= 50
     assert set(metadata["agent_durations_ms"]) == {"a", "b"}
     assert metadata["agent_durations_ms"]["a"] >= 50
     assert [e["name"].removeprefix("tool:collaborative:") for e in body["events"]] == [
-        "queued", "start", "agent:start", "agent:complete", "agent:start", "agent:complete",
-        "synthesis:start", "complete"]  # fmt: skip
+        "queued",
+        "start",
+        "agent:start",
+        "agent:complete",
+        "agent:start",
+        "agent:complete",
+        "synthesis:start",
+        "complete",
+    ]
     assert [e["data"].get("agent") for e in body["events"][2:6]] == ["a", "a", "b", "b"]
 
 
 def test_hierarchical_specialists_run_in_parallel_after_the_plan(acme, fake_llm):
     fake_llm.on(purpose="agent", replies=Reply("an answer", delay=0.4))
-    session = run(create(acme, mode="hierarchical", synthesis="merge",
-                         agents=specialists("coord", "x", "y", "z")))  # fmt: skip
+    session = run(
+        create(
+            acme, mode="hierarchical", synthesis="merge", agents=specialists("coord", "x", "y", "z")
+        )
+    )
     assert session.status == "completed", session.error
     plan = fake_llm.calls_for(purpose="plan")[0]
     workers = [fake_llm.calls_for(agent=n)[0] for n in ("x", "y", "z")]
@@ -405,10 +479,14 @@ def test_one_contribution_row_per_session_and_agent(acme, offline):
 
 
 def hierarchical(org, *names, **payload):
-    coordinator = {"name": names[0], "role": "coordinator",
-                   "focus": "decompose, assign, synthesize"}  # fmt: skip
-    return create(org, mode="hierarchical", agents=[coordinator, *specialists(*names[1:])],
-                  **payload)  # fmt: skip
+    coordinator = {
+        "name": names[0],
+        "role": "coordinator",
+        "focus": "decompose, assign, synthesize",
+    }
+    return create(
+        org, mode="hierarchical", agents=[coordinator, *specialists(*names[1:])], **payload
+    )
 
 
 def test_the_coordinators_own_focus_is_in_its_planning_prompt(acme, fake_llm):
@@ -420,9 +498,17 @@ def test_the_coordinators_own_focus_is_in_its_planning_prompt(acme, fake_llm):
 
 
 def test_a_specialist_the_plan_does_not_assign_is_skipped(acme, fake_llm):
-    fake_llm.on(purpose="plan", replies=Reply(json.dumps({
-        "plan": "Only the API matters here.",
-        "assignments": [{"agent": "backend", "subtask": "design the API"}]})))  # fmt: skip
+    fake_llm.on(
+        purpose="plan",
+        replies=Reply(
+            json.dumps(
+                {
+                    "plan": "Only the API matters here.",
+                    "assignments": [{"agent": "backend", "subtask": "design the API"}],
+                }
+            )
+        ),
+    )
     fake_llm.on(purpose="synthesis", replies=Reply("THE SYNTHESIS"))
     session = run(hierarchical(acme, "coord", "backend", "frontend"))
     assert session.status == "completed", session.error
@@ -444,10 +530,20 @@ def test_a_specialist_the_plan_does_not_assign_is_skipped(acme, fake_llm):
 
 
 def test_the_coordinators_contribution_is_its_plan_text(acme, fake_llm):
-    fake_llm.on(purpose="plan", replies=Reply(json.dumps({
-        "plan": "Split by layer: API first, then the UI.",
-        "assignments": [{"agent": "backend", "subtask": "the API"},
-                        {"agent": "frontend", "subtask": "the UI"}]})))  # fmt: skip
+    fake_llm.on(
+        purpose="plan",
+        replies=Reply(
+            json.dumps(
+                {
+                    "plan": "Split by layer: API first, then the UI.",
+                    "assignments": [
+                        {"agent": "backend", "subtask": "the API"},
+                        {"agent": "frontend", "subtask": "the UI"},
+                    ],
+                }
+            )
+        ),
+    )
     session = run(hierarchical(acme, "coord", "backend", "frontend", synthesis="merge"))
     coordinator = session.contributions.get(agent_key="coord")
     assert coordinator.status == "completed"
@@ -456,8 +552,10 @@ def test_the_coordinators_contribution_is_its_plan_text(acme, fake_llm):
 
 
 def test_a_plan_without_a_paragraph_contributes_its_assignments(acme, fake_llm):
-    fake_llm.on(purpose="plan", replies=Reply(json.dumps({
-        "assignments": [{"agent": "backend", "subtask": "the API"}]})))  # fmt: skip
+    fake_llm.on(
+        purpose="plan",
+        replies=Reply(json.dumps({"assignments": [{"agent": "backend", "subtask": "the API"}]})),
+    )
     session = run(hierarchical(acme, "coord", "backend", synthesis="merge"))
     assert session.contributions.get(agent_key="coord").response == "- backend: the API"
 
@@ -465,8 +563,12 @@ def test_a_plan_without_a_paragraph_contributes_its_assignments(acme, fake_llm):
 def test_a_resumed_sequential_session_briefs_later_agents_with_earlier_answers(acme, fake_llm):
     session = create(acme, mode="sequential", agents=specialists("a", "b"), synthesis="merge")
     CollaborationSession.objects.filter(pk=session.pk).update(
-        status="running", attempts=1, lease_token="dead", heartbeat_at=timezone.now() - timedelta(minutes=5),
-        started_at=timezone.now())  # fmt: skip
+        status="running",
+        attempts=1,
+        lease_token="dead",
+        heartbeat_at=timezone.now() - timedelta(minutes=5),
+        started_at=timezone.now(),
+    )
     session.contributions.filter(agent_key="a").update(status="completed", response="A-MARKER")
     assert run(session).status == "completed"
     assert not fake_llm.calls_for(agent="a")
@@ -488,8 +590,10 @@ def test_an_agents_claim_and_settle_are_one_statement_each(acme, django_assert_n
     assert (contribution.status, contribution.verdict) == ("completed", "yes")  # kept in step
     contribution.refresh_from_db()
     assert (contribution.status, contribution.confidence, contribution.tokens_used) == (
-        "completed", 0.7, 3,
-    )  # fmt: skip
+        "completed",
+        0.7,
+        3,
+    )
     events = list(session.events.order_by("id").values_list("name", "data"))
     assert events[-2:] == [
         ("tool:collaborative:agent:start", {"agent": "a", "role": "a"}),
@@ -570,8 +674,9 @@ def test_a_plan_is_not_asked_again_once_the_session_is_cancelled(acme, fake_llm)
 
 
 def test_a_cancelled_session_reports_what_its_agents_spent(acme, fake_llm, org_client):
-    fake_llm.on(agent="quick", replies=Reply("q\nCONFIDENCE: 0.5", prompt_tokens=30,
-                                             completion_tokens=12))  # fmt: skip
+    fake_llm.on(
+        agent="quick", replies=Reply("q\nCONFIDENCE: 0.5", prompt_tokens=30, completion_tokens=12)
+    )
     fake_llm.on(agent="slow", replies=Reply(hang=True))
     caller = human(acme)
     session = create(acme, agents=specialists("quick", "slow"), synthesis="merge", agent_timeout=30)
@@ -593,10 +698,15 @@ def test_a_cancelled_session_reports_what_its_agents_spent(acme, fake_llm, org_c
     fake_llm.release()
 
     slow = session.contributions.get(agent_key="slow")
-    wait_for(lambda: UsageRecord.objects.filter(session=session, label="slow", state="recorded")
-             .exists() and slow.__class__.objects.get(pk=slow.pk).tokens_used > 0)  # fmt: skip
-    booked = sum(r.prompt_tokens + r.completion_tokens
-                 for r in UsageRecord.objects.filter(session=session))  # fmt: skip
+    wait_for(
+        lambda: (
+            UsageRecord.objects.filter(session=session, label="slow", state="recorded").exists()
+            and slow.__class__.objects.get(pk=slow.pk).tokens_used > 0
+        )
+    )
+    booked = sum(
+        r.prompt_tokens + r.completion_tokens for r in UsageRecord.objects.filter(session=session)
+    )
     body = org_client(acme).get(f"/api/collaborations/{session.pk}").json()
     assert (body["status"], body["metadata"]["total_tokens"]) == ("cancelled", booked)
     assert sum(c["tokens_used"] for c in body["contributions"]) == booked
