@@ -185,7 +185,7 @@ class Budget(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    # Who set or changed a limit, when (issue 13 §3); the counters move with every call and are
+    # Who set or changed a limit, when; the counters move with every call and are
     # the ledger's story, not the audit's.
     history = audited(
         "budget",

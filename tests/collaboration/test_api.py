@@ -179,6 +179,18 @@ def test_a_body_that_is_not_an_object_is_400(acme, org_client):
     assert response.json()["code"] == "invalid"
 
 
+def test_rest_reads_numbers_as_sent_and_the_tool_door_as_its_fields_read_them(acme, org_client):
+    response = start(org_client(acme), max_parallel=2.0)
+    assert response.status_code == 400
+    assert response.json()["error"] == "max_parallel: must be an integer."
+    started = call_tool(
+        human(acme),
+        "start_collaboration",
+        {"task": "t", "agents": specialists("a"), "max_parallel": 2.0},
+    )
+    assert started["limits"]["max_parallel"] == 2
+
+
 def test_limits_may_be_lowered_per_session(acme, org_client):
     body = start(org_client(acme), max_parallel=1, agent_timeout=2.5, max_total_tokens=500).json()
     assert body["limits"] == {"max_parallel": 1, "agent_timeout": 2.5, "max_total_tokens": 500}
