@@ -75,21 +75,9 @@ class ContributionInline(SessionRowInline):
     model = Contribution
     ordering = ["position"]
     fields = [
-        "agent_key",
-        "role",
-        "status_badge",
-        "answer",
-        "tool_calls",
-        "confidence",
-        "verdict",
-        "tokens_used",
-        "attempts",
-        "provider",
-        "model",
-        "error",
-        "started_at",
-        "finished_at",
-    ]
+        "agent_key", "role", "status_badge", "answer", "tool_calls", "confidence", "verdict",
+        "tokens_used", "attempts", "provider", "model", "error", "started_at", "finished_at",
+    ]  # fmt: skip
     readonly_fields = fields
 
     @admin.display(description="status")
@@ -130,39 +118,12 @@ class CollaborationSessionAdmin(OrgScoped, admin.ModelAdmin):
     inlines = [ContributionInline, SessionEventInline]
     actions = ["cancel_sessions"]
     fieldsets = [
-        (
-            None,
-            {
-                "fields": [
-                    "organization",
-                    "task",
-                    "mode",
-                    "synthesis",
-                    "status_badge",
-                    "progress",
-                    "started_by",
-                    "created_at",
-                    "started_at",
-                    "finished_at",
-                ]
-            },
-        ),
+        (None, {"fields": ["organization", "task", "mode", "synthesis", "status_badge",
+                           "progress", "started_by", "created_at", "started_at", "finished_at"]}),
         ("Result", {"fields": ["result_text", "error", "consensus", "metadata"]}),
-        (
-            "Settings",
-            {
-                "fields": [
-                    "context",
-                    "coordinator_config",
-                    "max_parallel",
-                    "agent_timeout",
-                    "max_total_tokens",
-                    "attempts",
-                    "cancel_requested",
-                ]
-            },
-        ),
-    ]
+        ("Settings", {"fields": ["context", "coordinator_config", "max_parallel", "agent_timeout",
+                                 "max_total_tokens", "attempts", "cancel_requested"]}),
+    ]  # fmt: skip
     readonly_fields = [f for _, o in fieldsets for f in o["fields"]]
 
     def get_queryset(self, request):

@@ -1,4 +1,5 @@
 """Writes of the collaboration app: start a session, cancel it (the events are in events.py).
+
 Every door validates with StartCollaborationSerializer, then calls `session_start`.
 """
 

@@ -106,21 +106,9 @@ LEFT JOIN booked b ON true
 """
 
 BOOKED_FIELDS = [
-    "id",
-    "organization_id",
-    "scope",
-    "team_id",
-    "agent_id",
-    "task_id",
-    "session_id",
-    "limit_usd",
-    "spent_usd",
-    "reserved_usd",
-    "period",
-    "warned_period",
-    "exhausted_period",
-    "refused_period",
-]
+    "id", "organization_id", "scope", "team_id", "agent_id", "task_id", "session_id", "limit_usd",
+    "spent_usd", "reserved_usd", "period", "warned_period", "exhausted_period", "refused_period",
+]  # fmt: skip
 
 
 def reserve(params: dict) -> tuple[list[int], list[int], int | None]:

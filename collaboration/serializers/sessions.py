@@ -34,29 +34,11 @@ class ContributionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Contribution
         fields = [
-            "agent",
-            "name",
-            "is_org_agent",
-            "role",
-            "focus",
-            "subtask",
-            "status",
-            "response",
-            "verdict",
-            "confidence",
-            "tokens_used",
-            "prompt_tokens",
-            "completion_tokens",
-            "attempts",
-            "provider",
-            "model",
-            "error",
-            "started_at",
-            "finished_at",
-            "duration_ms",
-            "tools",
-            "turns",
-        ]
+            "agent", "name", "is_org_agent", "role", "focus", "subtask", "status", "response",
+            "verdict", "confidence", "tokens_used", "prompt_tokens", "completion_tokens",
+            "attempts", "provider", "model", "error", "started_at", "finished_at", "duration_ms",
+            "tools", "turns",
+        ]  # fmt: skip
 
     def get_is_org_agent(self, obj) -> bool:
         return obj.agent_id is not None
@@ -108,18 +90,9 @@ class SessionListSerializer(serializers.ModelSerializer):
     class Meta:
         model = CollaborationSession
         fields = [
-            "id",
-            "url",
-            "status",
-            "task",
-            "mode",
-            "synthesis",
-            "created_by",
-            "progress",
-            "created_at",
-            "started_at",
-            "finished_at",
-        ]
+            "id", "url", "status", "task", "mode", "synthesis", "created_by", "progress",
+            "created_at", "started_at", "finished_at",
+        ]  # fmt: skip
 
     def get_url(self, obj) -> str:
         path = reverse("collaboration-detail", args=[obj.pk])
@@ -139,17 +112,9 @@ class SessionSerializer(SessionListSerializer):
 
     class Meta(SessionListSerializer.Meta):
         fields = SessionListSerializer.Meta.fields + [
-            "result",
-            "error",
-            "cancel_requested",
-            "context",
-            "coordinator_config",
-            "limits",
-            "consensus",
-            "metadata",
-            "contributions",
-            "events",
-        ]
+            "result", "error", "cancel_requested", "context", "coordinator_config", "limits",
+            "consensus", "metadata", "contributions", "events",
+        ]  # fmt: skip
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_consensus(self, obj) -> dict:
