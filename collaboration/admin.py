@@ -1,9 +1,6 @@
-"""Collaborative sessions in the admin: status and progress, contributions, events, and a form
-for humans to start a session with organization agents.
-
-LLM text is never trusted HTML: results and responses are shown escaped, in <pre> blocks.
-Staff see only the organizations they administer (OrgScoped of organization/admin/scoping.py,
-the same scoping as the hierarchy editor); superusers see all.
+"""Collaborative sessions in the admin: status, progress, contributions, events, and a form to
+start one. LLM text is shown escaped in <pre> blocks; staff see only the organizations they
+administer.
 """
 
 import json
@@ -74,8 +71,10 @@ class SessionRowInline(ReadOnlyInline):
 class ContributionInline(SessionRowInline):
     model = Contribution
     ordering = ["position"]
-    fields = ["agent_key", "role", "status_badge", "answer", "tool_calls", "confidence", "verdict",
-              "tokens_used", "attempts", "provider", "model", "error", "started_at", "finished_at"]  # fmt: skip
+    fields = [
+        "agent_key", "role", "status_badge", "answer", "tool_calls", "confidence", "verdict",
+        "tokens_used", "attempts", "provider", "model", "error", "started_at", "finished_at",
+    ]  # fmt: skip
     readonly_fields = fields
 
     @admin.display(description="status")

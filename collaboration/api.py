@@ -19,6 +19,7 @@ from .serializers import (
     SessionListSerializer,
     SessionSerializer,
     StartCollaborationSerializer,
+    validated_start,
 )
 
 ERRORS = {
@@ -69,8 +70,8 @@ class CollaborationViewSet(CallerMixin, mixins.ListModelMixin, viewsets.GenericV
         if isinstance(payload, dict):
             registry.check_identity(caller, payload)
             payload = {k: v for k, v in payload.items() if k not in registry.IDENTITY_FIELDS}
-        session = services.session_create(caller=caller, payload=payload)
-        session = selectors.session_for(caller=caller, session_id=session.pk)
+        spec = validated_start(payload, caller=caller)
+        session = selectors.with_details(services.session_start(caller=caller, spec=spec))
         body = SessionSerializer(session, context={"request": request}).data
         return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 
@@ -84,7 +85,8 @@ class CollaborationViewSet(CallerMixin, mixins.ListModelMixin, viewsets.GenericV
         if isinstance(payload, dict):
             registry.check_identity(self.caller, payload)
             payload = {k: v for k, v in payload.items() if k not in registry.IDENTITY_FIELDS}
-        answer = services.session_estimate(caller=self.caller, payload=payload)
+        spec = validated_start(payload, caller=self.caller)
+        answer = services.session_estimate(caller=self.caller, spec=spec)
         return Response(EstimateSerializer(answer).data)
 
     @extend_schema(responses={200: SessionSerializer, **ERRORS}, summary="A session and its result")

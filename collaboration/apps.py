@@ -10,9 +10,10 @@ from organization.schedules import check_visibility_outlasts, periodic_seeder
 SESSION_SWEEP_NAME = "Resume lost collaboration sessions"
 
 ensure_session_sweep_schedule = periodic_seeder(
-    name=SESSION_SWEEP_NAME, task="collaboration.sweep_sessions",
+    name=SESSION_SWEEP_NAME,
+    task="collaboration.sweep_sessions",
     interval_setting="COLLAB_SWEEP_INTERVAL",
-)  # fmt: skip
+)
 
 
 def check_visibility_timeout() -> None:
@@ -30,8 +31,10 @@ def check_settings() -> None:
     from .models import Mode, Synthesis
 
     problems = []
-    for name, choices in (("COLLAB_DEFAULT_MODE", Mode.values),
-                          ("COLLAB_DEFAULT_SYNTHESIS", Synthesis.values)):  # fmt: skip
+    for name, choices in (
+        ("COLLAB_DEFAULT_MODE", Mode.values),
+        ("COLLAB_DEFAULT_SYNTHESIS", Synthesis.values),
+    ):
         value = getattr(settings, name)
         if value not in choices:
             problems.append(f"{name}={value!r}: must be one of {', '.join(choices)}.")

@@ -1,8 +1,5 @@
-"""The demo organization's finished collaboration, started and run like any other session.
-
-It is started through `session_create` (as Alice, with the offline provider so no key is spent
-and nothing leaves the machine) and run here, in-process, by the same runner a worker uses; the
-worker that later receives its message finds it finished. Keyed by its task: played once.
+"""The demo organization's finished collaboration, started like any session (as Alice, offline
+provider) and run here in-process by the worker's runner; keyed by its task, played once.
 """
 
 import logging
@@ -26,14 +23,22 @@ DEMO_SESSION = {
     "task": "Should the orders service move its reporting queries to a read replica?",
     "agents": [
         {"agent_id": "agent-alex", "focus": "query patterns and the API", "config": OFFLINE},
-        {"agent_id": "agent-database-lead", "focus": "replication lag and operations", "config": OFFLINE},
-        {"agent_id": "agent-jordan", "focus": "infrastructure cost and deployment", "config": OFFLINE},
+        {
+            "agent_id": "agent-database-lead",
+            "focus": "replication lag and operations",
+            "config": OFFLINE,
+        },
+        {
+            "agent_id": "agent-jordan",
+            "focus": "infrastructure cost and deployment",
+            "config": OFFLINE,
+        },
     ],
     "mode": Mode.PARALLEL,
     "synthesis": Synthesis.VOTE,
     "coordinator_config": OFFLINE,
     "context": {"source": "seed_demo"},
-}  # fmt: skip
+}
 
 
 def seed_demo_collaboration(org: Organization) -> CollaborationSession | None:

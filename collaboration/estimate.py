@@ -1,12 +1,6 @@
-"""What a collaboration could cost before it starts (issue 12 §2): each model call it plans,
-at its worst case, summed against every budget that would cover it.
-
-The calls: one per specialist (times COLLAB_AGENT_MAX_TURNS for one with tools), the
-hierarchical coordinator's plan (two attempts), and the coordinator's synthesis or judgement.
-A prompt's bound is its text's UTF-8 length (costs.pricing) — an ad-hoc specialist's own
-system_prompt and a plan's list of specialists included — plus, where it quotes earlier answers
-(sequential mode, a hierarchical specialist's subtask, the synthesis), their max_tokens. The run itself still reserves each
-call as it is made; this is the up-front refusal and `POST /api/collaborations/estimate`.
+"""What a collaboration could cost before it starts: each model call it plans, at its worst case,
+summed against every budget that would cover it (the up-front refusal and
+`POST /api/collaborations/estimate`).
 """
 
 from __future__ import annotations
@@ -34,7 +28,7 @@ TEMPLATE_ALLOWANCE = 4_000
 def planned_calls(
     spec, org: Organization, *, starter_agent_id: int | None, session_id=None
 ) -> list[Planned]:
-    """The calls of a validated start (services.StartSpec) by a starter (its agent's id; None
+    """The calls of a validated start (spec.StartSpec) by a starter (its agent's id; None
     for a human), each with its worst case's inputs."""
 
     def meter(agent, purpose):
@@ -64,34 +58,53 @@ def planned_calls(
             plan_tokens = max(max_tokens, SYNTHESIS_MAX_TOKENS)
             plan_prompt = prompt + 2 * roster  # the retry's reason may quote the names
             calls += 2 * [
-                Planned(meter(agent_spec.agent, UsagePurpose.PLAN), provider, model, plan_prompt,
-                        plan_tokens)
-            ]  # fmt: skip
+                Planned(
+                    meter(agent_spec.agent, UsagePurpose.PLAN),
+                    provider,
+                    model,
+                    plan_prompt,
+                    plan_tokens,
+                )
+            ]
             continue
         prompt += plan_tokens  # a hierarchical specialist's subtask (0 in the other modes)
         if spec.mode == Mode.SEQUENTIAL:
             prompt += answers
         turns = settings.COLLAB_AGENT_MAX_TURNS if agent_spec.config.get("tools") else 1
         calls += turns * [
-            Planned(meter(agent_spec.agent, UsagePurpose.COLLABORATION), provider, model, prompt,
-                    max_tokens)
-        ]  # fmt: skip
+            Planned(
+                meter(agent_spec.agent, UsagePurpose.COLLABORATION),
+                provider,
+                model,
+                prompt,
+                max_tokens,
+            )
+        ]
         answers += max_tokens
     provider, model, _, max_tokens = synthesis_settings(spec.coordinator_config or {}, coordinating)
     calls.append(
         Planned(
-            meter(None, UsagePurpose.SYNTHESIS), provider, model,
-            base + answers + TEMPLATE_ALLOWANCE
-            + len(coordinator_system_prompt(spec.coordinator_config).encode()), max_tokens,
+            meter(None, UsagePurpose.SYNTHESIS),
+            provider,
+            model,
+            base
+            + answers
+            + TEMPLATE_ALLOWANCE
+            + len(coordinator_system_prompt(spec.coordinator_config).encode()),
+            max_tokens,
         )
-    )  # fmt: skip
+    )
     return calls
 
 
 def estimate(
-    spec, org: Organization, *, starter_agent_id: int | None, max_cost_usd: Decimal | None = None,
+    spec,
+    org: Organization,
+    *,
+    starter_agent_id: int | None,
+    max_cost_usd: Decimal | None = None,
     viewer=None,
-) -> dict:  # fmt: skip
+) -> dict:
     """`{estimated_cost_usd, estimated_tokens, budgets: [...]}`; each budget with what it has
     left and whether the estimate fits (max_cost_usd counts as the session's own budget), as
     the agent `viewer` may read them (costs.budgets.fit; None: a human, who reads them all)."""

@@ -1,9 +1,7 @@
 """The session's event log: seed 004's `tool:collaborative:<kind>` events, one function per kind.
 
-As saleor's `order/events.py`: every write that someone following a session should see appends
-one of these, in the writer's transaction; the names and data are the API's `events` list.
-Inside `deferred()` they are returned unsaved instead, for a writer that inserts them in the
-same statement as its own change (the runner's claim and settle of an agent).
+Each is appended in the writer's transaction; inside `deferred()` they are returned unsaved for
+a writer that inserts them in its own statement.
 """
 
 from collections.abc import Iterator

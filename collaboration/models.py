@@ -1,8 +1,7 @@
 """Collaborative sessions (seed 004): one session, one Contribution per agent, an event log.
 
-A session runs on a Celery worker with at-least-once delivery, so every step is written to be
-safe twice: the Contribution rows exist from the start (unique per session and agent), and a
-finished one is never run again when the session task is re-delivered.
+Every step is safe twice (at-least-once delivery): Contribution rows exist from the start and a
+finished one is never run again.
 """
 
 import uuid

@@ -2,7 +2,7 @@
 
 import uuid
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
 
 from infrastructure.errors import NotFound
 from organization.caller import (
@@ -15,6 +15,12 @@ from organization.caller import (
 from organization.models import ApiKey
 
 from .models import CollaborationSession, Contribution, SessionEvent
+
+# What a session's detail shows beside it, in the order it shows them.
+DETAILS = (
+    Prefetch("contributions", queryset=Contribution.objects.order_by("position")),
+    Prefetch("events", queryset=SessionEvent.objects.order_by("id")),
+)
 
 
 def session_total_tokens(session: CollaborationSession, contributions) -> int:
@@ -40,10 +46,13 @@ def sessions_of(*, caller: Caller) -> QuerySet[CollaborationSession]:
 
 
 def session_detail_queryset(*, caller: Caller) -> QuerySet[CollaborationSession]:
-    return sessions_of(caller=caller).prefetch_related(
-        Prefetch("contributions", queryset=Contribution.objects.order_by("position")),
-        Prefetch("events", queryset=SessionEvent.objects.order_by("id")),
-    )
+    return sessions_of(caller=caller).prefetch_related(*DETAILS)
+
+
+def with_details(session: CollaborationSession) -> CollaborationSession:
+    """`session` with its contributions and events loaded as session_detail_queryset loads them."""
+    prefetch_related_objects([session], *DETAILS)
+    return session
 
 
 def session_for(*, caller: Caller, session_id) -> CollaborationSession:
@@ -61,13 +70,9 @@ def session_for(*, caller: Caller, session_id) -> CollaborationSession:
 
 
 def may_use_custom_prompt(session: CollaborationSession, agent) -> bool:
-    """Whether `agent`'s private custom prompt may be sent to the model in this session.
-
-    The starter reads every answer, so an agent that started the session may have only its own
-    prompt used; a human of the organization (organization key, admin) may read any of them.
-    `created_by` keeps the kind of starter even if the starting agent or user is deleted later
-    (handles are lowercase, so they never begin with `user:` or `org-key:`).
-    """
+    """Whether `agent`'s private custom prompt may be sent to the model in this session: the
+    starter reads every answer, so an agent starter only its own; a human of the organization
+    any."""
     if session.created_by_agent_id is not None:
         return starter_may_read_prompt_of(session.created_by_agent_id, agent)
     return session.created_by.startswith(("user:", "org-key:"))
@@ -81,10 +86,8 @@ def starter_may_read_prompt_of(starter_agent_id: int | None, agent) -> bool:
 
 
 def specialist_caller(session: CollaborationSession, contribution: Contribution) -> Caller | None:
-    """Whom a specialist with tools acts as: the organization agent it is, else (an ad-hoc
-    specialist) the session's starter — its agent, its admin member, or its organization key
-    (found by the prefix `created_by` keeps). None when that starter can no longer act: it was
-    deleted, its key revoked or its membership ended since the session started."""
+    """Whom a specialist with tools acts as: the organization agent it is, else the session's
+    starter (agent, admin member or organization key); None when that starter can no longer act."""
     if contribution.agent is not None:
         return caller_for_agent(contribution.agent)
     if session.created_by_agent is not None:
@@ -109,12 +112,8 @@ def specialist_caller(session: CollaborationSession, contribution: Contribution)
 def may_read_tool_results(
     caller: Caller | None, session: CollaborationSession, contribution: Contribution
 ) -> bool:
-    """Whether `caller` may read the results of `contribution`'s tool calls.
-
-    They are what the tools showed the one they ran as (`specialist_caller`): an agent's tasks,
-    its own prompt, a human's view of the whole organization. A human of the organization reads
-    them all; an agent, those of the calls that ran as itself — not a colleague's, which the
-    agents taking part in a session would otherwise read beside the answers."""
+    """Whether `caller` may read the results of `contribution`'s tool calls: a human of the
+    organization reads them all, an agent only those of the calls that ran as itself."""
     if caller is None:
         return False
     if caller.is_human:

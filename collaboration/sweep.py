@@ -1,7 +1,6 @@
-"""Beat's sweep of lost sessions (collaboration.sweep_sessions, every COLLAB_SWEEP_SECONDS).
-
-It queues the run by the task's name through the outbox, so it imports no Celery task module
-(the task module imports it inside its body: no import cycle)."""
+"""Beat's sweep of lost sessions (collaboration.sweep_sessions, every COLLAB_SWEEP_SECONDS); it
+queues the run by the task's name through the outbox, so it imports no Celery task module.
+"""
 
 import logging
 from datetime import timedelta
@@ -22,11 +21,9 @@ SWEEP_BATCH = 500
 
 
 def sweep_sessions() -> list:
-    """Send again the sessions a worker lost (beat, every COLLAB_SWEEP_SECONDS): running with a
-    heartbeat older than the lease (the worker died; a broker without re-delivery forgot its
-    message), or queued and not sent for as long (a message lost before a worker took it). A
-    second delivery of a live session backs off at its lease and resumes a dead one, so sending
-    again is always safe; each is sent at most once a lease. Returns the ids sent."""
+    """Send again the sessions a worker lost: running with a stale heartbeat, or queued and not sent
+    for a lease. A second delivery is always safe; each is sent at most once a lease. Returns the
+    ids sent."""
     now = timezone.now()
     stale = now - timedelta(seconds=settings.COLLAB_LEASE_SECONDS)
     running = [SessionStatus.RUNNING, SessionStatus.SYNTHESIZING]
@@ -36,8 +33,11 @@ def sweep_sessions() -> list:
         Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=stale),
     )
     with transaction.atomic():
-        ids = list(lost.order_by("pk").select_for_update(skip_locked=True)
-                   .values_list("pk", flat=True)[:SWEEP_BATCH])  # fmt: skip
+        ids = list(
+            lost.order_by("pk")
+            .select_for_update(skip_locked=True)
+            .values_list("pk", flat=True)[:SWEEP_BATCH]
+        )
         CollaborationSession.objects.filter(pk__in=ids).update(dispatched_at=now)
         outbox.enqueue_many(RUN_SESSION_TASK, [[str(pk)] for pk in ids])
     if ids:

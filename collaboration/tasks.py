@@ -1,7 +1,5 @@
-"""Celery tasks of the collaboration app: thin, they take an id and call the runner.
-
-The service imports this module (to fire the task through the outbox); the task imports the runner
-inside its body (HackSoft's Celery rule), so importing it stays light and nothing is circular.
+"""Celery tasks of the collaboration app: thin, they take an id and call the runner (imported in
+the task's body, so importing this module stays light and nothing is circular).
 """
 
 from celery import shared_task

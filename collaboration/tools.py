@@ -5,7 +5,12 @@ from organization.caller import Caller
 from organization.registry import register_tool
 
 from . import selectors, services
-from .serializers import SessionIdSerializer, SessionSerializer, StartCollaborationSerializer
+from .serializers import (
+    SessionIdSerializer,
+    SessionSerializer,
+    StartCollaborationSerializer,
+    validated_start,
+)
 
 
 def _session_body(caller: Caller, session_id) -> dict:
@@ -23,7 +28,8 @@ def _session_body(caller: Caller, session_id) -> dict:
     needs_agent=False,
 )
 def start_collaboration(caller: Caller, params: dict) -> dict:
-    session = services.session_create(caller=caller, payload=params)
+    spec = validated_start(params, caller=caller)
+    session = services.session_start(caller=caller, spec=spec)
     return {"success": True, **_session_body(caller, session.pk)}
 
 

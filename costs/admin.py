@@ -1,7 +1,7 @@
-"""The ledger and the budgets in the admin: costs by agent, team, model and day as bars a manager
-reads at a glance, budgets with a bar of spent / held / remaining, unpriced calls flagged.
-
-Budgets are written through `budgets.budget_set`, as at the API door."""
+"""The ledger and the budgets in the admin: costs by agent, team, model and day as bars, budgets
+with a bar of spent / held / remaining, unpriced calls flagged; budgets are written through
+`budgets.budget_set`.
+"""
 
 from datetime import date, timedelta
 from decimal import Decimal
@@ -26,16 +26,18 @@ from organization.models import Organization
 
 from .alerts import figures
 from .budgets import budget_delete, budget_set, current_view, state_of
-from .metering import remaining
 from .models import MONTHLY_SCOPES, ZERO, Budget, BudgetAlert, BudgetScope, PriceSource, UsageRecord
 from .money import usd as money
 from .selectors import GROUPS, cost_rows
 
 REPORT_DAYS = 30
 STATUS_COLOURS["budget"] = {
-    "ok": "#198754", "warning": "#fd7e14", "exhausted": "#dc3545", "alert": "#dc3545",
+    "ok": "#198754",
+    "warning": "#fd7e14",
+    "exhausted": "#dc3545",
+    "alert": "#dc3545",
     "overspent": "#842029",
-}  # fmt: skip
+}
 
 
 @admin.register(UsageRecord)
@@ -43,9 +45,15 @@ class UsageRecordAdmin(OrgOwnedAdmin):
     # Fits a 1280 px window: the model as provider over name (wrapping at its punctuation), the
     # tokens in one cell, choices in words.
     list_display = [
-        "created_at", "agent", "purpose_display", "model_name", "tokens", "cost", "state_display",
+        "created_at",
+        "agent",
+        "purpose_display",
+        "model_name",
+        "tokens",
+        "cost",
+        "state_display",
         "self_reported",
-    ]  # fmt: skip
+    ]
     list_filter = ["purpose", "state", "self_reported", "price_source", "provider"]
     list_select_related = ["agent", "organization"]
     search_fields = ["agent__handle", "model", "provider"]
@@ -213,8 +221,12 @@ class BudgetAdmin(HistoryAdmin, OrgOwnedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         readonly = tuple(super().get_readonly_fields(request, obj)) + (
-            "period", "spent_usd", "reserved_usd", "bar", "created_by",
-        )  # fmt: skip
+            "period",
+            "spent_usd",
+            "reserved_usd",
+            "bar",
+            "created_by",
+        )
         return readonly + ("scope", "team", "agent", "task") if obj is not None else readonly
 
     def get_fields(self, request, obj=None):
@@ -237,16 +249,21 @@ class BudgetAdmin(HistoryAdmin, OrgOwnedAdmin):
             '<div class="budget-bar" title="{} spent, {} held, {} left">'
             '<span style="width:{}%;background:#dc3545"></span>'
             '<span style="width:{}%;background:#ffc107"></span></div>'
-            '<small>{} spent · {} held · {} left</small>',
-            money(budget.spent_usd), money(budget.reserved_usd), money(max(remaining(budget), ZERO)),
-            f"{spent:.1f}", f"{held:.1f}",
-            money(budget.spent_usd), money(budget.reserved_usd), money(max(remaining(budget), ZERO)),
-        )  # fmt: skip
+            "<small>{} spent · {} held · {} left</small>",
+            money(budget.spent_usd),
+            money(budget.reserved_usd),
+            money(max(budget.remaining_usd, ZERO)),
+            f"{spent:.1f}",
+            f"{held:.1f}",
+            money(budget.spent_usd),
+            money(budget.reserved_usd),
+            money(max(budget.remaining_usd, ZERO)),
+        )
 
     @admin.display(description="state")
     def state_badge(self, budget):
         budget = current_view(budget)
-        if budget.spent_usd > budget.limit_usd:  # calls it could not refuse took it past
+        if budget.is_overspent:  # calls it could not refuse took it past
             return badge("overspent", "budget")
         return badge(state_of(budget), "budget")
 
@@ -255,11 +272,14 @@ class BudgetAdmin(HistoryAdmin, OrgOwnedAdmin):
         caller = caller_for_admin(request, obj.organization)
         try:
             saved, _ = budget_set(
-                caller=caller, scope=obj.scope, limit_usd=obj.limit_usd,
+                caller=caller,
+                scope=obj.scope,
+                limit_usd=obj.limit_usd,
                 team=obj.team.name if obj.team_id else None,
-                agent=obj.agent.handle if obj.agent_id else None, task=obj.task_id,
+                agent=obj.agent.handle if obj.agent_id else None,
+                task=obj.task_id,
                 session=obj.session if obj.session_id else None,
-            )  # fmt: skip
+            )
         except DomainError as exc:  # the form checked the subject: a bug, not the user's
             raise RuntimeError(exc.message) from exc
         # The admin goes on with `obj` (its log, its redirect): the row the service wrote.
@@ -297,9 +317,7 @@ class BudgetAlertAdmin(OrgOwnedAdmin):
             "{} {} · {}",
             budget.period if budget.is_monthly else "lifetime",
             figures(budget),
-            badge(
-                "overspent" if budget.spent_usd > budget.limit_usd else state_of(budget), "budget"
-            ),
+            badge("overspent" if budget.is_overspent else state_of(budget), "budget"),
         )
 
     def has_add_permission(self, request, *args):
@@ -318,9 +336,10 @@ class BudgetAlertAdmin(OrgOwnedAdmin):
         # Said either way: an action that only reloads the list reads as one that did nothing.
         if marked:
             self.message_user(
-                request, f"Marked {marked} alert{'s' if marked > 1 else ''} as read.",
+                request,
+                f"Marked {marked} alert{'s' if marked > 1 else ''} as read.",
                 messages.SUCCESS,
-            )  # fmt: skip
+            )
         else:
             self.message_user(
                 request, "No alert to mark: those selected were read already.", messages.INFO

@@ -35,9 +35,13 @@ def _raise(budget: Budget, kind: str, period: str, message: str) -> None:
             # the key: a deadlock, and a lost reply or a 500 instead of a 409.
             Budget.objects.filter(pk=budget.pk).update(**{field: period})
             alert = BudgetAlert.objects.create(
-                organization_id=budget.organization_id, budget=budget, kind=kind, period=period,
-                limit_usd=budget.limit_usd, message=message,
-            )  # fmt: skip
+                organization_id=budget.organization_id,
+                budget=budget,
+                kind=kind,
+                period=period,
+                limit_usd=budget.limit_usd,
+                message=message,
+            )
             _to_webhook(alert)
     except IntegrityError:
         return  # raised already in this period (by a concurrent call)
@@ -55,13 +59,16 @@ def alert_payload(alert: BudgetAlert) -> dict:
         "alert_id": alert.pk,
         "organization": alert.organization.slug,
         "budget": {
-            "id": budget.pk, "scope": budget.scope, "subject": budget.subject,
-            "limit_usd": str(budget.limit_usd), "spent_usd": str(budget.spent_usd),
+            "id": budget.pk,
+            "scope": budget.scope,
+            "subject": budget.subject,
+            "limit_usd": str(budget.limit_usd),
+            "spent_usd": str(budget.spent_usd),
             "period": alert.period,
         },
         "message": alert.message,
         "created_at": alert.created_at.isoformat(),
-    }  # fmt: skip
+    }
 
 
 def _to_webhook(alert: BudgetAlert) -> None:
@@ -72,9 +79,12 @@ def _to_webhook(alert: BudgetAlert) -> None:
         return
     alert.organization = organization
     delivery = WebhookDelivery.objects.create(
-        organization=organization, agent=None, url=organization.webhook_url,
-        payload=alert_payload(alert), status=DeliveryStatus.PENDING,
-    )  # fmt: skip
+        organization=organization,
+        agent=None,
+        url=organization.webhook_url,
+        payload=alert_payload(alert),
+        status=DeliveryStatus.PENDING,
+    )
     enqueue_deliveries([delivery.pk])
 
 
@@ -82,12 +92,14 @@ def raise_exhausted(budget: Budget, period: str) -> None:
     if budget.exhausted_period == period:
         return
     _raise(
-        budget, AlertKind.EXHAUSTED, period,
+        budget,
+        AlertKind.EXHAUSTED,
+        period,
         f"The {budget.scope} budget of {budget.subject} is "
-        f"{'overspent' if budget.spent_usd > budget.limit_usd else 'exhausted'} "
+        f"{'overspent' if budget.is_overspent else 'exhausted'} "
         f"{_period_words(period)}: {figures(budget)}; new model calls it covers are refused "
         "until it is raised" + (" or the month ends." if period != LIFETIME else "."),
-    )  # fmt: skip
+    )
 
 
 def figures(budget: Budget) -> str:
@@ -95,7 +107,7 @@ def figures(budget: Budget) -> str:
     much it is past it (calls it could not refuse: reported after they were made, or under way
     when it was set)."""
     words = f"{usd(budget.spent_usd)} spent of {usd(budget.limit_usd)}"
-    if budget.spent_usd > budget.limit_usd:
+    if budget.is_overspent:
         words += f" ({usd(budget.spent_usd - budget.limit_usd)} over its limit)"
     return words
 
@@ -108,7 +120,9 @@ def after_spending(budget: Budget) -> None:
     elif 0 < limit * WARNING_SHARE <= budget.spent_usd and budget.warned_period != period:
         # (A $0 limit has no 80 %: nothing spent on it is nothing to warn of.)
         _raise(
-            budget, AlertKind.WARNING, period,
+            budget,
+            AlertKind.WARNING,
+            period,
             f"The {budget.scope} budget of {budget.subject} is at "
             f"{budget.spent_usd / limit:.0%} {_period_words(period)}: {figures(budget)}.",
-        )  # fmt: skip
+        )

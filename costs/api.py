@@ -90,18 +90,24 @@ class BudgetsView(CallerMixin, APIView):
     @extend_schema(
         request=BudgetSetSerializer,
         responses={
-            201: BudgetSerializer, 200: BudgetSerializer, **errors(400, 401, 403, 404),
+            201: BudgetSerializer,
+            200: BudgetSerializer,
+            **errors(400, 401, 403, 404),
         },
         summary="Set a budget (organization key or admin member); setting it again changes it",
-    )  # fmt: skip
+    )
     def post(self, request):
         self.caller.require_human()
         data = valid(BudgetSetSerializer, request.data)
         limit = data.get("monthly_limit_usd", data.get("limit_usd"))
         budget, created = budgets.budget_set(
-            caller=self.caller, scope=data["scope"], limit_usd=limit,
-            team=data.get("team"), agent=data.get("agent"), task=data.get("task"),
-        )  # fmt: skip
+            caller=self.caller,
+            scope=data["scope"],
+            limit_usd=limit,
+            team=data.get("team"),
+            agent=data.get("agent"),
+            task=data.get("task"),
+        )
         status = http.HTTP_201_CREATED if created else http.HTTP_200_OK
         return Response(BudgetSerializer(budget).data, status=status)
 

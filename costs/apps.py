@@ -13,7 +13,7 @@ ensure_sweep_schedule = periodic_seeder(
 
 
 class CostsConfig(AppConfig):
-    """The cost ledger and budgets (issue 12): below the apps that call models, above tasks."""
+    """The cost ledger and budgets: below the apps that call models, above tasks."""
 
     name = "costs"
     default_auto_field = "django.db.models.BigAutoField"

@@ -1,8 +1,6 @@
 """Budgets: set one (the admin and `POST /api/budgets`), read its state, find what blocks an agent.
-
-Raising a limit that held agents back, removing such a budget, or a new month makes room:
-`budget_made_room` is sent after the commit, and the runtime wakes the managed agents that
-waited for it. Creating, lowering or setting a budget again releases nobody and wakes nobody.
+A change that makes room sends `budget_made_room` after the commit (the runtime wakes the agents
+that waited); creating, lowering or setting one again wakes nobody.
 """
 
 from __future__ import annotations
@@ -17,20 +15,12 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from infrastructure.errors import Invalid, NotFound
-from infrastructure.prepared import INT, PreparedQuery
 from organization.caller import Caller
 from organization.models import Agent, Organization, Team
 from tasks.models import Task
 
-from .metering import (
-    BudgetExhausted,
-    Meter,
-    current_period,
-    period_of,
-    remaining,
-    roll,
-    worst_case_usd,
-)
+from . import sql
+from .metering import BudgetExhausted, Meter, worst_case_usd
 from .models import (
     MONEY_MAX,
     MONTHLY_SCOPES,
@@ -42,6 +32,7 @@ from .models import (
     UsageRecord,
     UsageState,
 )
+from .periods import current_period, period_of, roll
 from .pricing import price_of
 from .selectors import cost_of_task_tree
 
@@ -63,11 +54,9 @@ def state_of(budget: Budget, now=None) -> str:
 
 
 def holds_back(budget: Budget, now=None) -> bool:
-    """Whether the budget holds a managed agent's runs back: what it has *spent* this period
-    reaches its limit, or a call did not fit it this period. Not what calls under way hold
-    (`state_of` shows that): a colleague's call in flight would hold others back with nothing
-    spent, and when it settles for less than its worst case nothing sends `budget_made_room`
-    to wake them. A run started meanwhile is still checked at each call (`reserve`)."""
+    """Whether the budget holds a managed agent's runs back: what it has *spent* this period reaches
+    its limit, or a call did not fit it this period. Money held by calls under way does not count
+    (nothing would wake the agents when such a call settles for less)."""
     period = period_of(budget, now)
     spent = budget.spent_usd if budget.period == period else ZERO
     return spent >= budget.limit_usd or budget.refused_period == period
@@ -119,9 +108,15 @@ def parse_usd(value, name: str) -> Decimal:
 
 @transaction.atomic
 def budget_set(
-    *, caller: Caller, scope: str, limit_usd, team: str | None = None, agent: str | None = None,
-    task: int | None = None, session=None,
-) -> tuple[Budget, bool]:  # fmt: skip
+    *,
+    caller: Caller,
+    scope: str,
+    limit_usd,
+    team: str | None = None,
+    agent: str | None = None,
+    task: int | None = None,
+    session=None,
+) -> tuple[Budget, bool]:
     """Create the scope's budget or change its limit; returns (budget, created). Humans only."""
     caller.require_human()
     org = caller.organization
@@ -209,20 +204,11 @@ def budget_delete(*, caller: Caller, budget: Budget) -> None:
     budget.delete()
 
 
-_ANY_BUDGET = PreparedQuery(
-    Budget,
-    lambda organization_id: (
-        Budget.objects.filter(organization_id=organization_id).order_by().values_list("pk")[:1]
-    ),
-    organization_id=INT,
-)
-
-
 def blocking_budget(agent: Agent, now=None) -> Budget | None:
     """The first monthly budget covering the agent (its organization, team, own) that holds
     it back (`holds_back`: spent, or refused a call this period): a managed run for it would
     be refused at its first call, so none starts."""
-    if not _ANY_BUDGET.rows(organization_id=agent.organization_id):
+    if not sql.has_any_budget(agent.organization_id):
         return None  # most organizations set none: one statement compiled once, not the search
     meter = Meter.for_agent(agent, purpose="run")
     for budget in Budget.objects.filter(meter.covering()).order_by("pk"):
@@ -268,21 +254,21 @@ HIDDEN_SUBJECT = "a budget that does not cover your own calls"
 
 
 def fit(
-    organization_id: int, calls: list[Planned], extra_limit: Decimal | None = None,
+    organization_id: int,
+    calls: list[Planned],
+    extra_limit: Decimal | None = None,
     viewer: Agent | None = None,
-) -> dict:  # fmt: skip
-    """What `calls` could cost at worst, against each budget that would cover one of them (and
-    `extra_limit`, a new collaboration's own max_cost_usd). Unpriced calls count 0 and are named.
-
-    For an agent (`viewer`), a budget it may not read (one not covering its own calls, as on
-    /api/budgets: a colleague's, another team's) shows whether the calls fit, not what it is nor
-    what it has left."""
+) -> dict:
+    """What `calls` could cost at worst against each budget covering one of them (and
+    `extra_limit`, a collaboration's own max_cost_usd); unpriced calls count 0 and are named.
+    An agent `viewer` sees only whether the calls fit a budget it may not read."""
     total, tokens, unpriced = ZERO, 0, set()
     per_budget: dict[int, Decimal] = {}
     budgets: dict[int, Budget] = {}
     for call in calls:
-        worst = worst_case_usd(price_of(call.provider, call.model), call.prompt_bound,
-                               call.max_tokens)  # fmt: skip
+        worst = worst_case_usd(
+            price_of(call.provider, call.model), call.prompt_bound, call.max_tokens
+        )
         tokens += call.prompt_bound + call.max_tokens
         if worst is None:
             unpriced.add(f"{call.provider}/{call.model}")
@@ -298,19 +284,27 @@ def fit(
     rows = []
     for pk, amount in sorted(per_budget.items()):
         row = {
-            "id": pk, "scope": budgets[pk].scope, "subject": budgets[pk].subject,
-            "estimated_cost_usd": amount, "remaining_usd": max(remaining(budgets[pk]), ZERO),
-            "fits": amount <= remaining(budgets[pk]),
-        }  # fmt: skip
+            "id": pk,
+            "scope": budgets[pk].scope,
+            "subject": budgets[pk].subject,
+            "estimated_cost_usd": amount,
+            "remaining_usd": max(budgets[pk].remaining_usd, ZERO),
+            "fits": amount <= budgets[pk].remaining_usd,
+        }
         if pk not in readable:
             row.update(id=None, subject=HIDDEN_SUBJECT, remaining_usd=None)
         rows.append(row)
     if extra_limit is not None:
-        rows.append({
-            "id": None, "scope": BudgetScope.COLLABORATION, "subject": "max_cost_usd",
-            "estimated_cost_usd": total, "remaining_usd": extra_limit,
-            "fits": total <= extra_limit,
-        })  # fmt: skip
+        rows.append(
+            {
+                "id": None,
+                "scope": BudgetScope.COLLABORATION,
+                "subject": "max_cost_usd",
+                "estimated_cost_usd": total,
+                "remaining_usd": extra_limit,
+                "fits": total <= extra_limit,
+            }
+        )
     return {
         "estimated_cost_usd": total,
         "estimated_tokens": tokens,

@@ -1,11 +1,6 @@
-"""Which managed agents a budget holds back, read for many at once where a page or a ranking
-must say so.
-
-`budgets.blocking_budget` judges one agent before its run starts; `holding_budgets` gives the
-same judgement (`budgets.holds_back`, the first covering budget by id) for a list of agents in
-one query, and `hold_reason` says it in words. The tasks app, below this one, gets them through
-the hook this app's `ready` registers (`tasks.holds`); `held_agents_condition` is the same
-rule in SQL, for a count over tasks (the console's *Needs attention*).
+"""Which managed agents a budget holds back, for many agents at once (a page, a ranking): the
+judgement of `budgets.holds_back`, in one query, in words (`hold_reason`), and as SQL for a count
+over tasks (`held_agents_condition`).
 """
 
 from __future__ import annotations
@@ -16,9 +11,9 @@ from django.utils import timezone
 from organization.models import Agent, AgentRuntime
 
 from .budgets import holds_back
-from .metering import current_period
 from .models import MONTHLY_SCOPES, Budget, BudgetScope
 from .money import usd
+from .periods import current_period
 
 
 def _covering(agents: list[Agent]) -> Q:

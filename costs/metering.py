@@ -1,18 +1,7 @@
-"""Every model call through the ledger: reserve its worst case, make it, settle what it cost.
+"""Every model call through the ledger: `reserve` its worst case, make it, `settle` what it cost.
 
-    meter = Meter.for_agent(agent, UsagePurpose.RUN, run_id=run.pk, task_id=…)
-    reply = collaboration.providers.complete(provider, request, meter=meter)
-
-`reserve` locks every budget covering the call (its organization, the agent's team, the agent,
-the task tree, the collaboration), in primary-key order so concurrent calls never deadlock,
-and either holds the call's worst case (prompt bound + max_tokens, priced) against all of them
-or refuses it with `BudgetExhausted` before any money is spent. `settle` releases the hold and
-books the real cost, in the same transaction as the ledger row's update (also on the budgets
-covering the call set while it ran, which it did not hold); a hold its worker never settled is
-booked at its worst case by `sweep_expired`. So the money spent never exceeds a budget:
-the check counts what is spent and what is held.
-
-A call no budget covers is written once, after it returns (no reservation to hold).
+The covering budgets are locked in primary-key order and the check counts what is spent and what
+is held, so the money spent never exceeds a budget; docs/costs.md tells the whole protocol.
 """
 
 from __future__ import annotations
@@ -24,21 +13,19 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
 from infrastructure.errors import Conflict
-from infrastructure.prepared import INT, PreparedQuery, insert_new
-from tasks.models import Task
+from infrastructure.prepared import insert_new
 
 from . import alerts, sql
+from .bounds import bounded_tokens, bounded_usd, worst_case_usd
 from .models import (
     LIFETIME,
-    MAX_CALL_TOKENS,
     MONEY_MAX,
-    WARNING_SHARE,
     ZERO,
     Budget,
     BudgetScope,
@@ -47,7 +34,8 @@ from .models import (
     UsageState,
 )
 from .money import usd
-from .pricing import Price, price_of, round_up
+from .periods import current_period, period_of, roll
+from .pricing import Price, price_of
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +53,6 @@ class BudgetExhausted(Conflict):
         super().__init__(message, "budget_exhausted")
         self.budget = budget
         self.held_only = held_only
-
-
-def current_period(now=None) -> str:
-    return (now or timezone.now()).strftime("%Y-%m")
-
-
-def period_of(budget: Budget, now=None) -> str:
-    return current_period(now) if budget.is_monthly else LIFETIME
 
 
 @dataclass
@@ -125,67 +105,14 @@ class Ticket:
     budget_ids: list[int] = field(default_factory=list)
 
 
-# The task tree a call's task budgets cover (here, not in budgets.py: `sweep_expired` needs it,
-# and budgets.py imports this module).
-_PARENT_OF = PreparedQuery(
-    Task, lambda task_id: Task.objects.filter(pk=task_id).order_by().values_list("parent_id"),
-    task_id=INT,
-)  # fmt: skip
-
-
 def task_ancestry(task_id: int | None) -> tuple[int, ...]:
     """The task and its parents up to the root (a task budget covers its whole tree); read at
     every managed run's start, one compiled statement a level."""
     chain: list[int] = []
     while task_id is not None and task_id not in chain and len(chain) < 100:
         chain.append(task_id)
-        task_id = next((parent for (parent,) in _PARENT_OF.rows(task_id=task_id)), None)
+        task_id = sql.parent_of(task_id)
     return tuple(chain)
-
-
-def roll(budget: Budget, now=None) -> bool:
-    """A monthly budget's counters move to the current month (what is held stays held)."""
-    period = period_of(budget, now)
-    if budget.period == period:
-        return False
-    budget.period, budget.spent_usd = period, ZERO
-    return True
-
-
-def remaining(budget: Budget) -> Decimal:
-    return budget.limit_usd - budget.spent_usd - budget.reserved_usd
-
-
-def bounded_tokens(tokens: int, what: str = "tokens", *, unknown=lambda: 0) -> int:
-    """A token count a provider reported, as the ledger books it: from 0 to MAX_CALL_TOKENS.
-    A provider (any OpenAI-compatible server can be one) that claims more than any call can use
-    would otherwise overflow the ledger's integer columns and lose the row; one that claims no
-    number at all (NaN, infinity, a word) is booked at `unknown()` (the caller's bound of the
-    call), not at nothing, and its answer kept."""
-    try:
-        tokens = int(tokens or 0)
-    except (TypeError, ValueError, OverflowError):
-        fallback = min(unknown(), MAX_CALL_TOKENS)
-        log.warning("a provider reported %r %s: booked as %s", tokens, what, fallback)
-        return fallback
-    if 0 <= tokens <= MAX_CALL_TOKENS:
-        return tokens
-    log.warning("a provider reported %s %s: booked as %s", tokens, what, MAX_CALL_TOKENS)
-    return min(max(tokens, 0), MAX_CALL_TOKENS)
-
-
-def bounded_usd(amount: Decimal | None) -> Decimal | None:
-    """An amount as a MONEY column holds it: never past MONEY_MAX (an absurd price in
-    LLM_PRICES times a call's tokens must not lose the row; the error log says it happened)."""
-    if amount is None or amount <= MONEY_MAX:
-        return amount
-    log.error("$%s does not fit the ledger: booked as $%s", amount, MONEY_MAX)
-    return MONEY_MAX
-
-
-def worst_case_usd(price: Price, prompt_bound: int, max_tokens: int) -> Decimal | None:
-    cost = price.cost(prompt_bound, max_tokens)
-    return None if cost is None else round_up(cost)
 
 
 # (provider, model, organization) of unpriced calls this process has checked against budgets.
@@ -193,9 +120,14 @@ _UNPRICED_CHECKED: set[tuple[str, str, int]] = set()
 
 
 def reserve(
-    meter: Meter, provider: str, model: str, *, prompt_bound: int, max_tokens: int,
+    meter: Meter,
+    provider: str,
+    model: str,
+    *,
+    prompt_bound: int,
+    max_tokens: int,
     deadline: float | None = None,
-) -> Ticket:  # fmt: skip
+) -> Ticket:
     """Hold the call's worst case against every budget covering it, or raise BudgetExhausted."""
     price = price_of(provider, model)
     worst = worst_case_usd(price, prompt_bound, max_tokens)
@@ -212,14 +144,16 @@ def reserve(
             if Budget.objects.filter(meter.covering()).exists():
                 log.warning(
                     "no price for %s/%s: budgets cannot hold its cost (set LLM_PRICES); "
-                    "said once per process", provider, model,
-                )  # fmt: skip
+                    "said once per process",
+                    provider,
+                    model,
+                )
         return ticket
     if _in_one_statement():
         return _reserve_in_one_statement(ticket, deadline)
     refused: list[Budget] = []
     with transaction.atomic():
-        _commit_without_waiting_for_disk()
+        sql.commit_without_waiting_for_disk()
         budgets = list(Budget.objects.select_for_update().filter(meter.covering()).order_by("pk"))
         if not budgets:
             return ticket
@@ -227,7 +161,7 @@ def reserve(
         for budget in budgets:
             if roll(budget, now):
                 budget.save(update_fields=["period", "spent_usd", "updated_at"])
-        refused = [b for b in budgets if remaining(b) < worst]
+        refused = [b for b in budgets if b.remaining_usd < worst]
         if not refused:
             Budget.objects.filter(pk__in=[b.pk for b in budgets]).update(
                 reserved_usd=F("reserved_usd") + worst
@@ -235,7 +169,7 @@ def reserve(
             seconds_left = (deadline - time.monotonic()) if deadline else 0
             ticket.record_id = insert_new(
                 UsageRecord(
-                    **_row(meter, provider, model, price),
+                    **ledger_row(meter, provider, model, price),
                     state=UsageState.RESERVED,
                     reserved_usd=worst,
                     budget_ids=[b.pk for b in budgets],
@@ -250,12 +184,9 @@ def reserve(
 
 
 def _mark_refused(refused: list[Budget], worst: Decimal, now) -> None:
-    """Mark each budget (rolled to `now`) that refused a call as exhausted for this period, with
-    its alert — only where what it has *spent* leaves no room for the call and is at least half
-    its limit. Marked, a budget holds every managed agent back for the rest of the period
-    (`budgets.holds_back`): not for money merely held by calls under way (they may settle for far
-    less), nor for one call too big for a budget mostly unspent (that call is refused, the
-    others go on)."""
+    """Mark each budget that refused a call as exhausted for this period, with its alert: only
+    where what it has *spent* leaves no room and is at least half its limit (held money, or one
+    call too big for a mostly unspent budget, holds nobody back)."""
     for budget in refused:
         if budget.limit_usd - budget.spent_usd >= worst:
             continue
@@ -272,7 +203,7 @@ def _refusal(refused: list[Budget], worst: Decimal, provider: str, model: str) -
     every one of them once the calls under way settle."""
     held_only = all(b.limit_usd - b.spent_usd >= worst for b in refused)
     budget = next((b for b in refused if b.limit_usd - b.spent_usd < worst), refused[0])
-    left = max(remaining(budget), ZERO)
+    left = max(budget.remaining_usd, ZERO)
     held = (
         f", {usd(budget.reserved_usd)} more held by calls under way" if budget.reserved_usd else ""
     )
@@ -292,20 +223,27 @@ ONE_STATEMENT = True
 
 
 def _in_one_statement() -> bool:
-    """PostgreSQL, outside a transaction (a statement inside one would change its commit)."""
-    return ONE_STATEMENT and connection.vendor == "postgresql" and not connection.in_atomic_block
+    return ONE_STATEMENT and sql.may_run_alone()
 
 
 def _reserve_in_one_statement(ticket: Ticket, deadline: float | None) -> Ticket:
     meter, now = ticket.meter, timezone.now()
     seconds_left = (deadline - time.monotonic()) if deadline else 0
-    locked, short, record_id = sql.reserve({
-        **_covering_params(meter), "run": meter.run_id, "task": meter.task_id,
-        "purpose": meter.purpose, "label": meter.label, "provider": ticket.provider,
-        "model": ticket.model, "price_source": ticket.price.source, "worst": ticket.worst_usd,
-        "period": current_period(now),
-        "expires_in": max(seconds_left, 0) + settings.COSTS_RESERVATION_GRACE,
-    })  # fmt: skip
+    locked, short, record_id = sql.reserve(
+        {
+            **_covering_params(meter),
+            "run": meter.run_id,
+            "task": meter.task_id,
+            "purpose": meter.purpose,
+            "label": meter.label,
+            "provider": ticket.provider,
+            "model": ticket.model,
+            "price_source": ticket.price.source,
+            "worst": ticket.worst_usd,
+            "period": current_period(now),
+            "expires_in": max(seconds_left, 0) + settings.COSTS_RESERVATION_GRACE,
+        }
+    )
     if record_id is not None:
         ticket.record_id, ticket.budget_ids = record_id, locked
         return ticket
@@ -322,45 +260,40 @@ def _reserve_in_one_statement(ticket: Ticket, deadline: float | None) -> Ticket:
 def _covering_params(meter: Meter) -> dict:
     """The parameters of `sql.COVERING` (the budgets covering the meter's call)."""
     return {
-        "org": meter.organization_id, "team": meter.team_id, "agent": meter.agent_id,
-        "tasks": list(meter.task_tree), "session": meter.session_id,
-    }  # fmt: skip
+        "org": meter.organization_id,
+        "team": meter.team_id,
+        "agent": meter.agent_id,
+        "tasks": list(meter.task_tree),
+        "session": meter.session_id,
+    }
 
 
 def _settle_in_one_statement(ticket: Ticket, cost: Decimal | None, usage: dict) -> bool:
     """False: the reservation was not held any more (booked by the sweep, or lost)."""
     now = timezone.now()
-    settled, budgets = sql.settle({
-        **{f: usage[f] for f in ("error",)},
-        **_covering_params(ticket.meter),
-        "budgets": ticket.budget_ids, "record": ticket.record_id, "prompt": usage["prompt_tokens"],
-        "completion": usage["completion_tokens"], "cost": cost,
-        "input_rate": usage["input_usd_per_mtok"], "output_rate": usage["output_usd_per_mtok"],
-        "held": ticket.worst_usd, "booked": cost or ZERO, "period": current_period(now),
-    })  # fmt: skip
+    settled, budgets = sql.settle(
+        {
+            **{f: usage[f] for f in ("error",)},
+            **_covering_params(ticket.meter),
+            "budgets": ticket.budget_ids,
+            "record": ticket.record_id,
+            "prompt": usage["prompt_tokens"],
+            "completion": usage["completion_tokens"],
+            "cost": cost,
+            "input_rate": usage["input_usd_per_mtok"],
+            "output_rate": usage["output_usd_per_mtok"],
+            "held": ticket.worst_usd,
+            "booked": cost or ZERO,
+            "period": current_period(now),
+        }
+    )
     if settled:
         for budget in budgets:
             alerts.after_spending(budget)
     return settled
 
 
-def _commit_without_waiting_for_disk() -> None:
-    """PostgreSQL: this transaction's commit does not wait for its WAL to reach the disk.
-
-    Its effects are visible to every other transaction at once, as always — the locks, the
-    holds and the checks are exactly as with a synchronous commit, so concurrent calls still
-    cannot overspend. Only a crash of the database server itself can lose the last moments of
-    commits (up to three times `wal_writer_delay`, 0.6 s by default), and then: a reservation
-    lost is booked by its settle as a call nothing held (`_book`'s `row`); a settle lost leaves
-    its reservation, which the sweep books at its worst case; both lost, the call is missing from
-    the ledger. Waiting for the disk twice per model call (an fsync each, 5–10 ms on this
-    project's machine) was the whole of the ledger's cost, over the 5 ms per call it may add."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit = off")
-
-
-def _row(meter: Meter, provider: str, model: str, price: Price) -> dict:
+def ledger_row(meter: Meter, provider: str, model: str, price: Price) -> dict:
     return {
         "organization_id": meter.organization_id,
         "agent_id": meter.agent_id,
@@ -401,15 +334,25 @@ def settle(
     if cost is not None and ticket.worst_usd is not None and cost > ticket.worst_usd:
         log.error(
             "%s/%s cost $%s, above its reserved worst case $%s",
-            ticket.provider, ticket.model, cost, ticket.worst_usd,
-        )  # fmt: skip
+            ticket.provider,
+            ticket.model,
+            cost,
+            ticket.worst_usd,
+        )
     if _in_one_statement() and _settle_in_one_statement(ticket, cost, usage):
         return None
     with transaction.atomic():
-        _commit_without_waiting_for_disk()
-        _book(ticket.record_id, ticket.budget_ids, ticket.worst_usd, cost or ZERO, usage,
-              UsageState.RECORDED, _row(ticket.meter, ticket.provider, ticket.model, price),
-              covering=ticket.meter.covering())  # fmt: skip
+        sql.commit_without_waiting_for_disk()
+        _book(
+            ticket.record_id,
+            ticket.budget_ids,
+            ticket.worst_usd,
+            cost or ZERO,
+            usage,
+            UsageState.RECORDED,
+            ledger_row(ticket.meter, ticket.provider, ticket.model, price),
+            covering=ticket.meter.covering(),
+        )
     return None
 
 
@@ -418,9 +361,11 @@ def _book_unheld(ticket: Ticket, price: Price, usage: dict, cost: Decimal | None
     something — the budgets covering it now, set while it ran, which would otherwise never see
     it (it was under way, so no reservation of theirs counted it either)."""
     record = UsageRecord(
-        **_row(ticket.meter, ticket.provider, ticket.model, price), **usage,
-        state=UsageState.RECORDED, settled_at=timezone.now(),
-    )  # fmt: skip
+        **ledger_row(ticket.meter, ticket.provider, ticket.model, price),
+        **usage,
+        state=UsageState.RECORDED,
+        settled_at=timezone.now(),
+    )
     covering = Budget.objects.filter(ticket.meter.covering())
     if not cost or not covering.exists():  # one read, not a transaction, for most calls
         return insert_new(record)
@@ -429,21 +374,23 @@ def _book_unheld(ticket: Ticket, price: Price, usage: dict, cost: Decimal | None
         record.budget_ids = [b.pk for b in budgets]
         insert_new(record)
         if budgets:
-            _spend(budgets, held=ZERO, cost=cost)
+            spend(budgets, held=ZERO, cost=cost)
     return record
 
 
 def _book(
-    record_id: int, budget_ids: list[int], held: Decimal, cost: Decimal, usage: dict, state: str,
-    row: dict | None = None, covering: Q | None = None,
-) -> bool:  # fmt: skip
-    """Settle one reservation (in the caller's transaction): False when it was settled before.
-
-    The budgets are locked in primary-key order (as `reserve` locks them: no deadlock), then
-    changed in one statement; the alerts are computed from the values read under the lock.
-    The cost is also booked on the budgets `covering` the call that its reservation did not
-    hold: set while it was under way, they started from the ledger without it (`spent_so_far`
-    skips reservations), so nothing else would ever count it on them."""
+    record_id: int,
+    budget_ids: list[int],
+    held: Decimal,
+    cost: Decimal,
+    usage: dict,
+    state: str,
+    row: dict | None = None,
+    covering: Q | None = None,
+) -> bool:
+    """Settle one reservation in the caller's transaction (False when it was settled before):
+    the budgets locked in primary-key order, then changed in one statement; the cost is booked
+    too on the budgets `covering` the call that were set while it ran."""
     which = Q(pk__in=budget_ids) | covering if covering is not None else Q(pk__in=budget_ids)
     budgets = list(Budget.objects.select_for_update().filter(which).order_by("pk"))
     settled = UsageRecord.objects.filter(pk=record_id, state=UsageState.RESERVED).update(
@@ -455,23 +402,25 @@ def _book(
         # The reservation's commit was lost (its transaction commits asynchronously, see
         # `reserve`): book the call now, as one no budget held.
         held = ZERO
-        UsageRecord.objects.create(pk=record_id, **row, **usage, state=state,
-                                   budget_ids=budget_ids, settled_at=timezone.now())  # fmt: skip
-    _spend([b for b in budgets if b.pk in budget_ids], held=held, cost=cost)
+        UsageRecord.objects.create(
+            pk=record_id,
+            **row,
+            **usage,
+            state=state,
+            budget_ids=budget_ids,
+            settled_at=timezone.now(),
+        )
+    spend([b for b in budgets if b.pk in budget_ids], held=held, cost=cost)
     late = [b for b in budgets if b.pk not in budget_ids]
     if late:
-        _spend(late, held=ZERO, cost=cost)
+        spend(late, held=ZERO, cost=cost)
     return True
 
 
-def _spend(budgets: list[Budget], *, held: Decimal, cost: Decimal) -> None:
-    """Release `held` and book `cost` on the locked `budgets` in one statement (a monthly budget
-    last touched in an earlier month starts the new one at `cost`), then raise the alerts the
-    spending crossed into, from the values read under the lock.
-
-    What is spent saturates at MONEY_MAX rather than overflow its column: the spending was done
-    (a report, a call that returned), so refusing to book it would only lose its ledger row, and
-    a budget at MONEY_MAX is exhausted whatever its limit. The ledger keeps the exact sum."""
+def spend(budgets: list[Budget], *, held: Decimal, cost: Decimal) -> None:
+    """Release `held` and book `cost` on the locked `budgets` in one statement, then raise the alerts
+    the spending crossed into. What is spent saturates at MONEY_MAX rather than overflow its column
+    (the ledger keeps the exact sum)."""
     now = timezone.now()
     period = current_period(now)
     same_period = Q(period=period) | Q(period=LIFETIME)
@@ -496,91 +445,40 @@ def sweep_expired(now=None) -> int:
     """Book each reservation past its expiry at its worst case; returns how many."""
     now = now or timezone.now()
     expired = UsageRecord.objects.filter(state=UsageState.RESERVED, expires_at__lt=now).only(
-        "pk", "budget_ids", "reserved_usd", "organization_id", "purpose", "agent_id", "team_id",
-        "session_id", "task_id",
-    )[:500]  # fmt: skip
+        "pk",
+        "budget_ids",
+        "reserved_usd",
+        "organization_id",
+        "purpose",
+        "agent_id",
+        "team_id",
+        "session_id",
+        "task_id",
+    )[:500]
     booked = 0
     for record in list(expired):
         # The call's meter again, for the budgets set while it was under way (see `_book`).
         meter = Meter(
-            organization_id=record.organization_id, purpose=record.purpose,
-            agent_id=record.agent_id, team_id=record.team_id, session_id=record.session_id,
-            task_id=record.task_id, task_tree=task_ancestry(record.task_id),
-        )  # fmt: skip
+            organization_id=record.organization_id,
+            purpose=record.purpose,
+            agent_id=record.agent_id,
+            team_id=record.team_id,
+            session_id=record.session_id,
+            task_id=record.task_id,
+            task_tree=task_ancestry(record.task_id),
+        )
         held = record.reserved_usd
         with transaction.atomic():
             booked += _book(
-                record.pk, record.budget_ids, held, held,
-                {"cost_usd": held, "error": "its worker never settled it: booked at its worst case"},
-                UsageState.EXPIRED, covering=meter.covering(),
-            )  # fmt: skip
+                record.pk,
+                record.budget_ids,
+                held,
+                held,
+                {
+                    "cost_usd": held,
+                    "error": "its worker never settled it: booked at its worst case",
+                },
+                UsageState.EXPIRED,
+                covering=meter.covering(),
+            )
     return booked
-
-
-class ReportRefused(Conflict):
-    """409 `report_exceeds_budget`: a self-reported call would exhaust a budget that other
-    agents' work depends on (a team's, the organization's, a task tree's)."""
-
-    def __init__(self, message: str, budget: Budget):
-        super().__init__(message, "report_exceeds_budget")
-        self.budget = budget
-
-
-def book_reported(
-    meter: Meter, provider: str, model: str, *, prompt_tokens: int, completion_tokens: int,
-    cost_usd: Decimal | None = None, spare_others: bool = False,
-) -> UsageRecord:  # fmt: skip
-    """An outside agent's own report of a call it made: priced like ours (its own `cost_usd` only
-    when we know no price), marked self-reported, and booked on the budgets covering it. It was
-    spent already: nothing could have refused it, but the budgets and their alerts see it.
-
-    `spare_others`: refused (ReportRefused, nothing booked) where it would exhaust a budget that
-    is not the reporter's own — an agent's word may spend its own budget past its limit, never
-    hold its colleagues back."""
-    price = price_of(provider, model)
-    prompt_tokens = bounded_tokens(prompt_tokens, "prompt tokens")
-    completion_tokens = bounded_tokens(completion_tokens, "completion tokens")
-    cost = price.cost(prompt_tokens, completion_tokens)
-    source = price.source
-    if cost is None and cost_usd is not None:
-        cost, source = cost_usd, PriceSource.REPORTED
-    cost = bounded_usd(cost)
-    rates = price.rates_for(prompt_tokens, completion_tokens) if price.known else (None, None)
-    rates = (bounded_usd(rates[0]), bounded_usd(rates[1]))
-    with transaction.atomic():
-        budgets = list(Budget.objects.select_for_update().filter(meter.covering()).order_by("pk"))
-        if spare_others and cost:
-            _refuse_if_it_exhausts_others(budgets, meter, cost)
-        record = insert_new(UsageRecord(
-            **{**_row(meter, provider, model, price), "price_source": source},
-            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost,
-            input_usd_per_mtok=rates[0], output_usd_per_mtok=rates[1], self_reported=True,
-            state=UsageState.RECORDED, budget_ids=[b.pk for b in budgets],
-            settled_at=timezone.now(),
-        ))  # fmt: skip
-        _spend(budgets, held=ZERO, cost=cost or ZERO)
-    return record
-
-
-def _refuse_if_it_exhausts_others(budgets: list[Budget], meter: Meter, cost: Decimal) -> None:
-    """ReportRefused when `cost` would take a locked budget other than the reporter's own agent
-    budget past its warning share: the last fifth of a shared budget is kept for the calls the
-    service meters, so reports alone never leave colleagues' calls without room."""
-    now = timezone.now()
-    for budget in budgets:
-        if budget.scope == BudgetScope.AGENT and budget.agent_id == meter.agent_id:
-            continue
-        roll(budget, now)
-        if budget.spent_usd >= budget.limit_usd:
-            continue  # spent out already: the report changes nothing for anyone
-        room = budget.limit_usd * WARNING_SHARE - budget.spent_usd - budget.reserved_usd
-        if cost <= room:
-            continue
-        raise ReportRefused(
-            f"This report ({usd(cost)}) would take the {budget.scope} budget of "
-            f"{budget.subject} past {WARNING_SHARE:.0%} of its {usd(budget.limit_usd)} "
-            f"({usd(max(room, ZERO))} left for reported calls; the rest is kept for your "
-            "colleagues' work): nothing was recorded. A human can raise the budget; then report "
-            "the call again.",
-            budget,
-        )

@@ -1,13 +1,6 @@
-"""What the organization spends (issue 12): one ledger row per model call, and budgets.
-
-A `UsageRecord` is written *before* the call as a reservation of its worst case (state
-`reserved`, `reserved_usd`, the budgets it holds) and settled when the call returns (state
-`recorded`, its real tokens and `cost_usd`). A reservation whose worker died is settled at its
-worst case by the sweep (state `expired`): money that may have been spent is never forgotten.
-
-A `Budget` keeps its own counters (`spent_usd`, `reserved_usd` for its current `period`) so a
-call checks it with one locked row read, not a sum over the month's ledger; every change to the
-counters happens in the transaction that changes the ledger row, under the budget's row lock.
+"""What the organization spends: one ledger row per model call (a reservation of its worst case,
+settled when it returns, or booked at its worst case by the sweep) and budgets that keep their
+own counters, changed under their row lock with the ledger row.
 """
 
 from decimal import Decimal
@@ -63,20 +56,30 @@ class UsageRecord(models.Model):
         Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
     )
     team = models.ForeignKey(
-        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        Team,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="The agent's team at the time of the call.",
-    )  # fmt: skip
+    )
     purpose = models.CharField(max_length=20, choices=UsagePurpose.choices)
     # What it belongs to. The session and the run are the apps above's models, named lazily:
     # this app sits below them (docs/design.md "Layers").
     session = models.ForeignKey(
-        "collaboration.CollaborationSession", null=True, blank=True, on_delete=models.SET_NULL,
+        "collaboration.CollaborationSession",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="usage_records",
-    )  # fmt: skip
+    )
     run = models.ForeignKey(
-        "runtime.Run", null=True, blank=True, on_delete=models.SET_NULL,
+        "runtime.Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="usage_records",
-    )  # fmt: skip
+    )
     task = models.ForeignKey(
         Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
     )
@@ -112,12 +115,12 @@ class UsageRecord(models.Model):
                 fields=["organization"],
                 name="usage_unpriced",
                 condition=models.Q(price_source="unknown"),
-            ),  # fmt: skip
+            ),
             models.Index(
                 fields=["expires_at"],
                 name="usage_reserved_expiry",
                 condition=models.Q(state="reserved"),
-            ),  # fmt: skip
+            ),
         ]
 
     def __str__(self) -> str:
@@ -158,13 +161,17 @@ class Budget(models.Model):
         Task, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
     session = models.ForeignKey(
-        "collaboration.CollaborationSession", null=True, blank=True, on_delete=models.CASCADE,
+        "collaboration.CollaborationSession",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
         related_name="+",
-    )  # fmt: skip
+    )
     limit_usd = models.DecimalField(
-        **MONEY, help_text="Monthly (UTC calendar month) for an organization, team or agent; "
+        **MONEY,
+        help_text="Monthly (UTC calendar month) for an organization, team or agent; "
         "for the whole life of a task tree or a collaboration.",
-    )  # fmt: skip
+    )
     # "YYYY-MM" the counters are for (monthly), or "lifetime".
     period = models.CharField(max_length=8)
     spent_usd = models.DecimalField("spent (USD)", default=ZERO, **MONEY)
@@ -178,19 +185,27 @@ class Budget(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    # Who set or changed a limit, when (issue 13 §3); the counters move with every call and are
+    # Who set or changed a limit, when; the counters move with every call and are
     # the ledger's story, not the audit's.
     history = audited(
         "budget",
-        exclude=["spent_usd", "reserved_usd", "period", "warned_period", "exhausted_period",
-                 "refused_period", "updated_at"],
-    )  # fmt: skip
+        exclude=[
+            "spent_usd",
+            "reserved_usd",
+            "period",
+            "warned_period",
+            "exhausted_period",
+            "refused_period",
+            "updated_at",
+        ],
+    )
 
     class Meta:
         ordering = ["scope", "pk"]
         constraints = [
             models.UniqueConstraint(
-                fields=["organization"], condition=models.Q(scope="organization"),
+                fields=["organization"],
+                condition=models.Q(scope="organization"),
                 name="budget_one_per_organization",
             ),
             models.UniqueConstraint(
@@ -203,13 +218,14 @@ class Budget(models.Model):
                 fields=["task"], condition=models.Q(scope="task"), name="budget_one_per_task"
             ),
             models.UniqueConstraint(
-                fields=["session"], condition=models.Q(scope="collaboration"),
+                fields=["session"],
+                condition=models.Q(scope="collaboration"),
                 name="budget_one_per_session",
             ),
             models.CheckConstraint(
                 condition=models.Q(limit_usd__gte=0), name="budget_limit_not_negative"
             ),
-        ]  # fmt: skip
+        ]
 
     def __str__(self) -> str:
         return f"{self.scope} budget {self.subject}"
@@ -217,6 +233,20 @@ class Budget(models.Model):
     @property
     def is_monthly(self) -> bool:
         return self.scope in MONTHLY_SCOPES
+
+    @property
+    def remaining_usd(self) -> Decimal:
+        """What is neither spent nor held by calls under way (negative once overspent)."""
+        return self.limit_usd - self.spent_usd - self.reserved_usd
+
+    @property
+    def is_overspent(self) -> bool:
+        """Spent past its limit: calls it could not refuse (reports, late budgets) took it there."""
+        return self.spent_usd > self.limit_usd
+
+    @property
+    def overspent_usd(self) -> Decimal:
+        return max(self.spent_usd - self.limit_usd, ZERO)
 
     @property
     def subject(self) -> str:

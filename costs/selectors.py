@@ -6,13 +6,12 @@ from __future__ import annotations
 from decimal import Context, Decimal
 
 from django.db.models import Count, DecimalField, OuterRef, QuerySet, Subquery, Sum, Value
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
 from organization.caller import Caller
-from tasks.models import Task
 
+from . import sql
 from .metering import Meter
 from .models import ZERO, Budget, BudgetAlert, UsageRecord
 
@@ -75,13 +74,15 @@ def cost_rows(*, caller: Caller, group_by: str, since=None, until=None) -> list[
         else:
             key = row[keys[0]]
             key = key.isoformat() if hasattr(key, "isoformat") else key
-        result.append({
-            "key": key,
-            "prompt_tokens": row["prompt"],
-            "completion_tokens": row["completion"],
-            "cost_usd": row["cost"],
-            "calls": row["calls"],
-        })  # fmt: skip
+        result.append(
+            {
+                "key": key,
+                "prompt_tokens": row["prompt"],
+                "completion_tokens": row["completion"],
+                "cost_usd": row["cost"],
+                "calls": row["calls"],
+            }
+        )
     if group_by != "day":
         result.sort(key=lambda r: (-r["cost_usd"], str(r["key"])))
     return result
@@ -134,18 +135,7 @@ def alerts_of(*, caller: Caller | None) -> QuerySet[BudgetAlert]:
 def cost_of_task_tree(task) -> Decimal:
     """The task's and all its subtasks' model calls, in one query (a recursive CTE for the
     tree), read as the ledger's column (`as_ledger_sum`)."""
-    tasks = Task._meta
-    tree = RawSQL(
-        f"""
-        WITH RECURSIVE tree(id) AS (
-            SELECT CAST(%s AS BIGINT)
-            UNION ALL
-            SELECT t.{tasks.pk.column} FROM {tasks.db_table} t JOIN tree ON t.parent_id = tree.id
-        )
-        SELECT id FROM tree
-        """,  # noqa: S608  (table names from the models, the one value bound)
-        [task.pk],
-    )
+    tree = sql.task_tree_ids(task.pk)
     total = UsageRecord.objects.filter(task_id__in=tree).aggregate(total=Sum("cost_usd"))["total"]
     return ZERO if total is None else as_ledger_sum(total)
 
@@ -178,7 +168,11 @@ def top_spenders(organization, since, limit: int = 5) -> list[dict]:
         .order_by("-cost", "agent__handle")[:limit]
     )
     return [
-        {"handle": r["agent__handle"], "name": r["agent__name"], "cost_usd": r["cost"],
-         "calls": r["calls"]}
+        {
+            "handle": r["agent__handle"],
+            "name": r["agent__name"],
+            "cost_usd": r["cost"],
+            "calls": r["calls"],
+        }
         for r in rows
-    ]  # fmt: skip
+    ]

@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from infrastructure.inputs import BIGINT_MAX
 
-from .budgets import remaining, state_of
+from .budgets import state_of
 from .models import (
     MAX_CALL_TOKENS,
     MONTHLY_SCOPES,
@@ -24,10 +24,8 @@ MAX_REPORTED_COST_USD = Decimal(1000)
 
 
 class UsdField(serializers.DecimalField):
-    """An amount of USD in an answer, always with 9 decimal places and as many digits as it has.
-
-    Totals are the database's sums (`SUM` over numeric is unbounded), so no `max_digits` may cap
-    them: DRF would raise `InvalidOperation` (a 500) on a sum wider than the column."""
+    """An amount of USD in an answer, with 9 decimal places and as many digits as it has: totals are
+    unbounded database sums, so no `max_digits` may cap them (DRF would answer 500)."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("read_only", True)
@@ -53,11 +51,29 @@ class UsageRecordSerializer(serializers.ModelSerializer):
     class Meta:
         model = UsageRecord
         fields = [
-            "id", "agent", "team", "purpose", "session", "label", "run", "task", "provider", "model",
-            "prompt_tokens", "completion_tokens", "cost_usd", "input_usd_per_mtok",
-            "output_usd_per_mtok", "price_source", "self_reported", "state", "reserved_usd",
-            "error", "created_at", "settled_at",
-        ]  # fmt: skip
+            "id",
+            "agent",
+            "team",
+            "purpose",
+            "session",
+            "label",
+            "run",
+            "task",
+            "provider",
+            "model",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost_usd",
+            "input_usd_per_mtok",
+            "output_usd_per_mtok",
+            "price_source",
+            "self_reported",
+            "state",
+            "reserved_usd",
+            "error",
+            "created_at",
+            "settled_at",
+        ]
         read_only_fields = fields
 
 
@@ -75,19 +91,28 @@ class UsageReportSerializer(serializers.Serializer):
         min_value=0, max_value=MAX_CALL_TOKENS, help_text="Output tokens the provider reported."
     )
     task = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, max_value=BIGINT_MAX,
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=BIGINT_MAX,
         help_text="The task the call was for (one you can see).",
-    )  # fmt: skip
+    )
     cost_usd = serializers.DecimalField(
-        required=False, allow_null=True, max_digits=19, decimal_places=9, min_value=Decimal(0),
+        required=False,
+        allow_null=True,
+        max_digits=19,
+        decimal_places=9,
+        min_value=Decimal(0),
         max_value=MAX_REPORTED_COST_USD,
-        error_messages={"max_value": (
-            f"One call costs at most ${MAX_REPORTED_COST_USD} (USD) here; report each call "
-            "on its own."
-        )},
+        error_messages={
+            "max_value": (
+                f"One call costs at most ${MAX_REPORTED_COST_USD} (USD) here; report each call "
+                "on its own."
+            )
+        },
         help_text="What it cost in USD (at most 1000), used only when the service knows no "
         "price for the model.",
-    )  # fmt: skip
+    )
 
 
 GROUP_BY = ["agent", "team", "model", "day", "purpose"]
@@ -115,17 +140,26 @@ class BudgetSetSerializer(serializers.Serializer):
     team = serializers.CharField(required=False, allow_null=True, help_text="The team's name.")
     agent = serializers.CharField(required=False, allow_null=True, help_text="The agent's id.")
     task = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, max_value=BIGINT_MAX,
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=BIGINT_MAX,
         help_text="The root of the task tree (scope task).",
-    )  # fmt: skip
+    )
     monthly_limit_usd = serializers.DecimalField(
-        required=False, max_digits=19, decimal_places=9, min_value=Decimal(0),
+        required=False,
+        max_digits=19,
+        decimal_places=9,
+        min_value=Decimal(0),
         help_text="USD per calendar month (UTC): organization, team, agent.",
-    )  # fmt: skip
+    )
     limit_usd = serializers.DecimalField(
-        required=False, max_digits=19, decimal_places=9, min_value=Decimal(0),
+        required=False,
+        max_digits=19,
+        decimal_places=9,
+        min_value=Decimal(0),
         help_text="USD for the whole life of a task tree (scope task).",
-    )  # fmt: skip
+    )
 
     def validate(self, data):
         monthly = data["scope"] in MONTHLY_SCOPES
@@ -153,10 +187,23 @@ class BudgetSerializer(serializers.ModelSerializer):
     class Meta:
         model = Budget
         fields = [
-            "id", "scope", "team", "agent", "task", "collaboration", "monthly_limit_usd",
-            "limit_usd", "period", "spent_usd", "reserved_usd", "remaining_usd", "state",
-            "created_by", "created_at", "updated_at",
-        ]  # fmt: skip
+            "id",
+            "scope",
+            "team",
+            "agent",
+            "task",
+            "collaboration",
+            "monthly_limit_usd",
+            "limit_usd",
+            "period",
+            "spent_usd",
+            "reserved_usd",
+            "remaining_usd",
+            "state",
+            "created_by",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = fields
 
     def to_representation(self, budget):
@@ -168,7 +215,7 @@ class BudgetSerializer(serializers.ModelSerializer):
         return f"{budget.limit_usd:.9f}" if budget.is_monthly else None
 
     def get_remaining_usd(self, budget) -> str:
-        return f"{max(remaining(budget), ZERO):.9f}"
+        return f"{max(budget.remaining_usd, ZERO):.9f}"
 
     def get_state(self, budget) -> str:
         return state_of(budget)
@@ -197,7 +244,7 @@ class AlertBudgetSerializer(serializers.Serializer):
         return state_of(budget)
 
     def get_overspent_usd(self, budget) -> str:
-        return f"{max(budget.spent_usd - budget.limit_usd, ZERO):.9f}"
+        return f"{budget.overspent_usd:.9f}"
 
 
 class BudgetAlertSerializer(serializers.ModelSerializer):

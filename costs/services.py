@@ -8,20 +8,26 @@ from infrastructure.errors import Invalid
 from organization.caller import Caller
 from tasks.selectors import task_for
 
-from .metering import Meter, book_reported, task_ancestry
+from .metering import Meter, task_ancestry
 from .models import UsagePurpose, UsageRecord
 from .money import usd
 from .pricing import price_of
+from .reports import book_reported
 
 
 def usage_report(
-    *, caller: Caller, provider: str, model: str, prompt_tokens: int, completion_tokens: int,
-    task: int | None = None, cost_usd: Decimal | None = None,
-) -> UsageRecord:  # fmt: skip
-    """`POST /api/usage` / `report_usage`: the agent of the key reports a call it made itself;
-    the task, if named, must be one it can see (404 otherwise, as everywhere). What it may claim
-    is bounded: one call at most USAGE_REPORT_MAX_COST_USD (400 `invalid`), and never so much
-    that a budget other than its own is exhausted by it (409 `report_exceeds_budget`)."""
+    *,
+    caller: Caller,
+    provider: str,
+    model: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    task: int | None = None,
+    cost_usd: Decimal | None = None,
+) -> UsageRecord:
+    """`POST /api/usage` / `report_usage`: the key's agent reports a call it made itself; the task
+    must be one it can see (else 404). One call at most USAGE_REPORT_MAX_COST_USD (400 `invalid`),
+    never exhausting a budget other than its own (409 `report_exceeds_budget`)."""
     agent = caller.require_agent()
     task_id = task_for(caller, task).pk if task is not None else None
     provider, model = provider.strip().lower(), model.strip()
@@ -37,6 +43,11 @@ def usage_report(
         agent, UsagePurpose.REPORTED, task_id=task_id, task_tree=task_ancestry(task_id)
     )
     return book_reported(
-        meter, provider, model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-        cost_usd=cost_usd, spare_others=True,
-    )  # fmt: skip
+        meter,
+        provider,
+        model,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost_usd=cost_usd,
+        spare_others=True,
+    )

@@ -1,19 +1,15 @@
-"""The two statements of a metered call on PostgreSQL: reserve and settle, one round trip each.
-
-`metering.reserve` and `metering.settle` say what they do; these are the same steps written as
-one statement each (data-modifying CTEs), so a model call pays two round trips to the database,
-not a dozen, and no ORM compilation. Each statement is its own transaction (autocommit) and sets
-`synchronous_commit` off for it (`set_config(…, true)`, see `metering._commit_without_waiting_for_disk`).
-
-Locking is as in the ORM path: the covering budgets are locked `ORDER BY id FOR UPDATE` first
-(the order every statement takes them in, so concurrent calls never deadlock), and the UPDATE
-that follows in the same statement changes the rows it locked, as their newest versions.
-Other databases (SQLite under `make run`) use the ORM path; the tests run both on PostgreSQL.
+"""The costs app's SQL: a metered call's reserve and settle on PostgreSQL as one statement each
+(data-modifying CTEs, locking as the ORM path does), its vendor checks and prepared queries.
+Other databases use the ORM path in metering.py; the tests run both on PostgreSQL.
 """
 
 from __future__ import annotations
 
 from django.db import connection
+from django.db.models.expressions import RawSQL
+
+from infrastructure.prepared import INT, PreparedQuery
+from tasks.models import Task
 
 from .models import LIFETIME, MONEY_MAX, MONTHLY_SCOPES, Budget, UsageRecord, UsageState
 
@@ -94,7 +90,7 @@ settled AS (
 booked AS (
     UPDATE {{budget}} b
     SET reserved_usd = GREATEST(b.reserved_usd - CASE WHEN locked.held THEN %(held)s ELSE 0 END, 0),
-        -- saturates at the column's maximum rather than overflow it (metering._spend says why)
+        -- saturates at the column's maximum rather than overflow it (metering.spend says why)
         spent_usd = CASE WHEN b.period IN (%(period)s, '{LIFETIME}')
                          THEN LEAST(b.spent_usd + %(booked)s, {MONEY_MAX}) ELSE %(booked)s END,
         period = CASE WHEN b.period = '{LIFETIME}' THEN b.period ELSE %(period)s END,
@@ -110,9 +106,8 @@ LEFT JOIN booked b ON true
 """
 
 BOOKED_FIELDS = [
-    "id", "organization_id", "scope", "team_id", "agent_id", "task_id", "session_id",
-    "limit_usd", "spent_usd", "reserved_usd", "period", "warned_period", "exhausted_period",
-    "refused_period",
+    "id", "organization_id", "scope", "team_id", "agent_id", "task_id", "session_id", "limit_usd",
+    "spent_usd", "reserved_usd", "period", "warned_period", "exhausted_period", "refused_period",
 ]  # fmt: skip
 
 
@@ -138,3 +133,58 @@ def settle(params: dict) -> tuple[bool, list[Budget]]:
         if row[1] is not None
     ]
     return settled, budgets
+
+
+def may_run_alone() -> bool:
+    """PostgreSQL, outside a transaction (a statement inside one would change its commit)."""
+    return connection.vendor == "postgresql" and not connection.in_atomic_block
+
+
+def commit_without_waiting_for_disk() -> None:
+    """PostgreSQL: this transaction's commit does not wait for its WAL to reach the disk (locks and
+    checks are as with a synchronous commit; docs/costs.md says what a server crash can lose)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit = off")
+
+
+_PARENT_OF = PreparedQuery(
+    Task,
+    lambda task_id: Task.objects.filter(pk=task_id).order_by().values_list("parent_id"),
+    task_id=INT,
+)
+
+
+def parent_of(task_id: int) -> int | None:
+    """The task's parent id (None for a root or a missing task): one compiled statement."""
+    return next((parent for (parent,) in _PARENT_OF.rows(task_id=task_id)), None)
+
+
+_ANY_BUDGET = PreparedQuery(
+    Budget,
+    lambda organization_id: (
+        Budget.objects.filter(organization_id=organization_id).order_by().values_list("pk")[:1]
+    ),
+    organization_id=INT,
+)
+
+
+def has_any_budget(organization_id: int) -> bool:
+    """Whether the organization set any budget: one compiled statement."""
+    return bool(_ANY_BUDGET.rows(organization_id=organization_id))
+
+
+def task_tree_ids(task_id: int) -> RawSQL:
+    """The ids of the task and all its subtasks, as a subquery (a recursive CTE)."""
+    tasks = Task._meta
+    return RawSQL(
+        f"""
+        WITH RECURSIVE tree(id) AS (
+            SELECT CAST(%s AS BIGINT)
+            UNION ALL
+            SELECT t.{tasks.pk.column} FROM {tasks.db_table} t JOIN tree ON t.parent_id = tree.id
+        )
+        SELECT id FROM tree
+        """,  # noqa: S608  (table names from the models, the one value bound)
+        [task_id],
+    )

@@ -1,13 +1,6 @@
-"""A specialist with tools (`agents[].config.tools`): its answer comes out of a tool loop.
-
-Without tools an agent's answer is one model call. With tools, `ask_with_tools` runs
-`collaboration.toolloop.run_tool_loop` as the organization agent the specialist is, or — an
-ad-hoc specialist — as the session's starter (`selectors.specialist_caller`), with each model
-call made by the runner's own `call` (the session's token budget, its peak_parallel). Each turn
-is written to the contribution as it happens, with the tokens spent so far, while it is still
-running: an agent that times out keeps what it did and spent, a cancelled or timed-out one stops
-at its next turn, and a resumed session goes on from the recorded turns without running a
-finished tool call again.
+"""A specialist with tools (`agents[].config.tools`): its answer comes out of a tool loop,
+run as the agent it is (or the starter, for an ad-hoc one), each turn written as it happens so a
+timed-out or resumed agent keeps what it did.
 """
 
 from collections.abc import Callable

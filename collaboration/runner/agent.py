@@ -1,10 +1,7 @@
 """Running one agent: claim its contribution, ask its provider, settle the answer once.
 
-`start` claims a contribution (pending → running) and starts its clock; `settle` finishes it
-only from running, so a late answer of an agent already timed out or cancelled changes nothing.
-The provider, model and prompt of an agent come from the session's config, then the agent's own
-settings, then the server's defaults; the session's mode says what else the agent is told. An
-agent given tools answers through the tool loop (`acting.py`).
+A contribution is settled only from running, so a late answer of an agent already timed out or
+cancelled changes nothing.
 """
 
 import logging
@@ -13,7 +10,7 @@ from collections.abc import Callable
 from functools import partial
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from costs.budgets import refusal_seen_by
@@ -21,7 +18,7 @@ from costs.metering import BudgetExhausted, Meter
 from costs.models import UsagePurpose
 from organization.prompt import system_prompt_for
 
-from .. import events, providers
+from .. import events, providers, sql
 from ..models import CollaborationSession, Contribution, ContributionStatus
 from ..providers import (
     BudgetRefused,
@@ -53,12 +50,16 @@ def start(ctx: RunContext, slot: Slot) -> Contribution | None:
     claimed = transition(
         contribution,
         (ContributionStatus.PENDING,),
-        {"status": ContributionStatus.RUNNING, "started_at": timezone.now(), "finished_at": None,
-         "error": ""},
+        {
+            "status": ContributionStatus.RUNNING,
+            "started_at": timezone.now(),
+            "finished_at": None,
+            "error": "",
+        },
         lambda: events.agent_started_event(
             ctx.session_id, agent=contribution.agent_key, role=contribution.role
         ),
-    )  # fmt: skip
+    )
     if not claimed:
         return None
     slot.deadline = time.monotonic() + ctx.session.agent_timeout
@@ -76,10 +77,8 @@ def settle(
     from_statuses=(ContributionStatus.RUNNING,),
     on_settled: Callable[[], None] | None = None,
 ) -> bool:
-    """Finish a contribution once: only from `from_statuses`, so a late answer changes nothing.
-
-    `reply` is what it answered or spent (a failed tool loop's tokens count too), `turns` its
-    tool loop's turns."""
+    """Finish a contribution once, only from `from_statuses`: a late answer changes nothing.
+    `reply` is what it answered or spent (a failed tool loop's tokens count), `turns` its turns."""
     fields = {"status": status, "error": error[:2000], "finished_at": timezone.now()}
     if turns is not None:
         fields["turns"] = turns
@@ -114,8 +113,9 @@ def settle(
         if on_settled is not None:
             on_settled()
 
-    settled = transition(contribution, from_statuses, fields, record,
-                         in_one_statement=not on_settled)  # fmt: skip
+    settled = transition(
+        contribution, from_statuses, fields, record, in_one_statement=not on_settled
+    )
     if not settled and reply is not None and reply.tokens_used:
         _book_late_tokens(ctx, contribution, reply)
     return settled
@@ -134,9 +134,10 @@ def _book_late_tokens(ctx: RunContext, contribution: Contribution, reply: LLMRep
         booked = Contribution.objects.filter(
             pk=contribution.pk, status__in=ENDED_UNDER_WAY, tokens_used=0
         ).update(
-            prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
             tokens_used=tokens,
-        )  # fmt: skip
+        )
         if not booked:
             return
         session = CollaborationSession.objects.select_for_update().get(pk=ctx.session_id)
@@ -156,14 +157,9 @@ def transition(
     in_one_statement: bool = True,
 ) -> bool:
     """Update the contribution if its status is one of `from_statuses` and, if it was, run
-    `record` (its event): both or neither, and the object takes the new values. Returns
-    whether it was updated.
-
-    On PostgreSQL, when `record` only records events, one statement does both (an UPDATE …
-    RETURNING feeding the event's INSERT): an agent's claim and settle are on its critical path,
-    and the ORM's transaction (BEGIN, UPDATE, INSERT, COMMIT) cost several times as much.
-    """
-    if connection.vendor != "postgresql" or not in_one_statement:
+    `record` (its event): both or neither; the object takes the new values. Returns whether it
+    was updated (on PostgreSQL in one statement, see sql.update_contribution_recording)."""
+    if not (in_one_statement and sql.may_run_in_one_statement()):
         with transaction.atomic():
             updated = Contribution.objects.filter(
                 pk=contribution.pk, status__in=from_statuses
@@ -173,50 +169,14 @@ def transition(
     else:
         with events.deferred() as recorded:
             record()
-        sql, params = _transition_sql(fields, len(from_statuses), recorded)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [*params[0], contribution.pk, *from_statuses, *params[1]])
-            updated = cursor.rowcount
+        updated = sql.update_contribution_recording(
+            contribution.pk, from_statuses, fields, recorded
+        )
     if updated:
         # The object mirrors its row (a sequential brief reads the answers before it from it).
         for name, value in fields.items():
             setattr(contribution, name, value)
     return bool(updated)
-
-
-def _transition_sql(fields: dict, statuses: int, recorded: list) -> tuple[str, tuple[list, list]]:
-    """`WITH changed AS (UPDATE … RETURNING 1) INSERT INTO <events> … SELECT … FROM changed`,
-    and its parameters (the UPDATE's, then the events'); Django's own conversions of values."""
-    quote = connection.ops.quote_name
-    meta = Contribution._meta
-    sets, set_params = [], []
-    for name, value in fields.items():
-        field = meta.get_field(name)
-        sets.append(f"{quote(field.column)} = %s")
-        set_params.append(field.get_db_prep_save(value, connection))
-    update = (
-        f"UPDATE {quote(meta.db_table)} SET {', '.join(sets)} "  # noqa: S608
-        f"WHERE {quote(meta.pk.column)} = %s "
-        f"AND {quote(meta.get_field('status').column)} IN ({', '.join(['%s'] * statuses)}) "
-        "RETURNING 1"
-    )
-    if not recorded:
-        return f"{update}", (set_params, [])
-    event_meta = recorded[0]._meta
-    fields_ = [f for f in event_meta.concrete_fields if not f.primary_key]
-    rows, event_params = [], []
-    for event in recorded:
-        rows.append(", ".join(f"%s::{f.db_type(connection)}" for f in fields_))
-        event_params += [
-            f.get_db_prep_save(f.pre_save(event, add=True), connection) for f in fields_
-        ]
-    selects = " UNION ALL ".join(f"SELECT {row} FROM changed" for row in rows)
-    sql = (
-        f"WITH changed AS ({update}) "  # noqa: S608
-        f"INSERT INTO {quote(event_meta.db_table)} ({', '.join(quote(f.column) for f in fields_)}) "
-        f"{selects}"
-    )
-    return sql, (set_params, event_params)
 
 
 def coordinator_model_for(provider: str) -> str:
@@ -305,10 +265,12 @@ def call(ctx: RunContext, provider: str, request: LLMRequest, agent=None) -> LLM
         )
     request.max_tokens = max(1, min(request.max_tokens, budget))
     meter = Meter.for_agent(
-        agent, LEDGER_PURPOSES.get(request.purpose, UsagePurpose.COLLABORATION),
-        organization_id=ctx.session.organization_id, session_id=ctx.session_id,
+        agent,
+        LEDGER_PURPOSES.get(request.purpose, UsagePurpose.COLLABORATION),
+        organization_id=ctx.session.organization_id,
+        session_id=ctx.session_id,
         label=request.label,
-    )  # fmt: skip
+    )
     with ctx.track():
         try:
             reply = providers.complete(provider, request, meter=meter)

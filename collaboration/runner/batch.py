@@ -20,11 +20,8 @@ def run_batch(
     work: Callable[[RunContext, Slot], None] | None = None,
 ) -> None:
     """Run `contributions` at most `parallel` at a time, each within the session's agent_timeout.
-
-    A timed-out agent is settled here, at its deadline; its thread keeps its pool slot until the
-    HTTP call gives up (the transport clamps it to the same deadline), so no more than `parallel`
-    calls are ever in flight.
-    """
+    A timed-out agent is settled at its deadline; its thread keeps its slot until the HTTP call
+    gives up, so no more than `parallel` calls are ever in flight."""
     if not contributions:
         return
     work = work or run_agent

@@ -58,11 +58,8 @@ class RunContext:
                 self.inflight -= 1
 
     def cancel_seen(self) -> bool:
-        """Whether the session's cancel was requested: the heartbeat's flag, else its row.
-
-        The heartbeat looks once a second; a step about to start spending (the next agent in
-        turn, the specialists after the plan, a plan asked again) asks the row, so a cancel
-        accepted just before it starts nothing."""
+        """Whether the session's cancel was requested: the heartbeat's flag, else its row (asked
+        by a step about to start spending, so a cancel accepted just before it starts nothing)."""
         if not self.cancelled.is_set() and (
             CollaborationSession.objects.filter(pk=self.session_id, cancel_requested=True).exists()
         ):

@@ -1,8 +1,5 @@
-"""How a session ends: its answers synthesized by its strategy, failed, or cancelled.
-
-`finish` writes the outcome and the `complete` event once, whichever run gets there first; the
-strategy comes from the registry (`collaboration.synthesis.STRATEGIES`), and its calls to the
-coordinator are counted in the session's token budget.
+"""How a session ends: its answers synthesized by its strategy, failed, or cancelled; the outcome
+and the `complete` event are written once, whichever run gets there first.
 """
 
 import time
@@ -136,11 +133,8 @@ def finish(
     extra: dict | None = None,
     contributions: list | None = None,
 ) -> None:
-    """Write the outcome and the `complete` event once, by the run that holds the lease.
-
-    A cancel accepted meanwhile (during the synthesis: the runner looked before it) wins: the
-    session ends cancelled, as its caller was told. `contributions`: as the synthesis read
-    them, every agent settled (else they are read)."""
+    """Write the outcome and the `complete` event once, by the run that holds the lease; a cancel
+    accepted meanwhile wins. `contributions`: as the synthesis read them (else they are read)."""
     with transaction.atomic():
         session = _locked_if_ours(ctx)
         if session is None:

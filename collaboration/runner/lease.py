@@ -1,8 +1,5 @@
-"""Claim and lease: one run owns a session at a time, and a re-delivered run resumes it.
-
-`claim` takes the session's row lock, backs off while another run's heartbeat is fresh (`BUSY`),
-else takes the lease (a new token), and puts back to pending the agents a dead run left running;
-`Heartbeat` renews the lease while the session runs and notices a cancel request.
+"""Claim and lease: one run owns a session at a time, and a re-delivered run resumes it
+(`claim` backs off while another run's heartbeat is fresh; `Heartbeat` renews the lease).
 """
 
 import logging

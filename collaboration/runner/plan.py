@@ -1,8 +1,5 @@
-"""The hierarchical plan: the coordinator decomposes the task into one subtask per specialist.
-
-Its JSON plan is validated and asked again once if malformed; the plan (or the fallback: every
-specialist gets the whole task) is written to metadata.plan in the coordinator's settle
-transaction, so a re-delivered session finds both or neither.
+"""The hierarchical plan: the coordinator gives each specialist a subtask (asked again once if
+malformed, else every specialist gets the whole task), written in the coordinator's settle.
 """
 
 import time
@@ -64,8 +61,13 @@ def run_plan(ctx: RunContext, slot: Slot) -> None:
                     # Cancelled, timed out or taken over while it answered: no second call
                     # (a cancel keeps what the first one spent).
                     if ctx.cancelled.is_set():
-                        settle(ctx, slot.contribution, ContributionStatus.CANCELLED,
-                               error="cancelled", reply=_combined(replies, None))  # fmt: skip
+                        settle(
+                            ctx,
+                            slot.contribution,
+                            ContributionStatus.CANCELLED,
+                            error="cancelled",
+                            reply=_combined(replies, None),
+                        )
                     return
                 slot.deadline = time.monotonic() + session.agent_timeout
             request = LLMRequest(
@@ -182,9 +184,16 @@ def ensure_plan_outcome(ctx: RunContext, coordinator: Contribution) -> None:
     reason = f"the coordinator {coordinator.status}: {coordinator.error}".strip(": ")
     _record_plan(
         ctx,
-        {"valid": False, "tries": 0, "fallback": True, "reason": reason, "plan": "",
-         "assignments": {}, "unassigned": []},
-    )  # fmt: skip
+        {
+            "valid": False,
+            "tries": 0,
+            "fallback": True,
+            "reason": reason,
+            "plan": "",
+            "assignments": {},
+            "unassigned": [],
+        },
+    )
 
 
 def _record_plan(ctx: RunContext, outcome: dict) -> None:

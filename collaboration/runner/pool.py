@@ -12,10 +12,8 @@ from .context import RunContext, Slot
 
 # One pool of agent threads per worker process, shared by its sessions. With psycopg's pool (the
 # default on PostgreSQL) a thread returns its connection after each agent; without it a warm
-# thread keeps its database connection while the process has sessions to run (a fresh thread and connection per
-# agent cost 50-250 ms on a busy machine); settings.COLLAB_IDLE_CLOSE_SECONDS after the last session
-# ends they are closed, so no connection idles forever (the test suite sets it to 0 so that its
-# database can be dropped).
+# thread keeps its connection while the process has sessions to run, and closes it
+# COLLAB_IDLE_CLOSE_SECONDS after the last session ends (the test suite sets 0).
 # A batch's own semaphore bounds its concurrency to max_parallel; a hung agent keeps its permit
 # until its HTTP call gives up at the deadline, so max_parallel is never exceeded.
 AGENT_THREADS = 64

@@ -1,12 +1,7 @@
 """Synthesis: how a session's answers become its result, one strategy per module.
 
-`STRATEGIES` is the registry (healthchecks' `TRANSPORTS`): key → (label, class). The model's
-`Synthesis` choices (the API enum, the admin form, the settings check) are derived from it, and a
-strategy's class is imported on first use. Adding a strategy is a module with a `Strategy`
-subclass (see `base.py`) and a line here.
-
-The rest of the package is pure text work the strategies and the runner share: `parsing` (what is
-read out of a reply), `consensus` (how far the answers agree), `prompts`.
+`STRATEGIES` is the registry (key → (label, class)) the `Synthesis` choices derive from; a new
+strategy is a `Strategy` subclass (base.py) and a line here.
 """
 
 from functools import cache

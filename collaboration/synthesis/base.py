@@ -1,8 +1,5 @@
-"""What a synthesis strategy is given and what it gives back.
-
-`Answer` is the read-only view of a finished contribution the strategies (and the consensus)
-work on, so they can be tested without a database or a provider; the runner builds the `Ballot`
-and writes the `Outcome`.
+"""What a synthesis strategy is given (`Answer`s in a `Ballot`, no database, no provider) and what
+it gives back (an `Outcome` the runner writes).
 """
 
 from abc import ABC, abstractmethod

@@ -44,8 +44,12 @@ class BestOf(Strategy):
                 how = "tie broken by order: the earliest"
         else:
             chosen = candidates[0]
-        info = {"agent": chosen.agent, "confidence": chosen.confidence, "how": how,
-                "tied": [a.agent for a in candidates] if len(candidates) > 1 else []}  # fmt: skip
+        info = {
+            "agent": chosen.agent,
+            "confidence": chosen.confidence,
+            "how": how,
+            "tied": [a.agent for a in candidates] if len(candidates) > 1 else [],
+        }
         return Outcome(
             result=best_of_result(chosen, len(ballot.answers), how),
             extra={"best_of": info},

@@ -1,7 +1,5 @@
-"""How far the answers agree: the verdict majority (and how a tie is decided), else word overlap.
-
-`consensus_of` is seed 004's consensus object, computed for real; every strategy's session
-carries it.
+"""How far the answers agree: the verdict majority (and how a tie is decided), else word overlap;
+`consensus_of` is seed 004's consensus object, carried by every strategy's session.
 """
 
 import re

@@ -15,11 +15,29 @@ CONFIDENCE_RE = re.compile(
 BEST_RE = re.compile(r"^[\s>*_#-]*BEST[\s*_]*[:：]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 # Verdict spellings that mean the same decision.
 SYNONYMS = {
-    "yes": "yes", "y": "yes", "approve": "yes", "approved": "yes", "accept": "yes",
-    "accepted": "yes", "agree": "yes", "lgtm": "yes", "go": "yes", "true": "yes", "ship": "yes",
-    "no": "no", "n": "no", "reject": "no", "rejected": "no", "decline": "no", "disagree": "no",
-    "block": "no", "blocked": "no", "no-go": "no", "nogo": "no", "false": "no",
-}  # fmt: skip
+    "yes": "yes",
+    "y": "yes",
+    "approve": "yes",
+    "approved": "yes",
+    "accept": "yes",
+    "accepted": "yes",
+    "agree": "yes",
+    "lgtm": "yes",
+    "go": "yes",
+    "true": "yes",
+    "ship": "yes",
+    "no": "no",
+    "n": "no",
+    "reject": "no",
+    "rejected": "no",
+    "decline": "no",
+    "disagree": "no",
+    "block": "no",
+    "blocked": "no",
+    "no-go": "no",
+    "nogo": "no",
+    "false": "no",
+}
 
 
 def parse_verdict(text: str) -> str:

@@ -42,8 +42,13 @@ def fake_llm(settings, monkeypatch):
 @pytest.fixture
 def acme(db):
     org = make_org("acme")
-    make_agent(org, "agent-alex", name="Alex", role="Backend Developer",
-               expertise=["PostgreSQL", "API Design"])  # fmt: skip
+    make_agent(
+        org,
+        "agent-alex",
+        name="Alex",
+        role="Backend Developer",
+        expertise=["PostgreSQL", "API Design"],
+    )
     make_agent(org, "agent-sarah", name="Sarah", role="Frontend Developer", expertise=["React"])
     make_agent(org, "agent-sam", name="Sam", role="Infrastructure Lead", is_paused=True)
     return org

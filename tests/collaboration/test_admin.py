@@ -13,12 +13,29 @@ SCRIPT = "<script>alert('pwned')</script>"
 
 def a_session(org, **fields):
     session = CollaborationSession.objects.create(
-        organization=org, task=fields.pop("task", "Review the API"), max_parallel=3,
-        agent_timeout=300, max_total_tokens=1000, **fields)  # fmt: skip
-    for i, (name, status) in enumerate([("a", "completed"), ("b", "completed"), ("c", "running"),
-                                        ("d", "pending"), ("e", "timed_out")]):  # fmt: skip
-        Contribution.objects.create(session=session, position=i, agent_key=name, status=status,
-                                    response=f"{name} says {SCRIPT}")  # fmt: skip
+        organization=org,
+        task=fields.pop("task", "Review the API"),
+        max_parallel=3,
+        agent_timeout=300,
+        max_total_tokens=1000,
+        **fields,
+    )
+    for i, (name, status) in enumerate(
+        [
+            ("a", "completed"),
+            ("b", "completed"),
+            ("c", "running"),
+            ("d", "pending"),
+            ("e", "timed_out"),
+        ]
+    ):
+        Contribution.objects.create(
+            session=session,
+            position=i,
+            agent_key=name,
+            status=status,
+            response=f"{name} says {SCRIPT}",
+        )
     return session
 
 
@@ -64,31 +81,55 @@ def test_the_start_form_starts_a_session_with_organization_agents(acme, alice):
     page = alice.get(url).content.decode()
     assert "Alex — Backend Developer" in page
     assert "agent-sam" not in page  # paused: offline agents cannot take part
-    response = alice.post(url, {"organization": acme.pk, "task": "Plan the migration",
-                                "agents": [alex.pk, sarah.pk], "mode": "sequential",
-                                "synthesis": "merge", "focus": ""})  # fmt: skip
+    response = alice.post(
+        url,
+        {
+            "organization": acme.pk,
+            "task": "Plan the migration",
+            "agents": [alex.pk, sarah.pk],
+            "mode": "sequential",
+            "synthesis": "merge",
+            "focus": "",
+        },
+    )
     session = CollaborationSession.objects.get()
     assert response.status_code == 302
     assert response["Location"].endswith(f"/{session.pk}/change/")
     assert session.created_by == "user:alice"
     assert list(session.contributions.values_list("agent_key", flat=True)) == [
-        "agent-alex", "agent-sarah"]  # fmt: skip
+        "agent-alex",
+        "agent-sarah",
+    ]
 
 
 def test_the_start_form_refuses_agents_of_another_organization(acme, alice):
     stranger = make_agent(make_org("theirs"), "agent-stranger")
-    response = alice.post(reverse("admin:collaboration_collaborationsession_start"), {
-        "organization": acme.pk, "task": "t", "agents": [stranger.pk], "mode": "parallel",
-        "synthesis": "merge"})  # fmt: skip
+    response = alice.post(
+        reverse("admin:collaboration_collaborationsession_start"),
+        {
+            "organization": acme.pk,
+            "task": "t",
+            "agents": [stranger.pk],
+            "mode": "parallel",
+            "synthesis": "merge",
+        },
+    )
     assert response.status_code == 200
     assert not CollaborationSession.objects.exists()
 
 
 def test_the_start_form_shows_a_refusal_once(acme, alice):
     alex = acme.agents.get(handle="agent-alex")
-    response = alice.post(reverse("admin:collaboration_collaborationsession_start"), {
-        "organization": acme.pk, "task": "t", "agents": [alex.pk], "mode": "hierarchical",
-        "synthesis": "merge"})  # fmt: skip
+    response = alice.post(
+        reverse("admin:collaboration_collaborationsession_start"),
+        {
+            "organization": acme.pk,
+            "task": "t",
+            "agents": [alex.pk],
+            "mode": "hierarchical",
+            "synthesis": "merge",
+        },
+    )
     assert response.status_code == 200
     message = "hierarchical mode needs a coordinator and at least one specialist"
     assert response.content.decode().count(message) == 1
@@ -100,8 +141,10 @@ def test_the_cancel_action_cancels_queued_sessions(acme, alice):
     from tests.collaboration.conftest import human
 
     session = session_create(caller=human(acme), payload={"task": "t", "agents": specialists("a")})
-    alice.post(reverse("admin:collaboration_collaborationsession_changelist"),
-               {"action": "cancel_sessions", "_selected_action": [session.pk]})  # fmt: skip
+    alice.post(
+        reverse("admin:collaboration_collaborationsession_changelist"),
+        {"action": "cancel_sessions", "_selected_action": [session.pk]},
+    )
     session.refresh_from_db()
     assert session.status == "cancelled"
 
@@ -110,8 +153,11 @@ def test_the_session_page_lists_its_events_in_order(acme, alice):
     from collaboration.models import SessionEvent
 
     session = a_session(acme, status="running")
-    for name in ("tool:collaborative:queued", "tool:collaborative:start",
-                 "tool:collaborative:agent:start"):  # fmt: skip
+    for name in (
+        "tool:collaborative:queued",
+        "tool:collaborative:start",
+        "tool:collaborative:agent:start",
+    ):
         SessionEvent.objects.create(session=session, name=name, data={"agent": "a"})
     html = alice.get(
         reverse("admin:collaboration_collaborationsession_change", args=[session.pk])
@@ -152,8 +198,9 @@ def test_a_script_in_an_llm_reply_is_escaped_in_the_admin(acme, alice, fake_llm)
 
     fake_llm.on(agent="a", replies=Reply(f"a replies {SCRIPT}\nCONFIDENCE: 0.5"))
     fake_llm.on(purpose="synthesis", replies=Reply(f"synthesis {SCRIPT}"))
-    session = run(session_create(caller=human(acme), payload={
-        "task": "t", "agents": specialists("a", "b")}))  # fmt: skip
+    session = run(
+        session_create(caller=human(acme), payload={"task": "t", "agents": specialists("a", "b")})
+    )
     assert session.result == f"synthesis {SCRIPT}"
     html = alice.get(
         reverse("admin:collaboration_collaborationsession_change", args=[session.pk])
@@ -165,13 +212,29 @@ def test_a_script_in_an_llm_reply_is_escaped_in_the_admin(acme, alice, fake_llm)
 
 def test_the_session_page_lists_an_agents_tool_calls_escaped(acme, alice):
     session = a_session(acme, status="completed")
-    session.contributions.filter(agent_key="a").update(turns=[
-        {"kind": "model", "index": 0, "text": "", "tool_calls": []},
-        {"kind": "tool_call", "index": 1, "id": "1", "name": "get_organization_roster",
-         "arguments": {"expertise": SCRIPT}, "status": "ok", "result": {}},
-        {"kind": "tool_call", "index": 2, "id": "2", "name": "get_my_context", "arguments": {},
-         "status": "error", "error": {"success": False, "error": "no", "code": "agent_not_found"}},
-    ])  # fmt: skip
+    session.contributions.filter(agent_key="a").update(
+        turns=[
+            {"kind": "model", "index": 0, "text": "", "tool_calls": []},
+            {
+                "kind": "tool_call",
+                "index": 1,
+                "id": "1",
+                "name": "get_organization_roster",
+                "arguments": {"expertise": SCRIPT},
+                "status": "ok",
+                "result": {},
+            },
+            {
+                "kind": "tool_call",
+                "index": 2,
+                "id": "2",
+                "name": "get_my_context",
+                "arguments": {},
+                "status": "error",
+                "error": {"success": False, "error": "no", "code": "agent_not_found"},
+            },
+        ]
+    )
     response = alice.get(
         reverse("admin:collaboration_collaborationsession_change", args=[session.pk])
     )

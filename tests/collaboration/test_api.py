@@ -28,8 +28,13 @@ def test_it_starts_a_session_and_answers_202_with_its_url(acme, org_client):
     assert body["progress"] == {"done": 0, "total": 2}
     assert body["limits"] == {"max_parallel": 3, "agent_timeout": 300.0, "max_total_tokens": 200000}
     assert [e["name"] for e in body["events"]] == ["tool:collaborative:queued"]
-    assert set(body["consensus"]) >= {"agents_count", "has_consensus", "agreement_score",
-                                      "key_agreements", "key_disagreements"}  # fmt: skip
+    assert set(body["consensus"]) >= {
+        "agents_count",
+        "has_consensus",
+        "agreement_score",
+        "key_agreements",
+        "key_disagreements",
+    }
 
 
 def test_defaults_are_parallel_and_coordinator(acme, org_client):
@@ -42,8 +47,9 @@ def test_the_defaults_are_the_servers_settings(acme, org_client, settings):
     settings.COLLAB_DEFAULT_SYNTHESIS = "merge"
     body = start(org_client(acme)).json()
     assert (body["mode"], body["synthesis"]) == ("sequential", "merge")
-    started = call_tool(human(acme), "start_collaboration", {
-        "task": "t", "agents": specialists("a", "b")})  # fmt: skip
+    started = call_tool(
+        human(acme), "start_collaboration", {"task": "t", "agents": specialists("a", "b")}
+    )
     assert (started["mode"], started["synthesis"]) == ("sequential", "merge")
     # A start that names them still gets what it named.
     body = start(org_client(acme), mode="parallel", synthesis="vote").json()
@@ -89,12 +95,36 @@ def test_an_unknown_or_foreign_agent_is_404(acme, org_client, handle):
         ({"synthesis": "dice"}, "invalid", "synthesis"),
         ({"agents": [{"role": "x"}]}, "invalid", "agents[0].name"),
         ({"agents": [{"name": "a"}, {"name": "a"}]}, "invalid", "agents[1]"),
-        ({"agents": [{"name": "a", "config": {"provider": "gemini"}}]}, "invalid", "agents[0].config.provider"),
-        ({"agents": [{"name": "a", "config": {"temperature": 5}}]}, "invalid", "agents[0].config.temperature"),
-        ({"agents": [{"name": "a", "config": {"provider": ["openai"]}}]}, "invalid", "agents[0].config.provider"),
-        ({"coordinator_config": {"provider": {"name": "openai"}}}, "invalid", "coordinator_config.provider"),
-        ({"agents": [{"name": "a", "config": {"api_key": "x"}}]}, "invalid", "agents[0].config.api_key"),
-        ({"agents": [{"agent_id": "agent-alex", "config": {"system_prompt": "x"}}]}, "invalid", "agents[0].config.system_prompt"),
+        (
+            {"agents": [{"name": "a", "config": {"provider": "gemini"}}]},
+            "invalid",
+            "agents[0].config.provider",
+        ),
+        (
+            {"agents": [{"name": "a", "config": {"temperature": 5}}]},
+            "invalid",
+            "agents[0].config.temperature",
+        ),
+        (
+            {"agents": [{"name": "a", "config": {"provider": ["openai"]}}]},
+            "invalid",
+            "agents[0].config.provider",
+        ),
+        (
+            {"coordinator_config": {"provider": {"name": "openai"}}},
+            "invalid",
+            "coordinator_config.provider",
+        ),
+        (
+            {"agents": [{"name": "a", "config": {"api_key": "x"}}]},
+            "invalid",
+            "agents[0].config.api_key",
+        ),
+        (
+            {"agents": [{"agent_id": "agent-alex", "config": {"system_prompt": "x"}}]},
+            "invalid",
+            "agents[0].config.system_prompt",
+        ),
         ({"agents": [{"name": "a"}], "mode": "hierarchical"}, "invalid", "agents"),
         ({"coordinator_config": "fast"}, "invalid", "coordinator_config"),
         ({"context": ["x"]}, "invalid", "context"),
@@ -105,7 +135,7 @@ def test_an_unknown_or_foreign_agent_is_404(acme, org_client, handle):
         ({"max_parallel": True}, "invalid", "max_parallel"),
         ({"surprise": 1}, "invalid", "surprise"),
     ],
-)  # fmt: skip
+)
 def test_invalid_input_is_400_naming_the_field(acme, org_client, body, code, field):
     response = start(org_client(acme), **body)
     assert response.status_code == 400, response.content
@@ -120,11 +150,17 @@ def test_context_as_json_text_is_the_object_it_holds_at_every_door(acme, org_cli
     response = start(client, context='{"team_size": 8}')
     assert response.status_code == 202, response.content
     assert response.json()["context"] == {"team_size": 8}
-    started = call_tool(human(acme), "start_collaboration", {
-        "task": "t", "agents": specialists("a"), "context": '{"team_size": 8}'})  # fmt: skip
+    started = call_tool(
+        human(acme),
+        "start_collaboration",
+        {"task": "t", "agents": specialists("a"), "context": '{"team_size": 8}'},
+    )
     assert started["context"] == {"team_size": 8}
-    estimate = client.post("/api/collaborations/estimate", {
-        "task": "t", "agents": specialists("a"), "context": '{"team_size": 8}'}, format="json")  # fmt: skip
+    estimate = client.post(
+        "/api/collaborations/estimate",
+        {"task": "t", "agents": specialists("a"), "context": '{"team_size": 8}'},
+        format="json",
+    )
     assert estimate.status_code == 200, estimate.content
     for text, field in [
         ("[1]", "context"),
@@ -143,6 +179,18 @@ def test_a_body_that_is_not_an_object_is_400(acme, org_client):
     assert response.json()["code"] == "invalid"
 
 
+def test_rest_reads_numbers_as_sent_and_the_tool_door_as_its_fields_read_them(acme, org_client):
+    response = start(org_client(acme), max_parallel=2.0)
+    assert response.status_code == 400
+    assert response.json()["error"] == "max_parallel: must be an integer."
+    started = call_tool(
+        human(acme),
+        "start_collaboration",
+        {"task": "t", "agents": specialists("a"), "max_parallel": 2.0},
+    )
+    assert started["limits"]["max_parallel"] == 2
+
+
 def test_limits_may_be_lowered_per_session(acme, org_client):
     body = start(org_client(acme), max_parallel=1, agent_timeout=2.5, max_total_tokens=500).json()
     assert body["limits"] == {"max_parallel": 1, "agent_timeout": 2.5, "max_total_tokens": 500}
@@ -155,26 +203,57 @@ def test_a_body_naming_another_agent_is_403(acme, agent_client):
 
 
 def test_seed_style_provider_config_is_understood(acme, org_client):
-    agents = [{"name": "a", "config": {"providers": [
-        {"module": "provider-anthropic", "config": {"model": "claude-x", "temperature": 0.1}}]}}]  # fmt: skip
+    agents = [
+        {
+            "name": "a",
+            "config": {
+                "providers": [
+                    {
+                        "module": "provider-anthropic",
+                        "config": {"model": "claude-x", "temperature": 0.1},
+                    }
+                ]
+            },
+        }
+    ]
     response = start(org_client(acme), agents=agents)
     assert response.status_code == 202, response.content
     session = CollaborationSession.objects.get()
     assert session.contributions.get().config == {
-        "provider": "anthropic", "model": "claude-x", "temperature": 0.1}  # fmt: skip
+        "provider": "anthropic",
+        "model": "claude-x",
+        "temperature": 0.1,
+    }
 
 
 def test_seed_style_provider_config_is_understood_at_the_tool_door_too(acme):
     """Seed 004 is a tool, and its examples give `providers: [{module, config}]`: call-tool and
     MCP take them as REST does (the tool's schema refused them: 400 invalid)."""
-    agents = [{"name": "a", "config": {"providers": [
-        {"module": "provider-anthropic", "config": {"model": "claude-x", "temperature": 0.1}}]}}]  # fmt: skip
+    agents = [
+        {
+            "name": "a",
+            "config": {
+                "providers": [
+                    {
+                        "module": "provider-anthropic",
+                        "config": {"model": "claude-x", "temperature": 0.1},
+                    }
+                ]
+            },
+        }
+    ]
     coordinator = {"providers": [{"module": "provider-openai", "config": {"max_tokens": 900}}]}
-    started = call_tool(human(acme), "start_collaboration", {
-        "task": "t", "agents": agents, "coordinator_config": coordinator})  # fmt: skip
+    started = call_tool(
+        human(acme),
+        "start_collaboration",
+        {"task": "t", "agents": agents, "coordinator_config": coordinator},
+    )
     session = CollaborationSession.objects.get(pk=started["id"])
     assert session.contributions.get().config == {
-        "provider": "anthropic", "model": "claude-x", "temperature": 0.1}  # fmt: skip
+        "provider": "anthropic",
+        "model": "claude-x",
+        "temperature": 0.1,
+    }
     assert session.coordinator_config == {"provider": "openai", "max_tokens": 900}
 
 
@@ -248,8 +327,11 @@ def test_only_the_starter_or_a_human_may_cancel(acme, agent_client):
 
 def test_the_tools_start_and_get_a_session(acme):
     caller = human(acme)
-    started = call_tool(caller, "start_collaboration", {
-        "task": "Pick a queue", "agents": specialists("a", "b"), "synthesis": "vote"})  # fmt: skip
+    started = call_tool(
+        caller,
+        "start_collaboration",
+        {"task": "Pick a queue", "agents": specialists("a", "b"), "synthesis": "vote"},
+    )
     assert started["success"] is True and started["status"] == "queued"
     got = call_tool(caller, "get_collaboration", {"session_id": started["id"]})
     assert got["id"] == started["id"] and got["synthesis"] == "vote"
@@ -285,20 +367,28 @@ def test_the_tools_are_reachable_through_call_tool(acme, agent_client):
         ({"agents": [{"agent_id": "agent-sam"}]}, 409, "agent_offline", "agent_offline"),
         ({"agents": [{"agent_id": "agent-nobody"}]}, 404, "agent_not_found", "agent_not_found"),
         ({"max_parallel": 4}, 400, "limit_exceeded", "limit_exceeded"),
-        ({"agents": specialists("a", "b", "c", "d", "e", "f")}, 400, "limit_exceeded", "limit_exceeded"),
+        (
+            {"agents": specialists("a", "b", "c", "d", "e", "f")},
+            400,
+            "limit_exceeded",
+            "limit_exceeded",
+        ),
         # The registry checks a tool's input schema (its enums) first, with the same code as REST.
         ({"mode": "swarm"}, 400, "invalid", "invalid"),
         ({"agents": [{"name": "a", "config": {"temperature": 5}}]}, 400, "invalid", "invalid"),
     ],
-)  # fmt: skip
+)
 def test_the_tool_door_refuses_what_rest_refuses(
     acme, agent_client, params, status, code, tool_code
 ):
     client = agent_client(agent_of(acme, "agent-sarah"))
     params = {"task": "t", "agents": specialists("a"), **params}
     rest = client.post("/api/collaborations", params, format="json")
-    tool = client.post("/api/agent-engine/call-tool",
-                       {"toolName": "start_collaboration", "params": params}, format="json")  # fmt: skip
+    tool = client.post(
+        "/api/agent-engine/call-tool",
+        {"toolName": "start_collaboration", "params": params},
+        format="json",
+    )
     assert (rest.status_code, rest.json()["code"]) == (status, code)
     assert (tool.status_code, tool.json()["code"]) == (status, tool_code)
     assert not CollaborationSession.objects.exists()
@@ -314,11 +404,16 @@ LONG = "You review payments code with great care. " * 230  # ~9,900 characters
         # An ad-hoc specialist's own system_prompt is sent with each of its calls.
         {"agents": [{"name": n, "config": {"system_prompt": LONG * 2}} for n in ("a", "b", "c")]},
         # A hierarchical plan's prompt lists every specialist with its focus.
-        {"mode": "hierarchical", "agents": [
-            {"name": "coord"}, *({"name": n, "focus": LONG} for n in ("a", "b", "c", "d"))]},
+        {
+            "mode": "hierarchical",
+            "agents": [
+                {"name": "coord"},
+                *({"name": n, "focus": LONG} for n in ("a", "b", "c", "d")),
+            ],
+        },
     ],
     ids=["system_prompt", "plan_roster"],
-)  # fmt: skip
+)
 def test_the_estimate_counts_every_prompt_the_run_sends(acme, org_client, fake_llm, settings, body):
     """What the run holds for its calls (each one's worst case) is never more than the
     estimate: the texts it sends are counted."""

@@ -74,8 +74,15 @@ def hanging(acme, fake_llm):
     """A session whose one agent hangs in the fake LLM until released."""
     fake_llm.on(agent="slow", replies=Reply("late answer\nCONFIDENCE: 0.5", hang=True))
     caller = human(acme)
-    session = session_create(caller=caller, payload={
-        "task": "t", "synthesis": "merge", "agents": specialists("slow"), "agent_timeout": 60})  # fmt: skip
+    session = session_create(
+        caller=caller,
+        payload={
+            "task": "t",
+            "synthesis": "merge",
+            "agents": specialists("slow"),
+            "agent_timeout": 60,
+        },
+    )
     return caller, session
 
 
@@ -148,11 +155,18 @@ def test_on_a_celery_worker_the_session_is_retried_and_ends(acme, fake_llm):
 
     task_postrun.connect(on_postrun, weak=False)
     try:
-        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
-                          loglevel="WARNING"):  # fmt: skip
-            session = session_create(caller=human(acme), payload={
-                "task": "t", "synthesis": "merge", "agents": specialists("slow"),
-                "agent_timeout": 60})  # fmt: skip
+        with start_worker(
+            app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"
+        ):
+            session = session_create(
+                caller=human(acme),
+                payload={
+                    "task": "t",
+                    "synthesis": "merge",
+                    "agents": specialists("slow"),
+                    "agent_timeout": 60,
+                },
+            )
             wait_for(lambda: fake_llm.calls_for(agent="slow"), timeout=30)
             kill(OTHER_BACKENDS)
             fake_llm.release()
@@ -168,9 +182,15 @@ def test_on_a_celery_worker_the_session_is_retried_and_ends(acme, fake_llm):
 def test_a_cancel_accepted_during_the_synthesis_ends_the_session_cancelled(acme, fake_llm):
     fake_llm.on(purpose="synthesis", replies=Reply("THE SYNTHESIS", hang=True))
     caller = human(acme)
-    session = session_create(caller=caller, payload={
-        "task": "t", "synthesis": "coordinator", "agents": specialists("a", "b"),
-        "agent_timeout": 30})  # fmt: skip
+    session = session_create(
+        caller=caller,
+        payload={
+            "task": "t",
+            "synthesis": "coordinator",
+            "agents": specialists("a", "b"),
+            "agent_timeout": 30,
+        },
+    )
     thread = in_thread(session.pk)
     try:
         wait_for(lambda: fake_llm.calls_for(purpose="synthesis"), timeout=30)

@@ -67,10 +67,28 @@ def start_worker_process(name: str, fake, tmp_path) -> subprocess.Popen:
     env.pop("TEST_DATABASE_NAME", None)
     log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "-P", "solo", "-n",
-         f"{name}@%h", "-l", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "-P",
+            "solo",
+            "-n",
+            f"{name}@%h",
+            "-l",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def unacked_are_visible_again(client) -> bool:
@@ -93,8 +111,11 @@ def kill_and_resume(org, fake, tmp_path, payload: dict, killable) -> Collaborati
         wait_for(lambda: killable(session), timeout=60)
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
-        wait_for(lambda: unacked_are_visible_again(redis.Redis.from_url(settings.REDIS_URL)),
-                 timeout=VISIBILITY_TIMEOUT + 10, interval=0.2)  # fmt: skip
+        wait_for(
+            lambda: unacked_are_visible_again(redis.Redis.from_url(settings.REDIS_URL)),
+            timeout=VISIBILITY_TIMEOUT + 10,
+            interval=0.2,
+        )
         second = start_worker_process("second", fake, tmp_path)
 
         def done():
@@ -117,10 +138,18 @@ def test_a_session_survives_a_sigkilled_worker(acme, fake_llm, tmp_path):
     # b's first request hangs: the first worker is killed while it waits for it.
     fake_llm.on(agent="b", replies=[Reply(hang=True), Reply("b, second try\nCONFIDENCE: 0.7")])
     fake_llm.on(purpose="agent", replies=Reply("an answer\nCONFIDENCE: 0.6", delay=0.2))
-    session = kill_and_resume(acme, fake_llm, tmp_path, {
-        "task": "t", "mode": "sequential", "synthesis": "merge",
-        "agents": specialists("a", "b", "c")},
-        killable=lambda s: fake_llm.calls_for(agent="b"))  # fmt: skip
+    session = kill_and_resume(
+        acme,
+        fake_llm,
+        tmp_path,
+        {
+            "task": "t",
+            "mode": "sequential",
+            "synthesis": "merge",
+            "agents": specialists("a", "b", "c"),
+        },
+        killable=lambda s: fake_llm.calls_for(agent="b"),
+    )
     assert session.status == "completed", logs_of(tmp_path)
     assert session.attempts == 2
     # Each agent answered exactly once; a finished agent (a) was never asked again, and b's
@@ -150,9 +179,18 @@ def test_a_worker_killed_during_synthesis_calls_each_agent_once(acme, fake_llm, 
             and fake_llm.calls_for(purpose="synthesis")
         )
 
-    session = kill_and_resume(acme, fake_llm, tmp_path, {
-        "task": "t", "mode": "parallel", "synthesis": "coordinator",
-        "agents": specialists("a", "b", "c")}, killable=synthesis_in_flight)  # fmt: skip
+    session = kill_and_resume(
+        acme,
+        fake_llm,
+        tmp_path,
+        {
+            "task": "t",
+            "mode": "parallel",
+            "synthesis": "coordinator",
+            "agents": specialists("a", "b", "c"),
+        },
+        killable=synthesis_in_flight,
+    )
     assert session.status == "completed", logs_of(tmp_path)
     assert session.attempts == 2
     for name in ("a", "b", "c"):
@@ -173,19 +211,37 @@ def test_a_worker_killed_during_synthesis_calls_each_agent_once(acme, fake_llm, 
 
 def test_the_tokens_of_a_synthesis_run_again_are_counted(acme, fake_llm, tmp_path):
     """The second worker's synthesis spends tokens too: they are in the session's total."""
-    fake_llm.on(purpose="synthesis", replies=[
-        Reply(hang=True), Reply("THE SYNTHESIS, run 2", prompt_tokens=11, completion_tokens=4)])  # fmt: skip
-    fake_llm.on(purpose="agent", replies=Reply("an answer\nCONFIDENCE: 0.6", delay=0.2,
-                                               prompt_tokens=5, completion_tokens=2))  # fmt: skip
+    fake_llm.on(
+        purpose="synthesis",
+        replies=[
+            Reply(hang=True),
+            Reply("THE SYNTHESIS, run 2", prompt_tokens=11, completion_tokens=4),
+        ],
+    )
+    fake_llm.on(
+        purpose="agent",
+        replies=Reply(
+            "an answer\nCONFIDENCE: 0.6", delay=0.2, prompt_tokens=5, completion_tokens=2
+        ),
+    )
 
     def synthesis_in_flight(session):
         return session.events.filter(
             name="tool:collaborative:synthesis:start"
         ).exists() and fake_llm.calls_for(purpose="synthesis")
 
-    session = kill_and_resume(acme, fake_llm, tmp_path, {
-        "task": "t", "mode": "parallel", "synthesis": "coordinator",
-        "agents": specialists("a", "b")}, killable=synthesis_in_flight)  # fmt: skip
+    session = kill_and_resume(
+        acme,
+        fake_llm,
+        tmp_path,
+        {
+            "task": "t",
+            "mode": "parallel",
+            "synthesis": "coordinator",
+            "agents": specialists("a", "b"),
+        },
+        killable=synthesis_in_flight,
+    )
     assert session.status == "completed", logs_of(tmp_path)
     assert session.attempts == 2
     assert session.metadata["agent_tokens"] == 14

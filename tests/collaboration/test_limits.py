@@ -14,8 +14,10 @@ def test_six_agents_max_parallel_3_one_hung_agent(acme, fake_llm, settings):
     names = ["hung", "b", "c", "d", "e", "f"]
     fake_llm.on(agent="hung", replies=Reply(hang=True))
     fake_llm.on(purpose="agent", replies=Reply("an answer\nCONFIDENCE: 0.5", delay=0.2))
-    session = session_create(caller=human(acme), payload={
-        "task": "t", "agents": specialists(*names), "max_parallel": 3, "agent_timeout": 2})  # fmt: skip
+    session = session_create(
+        caller=human(acme),
+        payload={"task": "t", "agents": specialists(*names), "max_parallel": 3, "agent_timeout": 2},
+    )
     session = run(session)
     hung = session.contributions.get(agent_key="hung")
     assert hung.status == "timed_out"
@@ -38,8 +40,12 @@ def test_parallel_agents_run_at_the_same_time(acme, fake_llm):
     (structure, not a timer: a loaded machine stretches the times, not their order)."""
     for name, delay in {"a": 0.5, "b": 0.6, "c": 0.8}.items():
         fake_llm.on(agent=name, replies=Reply(f"answer {name}", delay=delay))
-    session = run(session_create(caller=human(acme), payload={
-        "task": "t", "agents": specialists("a", "b", "c"), "synthesis": "merge"}))  # fmt: skip
+    session = run(
+        session_create(
+            caller=human(acme),
+            payload={"task": "t", "agents": specialists("a", "b", "c"), "synthesis": "merge"},
+        )
+    )
     assert session.status == "completed"
     contributions = list(session.contributions.all())
     assert max(c.started_at for c in contributions) < min(c.finished_at for c in contributions)
@@ -49,9 +55,16 @@ def test_parallel_agents_run_at_the_same_time(acme, fake_llm):
 def test_a_truncated_plan_is_retried_once_then_falls_back(acme, fake_llm):
     truncated = '{"plan": "split it", "assignments": [{"agent": "backend", "subtask": "the A'
     fake_llm.on(purpose="plan", replies=Reply(truncated))
-    session = run(session_create(caller=human(acme), payload={
-        "task": "Build the payments service", "mode": "hierarchical",
-        "agents": specialists("coord", "backend", "frontend")}))  # fmt: skip
+    session = run(
+        session_create(
+            caller=human(acme),
+            payload={
+                "task": "Build the payments service",
+                "mode": "hierarchical",
+                "agents": specialists("coord", "backend", "frontend"),
+            },
+        )
+    )
     assert session.status == "completed", session.error
     assert len(fake_llm.calls_for(purpose="plan")) == 2
     retry = fake_llm.calls_for(purpose="plan")[1]
@@ -68,12 +81,25 @@ def test_a_truncated_plan_is_retried_once_then_falls_back(acme, fake_llm):
 
 
 def test_a_plan_naming_strangers_is_rejected_then_a_valid_one_is_used(acme, fake_llm):
-    fake_llm.on(purpose="plan", replies=[
-        Reply('{"assignments": [{"agent": "mallory", "subtask": "x"}]}'),
-        Reply('```json\n{"plan": "p", "assignments": [{"agent": "backend", "subtask": "do B"}]}\n```'),
-    ])  # fmt: skip
-    session = run(session_create(caller=human(acme), payload={
-        "task": "t", "mode": "hierarchical", "agents": specialists("coord", "backend", "frontend")}))  # fmt: skip
+    fake_llm.on(
+        purpose="plan",
+        replies=[
+            Reply('{"assignments": [{"agent": "mallory", "subtask": "x"}]}'),
+            Reply(
+                '```json\n{"plan": "p", "assignments": [{"agent": "backend", "subtask": "do B"}]}\n```'
+            ),
+        ],
+    )
+    session = run(
+        session_create(
+            caller=human(acme),
+            payload={
+                "task": "t",
+                "mode": "hierarchical",
+                "agents": specialists("coord", "backend", "frontend"),
+            },
+        )
+    )
     assert session.status == "completed"
     assert session.metadata["plan"]["valid"] is True and session.metadata["plan"]["tries"] == 2
     assert session.metadata["plan"]["unassigned"] == ["frontend"]
@@ -88,8 +114,12 @@ def test_a_plan_naming_strangers_is_rejected_then_a_valid_one_is_used(acme, fake
 
 def test_an_empty_plan_falls_back(acme, fake_llm):
     fake_llm.on(purpose="plan", replies=Reply('{"plan": "nothing", "assignments": []}'))
-    session = run(session_create(caller=human(acme), payload={
-        "task": "t", "mode": "hierarchical", "agents": specialists("coord", "x")}))  # fmt: skip
+    session = run(
+        session_create(
+            caller=human(acme),
+            payload={"task": "t", "mode": "hierarchical", "agents": specialists("coord", "x")},
+        )
+    )
     assert session.status == "completed"
     assert session.metadata["plan"]["reason"] == "The plan assigns nothing to anyone."
     assert "fallback" in event_names(session)
@@ -97,8 +127,16 @@ def test_an_empty_plan_falls_back(acme, fake_llm):
 
 def test_a_failed_coordinator_leaves_the_fallback_plan(acme, fake_llm):
     fake_llm.on(purpose="plan", replies=Reply(status=400))
-    session = run(session_create(caller=human(acme), payload={
-        "task": "Build it", "mode": "hierarchical", "agents": specialists("coord", "x", "y")}))  # fmt: skip
+    session = run(
+        session_create(
+            caller=human(acme),
+            payload={
+                "task": "Build it",
+                "mode": "hierarchical",
+                "agents": specialists("coord", "x", "y"),
+            },
+        )
+    )
     assert session.status == "partial"
     assert session.contributions.get(agent_key="coord").status == "failed"
     plan = session.metadata["plan"]

@@ -30,12 +30,21 @@ def test_a_worker_or_server_does_not_start_with_a_short_visibility_timeout():
     from pathlib import Path
 
     redis_url = "redis://127.0.0.1:6379/4"
-    env = {**os.environ, "REDIS_URL": redis_url, "CELERY_BROKER_URL": redis_url,
-           "CELERY_VISIBILITY_TIMEOUT": "60", "COLLAB_SESSION_TIME_LIMIT": "120"}  # fmt: skip
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "CELERY_BROKER_URL": redis_url,
+        "CELERY_VISIBILITY_TIMEOUT": "60",
+        "COLLAB_SESSION_TIME_LIMIT": "120",
+    }
     result = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[2],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "manage.py", "check"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
     assert "CELERY_VISIBILITY_TIMEOUT (60 s) must exceed COLLAB_SESSION_TIME_LIMIT" in result.stderr
@@ -44,18 +53,34 @@ def test_a_worker_or_server_does_not_start_with_a_short_visibility_timeout():
 @pytest.mark.parametrize(
     "name, value, message",
     [
-        ("COLLAB_DEFAULT_MODE", "swarm",
-         "COLLAB_DEFAULT_MODE='swarm': must be one of parallel, sequential, hierarchical."),
-        ("COLLAB_DEFAULT_SYNTHESIS", "Vote",
-         "COLLAB_DEFAULT_SYNTHESIS='Vote': must be one of coordinator, vote, merge, best_of."),
-        ("COLLAB_COORDINATOR_MODEL", "gpt 4o",
-         "COLLAB_COORDINATOR_MODEL='gpt 4o': a model name of at most 100 characters"),
+        (
+            "COLLAB_DEFAULT_MODE",
+            "swarm",
+            "COLLAB_DEFAULT_MODE='swarm': must be one of parallel, sequential, hierarchical.",
+        ),
+        (
+            "COLLAB_DEFAULT_SYNTHESIS",
+            "Vote",
+            "COLLAB_DEFAULT_SYNTHESIS='Vote': must be one of coordinator, vote, merge, best_of.",
+        ),
+        (
+            "COLLAB_COORDINATOR_MODEL",
+            "gpt 4o",
+            "COLLAB_COORDINATOR_MODEL='gpt 4o': a model name of at most 100 characters",
+        ),
         ("COLLAB_COORDINATOR_MODEL", "m" * 101, "COLLAB_COORDINATOR_MODEL='mmm"),
-        ("COLLAB_MAX_STARTS_PER_HOUR", 0, "COLLAB_MAX_STARTS_PER_HOUR=0: must be a positive integer."),
-        ("COLLAB_MAX_STARTS_PER_HOUR", "lots",
-         "COLLAB_MAX_STARTS_PER_HOUR='lots': must be a positive integer."),
+        (
+            "COLLAB_MAX_STARTS_PER_HOUR",
+            0,
+            "COLLAB_MAX_STARTS_PER_HOUR=0: must be a positive integer.",
+        ),
+        (
+            "COLLAB_MAX_STARTS_PER_HOUR",
+            "lots",
+            "COLLAB_MAX_STARTS_PER_HOUR='lots': must be a positive integer.",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_collaboration_setting_it_does_not_know_is_refused(settings, name, value, message):
     setattr(settings, name, value)
     with pytest.raises(ImproperlyConfigured) as refused:
@@ -79,12 +104,19 @@ def test_bad_collaboration_settings_stop_start_up_with_a_message():
     import sys
     from pathlib import Path
 
-    env = {**os.environ, "COLLAB_DEFAULT_SYNTHESIS": "consensus",
-           "COLLAB_MAX_STARTS_PER_HOUR": "lots"}  # fmt: skip
+    env = {
+        **os.environ,
+        "COLLAB_DEFAULT_SYNTHESIS": "consensus",
+        "COLLAB_MAX_STARTS_PER_HOUR": "lots",
+    }
     result = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[2],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "manage.py", "check"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
     assert "COLLAB_DEFAULT_SYNTHESIS='consensus': must be one of" in result.stderr

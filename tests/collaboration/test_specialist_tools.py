@@ -17,17 +17,28 @@ ROSTER = "get_organization_roster"
 
 
 def start(client, agents, **body):
-    body = {"task": "Who should own the index migration?", "synthesis": "merge",
-            "agents": agents, **body}  # fmt: skip
+    body = {
+        "task": "Who should own the index migration?",
+        "synthesis": "merge",
+        "agents": agents,
+        **body,
+    }
     return client.post("/api/collaborations", body, format="json")
 
 
 def roster_then_answer(fake, agent, answer="Alex should own it.\nVERDICT: yes\nCONFIDENCE: 0.9"):
-    fake.on(agent=agent, replies=[
-        Reply("Checking the roster.", tool_calls=[ToolUse(ROSTER, {"filter": "all"}, id="r1")],
-              prompt_tokens=40, completion_tokens=10),
-        Reply(answer, prompt_tokens=90, completion_tokens=12),
-    ])  # fmt: skip
+    fake.on(
+        agent=agent,
+        replies=[
+            Reply(
+                "Checking the roster.",
+                tool_calls=[ToolUse(ROSTER, {"filter": "all"}, id="r1")],
+                prompt_tokens=40,
+                completion_tokens=10,
+            ),
+            Reply(answer, prompt_tokens=90, completion_tokens=12),
+        ],
+    )
 
 
 @pytest.mark.django_db
@@ -35,15 +46,29 @@ class TestWhoMayGiveWhichTools:
     @pytest.mark.parametrize(
         "tools, code, message",
         [
-            (["create_task"], "tool_not_read_only", "agents[0].config.tools[0]: create_task writes"),
-            ([ROSTER, "start_collaboration"], "tool_not_read_only",
-             "agents[0].config.tools[1]: start_collaboration writes"),
-            (["no_such_tool"], "unknown_tool", "agents[0].config.tools[0]: unknown tool 'no_such_tool'"),
-            ([ROSTER, ROSTER], "invalid", "agents[0].config.tools[1]: get_organization_roster is "
-             "listed twice"),
+            (
+                ["create_task"],
+                "tool_not_read_only",
+                "agents[0].config.tools[0]: create_task writes",
+            ),
+            (
+                [ROSTER, "start_collaboration"],
+                "tool_not_read_only",
+                "agents[0].config.tools[1]: start_collaboration writes",
+            ),
+            (
+                ["no_such_tool"],
+                "unknown_tool",
+                "agents[0].config.tools[0]: unknown tool 'no_such_tool'",
+            ),
+            (
+                [ROSTER, ROSTER],
+                "invalid",
+                "agents[0].config.tools[1]: get_organization_roster is listed twice",
+            ),
             (ROSTER, "invalid", "agents[0].config.tools: must be a list of tool names"),
         ],
-    )  # fmt: skip
+    )
     def test_a_writing_unknown_or_malformed_tool_list_is_400(
         self, acme, org_client, tools, code, message
     ):
@@ -54,17 +79,21 @@ class TestWhoMayGiveWhichTools:
         assert not CollaborationSession.objects.exists()
 
     def test_an_org_agent_is_refused_a_writing_tool_too(self, acme, org_client):
-        response = start(org_client(acme), [{"agent_id": "agent-alex",
-                                             "config": {"tools": ["update_task_status"]}}])  # fmt: skip
+        response = start(
+            org_client(acme),
+            [{"agent_id": "agent-alex", "config": {"tools": ["update_task_status"]}}],
+        )
         assert response.status_code == 400
         assert response.json()["code"] == "tool_not_read_only"
 
     def test_the_coordinators_config_takes_no_tools(self, acme, org_client):
-        response = start(org_client(acme), specialists("a"),
-                         coordinator_config={"tools": [ROSTER]})  # fmt: skip
+        response = start(org_client(acme), specialists("a"), coordinator_config={"tools": [ROSTER]})
         assert response.status_code == 400
-        assert response.json() == {"success": False, "code": "invalid",
-                                   "error": "coordinator_config.tools: unknown field."}  # fmt: skip
+        assert response.json() == {
+            "success": False,
+            "code": "invalid",
+            "error": "coordinator_config.tools: unknown field.",
+        }
 
     def test_a_hierarchical_coordinator_plans_without_tools(self, acme, org_client):
         agents = [{"name": "lead", "config": {"tools": [ROSTER]}}, {"name": "analyst"}]
@@ -79,19 +108,32 @@ class TestWhoMayGiveWhichTools:
         assert response.status_code == 403
         assert response.json()["code"] == "tools_forbidden"
         # Herself, or an ad-hoc specialist (which runs as her): both fine.
-        assert start(sarah, [{"agent_id": "agent-sarah", "config": {"tools": [ROSTER]}},
-                             {"name": "analyst", "config": {"tools": [ROSTER]}}]).status_code == 202  # fmt: skip
+        assert (
+            start(
+                sarah,
+                [
+                    {"agent_id": "agent-sarah", "config": {"tools": [ROSTER]}},
+                    {"name": "analyst", "config": {"tools": [ROSTER]}},
+                ],
+            ).status_code
+            == 202
+        )
 
     def test_the_tools_are_shown_on_the_contribution(self, acme, org_client):
-        response = start(org_client(acme), [{"name": "analyst", "config": {"tools": [ROSTER]}},
-                                            {"name": "plain"}])  # fmt: skip
+        response = start(
+            org_client(acme),
+            [{"name": "analyst", "config": {"tools": [ROSTER]}}, {"name": "plain"}],
+        )
         assert response.status_code == 202, response.content
         contributions = response.json()["contributions"]
         assert [(c["tools"], c["turns"]) for c in contributions] == [([ROSTER], []), ([], [])]
 
     def test_the_start_collaboration_tool_takes_tools_too(self, acme):
-        body = call_tool(human(acme), "start_collaboration", {
-            "task": "t", "agents": [{"name": "analyst", "config": {"tools": [ROSTER]}}]})  # fmt: skip
+        body = call_tool(
+            human(acme),
+            "start_collaboration",
+            {"task": "t", "agents": [{"name": "analyst", "config": {"tools": [ROSTER]}}]},
+        )
         assert body["contributions"][0]["tools"] == [ROSTER]
         # The tool's schema offers `tools` on an agent's config only.
         schema = REGISTRY["start_collaboration"].input_schema
@@ -107,8 +149,9 @@ class TestSpecialistsAtWork:
     ):
         roster_then_answer(fake_llm, "agent-alex")
         client = org_client(acme)
-        response = start(client, [{"agent_id": "agent-alex", "config": {"tools": [ROSTER]}},
-                                  {"name": "plain"}])  # fmt: skip
+        response = start(
+            client, [{"agent_id": "agent-alex", "config": {"tools": [ROSTER]}}, {"name": "plain"}]
+        )
         session = run(CollaborationSession.objects.get(pk=response.json()["id"]))
         assert session.status == "completed", session.error
 
@@ -118,15 +161,19 @@ class TestSpecialistsAtWork:
         assert alex["response"].startswith("Alex should own it.")
         assert alex["tools"] == [ROSTER]
         assert [(t["kind"], t.get("name"), t.get("status")) for t in alex["turns"]] == [
-            ("model", None, None), ("tool_call", ROSTER, "ok"), ("model", None, None),
-        ]  # fmt: skip
+            ("model", None, None),
+            ("tool_call", ROSTER, "ok"),
+            ("model", None, None),
+        ]
         call = alex["turns"][1]
         assert (call["id"], call["arguments"]) == ("r1", {"filter": "all"})
         assert call["result"]["agent_context"]["id"] == "agent-alex"  # as Alex himself
         # Tokens: both of Alex's model calls, and the session's total over everyone.
         assert (alex["prompt_tokens"], alex["completion_tokens"], alex["tokens_used"]) == (
-            130, 22, 152,
-        )  # fmt: skip
+            130,
+            22,
+            152,
+        )
         assert alex["attempts"] == 2
         assert body["metadata"]["agent_tokens"] == 152 + plain["tokens_used"]
         assert body["metadata"]["total_tokens"] == body["metadata"]["agent_tokens"]  # merge
@@ -143,9 +190,15 @@ class TestSpecialistsAtWork:
     ):
         roster_then_answer(fake_llm, "analyst")
         sarah = agent_client(agent_of(acme, "agent-sarah"))
-        response = start(sarah, [{"name": "analyst",
-                                  "config": {"provider": provider, "model": "m-1",
-                                             "tools": [ROSTER]}}])  # fmt: skip
+        response = start(
+            sarah,
+            [
+                {
+                    "name": "analyst",
+                    "config": {"provider": provider, "model": "m-1", "tools": [ROSTER]},
+                }
+            ],
+        )
         session = run(CollaborationSession.objects.get(pk=response.json()["id"]))
         assert session.status == "completed", session.error
         (analyst,) = sarah.get(f"/api/collaborations/{session.pk}").json()["contributions"]
@@ -162,19 +215,31 @@ class TestSpecialistsAtWork:
         result = session.contributions.get().turns[1]["result"]
         assert result["agent_context"] is None
         assert sorted(c["id"] for c in result["colleagues"]) == [
-            "agent-alex", "agent-sam", "agent-sarah",
-        ]  # fmt: skip
+            "agent-alex",
+            "agent-sam",
+            "agent-sarah",
+        ]
 
     def test_a_refused_call_reaches_the_model_and_the_specialist_still_answers(
         self, acme, fake_llm
     ):
-        fake_llm.on(agent="analyst", replies=[
-            Reply(tool_calls=[ToolUse(ROSTER, {"filter": "by_expertise"}, id="bad")]),
-            Reply("Answered without it.\nVERDICT: no\nCONFIDENCE: 0.5"),
-        ])  # fmt: skip
-        session = run(session_create(caller=human(acme), payload={
-            "task": "t", "synthesis": "merge",
-            "agents": [{"name": "analyst", "config": {"tools": [ROSTER]}}]}))  # fmt: skip
+        fake_llm.on(
+            agent="analyst",
+            replies=[
+                Reply(tool_calls=[ToolUse(ROSTER, {"filter": "by_expertise"}, id="bad")]),
+                Reply("Answered without it.\nVERDICT: no\nCONFIDENCE: 0.5"),
+            ],
+        )
+        session = run(
+            session_create(
+                caller=human(acme),
+                payload={
+                    "task": "t",
+                    "synthesis": "merge",
+                    "agents": [{"name": "analyst", "config": {"tools": [ROSTER]}}],
+                },
+            )
+        )
         contribution = session.contributions.get()
         assert contribution.status == "completed"
         assert contribution.turns[1]["status"] == "error"
@@ -186,11 +251,23 @@ class TestSpecialistsAtWork:
         self, acme, fake_llm, settings
     ):
         settings.COLLAB_AGENT_MAX_TURNS = 2
-        fake_llm.on(agent="analyst", replies=Reply(
-            tool_calls=[ToolUse(ROSTER)], prompt_tokens=5, completion_tokens=5))  # fmt: skip
-        session = run(session_create(caller=human(acme), payload={
-            "task": "t", "synthesis": "merge",
-            "agents": [{"name": "analyst", "config": {"tools": [ROSTER]}}, {"name": "plain"}]}))  # fmt: skip
+        fake_llm.on(
+            agent="analyst",
+            replies=Reply(tool_calls=[ToolUse(ROSTER)], prompt_tokens=5, completion_tokens=5),
+        )
+        session = run(
+            session_create(
+                caller=human(acme),
+                payload={
+                    "task": "t",
+                    "synthesis": "merge",
+                    "agents": [
+                        {"name": "analyst", "config": {"tools": [ROSTER]}},
+                        {"name": "plain"},
+                    ],
+                },
+            )
+        )
         analyst = session.contributions.get(agent_key="analyst")
         assert analyst.status == "failed"
         assert analyst.error.startswith("no answer after 2 model turns (COLLAB_AGENT_MAX_TURNS)")
@@ -204,9 +281,13 @@ class TestSpecialistsAtWork:
         self, acme, fake_llm, org_client, agent_client
     ):
         roster_then_answer(fake_llm, "agent-alex")
-        response = start(org_client(acme), [
-            {"agent_id": "agent-alex", "config": {"tools": [ROSTER]}}, {"agent_id": "agent-sarah"},
-        ])  # fmt: skip
+        response = start(
+            org_client(acme),
+            [
+                {"agent_id": "agent-alex", "config": {"tools": [ROSTER]}},
+                {"agent_id": "agent-sarah"},
+            ],
+        )
         session = run(CollaborationSession.objects.get(pk=response.json()["id"]))
         url = f"/api/collaborations/{session.pk}"
 
@@ -220,46 +301,85 @@ class TestSpecialistsAtWork:
         sarah = agent_of(acme, "agent-sarah")
         for seen in (
             alex_call(agent_client(sarah).get(url).json()),
-            alex_call(call_tool(caller_for_agent(sarah), "get_collaboration",
-                                {"session_id": str(session.pk)})),
-        ):  # fmt: skip
+            alex_call(
+                call_tool(
+                    caller_for_agent(sarah), "get_collaboration", {"session_id": str(session.pk)}
+                )
+            ),
+        ):
             assert "result" not in seen
             assert (seen["result_hidden"], seen["name"], seen["status"]) == (True, ROSTER, "ok")
 
     def test_a_specialist_that_times_out_keeps_its_turns_and_the_tokens_it_spent(
         self, acme, fake_llm
     ):
-        fake_llm.on(agent="analyst", replies=[
-            Reply(tool_calls=[ToolUse(ROSTER, id="r1")], prompt_tokens=8, completion_tokens=2),
-            Reply(hang=True),
-        ])  # fmt: skip
-        session = run(session_create(caller=human(acme), payload={
-            "task": "t", "synthesis": "merge", "agent_timeout": 1.5,
-            "agents": [{"name": "analyst", "config": {"tools": [ROSTER]}}, {"name": "plain"}]}))  # fmt: skip
+        fake_llm.on(
+            agent="analyst",
+            replies=[
+                Reply(tool_calls=[ToolUse(ROSTER, id="r1")], prompt_tokens=8, completion_tokens=2),
+                Reply(hang=True),
+            ],
+        )
+        session = run(
+            session_create(
+                caller=human(acme),
+                payload={
+                    "task": "t",
+                    "synthesis": "merge",
+                    "agent_timeout": 1.5,
+                    "agents": [
+                        {"name": "analyst", "config": {"tools": [ROSTER]}},
+                        {"name": "plain"},
+                    ],
+                },
+            )
+        )
         analyst = session.contributions.get(agent_key="analyst")
         assert analyst.status == "timed_out"
         assert [(t["kind"], t.get("status")) for t in analyst.turns] == [
-            ("model", None), ("tool_call", "ok"),
-        ]  # fmt: skip
+            ("model", None),
+            ("tool_call", "ok"),
+        ]
         assert analyst.tokens_used == 10
         plain = session.contributions.get(agent_key="plain")
         assert session.metadata["total_tokens"] == 10 + plain.tokens_used
 
     def test_a_resumed_session_does_not_run_a_recorded_call_again(self, acme, fake_llm):
         """A worker died after the call was recorded: the re-run goes on from the turns."""
-        session = session_create(caller=human(acme), payload={
-            "task": "t", "synthesis": "merge",
-            "agents": [{"name": "analyst", "config": {"tools": [ROSTER]}}]})  # fmt: skip
+        session = session_create(
+            caller=human(acme),
+            payload={
+                "task": "t",
+                "synthesis": "merge",
+                "agents": [{"name": "analyst", "config": {"tools": [ROSTER]}}],
+            },
+        )
         turns = [
-            {"kind": "model", "index": 0, "text": "", "stop_reason": "tool_calls",
-             "tool_calls": [{"id": "r1", "name": ROSTER, "arguments": {}}],
-             "prompt_tokens": 11, "completion_tokens": 4, "attempts": 1, "provider": "openai",
-             "model": "fake-model"},
-            {"kind": "tool_call", "index": 1, "id": "r1", "name": ROSTER, "arguments": {},
-             "status": "ok", "result": {"recorded": "before the worker died"}},
-        ]  # fmt: skip
-        session.contributions.update(status="running", turns=turns, prompt_tokens=11,
-                                     completion_tokens=4, tokens_used=15)  # fmt: skip
+            {
+                "kind": "model",
+                "index": 0,
+                "text": "",
+                "stop_reason": "tool_calls",
+                "tool_calls": [{"id": "r1", "name": ROSTER, "arguments": {}}],
+                "prompt_tokens": 11,
+                "completion_tokens": 4,
+                "attempts": 1,
+                "provider": "openai",
+                "model": "fake-model",
+            },
+            {
+                "kind": "tool_call",
+                "index": 1,
+                "id": "r1",
+                "name": ROSTER,
+                "arguments": {},
+                "status": "ok",
+                "result": {"recorded": "before the worker died"},
+            },
+        ]
+        session.contributions.update(
+            status="running", turns=turns, prompt_tokens=11, completion_tokens=4, tokens_used=15
+        )
         CollaborationSession.objects.filter(pk=session.pk).update(status="running", attempts=1)
         fake_llm.on(agent="analyst", replies=Reply("Done.", prompt_tokens=30, completion_tokens=3))
 
@@ -273,14 +393,23 @@ class TestSpecialistsAtWork:
         assert session.metadata["total_tokens"] == 48
 
     def test_the_offline_provider_runs_a_specialist_with_tools(self, acme, offline):
-        session = run(session_create(caller=human(acme), payload={
-            "task": "t", "synthesis": "merge",
-            "agents": [{"agent_id": "agent-alex", "config": {"tools": [ROSTER]}}]}))  # fmt: skip
+        session = run(
+            session_create(
+                caller=human(acme),
+                payload={
+                    "task": "t",
+                    "synthesis": "merge",
+                    "agents": [{"agent_id": "agent-alex", "config": {"tools": [ROSTER]}}],
+                },
+            )
+        )
         alex = session.contributions.get()
         assert (session.status, alex.status, alex.tokens_used) == ("completed", "completed", 0)
         assert [(t["kind"], t.get("status")) for t in alex.turns] == [
-            ("model", None), ("tool_call", "ok"), ("model", None),
-        ]  # fmt: skip
+            ("model", None),
+            ("tool_call", "ok"),
+            ("model", None),
+        ]
         assert alex.turns[1]["result"]["agent_context"]["id"] == "agent-alex"
         assert f"- Consulted {ROSTER}: answered." in alex.response
         assert alex.verdict in ("yes", "no")

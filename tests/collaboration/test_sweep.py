@@ -41,8 +41,14 @@ def age(session, seconds: float, **fields) -> None:
 @pytest.mark.django_db(transaction=True)  # the run's agent threads read the session
 def test_a_session_running_on_a_dead_worker_is_sent_again_once_a_lease(started, settings):
     past = timezone.now() - timedelta(seconds=settings.COLLAB_LEASE_SECONDS + 1)
-    age(started, settings.COLLAB_LEASE_SECONDS + 1, status="running", lease_token="dead",
-        heartbeat_at=past, attempts=1)  # fmt: skip
+    age(
+        started,
+        settings.COLLAB_LEASE_SECONDS + 1,
+        status="running",
+        lease_token="dead",
+        heartbeat_at=past,
+        attempts=1,
+    )
     assert sweep_sessions() == [started.pk]
     assert sent_again() == [str(started.pk)]
     assert sweep_sessions() == []  # sent a moment ago: not again before a lease has passed
@@ -58,8 +64,13 @@ def test_a_queued_session_whose_message_was_lost_is_sent_again(started, settings
 
 def test_live_recent_and_finished_sessions_are_left_alone(started, settings):
     assert sweep_sessions() == []  # queued a moment ago: its message may be on its way
-    age(started, settings.COLLAB_LEASE_SECONDS + 1, status="running", lease_token="alive",
-        heartbeat_at=timezone.now())  # fmt: skip
+    age(
+        started,
+        settings.COLLAB_LEASE_SECONDS + 1,
+        status="running",
+        lease_token="alive",
+        heartbeat_at=timezone.now(),
+    )
     assert sweep_sessions() == []  # its worker beats
     age(started, settings.COLLAB_LEASE_SECONDS + 1, status="completed")
     assert sweep_sessions() == []

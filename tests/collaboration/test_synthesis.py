@@ -15,9 +15,15 @@ from collaboration.synthesis.vote import vote_result
 
 @pytest.mark.parametrize(
     "raw, verdict",
-    [("Approve", "yes"), ("**LGTM**", "yes"), ("No.", "no"), ("reject — too risky", "no"),
-     ("Monolith", "monolith"), ("  Microservices, for scale", "microservices")],
-)  # fmt: skip
+    [
+        ("Approve", "yes"),
+        ("**LGTM**", "yes"),
+        ("No.", "no"),
+        ("reject — too risky", "no"),
+        ("Monolith", "monolith"),
+        ("  Microservices, for scale", "microservices"),
+    ],
+)
 def test_verdicts_are_normalised(raw, verdict):
     assert normalise_verdict(raw) == verdict
 
@@ -33,9 +39,14 @@ def test_the_last_verdict_and_confidence_lines_count():
 
 @pytest.mark.parametrize(
     "line, confidence",
-    [("CONFIDENCE: 8/10", 0.8), ("Confidence: 4 out of 5", 0.8), ("CONFIDENCE: **9 / 10**", 0.9),
-     ("CONFIDENCE: 0.7/1", 0.7), ("CONFIDENCE: 80% / 100", 0.8)],
-)  # fmt: skip
+    [
+        ("CONFIDENCE: 8/10", 0.8),
+        ("Confidence: 4 out of 5", 0.8),
+        ("CONFIDENCE: **9 / 10**", 0.9),
+        ("CONFIDENCE: 0.7/1", 0.7),
+        ("CONFIDENCE: 80% / 100", 0.8),
+    ],
+)
 def test_a_confidence_given_on_a_scale_is_read_on_that_scale(line, confidence):
     """A vote's tie-break and best_of rank by confidence: "8/10" is 0.8, not 8 %."""
     assert parse_confidence(f"My answer.\n{line}") == pytest.approx(confidence)
@@ -46,8 +57,9 @@ def test_agreement_without_verdicts_is_word_overlap():
     result = consensus_of([Answer("a", "r", same), Answer("b", "r", same)])
     assert result["method"] == "jaccard_word_overlap"
     assert result["agreement_score"] == 1.0 and result["has_consensus"] is True
-    apart = consensus_of([Answer("a", "r", "kubernetes helm charts"),
-                          Answer("b", "r", "figma typography colours")])  # fmt: skip
+    apart = consensus_of(
+        [Answer("a", "r", "kubernetes helm charts"), Answer("b", "r", "figma typography colours")]
+    )
     assert apart["agreement_score"] == 0.0 and apart["has_consensus"] is False
     assert apart["key_disagreements"][0].startswith("only a raises: ")
 
@@ -64,16 +76,20 @@ def test_a_plan_is_parsed_from_a_fence_and_validated():
 
 
 def votes(*items) -> list[Answer]:
-    return [Answer(agent, "r", f"{agent} thinks so", confidence=c, verdict=v, position=i)
-            for i, (agent, v, c) in enumerate(items)]  # fmt: skip
+    return [
+        Answer(agent, "r", f"{agent} thinks so", confidence=c, verdict=v, position=i)
+        for i, (agent, v, c) in enumerate(items)
+    ]
 
 
 @pytest.mark.parametrize(
     "text",
-    ['{"assignments": [{"agent": "a", "subtask": "x"}], "n": ' + "1" * 5000 + "}",
-     '{"assignments": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+    [
+        '{"assignments": [{"agent": "a", "subtask": "x"}], "n": ' + "1" * 5000 + "}",
+        '{"assignments": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    ],
     ids=["number_too_long", "nested_too_deep"],
-)  # fmt: skip
+)
 def test_a_plan_python_cannot_parse_is_rejected_with_a_reason(text):
     """A model's answer is untrusted: it is rejected (and the plan asked for again), never a
     crash of the coordinator."""

@@ -23,31 +23,50 @@ def nested(levels: int) -> str:
 def test_a_nul_in_answers_and_the_synthesis_is_kept_as_a_replacement_character(acme, fake_llm):
     fake_llm.on(agent="a", replies=[Reply("before\x00after\nVERDICT: yes\nCONFIDENCE: 0.9")])
     fake_llm.on(purpose="synthesis", replies=[Reply("synth\x00esis")])
-    session = run(session_create(caller=human(acme), payload={
-        "task": "t", "synthesis": "coordinator", "agents": specialists("a", "b"),
-    }))  # fmt: skip
+    session = run(
+        session_create(
+            caller=human(acme),
+            payload={
+                "task": "t",
+                "synthesis": "coordinator",
+                "agents": specialists("a", "b"),
+            },
+        )
+    )
     assert session.status == "completed", session.error
     answer = session.contributions.get(agent_key="a")
     assert (answer.status, answer.response.splitlines()[0]) == ("completed", "before\ufffdafter")
     assert session.result == "synth\ufffdesis"
 
 
-@pytest.mark.parametrize("arguments", [
-    nested(300),  # past orjson's 255 levels: the session would answer 500 from then on
-    nested(5_000),  # past the JSON parser's own recursion limit
-    {"filter": "by_expertise", "expertise": "Postgre\x00SQL"},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        nested(300),  # past orjson's 255 levels: the session would answer 500 from then on
+        nested(5_000),  # past the JSON parser's own recursion limit
+        {"filter": "by_expertise", "expertise": "Postgre\x00SQL"},
+    ],
+)
 def test_a_tool_call_the_service_cannot_keep_is_refused_and_the_session_reads(
     acme, fake_llm, arguments
 ):
-    fake_llm.on(agent="a", replies=[
-        Reply(tool_calls=[ToolUse(ROSTER, arguments, id="c1")]),
-        Reply("done\nVERDICT: yes\nCONFIDENCE: 0.9"),
-    ])  # fmt: skip
-    session = run(session_create(caller=human(acme), payload={
-        "task": "t", "synthesis": "merge",
-        "agents": [{"name": "a", "config": {"tools": [ROSTER]}}, {"name": "b"}],
-    }))  # fmt: skip
+    fake_llm.on(
+        agent="a",
+        replies=[
+            Reply(tool_calls=[ToolUse(ROSTER, arguments, id="c1")]),
+            Reply("done\nVERDICT: yes\nCONFIDENCE: 0.9"),
+        ],
+    )
+    session = run(
+        session_create(
+            caller=human(acme),
+            payload={
+                "task": "t",
+                "synthesis": "merge",
+                "agents": [{"name": "a", "config": {"tools": [ROSTER]}}, {"name": "b"}],
+            },
+        )
+    )
     assert session.status == "completed", session.error
     response = KeyClient(make_key(acme)).get(f"/api/collaborations/{session.pk}")
     assert response.status_code == 200
@@ -66,12 +85,24 @@ def test_token_counts_a_server_claims_are_bounded_before_anything_keeps_them(acm
     """2**31 would overflow the contribution's integer column (and the ledger's)."""
     from costs.models import MAX_CALL_TOKENS
 
-    fake_llm.on(agent="a", replies=[
-        Reply("ok\nVERDICT: yes\nCONFIDENCE: 0.9", prompt_tokens=2**31, completion_tokens=2**40),
-    ])  # fmt: skip
-    session = run(session_create(caller=human(acme), payload={
-        "task": "t", "synthesis": "merge", "agents": specialists("a"),
-    }))  # fmt: skip
+    fake_llm.on(
+        agent="a",
+        replies=[
+            Reply(
+                "ok\nVERDICT: yes\nCONFIDENCE: 0.9", prompt_tokens=2**31, completion_tokens=2**40
+            ),
+        ],
+    )
+    session = run(
+        session_create(
+            caller=human(acme),
+            payload={
+                "task": "t",
+                "synthesis": "merge",
+                "agents": specialists("a"),
+            },
+        )
+    )
     assert session.status == "completed", session.error
     answer = session.contributions.get(agent_key="a")
     assert answer.tokens_used == 2 * MAX_CALL_TOKENS
@@ -80,9 +111,16 @@ def test_token_counts_a_server_claims_are_bounded_before_anything_keeps_them(acm
 @pytest.mark.parametrize("model", ["fake\x00model", "m" * 300])
 def test_what_the_server_says_its_model_is_is_kept_as_it_fits(acme, fake_llm, model):
     fake_llm.on(agent="a", replies=[Reply("ok\nVERDICT: yes\nCONFIDENCE: 0.9", model=model)])
-    session = run(session_create(caller=human(acme), payload={
-        "task": "t", "synthesis": "merge", "agents": specialists("a"),
-    }))  # fmt: skip
+    session = run(
+        session_create(
+            caller=human(acme),
+            payload={
+                "task": "t",
+                "synthesis": "merge",
+                "agents": specialists("a"),
+            },
+        )
+    )
     assert session.status == "completed", session.error
     answer = session.contributions.get(agent_key="a")
     assert answer.model == model.replace("\x00", "\ufffd")[:100]

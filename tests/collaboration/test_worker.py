@@ -17,8 +17,9 @@ def worker(settings):
         import redis
 
         redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
-                      loglevel="WARNING"):  # fmt: skip
+    with start_worker(
+        app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"
+    ):
         yield
 
 
@@ -32,9 +33,11 @@ def finished(client, session_id):
 
 def test_a_session_started_over_rest_runs_on_the_worker(acme, offline, worker, org_client):
     client = org_client(acme)
-    response = client.post("/api/collaborations", {
-        "task": "Choose a cache", "agents": specialists("a", "b", "c"), "synthesis": "vote"},
-        format="json")  # fmt: skip
+    response = client.post(
+        "/api/collaborations",
+        {"task": "Choose a cache", "agents": specialists("a", "b", "c"), "synthesis": "vote"},
+        format="json",
+    )
     assert response.status_code == 202
     assert response.json()["status"] == "queued"
     body = wait_for(finished(client, response.json()["id"]), timeout=30)
@@ -49,9 +52,11 @@ def test_a_session_started_over_rest_runs_on_the_worker(acme, offline, worker, o
 def test_cancel_stops_a_running_session(acme, fake_llm, worker, org_client):
     fake_llm.on(agent="slow", replies=Reply(hang=True))
     client = org_client(acme)
-    session_id = client.post("/api/collaborations", {
-        "task": "t", "agents": specialists("slow", "quick"), "agent_timeout": 60},
-        format="json").json()["id"]  # fmt: skip
+    session_id = client.post(
+        "/api/collaborations",
+        {"task": "t", "agents": specialists("slow", "quick"), "agent_timeout": 60},
+        format="json",
+    ).json()["id"]
     wait_for(lambda: fake_llm.calls_for(agent="slow"), timeout=30)
     response = client.post(f"/api/collaborations/{session_id}/cancel")
     assert response.status_code == 200

@@ -12,12 +12,18 @@ def spending(org) -> dict:
     """A team with a budget and an agent whose call is in the ledger."""
     team = make_team(org, f"Spenders of {org.slug}")
     agent = make_agent(org, f"agent-spender-{org.slug}", team=team)
-    task = Task.objects.create(organization=org, title=f"costly task of {org.slug}",
-                               assignee=agent, status="assigned")  # fmt: skip
+    task = Task.objects.create(
+        organization=org, title=f"costly task of {org.slug}", assignee=agent, status="assigned"
+    )
     caller = caller_for_member(make_admin_user(org), org)
     budget_set(caller=caller, scope="team", team=team.name, limit_usd="100")
-    ticket = reserve(Meter.for_agent(agent, "run", task_id=task.pk), "openai", "gpt-4o-mini",
-                     prompt_bound=100, max_tokens=100)  # fmt: skip
+    ticket = reserve(
+        Meter.for_agent(agent, "run", task_id=task.pk),
+        "openai",
+        "gpt-4o-mini",
+        prompt_bound=100,
+        max_tokens=100,
+    )
     settle(ticket, prompt_tokens=10, completion_tokens=10)
     return {"agent_id": agent.handle, "team": team.name, "task_id": task.pk}
 
@@ -30,7 +36,7 @@ ENDPOINTS = [
     # Another organization's task named in a report: 404 (an organization key: 403 first).
     Endpoint(
         "POST", "/api/usage", spending, body={**USAGE, "task": "{task_id}"}, callers=("agent",)
-    ),  # fmt: skip
+    ),
     Endpoint("GET", "/api/costs?group_by=agent", spending, kind=COLLECTION),
     Endpoint("GET", "/api/costs?group_by=team", spending, kind=COLLECTION),
     Endpoint("GET", "/api/budgets", spending, kind=COLLECTION),
@@ -41,7 +47,7 @@ ENDPOINTS = [
         spending,
         body={"scope": "team", "team": "{team}", "monthly_limit_usd": "1"},
         callers=("org",),
-    ),  # fmt: skip
+    ),
     Endpoint("GET", "/api/budgets/alerts", spending, kind=COLLECTION, callers=("org",)),
     # Another organization's agent in the body: 404 agent_not_found, nothing estimated.
     Endpoint("POST", "/api/collaborations/estimate", spending, body=ESTIMATE),

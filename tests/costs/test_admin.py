@@ -22,23 +22,37 @@ def root_client(client):
 
 def test_a_subject_of_another_organization_is_a_form_error(root_client, cast):
     theirs = Task.objects.create(organization=cast.other, title="theirs")
-    response = root_client.post("/admin/costs/budget/add/", {
-        "organization": cast.org.pk, "scope": "task", "task": theirs.pk, "limit_usd": "5",
-    })  # fmt: skip
+    response = root_client.post(
+        "/admin/costs/budget/add/",
+        {
+            "organization": cast.org.pk,
+            "scope": "task",
+            "task": theirs.pk,
+            "limit_usd": "5",
+        },
+    )
     assert response.status_code == 200
     assert "is not of Acme" in response.content.decode()
     assert not Budget.objects.exists()
 
 
 def test_a_budget_added_in_the_admin_is_the_services(root_client, cast):
-    response = root_client.post("/admin/costs/budget/add/", {
-        "organization": cast.org.pk, "scope": "agent", "agent": cast.alex.pk, "limit_usd": "5",
-    })  # fmt: skip
+    response = root_client.post(
+        "/admin/costs/budget/add/",
+        {
+            "organization": cast.org.pk,
+            "scope": "agent",
+            "agent": cast.alex.pk,
+            "limit_usd": "5",
+        },
+    )
     assert response.status_code == 302
     budget = Budget.objects.get()
     assert (budget.agent, budget.period, budget.created_by) == (
-        cast.alex, budget.period, "user:root",
-    )  # fmt: skip
+        cast.alex,
+        budget.period,
+        "user:root",
+    )
     assert len(budget.period) == 7  # a monthly budget's "YYYY-MM"
 
 
@@ -56,9 +70,14 @@ def test_removing_a_budget_in_the_admin_tells_the_runtime(root_client, cast, how
         if how == "page":
             response = root_client.post(f"/admin/costs/budget/{budget.pk}/delete/", {"post": "yes"})
         else:
-            response = root_client.post("/admin/costs/budget/", {
-                "action": "delete_selected", "_selected_action": [budget.pk], "post": "yes",
-            })  # fmt: skip
+            response = root_client.post(
+                "/admin/costs/budget/",
+                {
+                    "action": "delete_selected",
+                    "_selected_action": [budget.pk],
+                    "post": "yes",
+                },
+            )
     finally:
         budget_made_room.disconnect(dispatch_uid="test-admin-delete")
     assert response.status_code == 302
@@ -79,9 +98,15 @@ def test_a_staff_member_cannot_read_another_organizations_task_through_the_form(
 
     answers = []
     for pk in (theirs.pk, 10**9):  # another organization's task, and no task at all
-        response = client.post("/admin/costs/budget/add/", {
-            "organization": cast.org.pk, "scope": "task", "task": pk, "limit_usd": "5",
-        })  # fmt: skip
+        response = client.post(
+            "/admin/costs/budget/add/",
+            {
+                "organization": cast.org.pk,
+                "scope": "task",
+                "task": pk,
+                "limit_usd": "5",
+            },
+        )
         assert response.status_code == 200
         answers.append(response.context["adminform"].form.errors.get("task"))
     assert answers[0] == answers[1] and answers[0]
@@ -95,24 +120,42 @@ def test_marking_alerts_read_says_how_many_and_touches_only_the_users_organizati
     ours, _ = budget_set(caller=caller, scope="organization", limit_usd="5")
     theirs, _ = budget_set(
         caller=caller_for_member(make_admin_user(cast.other), cast.other),
-        scope="organization", limit_usd="5",
-    )  # fmt: skip
+        scope="organization",
+        limit_usd="5",
+    )
     alerts = [
-        BudgetAlert.objects.create(organization=budget.organization, budget=budget,
-                                   kind="warning", period="2026-01", message="80 %")
+        BudgetAlert.objects.create(
+            organization=budget.organization,
+            budget=budget,
+            kind="warning",
+            period="2026-01",
+            message="80 %",
+        )
         for budget in (ours, theirs)
-    ]  # fmt: skip
+    ]
     client.force_login(make_admin_user(cast.org))
-    response = client.post("/admin/costs/budgetalert/", {
-        "action": "mark_read", "_selected_action": [a.pk for a in alerts], "index": 0,
-    }, follow=True)  # fmt: skip
+    response = client.post(
+        "/admin/costs/budgetalert/",
+        {
+            "action": "mark_read",
+            "_selected_action": [a.pk for a in alerts],
+            "index": 0,
+        },
+        follow=True,
+    )
     assert response.status_code == 200
     assert "Marked 1 alert as read." in response.content.decode()
     read = dict(BudgetAlert.objects.values_list("pk", "read_at"))
     assert read[alerts[0].pk] is not None and read[alerts[1].pk] is None
-    again = client.post("/admin/costs/budgetalert/", {
-        "action": "mark_read", "_selected_action": [alerts[0].pk], "index": 0,
-    }, follow=True)  # fmt: skip
+    again = client.post(
+        "/admin/costs/budgetalert/",
+        {
+            "action": "mark_read",
+            "_selected_action": [alerts[0].pk],
+            "index": 0,
+        },
+        follow=True,
+    )
     assert "No alert to mark: those selected were read already." in again.content.decode()
 
 
@@ -125,8 +168,9 @@ def test_the_usage_lists_sort_and_unpriced_count_have_indexes(db):
     from costs.models import PriceSource, UsageRecord
 
     newest = UsageRecord.objects.order_by("-created_at", "-pk")[:100]
-    unpriced = UsageRecord.objects.filter(organization_id__in=[1, 2],
-                                          price_source=PriceSource.UNKNOWN)  # fmt: skip
+    unpriced = UsageRecord.objects.filter(
+        organization_id__in=[1, 2], price_source=PriceSource.UNKNOWN
+    )
     with connection.cursor() as cursor:
         cursor.execute("SET enable_seqscan = off")
         try:

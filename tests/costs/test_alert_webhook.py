@@ -19,8 +19,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def spend(agent, tokens):
-    ticket = reserve(Meter.for_agent(agent, "run"), "openai", "fake-model", prompt_bound=tokens,
-                     max_tokens=tokens)  # fmt: skip
+    ticket = reserve(
+        Meter.for_agent(agent, "run"),
+        "openai",
+        "fake-model",
+        prompt_bound=tokens,
+        max_tokens=tokens,
+    )
     settle(ticket, prompt_tokens=tokens, completion_tokens=tokens)
 
 
@@ -94,6 +99,11 @@ def test_dollars_read_as_people_read_them():
     from costs.money import usd
 
     assert [usd(Decimal(v)) for v in ("1234.5", "1", "0.5", "0.0123", "0.000000001", "0")] == [
-        "$1,234.50", "$1.00", "$0.50", "$0.0123", "$0.000000001", "$0.00",
-    ]  # fmt: skip
+        "$1,234.50",
+        "$1.00",
+        "$0.50",
+        "$0.0123",
+        "$0.000000001",
+        "$0.00",
+    ]
     assert usd(None) == "—"

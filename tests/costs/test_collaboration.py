@@ -27,16 +27,23 @@ def specialists(*names):
 
 def start(client, key, **body):
     body = {"task": "Design the cache", "agents": specialists("a", "b"), **body}
-    return client.post("/api/collaborations", json.dumps(body), content_type="application/json",
-                       **auth(key))  # fmt: skip
+    return client.post(
+        "/api/collaborations", json.dumps(body), content_type="application/json", **auth(key)
+    )
 
 
 def test_each_call_is_in_the_ledger_with_its_purpose_and_the_session_shows_its_cost(
     client, cast, fake_llm
 ):
-    response = start(client, cast.org_key, mode="hierarchical", agents=[
-        {"agent_id": "agent-alex", "focus": "lead"}, *specialists("a", "b"),
-    ])  # fmt: skip
+    response = start(
+        client,
+        cast.org_key,
+        mode="hierarchical",
+        agents=[
+            {"agent_id": "agent-alex", "focus": "lead"},
+            *specialists("a", "b"),
+        ],
+    )
     assert response.status_code == 202, response.content
     session_id = response.json()["id"]
     runner.run_session(session_id)
@@ -101,16 +108,24 @@ def test_estimate_answers_without_starting(client, cast, fake_llm):
     caller = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=caller, scope="organization", limit_usd="100")
     body = {"task": "Design the cache", "agents": specialists("a", "b"), "max_cost_usd": "1"}
-    response = client.post("/api/collaborations/estimate", json.dumps(body),
-                           content_type="application/json", **auth(cast.alex_key))  # fmt: skip
+    response = client.post(
+        "/api/collaborations/estimate",
+        json.dumps(body),
+        content_type="application/json",
+        **auth(cast.alex_key),
+    )
     assert response.status_code == 200, response.content
     data = response.json()
     assert Decimal(data["estimated_cost_usd"]) > 0 and data["estimated_tokens"] > 0
     scopes = [(b["scope"], b["fits"]) for b in data["budgets"]]
     assert scopes == [("organization", True), ("collaboration", True)]
     assert CollaborationSession.objects.count() == 0
-    invalid = client.post("/api/collaborations/estimate", json.dumps({"task": ""}),
-                          content_type="application/json", **auth(cast.alex_key))  # fmt: skip
+    invalid = client.post(
+        "/api/collaborations/estimate",
+        json.dumps({"task": ""}),
+        content_type="application/json",
+        **auth(cast.alex_key),
+    )
     assert invalid.status_code == 400
 
 
@@ -122,8 +137,11 @@ def test_concurrent_sessions_never_overspend_a_small_budget(cast, fake_llm, sett
     caller = caller_for_member(make_admin_user(cast.org), cast.org)
     limit = Decimal("1.5")
     budget_set(caller=caller, scope="organization", limit_usd=limit)
-    payload = {"task": "Design the cache", "agents": specialists("a", "b", "c"),
-               "max_total_tokens": 100_000}  # fmt: skip
+    payload = {
+        "task": "Design the cache",
+        "agents": specialists("a", "b", "c"),
+        "max_total_tokens": 100_000,
+    }
     # The estimate would refuse them up front: create them as the budget allows, then shrink it.
     budget_set(caller=caller, scope="organization", limit_usd="1000")
     sessions = [session_create(caller=caller, payload=payload) for _ in range(6)]
@@ -163,13 +181,21 @@ def test_max_cost_usd_must_be_an_amount(client, cast, offline, bad):
 def test_the_estimate_counts_only_the_prompts_the_run_will_send(client, cast, fake_llm):
     """An agent's session never sends a colleague's private prompt (may_use_custom_prompt), so
     its estimate must not count it: the figure would tell the starter how long it is."""
-    body = json.dumps({"task": "Review the plan", "agents": [
-        {"agent_id": "agent-alex"}, {"agent_id": "agent-sarah"}, *specialists("a"),
-    ]})  # fmt: skip
+    body = json.dumps(
+        {
+            "task": "Review the plan",
+            "agents": [
+                {"agent_id": "agent-alex"},
+                {"agent_id": "agent-sarah"},
+                *specialists("a"),
+            ],
+        }
+    )
 
     def tokens(key):
-        response = client.post("/api/collaborations/estimate", body,
-                               content_type="application/json", **auth(key))  # fmt: skip
+        response = client.post(
+            "/api/collaborations/estimate", body, content_type="application/json", **auth(key)
+        )
         assert response.status_code == 200, response.content
         return response.json()["estimated_tokens"]
 

@@ -35,8 +35,12 @@ def test_an_agents_estimate_does_not_show_a_colleagues_agent_budget(client, cast
     assert shown["subject"] == "a budget that does not cover your own calls"
     assert shown["fits"] is True and "7.12" not in response.content.decode()
     # A human reads it whole.
-    human = client.post("/api/collaborations/estimate", json.dumps(body),
-                        content_type="application/json", **auth(cast.org_key))  # fmt: skip
+    human = client.post(
+        "/api/collaborations/estimate",
+        json.dumps(body),
+        content_type="application/json",
+        **auth(cast.org_key),
+    )
     (whole,) = human.json()["budgets"]
     assert (whole["id"], whole["remaining_usd"]) == (secret.pk, "7.123456000")
 
@@ -45,8 +49,12 @@ def test_a_start_refused_by_a_colleagues_budget_does_not_tell_it(client, cast, f
     admin = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=admin, scope="agent", agent="agent-morgan", limit_usd="0.000001")
     body = {"task": "Review the plan", "agents": [{"agent_id": "agent-morgan", "focus": "db"}]}
-    response = client.post("/api/collaborations", json.dumps(body),
-                           content_type="application/json", **auth(cast.alex_key))  # fmt: skip
+    response = client.post(
+        "/api/collaborations",
+        json.dumps(body),
+        content_type="application/json",
+        **auth(cast.alex_key),
+    )
     assert response.status_code == 409, response.content
     assert response.json()["code"] == "budget_exhausted"
     error = response.json()["error"]
@@ -63,8 +71,12 @@ def test_a_call_refused_mid_session_by_a_colleagues_budget_does_not_tell_it(clie
     from collaboration import runner
 
     body = {"task": "Review the plan", "agents": [{"agent_id": "agent-morgan", "focus": "db"}]}
-    started = client.post("/api/collaborations", json.dumps(body),
-                          content_type="application/json", **auth(cast.alex_key))  # fmt: skip
+    started = client.post(
+        "/api/collaborations",
+        json.dumps(body),
+        content_type="application/json",
+        **auth(cast.alex_key),
+    )
     assert started.status_code == 202, started.content
     admin = caller_for_member(make_admin_user(cast.org), cast.org)
     budget, _ = budget_set(caller=admin, scope="agent", agent="agent-morgan", limit_usd="0.000002")

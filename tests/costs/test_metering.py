@@ -48,8 +48,9 @@ def test_a_call_no_budget_covers_is_written_once_after(cast, django_assert_num_q
 
 
 def test_reserve_holds_the_worst_case_and_settle_books_the_real_cost(cast):
-    budget, created = budget_set(caller=human(cast.org), scope="agent", agent="agent-alex",
-                                 limit_usd="1.00")  # fmt: skip
+    budget, created = budget_set(
+        caller=human(cast.org), scope="agent", agent="agent-alex", limit_usd="1.00"
+    )
     assert created
     ticket = reserve(meter(cast.alex), "openai", "fake-model", prompt_bound=1000, max_tokens=1000)
     budget.refresh_from_db()
@@ -109,8 +110,9 @@ def test_alerts_are_raised_once_per_crossing(cast):
         with pytest.raises(BudgetExhausted):
             reserve(meter(cast.alex), "openai", "fake-model", prompt_bound=600, max_tokens=600)
     assert sorted(BudgetAlert.objects.values_list("kind", flat=True)) == [
-        AlertKind.EXHAUSTED, AlertKind.WARNING,
-    ]  # fmt: skip
+        AlertKind.EXHAUSTED,
+        AlertKind.WARNING,
+    ]
     # Raising the limit clears the refusal: it fits again.
     budget_set(caller=human(cast.org), scope="organization", limit_usd="1")
     budget.refresh_from_db()
@@ -162,8 +164,13 @@ def test_a_task_budget_covers_its_subtasks(cast):
     from costs.metering import task_ancestry
 
     with pytest.raises(BudgetExhausted) as refused:
-        reserve(meter(cast.alex, task_id=child.pk, task_tree=task_ancestry(child.pk)),
-                "openai", "fake-model", prompt_bound=1000, max_tokens=1000)  # fmt: skip
+        reserve(
+            meter(cast.alex, task_id=child.pk, task_tree=task_ancestry(child.pk)),
+            "openai",
+            "fake-model",
+            prompt_bound=1000,
+            max_tokens=1000,
+        )
     assert refused.value.budget.pk == budget.pk  # the root's budget held its subtask's call
     assert budget.pk in [b.pk for b in Budget.objects.filter(task=root)]
 
@@ -185,8 +192,9 @@ def test_an_unpriced_model_is_recorded_with_a_null_cost(
     budget_set(caller=human(cast.org), scope="organization", limit_usd="1")
     # Nothing can be held without a price: one read (are there budgets to warn about?), no lock.
     with django_assert_max_num_queries(1) as sent:
-        ticket = reserve(meter(cast.alex), "openai", "llama3:8b-local", prompt_bound=10,
-                         max_tokens=10)  # fmt: skip
+        ticket = reserve(
+            meter(cast.alex), "openai", "llama3:8b-local", prompt_bound=10, max_tokens=10
+        )
     assert "FOR UPDATE" not in sent.captured_queries[0]["sql"]
     assert "no price for openai/llama3:8b-local" in caplog.text
     settle(ticket, prompt_tokens=10, completion_tokens=10)

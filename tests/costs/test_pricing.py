@@ -42,8 +42,13 @@ def test_llm_prices_setting_is_checked(monkeypatch):
     assert env_prices("LLM_PRICES") == {
         "ollama/llama3": {"input": Decimal("0.1"), "output": Decimal("0.2")}
     }
-    for bad in ('{"llama3": {"input": 1, "output": 1}}', '{"a/b": {"input": -1, "output": 1}}',
-                '{"a/b": {"input": 1}}', "[1]", "not json"):  # fmt: skip
+    for bad in (
+        '{"llama3": {"input": 1, "output": 1}}',
+        '{"a/b": {"input": -1, "output": 1}}',
+        '{"a/b": {"input": 1}}',
+        "[1]",
+        "not json",
+    ):
         monkeypatch.setenv("LLM_PRICES", bad)
         with pytest.raises(ImproperlyConfigured):
             env_prices("LLM_PRICES")

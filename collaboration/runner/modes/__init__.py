@@ -1,8 +1,5 @@
-"""The modes of a session: how its agents take turns. A registry keyed by `models.Mode`.
-
-A mode's class is imported on first use. Adding a mode is a module with a `SessionMode` subclass
-(see `base.py`), a line here and its value in `models.Mode` (the API enum; a test checks that the
-two agree).
+"""The modes of a session, a registry keyed by `models.Mode`; a mode's class is imported on first
+use. A new mode: a `SessionMode` subclass (base.py), a line here, its value in `models.Mode`.
 """
 
 from functools import cache

@@ -1,7 +1,5 @@
-"""`hierarchical`: the first agent coordinates, its plan assigns the specialists their subtasks.
-
-The coordinator's plan is in `runner/plan.py`; the specialists then run in parallel, and only
-their answers are synthesized.
+"""`hierarchical`: the first agent plans (runner/plan.py), the specialists run their subtasks in
+parallel, and only their answers are synthesized.
 """
 
 from ...models import CollaborationSession, Contribution, ContributionStatus

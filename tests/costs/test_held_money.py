@@ -115,10 +115,15 @@ def test_a_call_refused_for_money_merely_held_does_not_mark_the_budget(rcast):
         "fake-model",
         prompt_bound=0,
         max_tokens=500_000,
-    )  # fmt: skip  (worst case: the whole $1)
+    )  # worst case: the whole $1
     with pytest.raises(BudgetExhausted):  # Sarah's $0.002 call does not fit what is held
-        reserve(Meter.for_agent(rcast.sarah, "run"), "openai", "fake-model",
-                prompt_bound=0, max_tokens=1000)  # fmt: skip
+        reserve(
+            Meter.for_agent(rcast.sarah, "run"),
+            "openai",
+            "fake-model",
+            prompt_bound=0,
+            max_tokens=1000,
+        )
     settle(alex, prompt_tokens=10, completion_tokens=10)  # $0.00003 spent
     budget.refresh_from_db()
     assert (budget.refused_period, budget.reserved_usd) == ("", 0)

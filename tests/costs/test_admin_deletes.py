@@ -33,9 +33,14 @@ def test_an_agent_with_an_api_key_can_be_deleted_in_the_admin(root, cast, how):
     if how == "page":
         response = root.post(f"/admin/organization/agent/{cast.alex.pk}/delete/", {"post": "yes"})
     else:
-        response = root.post("/admin/organization/agent/", {
-            "action": "delete_selected", "_selected_action": [cast.alex.pk], "post": "yes",
-        })  # fmt: skip
+        response = root.post(
+            "/admin/organization/agent/",
+            {
+                "action": "delete_selected",
+                "_selected_action": [cast.alex.pk],
+                "post": "yes",
+            },
+        )
     assert response.status_code == 302, response.status_code
     assert not Agent.objects.filter(pk=cast.alex.pk).exists()
 
@@ -61,8 +66,7 @@ def test_an_organization_with_keys_and_budgets_can_be_deleted_in_the_admin(root,
     budget_set(caller=caller, scope="organization", limit_usd="9")
     budget_set(caller=caller, scope="team", team="Development", limit_usd="5")
     budget_set(caller=caller, scope="agent", agent="agent-alex", limit_usd="1")
-    response = root.post(f"/admin/organization/organization/{cast.org.pk}/delete/",
-                         {"post": "yes"})  # fmt: skip
+    response = root.post(f"/admin/organization/organization/{cast.org.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302, response.status_code
     assert not Team.objects.filter(organization=cast.org).exists()
     assert not Agent.objects.filter(organization=cast.org).exists()

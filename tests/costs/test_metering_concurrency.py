@@ -30,8 +30,13 @@ ONE_CALL = Decimal("0.003")
 
 def attempt(agent) -> str:
     try:
-        ticket = reserve(Meter.for_agent(agent, "run"), "openai", "fake-model",
-                         prompt_bound=1000, max_tokens=1000)  # fmt: skip
+        ticket = reserve(
+            Meter.for_agent(agent, "run"),
+            "openai",
+            "fake-model",
+            prompt_bound=1000,
+            max_tokens=1000,
+        )
     except BudgetExhausted:
         return "refused"
     except OperationalError as exc:

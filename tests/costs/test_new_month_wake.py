@@ -22,10 +22,22 @@ LAST_MONTH = "2000-01"
 
 def test_new_month_wake_does_not_deadlock_with_a_writer_taking_budgets_in_id_order(cast):
     period = current_period()
-    first = Budget.objects.create(organization=cast.org, scope="agent", agent=cast.alex,
-                                  limit_usd=1, period=period, exhausted_period=LAST_MONTH)  # fmt: skip
-    second = Budget.objects.create(organization=cast.org, scope="agent", agent=cast.sarah,
-                                   limit_usd=1, period=period, exhausted_period=LAST_MONTH)  # fmt: skip
+    first = Budget.objects.create(
+        organization=cast.org,
+        scope="agent",
+        agent=cast.alex,
+        limit_usd=1,
+        period=period,
+        exhausted_period=LAST_MONTH,
+    )
+    second = Budget.objects.create(
+        organization=cast.org,
+        scope="agent",
+        agent=cast.sarah,
+        limit_usd=1,
+        period=period,
+        exhausted_period=LAST_MONTH,
+    )
     assert first.pk < second.pk
     # An ordinary write of the first budget (a settle, say): its row now lies after the second's.
     Budget.objects.filter(pk=first.pk).update(refused_period=LAST_MONTH)

@@ -32,16 +32,30 @@ def via_proxy(acme):
 def test_a_call_whose_commit_was_lost_in_transit_is_not_made_again(
     acme, fake_llm, via_proxy, atomic_record
 ):
-    fake_llm.on(agent="sarah", replies=[
-        Reply(tool_calls=[ToolUse("create_task", {"title": "Index migration"}, id="w")]),
-        Reply("done"),
-    ])  # fmt: skip
+    fake_llm.on(
+        agent="sarah",
+        replies=[
+            Reply(tool_calls=[ToolUse("create_task", {"title": "Index migration"}, id="w")]),
+            Reply("done"),
+        ],
+    )
     sarah = caller_for_agent(agent_of(acme, "agent-sarah"))
-    request = LLMRequest(system="You are Sarah.", prompt="Plan the index migration.",
-                         model="fake-model", label="sarah")  # fmt: skip
+    request = LLMRequest(
+        system="You are Sarah.",
+        prompt="Plan the index migration.",
+        model="fake-model",
+        label="sarah",
+    )
     via_proxy.armed.set()  # the next COMMIT, the tool call's, is lost on its way back
-    result = run_tool_loop(sarah, provider="openai", request=request, tool_names=["create_task"],
-                           max_turns=3, atomic_record=atomic_record, on_turn=lambda turn: None)  # fmt: skip
+    result = run_tool_loop(
+        sarah,
+        provider="openai",
+        request=request,
+        tool_names=["create_task"],
+        max_turns=3,
+        atomic_record=atomic_record,
+        on_turn=lambda turn: None,
+    )
     assert via_proxy.dropped.is_set()
     assert Task.objects.filter(title="Index migration").count() == 1, result.turns
     (call,) = [t for t in result.turns if t["kind"] == "tool_call"]
@@ -59,17 +73,27 @@ def test_only_a_transaction_the_database_undid_itself_is_tried_again(state, undo
 def test_a_read_only_call_whose_connection_was_lost_is_simply_made_again(acme, fake_llm, via_proxy):
     """A specialist's loop (no atomic record) runs each call in a transaction of its own: a
     read-only one lost at its COMMIT changed nothing, so it is made again, not `interrupted`."""
-    fake_llm.on(agent="sarah", replies=[
-        Reply(tool_calls=[ToolUse("get_organization_roster", {}, id="r")]),
-        Reply("done"),
-    ])  # fmt: skip
+    fake_llm.on(
+        agent="sarah",
+        replies=[
+            Reply(tool_calls=[ToolUse("get_organization_roster", {}, id="r")]),
+            Reply("done"),
+        ],
+    )
     sarah = caller_for_agent(agent_of(acme, "agent-sarah"))
-    request = LLMRequest(system="You are Sarah.", prompt="Who is here?", model="fake-model",
-                         label="sarah")  # fmt: skip
+    request = LLMRequest(
+        system="You are Sarah.", prompt="Who is here?", model="fake-model", label="sarah"
+    )
     via_proxy.armed.set()  # the next COMMIT is lost on its way back
-    result = run_tool_loop(sarah, provider="openai", request=request,
-                           tool_names=["get_organization_roster"], max_turns=3,
-                           atomic_record=False, on_turn=lambda turn: None)  # fmt: skip
+    result = run_tool_loop(
+        sarah,
+        provider="openai",
+        request=request,
+        tool_names=["get_organization_roster"],
+        max_turns=3,
+        atomic_record=False,
+        on_turn=lambda turn: None,
+    )
     assert via_proxy.dropped.is_set()
     (call,) = [t for t in result.turns if t["kind"] == "tool_call"]
     assert call["status"] == "ok", call
