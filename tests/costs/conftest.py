@@ -4,6 +4,7 @@ from decimal import Decimal
 
 import pytest
 
+from costs.metering import Meter, reserve, settle
 from tests.collaboration.conftest import fake_llm, offline  # noqa: F401  (fixtures)
 from tests.factories import make_agent, make_key, make_org, make_team
 
@@ -39,3 +40,42 @@ def cast(db):
 
 def auth(key: str) -> dict:
     return {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+
+
+def admin_delete(client, changelist: str, pk: int, how: str = "page"):
+    """Delete one row in the admin: on its delete page, or by the changelist's bulk action."""
+    if how == "page":
+        return client.post(f"{changelist}{pk}/delete/", {"post": "yes"})
+    action = {"action": "delete_selected", "_selected_action": [pk], "post": "yes"}
+    return client.post(changelist, action)
+
+
+def post(client, path: str, body: dict, key: str):
+    """POST `body` as JSON to `path` with `key`'s bearer token."""
+    return client.post(path, body, content_type="application/json", **auth(key))
+
+
+# A self-reported call of a model no price list knows: its cost is what the reporter says.
+UNPRICED = {
+    "provider": "acme",
+    "model": "no-such-model",
+    "prompt_tokens": 1,
+    "completion_tokens": 1,
+}
+
+
+def hold(agent, prompt_bound=1000, max_tokens=1000, model="fake-model", **meter):
+    """Reserve one call of `agent`'s run (OpenAI's `model`): its ticket, holding its worst case."""
+    return reserve(
+        Meter.for_agent(agent, "run", **meter),
+        "openai",
+        model,
+        prompt_bound=prompt_bound,
+        max_tokens=max_tokens,
+    )
+
+
+def spend(agent, prompt=1000, completion=1000, model="fake-model", **meter):
+    """One call of `agent`'s run, reserved and settled for all the tokens it could use."""
+    ticket = hold(agent, prompt, completion, model, **meter)
+    settle(ticket, prompt_tokens=prompt, completion_tokens=completion)

@@ -1,11 +1,13 @@
 """Tenancy table of the cost endpoints (contract: tests/tenancy.py)."""
 
 from costs.budgets import budget_set
-from costs.metering import Meter, reserve, settle
+from costs.metering import settle
 from organization.caller import caller_for_member
 from tasks.models import Task
 from tests.factories import make_admin_user, make_agent, make_team
 from tests.tenancy import COLLECTION, Endpoint
+
+from .conftest import hold
 
 
 def spending(org) -> dict:
@@ -17,13 +19,7 @@ def spending(org) -> dict:
     )
     caller = caller_for_member(make_admin_user(org), org)
     budget_set(caller=caller, scope="team", team=team.name, limit_usd="100")
-    ticket = reserve(
-        Meter.for_agent(agent, "run", task_id=task.pk),
-        "openai",
-        "gpt-4o-mini",
-        prompt_bound=100,
-        max_tokens=100,
-    )
+    ticket = hold(agent, prompt_bound=100, max_tokens=100, model="gpt-4o-mini", task_id=task.pk)
     settle(ticket, prompt_tokens=10, completion_tokens=10)
     return {"agent_id": agent.handle, "team": team.name, "task_id": task.pk}
 

@@ -11,6 +11,8 @@ from organization.caller import caller_for_member
 from tasks.models import Task
 from tests.factories import make_admin_user
 
+from .conftest import admin_delete
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -67,17 +69,7 @@ def test_removing_a_budget_in_the_admin_tells_the_runtime(root_client, cast, how
 
     budget_made_room.connect(receiver, dispatch_uid="test-admin-delete")
     try:
-        if how == "page":
-            response = root_client.post(f"/admin/costs/budget/{budget.pk}/delete/", {"post": "yes"})
-        else:
-            response = root_client.post(
-                "/admin/costs/budget/",
-                {
-                    "action": "delete_selected",
-                    "_selected_action": [budget.pk],
-                    "post": "yes",
-                },
-            )
+        response = admin_delete(root_client, "/admin/costs/budget/", budget.pk, how)
     finally:
         budget_made_room.disconnect(dispatch_uid="test-admin-delete")
     assert response.status_code == 302

@@ -14,6 +14,8 @@ from organization.caller import caller_for_member
 from organization.models import Agent, ApiKey, Team
 from tests.factories import make_admin_user
 
+from .conftest import admin_delete
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -30,17 +32,7 @@ def test_an_agent_with_an_api_key_can_be_deleted_in_the_admin(root, cast, how):
     API does). The delete cascades to the key; `ApiKey.__str__` (organization/models/keys.py) reads
     `self.agent.handle` of the agent already deleted in the same collector run → 500."""
     assert ApiKey.objects.filter(agent=cast.alex).exists()
-    if how == "page":
-        response = root.post(f"/admin/organization/agent/{cast.alex.pk}/delete/", {"post": "yes"})
-    else:
-        response = root.post(
-            "/admin/organization/agent/",
-            {
-                "action": "delete_selected",
-                "_selected_action": [cast.alex.pk],
-                "post": "yes",
-            },
-        )
+    response = admin_delete(root, "/admin/organization/agent/", cast.alex.pk, how)
     assert response.status_code == 302, response.status_code
     assert not Agent.objects.filter(pk=cast.alex.pk).exists()
 
@@ -52,7 +44,7 @@ def test_a_team_with_a_budget_can_be_deleted_in_the_admin(root, cast):
     deleted → 500, and the team cannot be deleted at all while it has a budget."""
     caller = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=caller, scope="team", team="Development", limit_usd="5")
-    response = root.post(f"/admin/organization/team/{cast.dev.pk}/delete/", {"post": "yes"})
+    response = admin_delete(root, "/admin/organization/team/", cast.dev.pk)
     assert response.status_code == 302, response.status_code
     assert not Team.objects.filter(pk=cast.dev.pk).exists()
     assert not Budget.objects.filter(scope="team").exists()
@@ -66,7 +58,7 @@ def test_an_organization_with_keys_and_budgets_can_be_deleted_in_the_admin(root,
     budget_set(caller=caller, scope="organization", limit_usd="9")
     budget_set(caller=caller, scope="team", team="Development", limit_usd="5")
     budget_set(caller=caller, scope="agent", agent="agent-alex", limit_usd="1")
-    response = root.post(f"/admin/organization/organization/{cast.org.pk}/delete/", {"post": "yes"})
+    response = admin_delete(root, "/admin/organization/organization/", cast.org.pk)
     assert response.status_code == 302, response.status_code
     assert not Team.objects.filter(organization=cast.org).exists()
     assert not Agent.objects.filter(organization=cast.org).exists()
@@ -79,6 +71,6 @@ def test_an_agent_with_a_budget_can_be_deleted_in_the_admin(root, cast):
     """The same for an agent's own budget (its label reads the agent's handle)."""
     caller = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=caller, scope="agent", agent="agent-alex", limit_usd="1")
-    response = root.post(f"/admin/organization/agent/{cast.alex.pk}/delete/", {"post": "yes"})
+    response = admin_delete(root, "/admin/organization/agent/", cast.alex.pk)
     assert response.status_code == 302, response.status_code
     assert not Budget.objects.filter(scope="agent").exists()

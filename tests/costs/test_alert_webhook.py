@@ -8,25 +8,15 @@ import json
 import pytest
 
 from costs.budgets import budget_set
-from costs.metering import Meter, reserve, settle
 from organization.caller import caller_for_member
 from tasks.models import WebhookDelivery
 from tasks.webhooks import webhook_deliver
 from tests.factories import make_admin_user
 from tests.tasks.test_webhooks import Receiver
 
+from .conftest import spend
+
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def spend(agent, tokens):
-    ticket = reserve(
-        Meter.for_agent(agent, "run"),
-        "openai",
-        "fake-model",
-        prompt_bound=tokens,
-        max_tokens=tokens,
-    )
-    settle(ticket, prompt_tokens=tokens, completion_tokens=tokens)
 
 
 def test_a_budget_alert_is_posted_signed_to_the_organizations_webhook(cast, settings):
@@ -36,10 +26,10 @@ def test_a_budget_alert_is_posted_signed_to_the_organizations_webhook(cast, sett
     with Receiver(failures=0) as receiver:
         cast.org.webhook_url = receiver.url
         cast.org.save()
-        spend(cast.alex, 1000)  # $0.003: 30 %
+        spend(cast.alex, 1000, 1000)  # $0.003: 30 %
         assert not WebhookDelivery.objects.exists()
-        spend(cast.alex, 1700)  # $0.0081: 81 %, the warning
-        spend(cast.alex, 10)  # still above 80 %: no second alert
+        spend(cast.alex, 1700, 1700)  # $0.0081: 81 %, the warning
+        spend(cast.alex, 10, 10)  # still above 80 %: no second alert
         (delivery,) = WebhookDelivery.objects.all()
         assert delivery.agent is None and delivery.payload["event"] == "budget.warning"
         webhook_deliver(delivery_id=delivery.pk, max_retries=0)
@@ -61,7 +51,7 @@ def test_no_webhook_no_delivery_but_the_alert_is_kept(cast):
     caller = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=caller, scope="organization", limit_usd="0")
     with pytest.raises(BudgetExhausted):
-        spend(cast.alex, 1000)  # refused by a $0 budget: the exhausted alert
+        spend(cast.alex, 1000, 1000)  # refused by a $0 budget: the exhausted alert
     assert list(BudgetAlert.objects.values_list("kind", flat=True)) == ["exhausted"]
     assert not WebhookDelivery.objects.exists()
 
@@ -83,12 +73,12 @@ def test_a_small_budgets_refusal_and_alert_read_its_amounts_not_zero(cast):
 
     caller = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=caller, scope="organization", limit_usd="0.004")
-    spend(cast.alex, 1000)  # $0.003: 75 %, no alert yet
+    spend(cast.alex, 1000, 1000)  # $0.003: 75 %, no alert yet
     with pytest.raises(BudgetExhausted) as refused:
-        spend(cast.alex, 1000)  # $0.003 more at worst: does not fit the $0.001 left
+        spend(cast.alex, 1000, 1000)  # $0.003 more at worst: does not fit the $0.001 left
     assert "($0.004 a month)" in str(refused.value)
     assert "has $0.001 left; this call could cost up to $0.003 " in str(refused.value)
-    spend(cast.alex, 250)  # $0.00075: 93.75 % spent, the warning
+    spend(cast.alex, 250, 250)  # $0.00075: 93.75 % spent, the warning
     (alert,) = BudgetAlert.objects.filter(kind="warning")
     assert alert.message.endswith(": $0.00375 spent of $0.004.")
 

@@ -6,40 +6,34 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from costs.budgets import budget_set
-from costs.metering import BudgetExhausted, Meter, reserve
+from costs.metering import BudgetExhausted
 from costs.models import BudgetAlert, UsageRecord
 from organization.caller import caller_for_member
 from tests.factories import make_admin_user
 
-from .conftest import auth
+from .conftest import UNPRICED, auth, hold, post
 
 pytestmark = pytest.mark.django_db
 
 
 def report(client, key, cost: str):
-    body = {
-        "provider": "acme",
-        "model": "no-such-model",
-        "prompt_tokens": 1,
-        "completion_tokens": 1,
-        "cost_usd": cost,
-    }
-    response = client.post("/api/usage", body, content_type="application/json", **auth(key))
+    response = post(client, "/api/usage", {**UNPRICED, "cost_usd": cost}, key)
     assert response.status_code == 201, response.content
 
 
-def test_a_raised_limit_rearms_the_alerts_and_an_overspent_budget_says_so(client, cast):
+def refused_at_zero_then_raised_to_a_dollar(cast):
+    """Alex's $0 budget refuses a call (the exhausted alert), then is raised to $1: the admin's
+    caller and the budget."""
     human = caller_for_member(make_admin_user(cast.org), cast.org)
     budget, _ = budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="0")
     with pytest.raises(BudgetExhausted):
-        reserve(
-            Meter.for_agent(cast.alex, "run"),
-            "openai",
-            "fake-model",
-            prompt_bound=10,
-            max_tokens=10,
-        )
+        hold(cast.alex, prompt_bound=10, max_tokens=10)
     budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="1")
+    return human, budget
+
+
+def test_a_raised_limit_rearms_the_alerts_and_an_overspent_budget_says_so(client, cast):
+    human, _ = refused_at_zero_then_raised_to_a_dollar(cast)
     report(client, cast.alex_key, "0.85")  # 85 %: the warning
     report(client, cast.alex_key, "0.29")  # $1.14 of $1: exhausted again, at the new limit
     budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="2")
@@ -55,17 +49,7 @@ def test_a_raised_limit_rearms_the_alerts_and_an_overspent_budget_says_so(client
 
 
 def test_the_admins_alerts_name_their_budget_and_show_it_as_it_is_now(client, cast):
-    human = caller_for_member(make_admin_user(cast.org), cast.org)
-    budget, _ = budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="0")
-    with pytest.raises(BudgetExhausted):
-        reserve(
-            Meter.for_agent(cast.alex, "run"),
-            "openai",
-            "fake-model",
-            prompt_bound=10,
-            max_tokens=10,
-        )
-    budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="1")
+    _, budget = refused_at_zero_then_raised_to_a_dollar(cast)
     report(client, cast.alex_key, "1.14")
     client.force_login(get_user_model().objects.create_superuser("root", "r@x.io", "pw"))
     page = client.get("/admin/costs/budgetalert/")
@@ -81,17 +65,7 @@ def test_the_admins_alerts_name_their_budget_and_show_it_as_it_is_now(client, ca
 
 
 def test_the_api_shows_each_alerts_budget_as_it_is_now(client, cast, django_assert_max_num_queries):
-    human = caller_for_member(make_admin_user(cast.org), cast.org)
-    budget, _ = budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="0")
-    with pytest.raises(BudgetExhausted):
-        reserve(
-            Meter.for_agent(cast.alex, "run"),
-            "openai",
-            "fake-model",
-            prompt_bound=10,
-            max_tokens=10,
-        )
-    budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="1")
+    _, budget = refused_at_zero_then_raised_to_a_dollar(cast)
     report(client, cast.alex_key, "1.14")
     with django_assert_max_num_queries(6):
         response = client.get("/api/budgets/alerts", **auth(cast.org_key))
@@ -120,9 +94,7 @@ def test_a_zero_cost_report_on_a_zero_limit_budget_is_not_a_500(client, cast):
     admin = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=admin, scope="agent", agent="agent-alex", limit_usd="0")
     body = {"provider": "openai", "model": "fake-model", "prompt_tokens": 0, "completion_tokens": 0}
-    response = client.post(
-        "/api/usage", body, content_type="application/json", **auth(cast.alex_key)
-    )
+    response = post(client, "/api/usage", body, cast.alex_key)
     assert response.status_code == 201, response.content
     assert UsageRecord.objects.count() == 1
     # Nothing was spent: no 80 % warning either.

@@ -5,26 +5,14 @@ from decimal import Decimal
 import pytest
 
 from costs.budgets import budget_set
-from costs.metering import Meter, reserve, settle
 from costs.models import Budget, UsageRecord
 from organization.caller import caller_for_member
 from tasks.models import Task
 from tests.factories import make_admin_user
 
-from .conftest import auth
+from .conftest import auth, hold, spend
 
 pytestmark = pytest.mark.django_db
-
-
-def spend(agent, prompt=1000, completion=1000, model="fake-model", **kw):
-    ticket = reserve(
-        Meter.for_agent(agent, "run", **kw),
-        "openai",
-        model,
-        prompt_bound=prompt,
-        max_tokens=completion,
-    )
-    settle(ticket, prompt_tokens=prompt, completion_tokens=completion)
 
 
 def test_an_agent_reports_its_own_usage(client, cast):
@@ -249,9 +237,7 @@ def test_budgets_show_spent_reserved_remaining_and_state(client, cast):
     )
     for _ in range(3):
         spend(cast.alex)  # $0.009 of $0.01
-    reserve(
-        Meter.for_agent(cast.alex, "run"), "openai", "fake-model", prompt_bound=100, max_tokens=100
-    )  # $0.0003 held
+    hold(cast.alex, prompt_bound=100, max_tokens=100)  # $0.0003 held
     rows = client.get("/api/budgets", **auth(cast.org_key)).json()
     org_row = next(r for r in rows if r["scope"] == "organization")
     assert org_row["spent_usd"] == "0.009000000"

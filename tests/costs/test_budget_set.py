@@ -9,7 +9,7 @@ from costs.budgets import budget_set
 from costs.metering import BudgetExhausted, Meter, reserve, settle
 from costs.models import UsageRecord
 from organization.caller import caller_for_member
-from tests.costs.conftest import auth
+from tests.costs.conftest import auth, hold
 from tests.factories import make_admin_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -85,9 +85,7 @@ def test_a_held_call_is_booked_once_on_a_budget_set_while_it_ran(cast, monkeypat
         budget.refresh_from_db()
         assert (budget.spent_usd, budget.reserved_usd) == (Decimal("0.0045"), 0)
     # Morgan (no team) is not covered by the team's budget: not booked on it.
-    morgan = reserve(
-        Meter.for_agent(cast.morgan, "run"), "openai", "fake-model", prompt_bound=10, max_tokens=10
-    )
+    morgan = hold(cast.morgan, prompt_bound=10, max_tokens=10)
     settle(morgan, prompt_tokens=10, completion_tokens=10)
     assert Budget.objects.get(pk=team.pk).spent_usd == Decimal("0.0045")
 
@@ -102,13 +100,7 @@ def test_a_held_call_its_worker_never_settled_is_booked_on_a_budget_set_while_it
 
     caller = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=caller, scope="organization", limit_usd="10")
-    reserve(
-        Meter.for_agent(cast.alex, "run"),
-        "openai",
-        "fake-model",
-        prompt_bound=1000,
-        max_tokens=1000,
-    )
+    hold(cast.alex, prompt_bound=1000, max_tokens=1000)
     agent, _ = budget_set(caller=caller, scope="agent", agent="agent-alex", limit_usd="1")
     other, _ = budget_set(caller=caller, scope="agent", agent="agent-sarah", limit_usd="1")
     UsageRecord.objects.update(expires_at=timezone.now() - timedelta(seconds=1))

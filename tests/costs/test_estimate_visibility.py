@@ -1,16 +1,18 @@
 """What an agent's estimate shows of budgets that do not cover its own calls."""
 
-import json
 from decimal import Decimal
 
 import pytest
 
 from costs.budgets import budget_set
 from organization.caller import caller_for_member
-from tests.costs.conftest import auth
+from tests.costs.conftest import auth, post
 from tests.factories import make_admin_user
 
 pytestmark = pytest.mark.django_db
+
+# A session Alex (or a human) asks for with Morgan.
+WITH_MORGAN = {"task": "Review the plan", "agents": [{"agent_id": "agent-morgan", "focus": "db"}]}
 
 
 def test_an_agents_estimate_does_not_show_a_colleagues_agent_budget(client, cast, fake_llm):
@@ -22,25 +24,14 @@ def test_an_agents_estimate_does_not_show_a_colleagues_agent_budget(client, cast
     listed = client.get("/api/budgets", **auth(cast.alex_key))
     assert listed.status_code == 200
     assert secret.pk not in [b["id"] for b in listed.json()]
-    body = {"task": "Review the plan", "agents": [{"agent_id": "agent-morgan", "focus": "db"}]}
-    response = client.post(
-        "/api/collaborations/estimate",
-        json.dumps(body),
-        content_type="application/json",
-        **auth(cast.alex_key),
-    )
+    response = post(client, "/api/collaborations/estimate", WITH_MORGAN, cast.alex_key)
     assert response.status_code == 200, response.content
     (shown,) = response.json()["budgets"]
     assert (shown["id"], shown["remaining_usd"], shown["scope"]) == (None, None, "agent")
     assert shown["subject"] == "a budget that does not cover your own calls"
     assert shown["fits"] is True and "7.12" not in response.content.decode()
     # A human reads it whole.
-    human = client.post(
-        "/api/collaborations/estimate",
-        json.dumps(body),
-        content_type="application/json",
-        **auth(cast.org_key),
-    )
+    human = post(client, "/api/collaborations/estimate", WITH_MORGAN, cast.org_key)
     (whole,) = human.json()["budgets"]
     assert (whole["id"], whole["remaining_usd"]) == (secret.pk, "7.123456000")
 
@@ -48,13 +39,7 @@ def test_an_agents_estimate_does_not_show_a_colleagues_agent_budget(client, cast
 def test_a_start_refused_by_a_colleagues_budget_does_not_tell_it(client, cast, fake_llm):
     admin = caller_for_member(make_admin_user(cast.org), cast.org)
     budget_set(caller=admin, scope="agent", agent="agent-morgan", limit_usd="0.000001")
-    body = {"task": "Review the plan", "agents": [{"agent_id": "agent-morgan", "focus": "db"}]}
-    response = client.post(
-        "/api/collaborations",
-        json.dumps(body),
-        content_type="application/json",
-        **auth(cast.alex_key),
-    )
+    response = post(client, "/api/collaborations", WITH_MORGAN, cast.alex_key)
     assert response.status_code == 409, response.content
     assert response.json()["code"] == "budget_exhausted"
     error = response.json()["error"]
@@ -70,13 +55,7 @@ def test_a_call_refused_mid_session_by_a_colleagues_budget_does_not_tell_it(clie
     read it; the budget's alert tells the humans which one)."""
     from collaboration import runner
 
-    body = {"task": "Review the plan", "agents": [{"agent_id": "agent-morgan", "focus": "db"}]}
-    started = client.post(
-        "/api/collaborations",
-        json.dumps(body),
-        content_type="application/json",
-        **auth(cast.alex_key),
-    )
+    started = post(client, "/api/collaborations", WITH_MORGAN, cast.alex_key)
     assert started.status_code == 202, started.content
     admin = caller_for_member(make_admin_user(cast.org), cast.org)
     budget, _ = budget_set(caller=admin, scope="agent", agent="agent-morgan", limit_usd="0.000002")

@@ -7,12 +7,14 @@ import pytest
 from django.conf import settings as settings_module
 
 from costs.budgets import budget_set
-from costs.metering import Meter, reserve, settle
+from costs.metering import settle
 from costs.tasks import sweep_reservations
 from runtime.models import Run, RunTrigger
 from runtime.services import sweep_runs
 from tasks import services
 from tests.runtime.conftest import Cast
+
+from .conftest import hold
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,13 +35,7 @@ def test_an_agent_held_back_by_a_colleagues_call_in_flight_runs_when_the_call_se
     or the month ends, though the budget has almost all its money left."""
     budget, _ = budget_set(caller=rcast.human, scope="organization", limit_usd="1")
     # Alex's run makes a call whose worst case is the whole budget: $2/Mtok × 500,000 = $1.
-    ticket = reserve(
-        Meter.for_agent(rcast.alex, "run"),
-        "openai",
-        "fake-model",
-        prompt_bound=0,
-        max_tokens=500_000,
-    )
+    ticket = hold(rcast.alex, prompt_bound=0, max_tokens=500_000)
     assert ticket.record_id is not None
     task = services.task_create(
         org=rcast.org, actor=rcast.by_human, title="t", assignee=rcast.sarah
@@ -67,8 +63,7 @@ def test_money_held_raises_no_exhausted_alert_and_money_spent_still_holds_back(r
     from costs.models import BudgetAlert
 
     budget, _ = budget_set(caller=rcast.human, scope="organization", limit_usd="1")
-    meter = Meter.for_agent(rcast.alex, "run")
-    ticket = reserve(meter, "openai", "fake-model", prompt_bound=0, max_tokens=500_000)
+    ticket = hold(rcast.alex, prompt_bound=0, max_tokens=500_000)
     assert blocking_budget(rcast.sarah) is None
     services.task_create(org=rcast.org, actor=rcast.by_human, title="t", assignee=rcast.sarah)
     assert not BudgetAlert.objects.exists()
@@ -78,7 +73,7 @@ def test_money_held_raises_no_exhausted_alert_and_money_spent_still_holds_back(r
     budget_set(caller=rcast.human, scope="organization", limit_usd="1.5")
     assert blocking_budget(rcast.sarah) is None
     with pytest.raises(BudgetExhausted):
-        reserve(meter, "openai", "fake-model", prompt_bound=0, max_tokens=500_000)
+        hold(rcast.alex, prompt_bound=0, max_tokens=500_000)
     assert blocking_budget(rcast.sarah) == budget
 
 
@@ -88,13 +83,7 @@ def test_a_budget_held_full_by_a_call_under_way_reads_warning_not_exhausted(rcas
     from costs.models import Budget
 
     budget, _ = budget_set(caller=rcast.human, scope="organization", limit_usd="1")
-    ticket = reserve(
-        Meter.for_agent(rcast.alex, "run"),
-        "openai",
-        "fake-model",
-        prompt_bound=0,
-        max_tokens=500_000,
-    )  # worst case: the whole $1
+    ticket = hold(rcast.alex, prompt_bound=0, max_tokens=500_000)  # worst case: the whole $1
     assert state_of(Budget.objects.get(pk=budget.pk)) == "warning"
     settle(ticket, prompt_tokens=0, completion_tokens=500_000)  # the whole $1 spent
     assert state_of(Budget.objects.get(pk=budget.pk)) == "exhausted"
@@ -109,21 +98,9 @@ def test_a_call_refused_for_money_merely_held_does_not_mark_the_budget(rcast):
     from costs.models import BudgetAlert
 
     budget, _ = budget_set(caller=rcast.human, scope="organization", limit_usd="1")
-    alex = reserve(
-        Meter.for_agent(rcast.alex, "run"),
-        "openai",
-        "fake-model",
-        prompt_bound=0,
-        max_tokens=500_000,
-    )  # worst case: the whole $1
+    alex = hold(rcast.alex, prompt_bound=0, max_tokens=500_000)  # worst case: the whole $1
     with pytest.raises(BudgetExhausted):  # Sarah's $0.002 call does not fit what is held
-        reserve(
-            Meter.for_agent(rcast.sarah, "run"),
-            "openai",
-            "fake-model",
-            prompt_bound=0,
-            max_tokens=1000,
-        )
+        hold(rcast.sarah, prompt_bound=0, max_tokens=1000)
     settle(alex, prompt_tokens=10, completion_tokens=10)  # $0.00003 spent
     budget.refresh_from_db()
     assert (budget.refused_period, budget.reserved_usd) == ("", 0)
@@ -145,13 +122,7 @@ def test_a_call_refused_for_money_merely_held_waits_and_goes_on_when_it_settles(
     budget, _ = budget_set(caller=rcast.human, scope="organization", limit_usd="1")
     Agent = type(rcast.alex)
     Agent.objects.filter(pk=rcast.sarah.pk).update(llm_provider="openai", llm_model="fake-model")
-    alex = reserve(
-        Meter.for_agent(rcast.alex, "run"),
-        "openai",
-        "fake-model",
-        prompt_bound=0,
-        max_tokens=500_000,
-    )  # worst case: the whole $1
+    alex = hold(rcast.alex, prompt_bound=0, max_tokens=500_000)  # worst case: the whole $1
     task = services.task_create(
         org=rcast.org, actor=rcast.by_human, title="t", assignee=rcast.sarah
     )
@@ -179,13 +150,7 @@ def test_one_call_too_big_for_a_budget_mostly_unspent_does_not_exhaust_the_month
 
     budget, _ = budget_set(caller=rcast.human, scope="organization", limit_usd="1")
     with pytest.raises(BudgetExhausted) as refused:  # $2 at worst, of $1
-        reserve(
-            Meter.for_agent(rcast.alex, "run"),
-            "openai",
-            "fake-model",
-            prompt_bound=0,
-            max_tokens=1_000_000,
-        )
+        hold(rcast.alex, prompt_bound=0, max_tokens=1_000_000)
     assert not refused.value.held_only
     budget = Budget.objects.get(pk=budget.pk)
     assert (budget.refused_period, state_of(budget)) == ("", "ok")

@@ -8,7 +8,7 @@ import pytest
 
 from costs import metering
 from costs.budgets import budget_set, state_of
-from costs.metering import Meter, reserve, settle
+from costs.metering import Meter, settle
 from costs.models import MONEY_MAX, Budget, UsageRecord
 from costs.reports import book_reported
 from infrastructure.errors import Invalid
@@ -16,17 +16,11 @@ from organization.caller import caller_for_agent, caller_for_member
 from organization.registry import call_tool
 from tests.factories import make_admin_user
 
-from .conftest import auth
+from .conftest import UNPRICED, auth, hold, post
 
 pytestmark = pytest.mark.django_db
 
-HUGE = {
-    "provider": "acme",
-    "model": "no-such-model",
-    "prompt_tokens": 1,
-    "completion_tokens": 1,
-    "cost_usd": "9999999999",
-}
+HUGE = {**UNPRICED, "cost_usd": "9999999999"}
 
 
 def human(org):
@@ -52,20 +46,13 @@ def unpriced_row(org, agent, cost: str) -> UsageRecord:
 
 def test_a_self_reported_cost_above_the_bound_is_refused(client, cast, settings):
     settings.USAGE_REPORT_MAX_COST_USD = Decimal(1000)  # the operator's cap, at its most
-    response = client.post(
-        "/api/usage", HUGE, content_type="application/json", **auth(cast.alex_key)
-    )
+    response = post(client, "/api/usage", HUGE, cast.alex_key)
     assert response.status_code == 400
     data = response.json()
     assert data["success"] is False and data["code"] == "invalid"
     assert data["error"].startswith("cost_usd: ") and "1000" in data["error"]
     assert UsageRecord.objects.count() == 0
-    at_the_bound = client.post(
-        "/api/usage",
-        {**HUGE, "cost_usd": "1000"},
-        content_type="application/json",
-        **auth(cast.alex_key),
-    )
+    at_the_bound = post(client, "/api/usage", {**HUGE, "cost_usd": "1000"}, cast.alex_key)
     assert at_the_bound.status_code == 201
     assert Decimal(at_the_bound.json()["cost_usd"]) == Decimal(1000)
 
@@ -101,12 +88,7 @@ def test_reports_past_a_budget_saturate_its_counter_instead_of_overflowing(clien
             completion_tokens=1,
             cost_usd=Decimal("9999999999"),
         )
-    response = client.post(
-        "/api/usage",
-        {**HUGE, "cost_usd": "1000"},
-        content_type="application/json",
-        **auth(cast.alex_key),
-    )
+    response = post(client, "/api/usage", {**HUGE, "cost_usd": "1000"}, cast.alex_key)
     assert response.status_code == 201
     budget.refresh_from_db()
     assert budget.spent_usd == MONEY_MAX and state_of(budget) == "exhausted"
@@ -122,9 +104,7 @@ def test_a_new_budget_over_a_ledger_past_its_column_starts_exhausted(client, cas
     for _ in range(2):
         unpriced_row(cast.org, cast.alex, "9999999999")
     body = {"scope": "agent", "agent": "agent-alex", "monthly_limit_usd": "100"}
-    response = client.post(
-        "/api/budgets", body, content_type="application/json", **auth(cast.org_key)
-    )
+    response = post(client, "/api/budgets", body, cast.org_key)
     assert response.status_code == 201
     assert response.json()["spent_usd"] == "9999999999.999999999"
     assert response.json()["state"] == "exhausted"
@@ -138,13 +118,7 @@ def test_a_settled_call_saturates_a_nearly_full_budget(cast, monkeypatch, one_st
         caller=human(cast.org), scope="agent", agent="agent-alex", limit_usd="9999999999.99"
     )
     Budget.objects.filter(pk=budget.pk).update(spent_usd=Decimal("9999999998.99"))
-    ticket = reserve(
-        Meter.for_agent(cast.alex, "run"),
-        "openai",
-        "fake-model",
-        prompt_bound=1000,
-        max_tokens=1000,
-    )
+    ticket = hold(cast.alex, prompt_bound=1000, max_tokens=1000)
     assert ticket.record_id is not None
     # The provider says it used far more than the call could: the real cost is booked.
     settle(ticket, prompt_tokens=100_000_000, completion_tokens=100_000_000)
@@ -162,13 +136,7 @@ def test_a_provider_claiming_more_tokens_than_an_integer_holds_is_bounded(
     monkeypatch.setattr(metering, "ONE_STATEMENT", one_statement)
     if budgeted:
         budget_set(caller=human(cast.org), scope="organization", limit_usd="10")
-    ticket = reserve(
-        Meter.for_agent(cast.alex, "run"),
-        "openai",
-        "fake-model",
-        prompt_bound=1000,
-        max_tokens=1000,
-    )
+    ticket = hold(cast.alex, prompt_bound=1000, max_tokens=1000)
     settle(ticket, prompt_tokens=2**31, completion_tokens=2**40)
     row = UsageRecord.objects.get()
     assert (row.prompt_tokens, row.completion_tokens) == (100_000_000, 100_000_000)
@@ -177,9 +145,7 @@ def test_a_provider_claiming_more_tokens_than_an_integer_holds_is_bounded(
 
 def test_a_priced_cost_beyond_the_column_is_booked_at_the_columns_maximum(cast, settings):
     settings.LLM_PRICES = {"openai/gold": {"input": Decimal("1e9"), "output": Decimal("1e9")}}
-    ticket = reserve(
-        Meter.for_agent(cast.alex, "run"), "openai", "gold", prompt_bound=1, max_tokens=1
-    )
+    ticket = hold(cast.alex, prompt_bound=1, max_tokens=1, model="gold")
     settle(ticket, prompt_tokens=100_000_000, completion_tokens=0)
     assert UsageRecord.objects.get().cost_usd == MONEY_MAX
 

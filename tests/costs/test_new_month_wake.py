@@ -20,24 +20,22 @@ pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(t
 LAST_MONTH = "2000-01"
 
 
+def exhausted_last_month(agent, period) -> Budget:
+    """An agent's $1 budget of `period` still marked exhausted in the month before."""
+    return Budget.objects.create(
+        organization=agent.organization,
+        scope="agent",
+        agent=agent,
+        limit_usd=1,
+        period=period,
+        exhausted_period=LAST_MONTH,
+    )
+
+
 def test_new_month_wake_does_not_deadlock_with_a_writer_taking_budgets_in_id_order(cast):
     period = current_period()
-    first = Budget.objects.create(
-        organization=cast.org,
-        scope="agent",
-        agent=cast.alex,
-        limit_usd=1,
-        period=period,
-        exhausted_period=LAST_MONTH,
-    )
-    second = Budget.objects.create(
-        organization=cast.org,
-        scope="agent",
-        agent=cast.sarah,
-        limit_usd=1,
-        period=period,
-        exhausted_period=LAST_MONTH,
-    )
+    first = exhausted_last_month(cast.alex, period)
+    second = exhausted_last_month(cast.sarah, period)
     assert first.pk < second.pk
     # An ordinary write of the first budget (a settle, say): its row now lies after the second's.
     Budget.objects.filter(pk=first.pk).update(refused_period=LAST_MONTH)

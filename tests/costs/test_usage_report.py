@@ -12,16 +12,9 @@ from costs.models import Budget, UsageRecord
 from organization.caller import caller_for_member
 from tests.factories import make_admin_user
 
-from .conftest import auth
+from .conftest import UNPRICED, auth
 
 pytestmark = pytest.mark.django_db
-
-UNPRICED = {
-    "provider": "acme",
-    "model": "no-such-model",
-    "prompt_tokens": 1,
-    "completion_tokens": 1,
-}
 
 
 def report(client, key, cost: str | None = None, **body):

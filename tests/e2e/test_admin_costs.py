@@ -7,8 +7,8 @@ import pytest
 from playwright.sync_api import expect
 
 from costs.budgets import budget_set
-from costs.metering import Meter, reserve, settle
 from organization.caller import caller_for_member
+from tests.costs.conftest import hold, spend
 from tests.e2e.pages import log_in, no_horizontal_overflow, screenshot
 from tests.factories import make_admin_user, make_agent, make_org, make_team
 
@@ -27,15 +27,8 @@ def spending_org(transactional_db, settings):
         caller=caller_for_member(user, org), scope="team", team="Platform", limit_usd="0.012"
     )
     for agent, tokens in ((alice, 2000), (bob, 500), (alice, 1000)):
-        ticket = reserve(
-            Meter.for_agent(agent, "run"),
-            "openai",
-            "fake-model",
-            prompt_bound=tokens,
-            max_tokens=tokens,
-        )
-        settle(ticket, prompt_tokens=tokens, completion_tokens=tokens)
-    reserve(Meter.for_agent(bob, "run"), "openai", "fake-model", prompt_bound=100, max_tokens=100)
+        spend(agent, tokens, tokens)
+    hold(bob, prompt_bound=100, max_tokens=100)
     return org
 
 
