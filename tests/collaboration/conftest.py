@@ -1,7 +1,5 @@
 """Fixtures of the collaboration tests: a fake LLM server, a cast of agents, a runner."""
 
-import time
-
 import pytest
 from django.conf import settings as django_settings
 from django.db import connection
@@ -9,8 +7,9 @@ from django.db import connection
 from collaboration import providers, runner
 from collaboration.models import CollaborationSession
 from organization.caller import Caller
+from tests.config import waiting
 from tests.factories import make_admin_user, make_agent, make_org
-from tests.fake_llm import FakeLLM
+from tests.fake_llm import FakeLLM, Reply, ToolUse
 
 # The runner's agent threads close their database connections as soon as no session runs (not
 # 30 s later): the test database must be droppable when the suite ends. tests/conftest.py is to set
@@ -71,13 +70,12 @@ def run(session) -> CollaborationSession:
 
 def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
     """Poll until predicate() is truthy; fail after `timeout` seconds (never a blind sleep)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout} s")
+    return waiting.wait_for(predicate, timeout, "the condition", every=interval)
+
+
+def calls_then_answers(fake: FakeLLM, agent: str, call: ToolUse, answer: str) -> None:
+    """`agent`'s model makes one tool call, then answers `answer` once it has the result."""
+    fake.on(agent=agent, replies=[Reply(tool_calls=[call]), Reply(answer)])
 
 
 def event_names(session) -> list[str]:

@@ -1,4 +1,5 @@
-"""Sessions the runner tests start: three reviewers by default, or a hierarchical team."""
+"""Sessions the tests start: three reviewers by default, a hierarchical team, or task "t" for the
+agents given."""
 
 from collaboration.services import session_create
 from tests.collaboration.conftest import human, specialists
@@ -10,6 +11,13 @@ def create(org, **payload):
         "agents", specialists("security-reviewer", "perf-reviewer", "maint-reviewer")
     )
     return session_create(caller=human(org), payload=payload)
+
+
+def started(org, agents, caller=None, **payload):
+    """A session `org`'s administrator (`caller` if given) starts on task "t" for `agents`; the
+    rest of the payload (synthesis, mode, limits) as given."""
+    payload = {"task": "t", "agents": agents, **payload}
+    return session_create(caller=caller or human(org), payload=payload)
 
 
 def hierarchical(org, *names, **payload):

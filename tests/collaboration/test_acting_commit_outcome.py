@@ -9,8 +9,9 @@ from collaboration.providers import LLMRequest
 from collaboration.toolloop import run_tool_loop, undone_for_sure
 from organization.caller import caller_for_agent
 from tasks.models import Task
+from tests.collaboration.conftest import calls_then_answers
 from tests.conftest import agent_of, requires_postgres
-from tests.fake_llm import Reply, ToolUse
+from tests.fake_llm import ToolUse
 from tests.pg_proxy import connections_through_proxy
 
 pytestmark = [
@@ -28,35 +29,34 @@ def via_proxy(acme):
         yield proxy
 
 
-@pytest.mark.parametrize("atomic_record", [True, False])
-def test_a_call_whose_commit_was_lost_in_transit_is_not_made_again(
-    acme, fake_llm, via_proxy, atomic_record
-):
-    fake_llm.on(
-        agent="sarah",
-        replies=[
-            Reply(tool_calls=[ToolUse("create_task", {"title": "Index migration"}, id="w")]),
-            Reply("done"),
-        ],
-    )
+def sarahs_commit_lost(acme, fake_llm, via_proxy, call: ToolUse, prompt: str, atomic_record: bool):
+    """Sarah's tool loop, whose model makes `call` then answers "done": the next COMMIT, the
+    call's, is lost on its way back. Returns the loop's result."""
+    calls_then_answers(fake_llm, "sarah", call, "done")
     sarah = caller_for_agent(agent_of(acme, "agent-sarah"))
-    request = LLMRequest(
-        system="You are Sarah.",
-        prompt="Plan the index migration.",
-        model="fake-model",
-        label="sarah",
-    )
-    via_proxy.armed.set()  # the next COMMIT, the tool call's, is lost on its way back
+    request = LLMRequest(system="You are Sarah.", prompt=prompt, model="fake-model", label="sarah")
+    via_proxy.armed.set()
     result = run_tool_loop(
         sarah,
         provider="openai",
         request=request,
-        tool_names=["create_task"],
+        tool_names=[call.name],
         max_turns=3,
         atomic_record=atomic_record,
         on_turn=lambda turn: None,
     )
     assert via_proxy.dropped.is_set()
+    return result
+
+
+@pytest.mark.parametrize("atomic_record", [True, False])
+def test_a_call_whose_commit_was_lost_in_transit_is_not_made_again(
+    acme, fake_llm, via_proxy, atomic_record
+):
+    create = ToolUse("create_task", {"title": "Index migration"}, id="w")
+    result = sarahs_commit_lost(
+        acme, fake_llm, via_proxy, create, "Plan the index migration.", atomic_record
+    )
     assert Task.objects.filter(title="Index migration").count() == 1, result.turns
     (call,) = [t for t in result.turns if t["kind"] == "tool_call"]
     assert (call["status"], call["error"]["code"]) == ("error", "tool_interrupted")
@@ -73,27 +73,9 @@ def test_only_a_transaction_the_database_undid_itself_is_tried_again(state, undo
 def test_a_read_only_call_whose_connection_was_lost_is_simply_made_again(acme, fake_llm, via_proxy):
     """A specialist's loop (no atomic record) runs each call in a transaction of its own: a
     read-only one lost at its COMMIT changed nothing, so it is made again, not `interrupted`."""
-    fake_llm.on(
-        agent="sarah",
-        replies=[
-            Reply(tool_calls=[ToolUse("get_organization_roster", {}, id="r")]),
-            Reply("done"),
-        ],
+    roster = ToolUse("get_organization_roster", {}, id="r")
+    result = sarahs_commit_lost(
+        acme, fake_llm, via_proxy, roster, "Who is here?", atomic_record=False
     )
-    sarah = caller_for_agent(agent_of(acme, "agent-sarah"))
-    request = LLMRequest(
-        system="You are Sarah.", prompt="Who is here?", model="fake-model", label="sarah"
-    )
-    via_proxy.armed.set()  # the next COMMIT is lost on its way back
-    result = run_tool_loop(
-        sarah,
-        provider="openai",
-        request=request,
-        tool_names=["get_organization_roster"],
-        max_turns=3,
-        atomic_record=False,
-        on_turn=lambda turn: None,
-    )
-    assert via_proxy.dropped.is_set()
     (call,) = [t for t in result.turns if t["kind"] == "tool_call"]
     assert call["status"] == "ok", call

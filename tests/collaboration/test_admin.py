@@ -39,6 +39,22 @@ def a_session(org, **fields):
     return session
 
 
+def post_start_form(client, org, agents, mode: str, **fields):
+    """The admin's start form, posted for `org` with these agents (task "t" and merged unless
+    the fields say otherwise)."""
+    return client.post(
+        reverse("admin:collaboration_collaborationsession_start"),
+        {
+            "organization": org.pk,
+            "task": "t",
+            "agents": [agent.pk for agent in agents],
+            "mode": mode,
+            "synthesis": "merge",
+            **fields,
+        },
+    )
+
+
 @pytest.fixture
 def alice(acme, client):
     user = make_admin_user(acme, username="alice")
@@ -81,16 +97,8 @@ def test_the_start_form_starts_a_session_with_organization_agents(acme, alice):
     page = alice.get(url).content.decode()
     assert "Alex — Backend Developer" in page
     assert "agent-sam" not in page  # paused: offline agents cannot take part
-    response = alice.post(
-        url,
-        {
-            "organization": acme.pk,
-            "task": "Plan the migration",
-            "agents": [alex.pk, sarah.pk],
-            "mode": "sequential",
-            "synthesis": "merge",
-            "focus": "",
-        },
+    response = post_start_form(
+        alice, acme, [alex, sarah], "sequential", task="Plan the migration", focus=""
     )
     session = CollaborationSession.objects.get()
     assert response.status_code == 302
@@ -104,32 +112,14 @@ def test_the_start_form_starts_a_session_with_organization_agents(acme, alice):
 
 def test_the_start_form_refuses_agents_of_another_organization(acme, alice):
     stranger = make_agent(make_org("theirs"), "agent-stranger")
-    response = alice.post(
-        reverse("admin:collaboration_collaborationsession_start"),
-        {
-            "organization": acme.pk,
-            "task": "t",
-            "agents": [stranger.pk],
-            "mode": "parallel",
-            "synthesis": "merge",
-        },
-    )
+    response = post_start_form(alice, acme, [stranger], "parallel")
     assert response.status_code == 200
     assert not CollaborationSession.objects.exists()
 
 
 def test_the_start_form_shows_a_refusal_once(acme, alice):
     alex = acme.agents.get(handle="agent-alex")
-    response = alice.post(
-        reverse("admin:collaboration_collaborationsession_start"),
-        {
-            "organization": acme.pk,
-            "task": "t",
-            "agents": [alex.pk],
-            "mode": "hierarchical",
-            "synthesis": "merge",
-        },
-    )
+    response = post_start_form(alice, acme, [alex], "hierarchical")
     assert response.status_code == 200
     message = "hierarchical mode needs a coordinator and at least one specialist"
     assert response.content.decode().count(message) == 1

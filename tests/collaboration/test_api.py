@@ -8,6 +8,22 @@ from tests.factories import make_agent, make_org
 
 pytestmark = pytest.mark.django_db
 
+# Seed 004's form of an agent's LLM config, `providers: [{module, config}]`, and what it stands for.
+SEED_STYLE_AGENTS = [
+    {
+        "name": "a",
+        "config": {
+            "providers": [
+                {
+                    "module": "provider-anthropic",
+                    "config": {"model": "claude-x", "temperature": 0.1},
+                }
+            ]
+        },
+    }
+]
+SEED_STYLE_CONFIG = {"provider": "anthropic", "model": "claude-x", "temperature": 0.1}
+
 
 def start(client, **body):
     body.setdefault("task", "Review the payment API")
@@ -203,57 +219,23 @@ def test_a_body_naming_another_agent_is_403(acme, agent_client):
 
 
 def test_seed_style_provider_config_is_understood(acme, org_client):
-    agents = [
-        {
-            "name": "a",
-            "config": {
-                "providers": [
-                    {
-                        "module": "provider-anthropic",
-                        "config": {"model": "claude-x", "temperature": 0.1},
-                    }
-                ]
-            },
-        }
-    ]
-    response = start(org_client(acme), agents=agents)
+    response = start(org_client(acme), agents=SEED_STYLE_AGENTS)
     assert response.status_code == 202, response.content
     session = CollaborationSession.objects.get()
-    assert session.contributions.get().config == {
-        "provider": "anthropic",
-        "model": "claude-x",
-        "temperature": 0.1,
-    }
+    assert session.contributions.get().config == SEED_STYLE_CONFIG
 
 
 def test_seed_style_provider_config_is_understood_at_the_tool_door_too(acme):
     """Seed 004 is a tool, and its examples give `providers: [{module, config}]`: call-tool and
     MCP take them as REST does (the tool's schema refused them: 400 invalid)."""
-    agents = [
-        {
-            "name": "a",
-            "config": {
-                "providers": [
-                    {
-                        "module": "provider-anthropic",
-                        "config": {"model": "claude-x", "temperature": 0.1},
-                    }
-                ]
-            },
-        }
-    ]
     coordinator = {"providers": [{"module": "provider-openai", "config": {"max_tokens": 900}}]}
     started = call_tool(
         human(acme),
         "start_collaboration",
-        {"task": "t", "agents": agents, "coordinator_config": coordinator},
+        {"task": "t", "agents": SEED_STYLE_AGENTS, "coordinator_config": coordinator},
     )
     session = CollaborationSession.objects.get(pk=started["id"])
-    assert session.contributions.get().config == {
-        "provider": "anthropic",
-        "model": "claude-x",
-        "temperature": 0.1,
-    }
+    assert session.contributions.get().config == SEED_STYLE_CONFIG
     assert session.coordinator_config == {"provider": "openai", "max_tokens": 900}
 
 

@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from collaboration import runner
 from collaboration.models import CollaborationSession
-from collaboration.services import session_cancel, session_create
+from collaboration.services import session_cancel
 from config.celery import app
 from tests.collaboration.conftest import event_names, human, specialists, wait_for
+from tests.collaboration.starts import started
 from tests.conftest import requires_postgres
 from tests.fake_llm import Reply
 
@@ -74,16 +75,7 @@ def hanging(acme, fake_llm):
     """A session whose one agent hangs in the fake LLM until released."""
     fake_llm.on(agent="slow", replies=Reply("late answer\nCONFIDENCE: 0.5", hang=True))
     caller = human(acme)
-    session = session_create(
-        caller=caller,
-        payload={
-            "task": "t",
-            "synthesis": "merge",
-            "agents": specialists("slow"),
-            "agent_timeout": 60,
-        },
-    )
-    return caller, session
+    return caller, started(acme, specialists("slow"), caller, synthesis="merge", agent_timeout=60)
 
 
 def test_the_heartbeat_goes_on_after_its_connection_is_dropped(hanging, fake_llm):
@@ -158,15 +150,7 @@ def test_on_a_celery_worker_the_session_is_retried_and_ends(acme, fake_llm):
         with start_worker(
             app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"
         ):
-            session = session_create(
-                caller=human(acme),
-                payload={
-                    "task": "t",
-                    "synthesis": "merge",
-                    "agents": specialists("slow"),
-                    "agent_timeout": 60,
-                },
-            )
+            session = started(acme, specialists("slow"), synthesis="merge", agent_timeout=60)
             wait_for(lambda: fake_llm.calls_for(agent="slow"), timeout=30)
             kill(OTHER_BACKENDS)
             fake_llm.release()
@@ -182,14 +166,8 @@ def test_on_a_celery_worker_the_session_is_retried_and_ends(acme, fake_llm):
 def test_a_cancel_accepted_during_the_synthesis_ends_the_session_cancelled(acme, fake_llm):
     fake_llm.on(purpose="synthesis", replies=Reply("THE SYNTHESIS", hang=True))
     caller = human(acme)
-    session = session_create(
-        caller=caller,
-        payload={
-            "task": "t",
-            "synthesis": "coordinator",
-            "agents": specialists("a", "b"),
-            "agent_timeout": 30,
-        },
+    session = started(
+        acme, specialists("a", "b"), caller, synthesis="coordinator", agent_timeout=30
     )
     thread = in_thread(session.pk)
     try:

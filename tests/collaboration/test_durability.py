@@ -24,8 +24,8 @@ from django.conf import settings
 from django.db import connection
 
 from collaboration.models import CollaborationSession
-from collaboration.services import session_create
-from tests.collaboration.conftest import human, specialists, wait_for
+from tests.collaboration.conftest import specialists, wait_for
+from tests.collaboration.starts import started
 from tests.fake_llm import Reply
 
 pytestmark = [
@@ -98,57 +98,56 @@ def unacked_are_visible_again(client) -> bool:
     return not newest or newest[0][1] < time.time() - VISIBILITY_TIMEOUT - 0.5
 
 
-def kill_and_resume(org, fake, tmp_path, payload: dict, killable) -> CollaborationSession:
-    """Start a session on a first worker, SIGKILL it once `killable(session)` holds, let a second
-    worker finish the session; returns the finished session."""
+@pytest.fixture
+def kill_and_resume(acme, fake_llm, tmp_path):
+    """Start a session of acme's (task "t" for `agents`, the rest of the payload as given) on a
+    first worker, SIGKILL it once `killable(session)` holds, let a second worker finish the
+    session; returns the finished session."""
     import redis
 
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    first = start_worker_process("first", fake, tmp_path)
-    second = None
-    try:
-        session = session_create(caller=human(org), payload=payload)
-        wait_for(lambda: killable(session), timeout=60)
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
-        wait_for(
-            lambda: unacked_are_visible_again(redis.Redis.from_url(settings.REDIS_URL)),
-            timeout=VISIBILITY_TIMEOUT + 10,
-            interval=0.2,
-        )
-        second = start_worker_process("second", fake, tmp_path)
+    def kill_and_resume(agents: list[dict], killable, **payload) -> CollaborationSession:
+        redis.Redis.from_url(settings.REDIS_URL).flushdb()
+        first = start_worker_process("first", fake_llm, tmp_path)
+        second = None
+        try:
+            session = started(acme, agents, **payload)
+            wait_for(lambda: killable(session), timeout=60)
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=10)
+            wait_for(
+                lambda: unacked_are_visible_again(redis.Redis.from_url(settings.REDIS_URL)),
+                timeout=VISIBILITY_TIMEOUT + 10,
+                interval=0.2,
+            )
+            second = start_worker_process("second", fake_llm, tmp_path)
 
-        def done():
-            s = CollaborationSession.objects.get(pk=session.pk)
-            return s if s.is_finished else None
+            def done():
+                s = CollaborationSession.objects.get(pk=session.pk)
+                return s if s.is_finished else None
 
-        return wait_for(done, timeout=60, interval=0.2)
-    finally:
-        for process in (first, second):
-            if process is not None and process.poll() is None:
-                process.terminate()
-                process.wait(timeout=15)
+            return wait_for(done, timeout=60, interval=0.2)
+        finally:
+            for process in (first, second):
+                if process is not None and process.poll() is None:
+                    process.terminate()
+                    process.wait(timeout=15)
+
+    return kill_and_resume
 
 
 def logs_of(tmp_path) -> str:
     return "\n".join(p.read_text() for p in tmp_path.glob("*.log"))[-3000:]
 
 
-def test_a_session_survives_a_sigkilled_worker(acme, fake_llm, tmp_path):
+def test_a_session_survives_a_sigkilled_worker(fake_llm, tmp_path, kill_and_resume):
     # b's first request hangs: the first worker is killed while it waits for it.
     fake_llm.on(agent="b", replies=[Reply(hang=True), Reply("b, second try\nCONFIDENCE: 0.7")])
     fake_llm.on(purpose="agent", replies=Reply("an answer\nCONFIDENCE: 0.6", delay=0.2))
     session = kill_and_resume(
-        acme,
-        fake_llm,
-        tmp_path,
-        {
-            "task": "t",
-            "mode": "sequential",
-            "synthesis": "merge",
-            "agents": specialists("a", "b", "c"),
-        },
-        killable=lambda s: fake_llm.calls_for(agent="b"),
+        specialists("a", "b", "c"),
+        lambda s: fake_llm.calls_for(agent="b"),
+        mode="sequential",
+        synthesis="merge",
     )
     assert session.status == "completed", logs_of(tmp_path)
     assert session.attempts == 2
@@ -164,7 +163,9 @@ def test_a_session_survives_a_sigkilled_worker(acme, fake_llm, tmp_path):
     assert [c.status for c in session.contributions.order_by("position")] == ["completed"] * 3
 
 
-def test_a_worker_killed_during_synthesis_calls_each_agent_once(acme, fake_llm, tmp_path):
+def test_a_worker_killed_during_synthesis_calls_each_agent_once(
+    fake_llm, tmp_path, kill_and_resume
+):
     """The issue's sentence to the letter: the session completes on a second worker with each
     agent called once — the kill comes after every contribution is saved, while the first
     worker waits for the coordinator's synthesis."""
@@ -180,16 +181,7 @@ def test_a_worker_killed_during_synthesis_calls_each_agent_once(acme, fake_llm, 
         )
 
     session = kill_and_resume(
-        acme,
-        fake_llm,
-        tmp_path,
-        {
-            "task": "t",
-            "mode": "parallel",
-            "synthesis": "coordinator",
-            "agents": specialists("a", "b", "c"),
-        },
-        killable=synthesis_in_flight,
+        specialists("a", "b", "c"), synthesis_in_flight, mode="parallel", synthesis="coordinator"
     )
     assert session.status == "completed", logs_of(tmp_path)
     assert session.attempts == 2
@@ -209,7 +201,7 @@ def test_a_worker_killed_during_synthesis_calls_each_agent_once(acme, fake_llm, 
     assert session.metadata["agents_completed"] == 3
 
 
-def test_the_tokens_of_a_synthesis_run_again_are_counted(acme, fake_llm, tmp_path):
+def test_the_tokens_of_a_synthesis_run_again_are_counted(fake_llm, tmp_path, kill_and_resume):
     """The second worker's synthesis spends tokens too: they are in the session's total."""
     fake_llm.on(
         purpose="synthesis",
@@ -231,16 +223,7 @@ def test_the_tokens_of_a_synthesis_run_again_are_counted(acme, fake_llm, tmp_pat
         ).exists() and fake_llm.calls_for(purpose="synthesis")
 
     session = kill_and_resume(
-        acme,
-        fake_llm,
-        tmp_path,
-        {
-            "task": "t",
-            "mode": "parallel",
-            "synthesis": "coordinator",
-            "agents": specialists("a", "b"),
-        },
-        killable=synthesis_in_flight,
+        specialists("a", "b"), synthesis_in_flight, mode="parallel", synthesis="coordinator"
     )
     assert session.status == "completed", logs_of(tmp_path)
     assert session.attempts == 2

@@ -2,8 +2,8 @@
 
 import pytest
 
-from collaboration.services import session_create
-from tests.collaboration.conftest import event_names, human, run, specialists
+from tests.collaboration.conftest import event_names, run, specialists
+from tests.collaboration.starts import started
 from tests.fake_llm import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -14,11 +14,7 @@ def test_six_agents_max_parallel_3_one_hung_agent(acme, fake_llm, settings):
     names = ["hung", "b", "c", "d", "e", "f"]
     fake_llm.on(agent="hung", replies=Reply(hang=True))
     fake_llm.on(purpose="agent", replies=Reply("an answer\nCONFIDENCE: 0.5", delay=0.2))
-    session = session_create(
-        caller=human(acme),
-        payload={"task": "t", "agents": specialists(*names), "max_parallel": 3, "agent_timeout": 2},
-    )
-    session = run(session)
+    session = run(started(acme, specialists(*names), max_parallel=3, agent_timeout=2))
     hung = session.contributions.get(agent_key="hung")
     assert hung.status == "timed_out"
     assert hung.error.startswith("timed out after 2 s") or "time ran out" in hung.error
@@ -40,12 +36,7 @@ def test_parallel_agents_run_at_the_same_time(acme, fake_llm):
     (structure, not a timer: a loaded machine stretches the times, not their order)."""
     for name, delay in {"a": 0.5, "b": 0.6, "c": 0.8}.items():
         fake_llm.on(agent=name, replies=Reply(f"answer {name}", delay=delay))
-    session = run(
-        session_create(
-            caller=human(acme),
-            payload={"task": "t", "agents": specialists("a", "b", "c"), "synthesis": "merge"},
-        )
-    )
+    session = run(started(acme, specialists("a", "b", "c"), synthesis="merge"))
     assert session.status == "completed"
     contributions = list(session.contributions.all())
     assert max(c.started_at for c in contributions) < min(c.finished_at for c in contributions)
@@ -55,16 +46,8 @@ def test_parallel_agents_run_at_the_same_time(acme, fake_llm):
 def test_a_truncated_plan_is_retried_once_then_falls_back(acme, fake_llm):
     truncated = '{"plan": "split it", "assignments": [{"agent": "backend", "subtask": "the A'
     fake_llm.on(purpose="plan", replies=Reply(truncated))
-    session = run(
-        session_create(
-            caller=human(acme),
-            payload={
-                "task": "Build the payments service",
-                "mode": "hierarchical",
-                "agents": specialists("coord", "backend", "frontend"),
-            },
-        )
-    )
+    team = specialists("coord", "backend", "frontend")
+    session = run(started(acme, team, task="Build the payments service", mode="hierarchical"))
     assert session.status == "completed", session.error
     assert len(fake_llm.calls_for(purpose="plan")) == 2
     retry = fake_llm.calls_for(purpose="plan")[1]
@@ -90,16 +73,7 @@ def test_a_plan_naming_strangers_is_rejected_then_a_valid_one_is_used(acme, fake
             ),
         ],
     )
-    session = run(
-        session_create(
-            caller=human(acme),
-            payload={
-                "task": "t",
-                "mode": "hierarchical",
-                "agents": specialists("coord", "backend", "frontend"),
-            },
-        )
-    )
+    session = run(started(acme, specialists("coord", "backend", "frontend"), mode="hierarchical"))
     assert session.status == "completed"
     assert session.metadata["plan"]["valid"] is True and session.metadata["plan"]["tries"] == 2
     assert session.metadata["plan"]["unassigned"] == ["frontend"]
@@ -114,12 +88,7 @@ def test_a_plan_naming_strangers_is_rejected_then_a_valid_one_is_used(acme, fake
 
 def test_an_empty_plan_falls_back(acme, fake_llm):
     fake_llm.on(purpose="plan", replies=Reply('{"plan": "nothing", "assignments": []}'))
-    session = run(
-        session_create(
-            caller=human(acme),
-            payload={"task": "t", "mode": "hierarchical", "agents": specialists("coord", "x")},
-        )
-    )
+    session = run(started(acme, specialists("coord", "x"), mode="hierarchical"))
     assert session.status == "completed"
     assert session.metadata["plan"]["reason"] == "The plan assigns nothing to anyone."
     assert "fallback" in event_names(session)
@@ -127,16 +96,8 @@ def test_an_empty_plan_falls_back(acme, fake_llm):
 
 def test_a_failed_coordinator_leaves_the_fallback_plan(acme, fake_llm):
     fake_llm.on(purpose="plan", replies=Reply(status=400))
-    session = run(
-        session_create(
-            caller=human(acme),
-            payload={
-                "task": "Build it",
-                "mode": "hierarchical",
-                "agents": specialists("coord", "x", "y"),
-            },
-        )
-    )
+    team = specialists("coord", "x", "y")
+    session = run(started(acme, team, task="Build it", mode="hierarchical"))
     assert session.status == "partial"
     assert session.contributions.get(agent_key="coord").status == "failed"
     plan = session.metadata["plan"]

@@ -11,6 +11,13 @@ from tests.fake_llm import Reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def coordinator_plans(fake, assignments: dict[str, str], plan: str | None = None) -> None:
+    """The coordinator answers this plan: {agent: subtask}, after its paragraph if it has one."""
+    body = {} if plan is None else {"plan": plan}
+    body["assignments"] = [{"agent": a, "subtask": s} for a, s in assignments.items()]
+    fake.on(purpose="plan", replies=Reply(json.dumps(body)))
+
+
 def test_the_coordinators_own_focus_is_in_its_planning_prompt(acme, fake_llm):
     session = run(hierarchical(acme, "coord", "backend", "frontend", synthesis="merge"))
     assert session.status == "completed", session.error
@@ -20,17 +27,7 @@ def test_the_coordinators_own_focus_is_in_its_planning_prompt(acme, fake_llm):
 
 
 def test_a_specialist_the_plan_does_not_assign_is_skipped(acme, fake_llm):
-    fake_llm.on(
-        purpose="plan",
-        replies=Reply(
-            json.dumps(
-                {
-                    "plan": "Only the API matters here.",
-                    "assignments": [{"agent": "backend", "subtask": "design the API"}],
-                }
-            )
-        ),
-    )
+    coordinator_plans(fake_llm, {"backend": "design the API"}, "Only the API matters here.")
     fake_llm.on(purpose="synthesis", replies=Reply("THE SYNTHESIS"))
     session = run(hierarchical(acme, "coord", "backend", "frontend"))
     assert session.status == "completed", session.error
@@ -52,19 +49,10 @@ def test_a_specialist_the_plan_does_not_assign_is_skipped(acme, fake_llm):
 
 
 def test_the_coordinators_contribution_is_its_plan_text(acme, fake_llm):
-    fake_llm.on(
-        purpose="plan",
-        replies=Reply(
-            json.dumps(
-                {
-                    "plan": "Split by layer: API first, then the UI.",
-                    "assignments": [
-                        {"agent": "backend", "subtask": "the API"},
-                        {"agent": "frontend", "subtask": "the UI"},
-                    ],
-                }
-            )
-        ),
+    coordinator_plans(
+        fake_llm,
+        {"backend": "the API", "frontend": "the UI"},
+        "Split by layer: API first, then the UI.",
     )
     session = run(hierarchical(acme, "coord", "backend", "frontend", synthesis="merge"))
     coordinator = session.contributions.get(agent_key="coord")
@@ -74,9 +62,6 @@ def test_the_coordinators_contribution_is_its_plan_text(acme, fake_llm):
 
 
 def test_a_plan_without_a_paragraph_contributes_its_assignments(acme, fake_llm):
-    fake_llm.on(
-        purpose="plan",
-        replies=Reply(json.dumps({"assignments": [{"agent": "backend", "subtask": "the API"}]})),
-    )
+    coordinator_plans(fake_llm, {"backend": "the API"})
     session = run(hierarchical(acme, "coord", "backend", synthesis="merge"))
     assert session.contributions.get(agent_key="coord").response == "- backend: the API"

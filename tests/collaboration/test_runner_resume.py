@@ -16,6 +16,18 @@ from tests.fake_llm import Reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def left_by_a_dead_worker(session, attempts: int = 1) -> None:
+    """The session's row as a worker leaves it when it dies: running, started `attempts` times,
+    its lease's heartbeat five minutes old."""
+    CollaborationSession.objects.filter(pk=session.pk).update(
+        status="running",
+        attempts=attempts,
+        lease_token="dead",
+        heartbeat_at=timezone.now() - timedelta(minutes=5),
+        started_at=timezone.now(),
+    )
+
+
 def test_a_finished_session_is_not_run_again(acme, fake_llm):
     session = run(create(acme))
     calls = len(fake_llm.calls)
@@ -27,13 +39,7 @@ def test_a_finished_session_is_not_run_again(acme, fake_llm):
 def test_a_redelivered_session_resumes_without_rerunning_finished_agents(acme, fake_llm):
     session = create(acme, agents=specialists("a", "b", "c"), synthesis="merge")
     # The state a worker leaves when it dies: a done, b in flight, c not started.
-    CollaborationSession.objects.filter(pk=session.pk).update(
-        status="running",
-        attempts=1,
-        lease_token="dead",
-        heartbeat_at=timezone.now() - timedelta(minutes=5),
-        started_at=timezone.now(),
-    )
+    left_by_a_dead_worker(session)
     session.contributions.filter(agent_key="a").update(
         status="completed", response="A DONE", tokens_used=7
     )
@@ -55,13 +61,7 @@ def test_a_session_started_its_maximum_times_without_finishing_is_given_up(
     saying so, without calling a model again; one start fewer still resumes it."""
     settings.COLLAB_MAX_ATTEMPTS = 2
     session = create(acme, agents=specialists("a", "b"), synthesis="merge")
-    died = {
-        "status": "running",
-        "lease_token": "dead",
-        "started_at": timezone.now(),
-        "heartbeat_at": timezone.now() - timedelta(minutes=5),
-    }
-    CollaborationSession.objects.filter(pk=session.pk).update(attempts=2, **died)
+    left_by_a_dead_worker(session, attempts=2)
     session.contributions.filter(agent_key="b").update(status="running", started_at=timezone.now())
     session = run(session)
     assert (session.status, session.attempts) == ("failed", 3)
@@ -70,7 +70,7 @@ def test_a_session_started_its_maximum_times_without_finishing_is_given_up(
     assert event_names(session).count("complete") == 1
 
     again = create(acme, agents=specialists("a"), synthesis="merge")
-    CollaborationSession.objects.filter(pk=again.pk).update(attempts=1, **died)
+    left_by_a_dead_worker(again)
     assert run(again).status == "completed"
 
 
@@ -129,13 +129,7 @@ def test_a_missing_session_is_ignored(db):
 
 def test_a_resumed_sequential_session_briefs_later_agents_with_earlier_answers(acme, fake_llm):
     session = create(acme, mode="sequential", agents=specialists("a", "b"), synthesis="merge")
-    CollaborationSession.objects.filter(pk=session.pk).update(
-        status="running",
-        attempts=1,
-        lease_token="dead",
-        heartbeat_at=timezone.now() - timedelta(minutes=5),
-        started_at=timezone.now(),
-    )
+    left_by_a_dead_worker(session)
     session.contributions.filter(agent_key="a").update(status="completed", response="A-MARKER")
     assert run(session).status == "completed"
     assert not fake_llm.calls_for(agent="a")

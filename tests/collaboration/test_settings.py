@@ -1,7 +1,25 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from collaboration.apps import check_settings, check_visibility_timeout
+
+
+def manage_py_check(**env: str) -> subprocess.CompletedProcess:
+    """`manage.py check` in a process of its own, with these variables added to our environment:
+    what a worker or server starting with them would do."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_visibility_timeout_shorter_than_a_session_fails_at_start_up(settings):
@@ -24,26 +42,12 @@ def test_a_longer_visibility_timeout_or_another_broker_is_fine(settings):
 
 def test_a_worker_or_server_does_not_start_with_a_short_visibility_timeout():
     """The check runs at start-up (AppConfig.ready), not only when called."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     redis_url = "redis://127.0.0.1:6379/4"
-    env = {
-        **os.environ,
-        "REDIS_URL": redis_url,
-        "CELERY_BROKER_URL": redis_url,
-        "CELERY_VISIBILITY_TIMEOUT": "60",
-        "COLLAB_SESSION_TIME_LIMIT": "120",
-    }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = manage_py_check(
+        REDIS_URL=redis_url,
+        CELERY_BROKER_URL=redis_url,
+        CELERY_VISIBILITY_TIMEOUT="60",
+        COLLAB_SESSION_TIME_LIMIT="120",
     )
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
@@ -99,23 +103,8 @@ def test_known_collaboration_settings_pass(settings):
 
 
 def test_bad_collaboration_settings_stop_start_up_with_a_message():
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    env = {
-        **os.environ,
-        "COLLAB_DEFAULT_SYNTHESIS": "consensus",
-        "COLLAB_MAX_STARTS_PER_HOUR": "lots",
-    }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = manage_py_check(
+        COLLAB_DEFAULT_SYNTHESIS="consensus", COLLAB_MAX_STARTS_PER_HOUR="lots"
     )
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr

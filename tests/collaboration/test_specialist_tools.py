@@ -6,14 +6,15 @@ import json
 import pytest
 
 from collaboration.models import CollaborationSession
-from collaboration.services import session_create
 from organization.caller import caller_for_agent
 from organization.registry import REGISTRY, call_tool
-from tests.collaboration.conftest import human, run, specialists
+from tests.collaboration.conftest import calls_then_answers, human, run, specialists
+from tests.collaboration.starts import started
 from tests.conftest import agent_of
 from tests.fake_llm import Reply, ToolUse
 
 ROSTER = "get_organization_roster"
+ANALYST = {"name": "analyst", "config": {"tools": [ROSTER]}}  # an ad-hoc specialist with the roster
 
 
 def start(client, agents, **body):
@@ -223,23 +224,13 @@ class TestSpecialistsAtWork:
     def test_a_refused_call_reaches_the_model_and_the_specialist_still_answers(
         self, acme, fake_llm
     ):
-        fake_llm.on(
-            agent="analyst",
-            replies=[
-                Reply(tool_calls=[ToolUse(ROSTER, {"filter": "by_expertise"}, id="bad")]),
-                Reply("Answered without it.\nVERDICT: no\nCONFIDENCE: 0.5"),
-            ],
+        calls_then_answers(
+            fake_llm,
+            "analyst",
+            ToolUse(ROSTER, {"filter": "by_expertise"}, id="bad"),
+            "Answered without it.\nVERDICT: no\nCONFIDENCE: 0.5",
         )
-        session = run(
-            session_create(
-                caller=human(acme),
-                payload={
-                    "task": "t",
-                    "synthesis": "merge",
-                    "agents": [{"name": "analyst", "config": {"tools": [ROSTER]}}],
-                },
-            )
-        )
+        session = run(started(acme, [ANALYST], synthesis="merge"))
         contribution = session.contributions.get()
         assert contribution.status == "completed"
         assert contribution.turns[1]["status"] == "error"
@@ -255,19 +246,7 @@ class TestSpecialistsAtWork:
             agent="analyst",
             replies=Reply(tool_calls=[ToolUse(ROSTER)], prompt_tokens=5, completion_tokens=5),
         )
-        session = run(
-            session_create(
-                caller=human(acme),
-                payload={
-                    "task": "t",
-                    "synthesis": "merge",
-                    "agents": [
-                        {"name": "analyst", "config": {"tools": [ROSTER]}},
-                        {"name": "plain"},
-                    ],
-                },
-            )
-        )
+        session = run(started(acme, [ANALYST, {"name": "plain"}], synthesis="merge"))
         analyst = session.contributions.get(agent_key="analyst")
         assert analyst.status == "failed"
         assert analyst.error.startswith("no answer after 2 model turns (COLLAB_AGENT_MAX_TURNS)")
@@ -321,18 +300,7 @@ class TestSpecialistsAtWork:
             ],
         )
         session = run(
-            session_create(
-                caller=human(acme),
-                payload={
-                    "task": "t",
-                    "synthesis": "merge",
-                    "agent_timeout": 1.5,
-                    "agents": [
-                        {"name": "analyst", "config": {"tools": [ROSTER]}},
-                        {"name": "plain"},
-                    ],
-                },
-            )
+            started(acme, [ANALYST, {"name": "plain"}], synthesis="merge", agent_timeout=1.5)
         )
         analyst = session.contributions.get(agent_key="analyst")
         assert analyst.status == "timed_out"
@@ -346,14 +314,7 @@ class TestSpecialistsAtWork:
 
     def test_a_resumed_session_does_not_run_a_recorded_call_again(self, acme, fake_llm):
         """A worker died after the call was recorded: the re-run goes on from the turns."""
-        session = session_create(
-            caller=human(acme),
-            payload={
-                "task": "t",
-                "synthesis": "merge",
-                "agents": [{"name": "analyst", "config": {"tools": [ROSTER]}}],
-            },
-        )
+        session = started(acme, [ANALYST], synthesis="merge")
         turns = [
             {
                 "kind": "model",
@@ -393,16 +354,8 @@ class TestSpecialistsAtWork:
         assert session.metadata["total_tokens"] == 48
 
     def test_the_offline_provider_runs_a_specialist_with_tools(self, acme, offline):
-        session = run(
-            session_create(
-                caller=human(acme),
-                payload={
-                    "task": "t",
-                    "synthesis": "merge",
-                    "agents": [{"agent_id": "agent-alex", "config": {"tools": [ROSTER]}}],
-                },
-            )
-        )
+        alex_with_roster = {"agent_id": "agent-alex", "config": {"tools": [ROSTER]}}
+        session = run(started(acme, [alex_with_roster], synthesis="merge"))
         alex = session.contributions.get()
         assert (session.status, alex.status, alex.tokens_used) == ("completed", "completed", 0)
         assert [(t["kind"], t.get("status")) for t in alex.turns] == [

@@ -33,6 +33,12 @@ def loop(caller, provider, tools=(ROSTER,), max_turns=4, **kwargs):
                          max_turns=max_turns, **kwargs)  # fmt: skip
 
 
+def sarah_calls_then_says_done(fake, *tools: str) -> None:
+    """Sarah's model calls these tools in one turn (ids a, b, c, ...), then answers "done"."""
+    calls = [ToolUse(name, id=chr(ord("a") + i)) for i, name in enumerate(tools)]
+    fake.on(agent="sarah", replies=[Reply(tool_calls=calls), Reply("done")])
+
+
 @pytest.fixture
 def sarah(acme):
     return caller_for_agent(agent_of(acme, "agent-sarah"))
@@ -220,10 +226,7 @@ def test_a_provider_error_after_the_retries_stops_the_loop_with_what_it_spent(
 def test_on_turn_sees_each_model_turn_and_each_call_before_and_after_it_runs(
     acme, sarah, fake_llm, counted_tools
 ):
-    fake_llm.on(agent="sarah", replies=[
-        Reply(tool_calls=[ToolUse("test_count_read", id="a"), ToolUse("test_count_read", id="b")]),
-        Reply("done"),
-    ])  # fmt: skip
+    sarah_calls_then_says_done(fake_llm, "test_count_read", "test_count_read")
     seen = []
 
     def on_turn(turn):
@@ -256,10 +259,7 @@ def writes_then_refuses():
 def test_with_atomic_record_each_call_is_recorded_once_with_its_outcome_and_time(
     acme, sarah, fake_llm, counted_tools
 ):
-    fake_llm.on(agent="sarah", replies=[
-        Reply(tool_calls=[ToolUse("test_count_write", id="a"), ToolUse("test_count_read", id="b")]),
-        Reply("done"),
-    ])  # fmt: skip
+    sarah_calls_then_says_done(fake_llm, "test_count_write", "test_count_read")
     seen, test_blocks = [], len(connection.atomic_blocks)
 
     def on_turn(turn):
@@ -285,11 +285,7 @@ def test_with_atomic_record_read_only_calls_are_recorded_together_before_the_nex
     acme, sarah, fake_llm, counted_tools
 ):
     read, write = "test_count_read", "test_count_write"
-    fake_llm.on(agent="sarah", replies=[
-        Reply(tool_calls=[ToolUse(read, id="a"), ToolUse(read, id="b"), ToolUse(write, id="c"),
-                          ToolUse(read, id="d")]),
-        Reply("done"),
-    ])  # fmt: skip
+    sarah_calls_then_says_done(fake_llm, read, read, write, read)
     records = []
     loop(sarah, "openai", tools=[read, write], atomic_record=True,
          on_turn=lambda turn: records.append(turn["index"]),

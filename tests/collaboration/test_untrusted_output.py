@@ -5,8 +5,8 @@ leave the session unreadable. (A managed run's side: tests/runtime/test_untruste
 import pytest
 
 from collaboration.providers.base import MAX_ARGUMENT_DEPTH
-from collaboration.services import session_create
-from tests.collaboration.conftest import human, run, specialists
+from tests.collaboration.conftest import calls_then_answers, run, specialists
+from tests.collaboration.starts import started
 from tests.conftest import KeyClient
 from tests.factories import make_key
 from tests.fake_llm import Reply, ToolUse
@@ -23,16 +23,7 @@ def nested(levels: int) -> str:
 def test_a_nul_in_answers_and_the_synthesis_is_kept_as_a_replacement_character(acme, fake_llm):
     fake_llm.on(agent="a", replies=[Reply("before\x00after\nVERDICT: yes\nCONFIDENCE: 0.9")])
     fake_llm.on(purpose="synthesis", replies=[Reply("synth\x00esis")])
-    session = run(
-        session_create(
-            caller=human(acme),
-            payload={
-                "task": "t",
-                "synthesis": "coordinator",
-                "agents": specialists("a", "b"),
-            },
-        )
-    )
+    session = run(started(acme, specialists("a", "b"), synthesis="coordinator"))
     assert session.status == "completed", session.error
     answer = session.contributions.get(agent_key="a")
     assert (answer.status, answer.response.splitlines()[0]) == ("completed", "before\ufffdafter")
@@ -50,23 +41,11 @@ def test_a_nul_in_answers_and_the_synthesis_is_kept_as_a_replacement_character(a
 def test_a_tool_call_the_service_cannot_keep_is_refused_and_the_session_reads(
     acme, fake_llm, arguments
 ):
-    fake_llm.on(
-        agent="a",
-        replies=[
-            Reply(tool_calls=[ToolUse(ROSTER, arguments, id="c1")]),
-            Reply("done\nVERDICT: yes\nCONFIDENCE: 0.9"),
-        ],
+    calls_then_answers(
+        fake_llm, "a", ToolUse(ROSTER, arguments, id="c1"), "done\nVERDICT: yes\nCONFIDENCE: 0.9"
     )
-    session = run(
-        session_create(
-            caller=human(acme),
-            payload={
-                "task": "t",
-                "synthesis": "merge",
-                "agents": [{"name": "a", "config": {"tools": [ROSTER]}}, {"name": "b"}],
-            },
-        )
-    )
+    agents = [{"name": "a", "config": {"tools": [ROSTER]}}, {"name": "b"}]
+    session = run(started(acme, agents, synthesis="merge"))
     assert session.status == "completed", session.error
     response = KeyClient(make_key(acme)).get(f"/api/collaborations/{session.pk}")
     assert response.status_code == 200
@@ -93,16 +72,7 @@ def test_token_counts_a_server_claims_are_bounded_before_anything_keeps_them(acm
             ),
         ],
     )
-    session = run(
-        session_create(
-            caller=human(acme),
-            payload={
-                "task": "t",
-                "synthesis": "merge",
-                "agents": specialists("a"),
-            },
-        )
-    )
+    session = run(started(acme, specialists("a"), synthesis="merge"))
     assert session.status == "completed", session.error
     answer = session.contributions.get(agent_key="a")
     assert answer.tokens_used == 2 * MAX_CALL_TOKENS
@@ -111,16 +81,7 @@ def test_token_counts_a_server_claims_are_bounded_before_anything_keeps_them(acm
 @pytest.mark.parametrize("model", ["fake\x00model", "m" * 300])
 def test_what_the_server_says_its_model_is_is_kept_as_it_fits(acme, fake_llm, model):
     fake_llm.on(agent="a", replies=[Reply("ok\nVERDICT: yes\nCONFIDENCE: 0.9", model=model)])
-    session = run(
-        session_create(
-            caller=human(acme),
-            payload={
-                "task": "t",
-                "synthesis": "merge",
-                "agents": specialists("a"),
-            },
-        )
-    )
+    session = run(started(acme, specialists("a"), synthesis="merge"))
     assert session.status == "completed", session.error
     answer = session.contributions.get(agent_key="a")
     assert answer.model == model.replace("\x00", "\ufffd")[:100]
