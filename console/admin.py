@@ -100,22 +100,21 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
     # --- the banner's actions, each one service call ------------------------------------------
 
     def get_urls(self):
+        # tasks_task_console_assign, _comment and _cancel: POST <task>/console/<action>/.
+        actions = {
+            "assign": self.assign_view,
+            "comment": self.comment_view,
+            "cancel": self.cancel_view,
+        }
         view = self.admin_site.admin_view
         return [
-            path(
-                "<path:object_id>/console/assign/",
-                view(self.assign_view),
-                name="tasks_task_console_assign",
-            ),
-            path(
-                "<path:object_id>/console/comment/",
-                view(self.comment_view),
-                name="tasks_task_console_comment",
-            ),
-            path(
-                "<path:object_id>/console/cancel/",
-                view(self.cancel_view),
-                name="tasks_task_console_cancel",
+            *(
+                path(
+                    f"<path:object_id>/console/{name}/",
+                    view(act),
+                    name=f"tasks_task_console_{name}",
+                )
+                for name, act in actions.items()
             ),
             *super().get_urls(),
         ]
