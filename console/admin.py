@@ -100,34 +100,37 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
     # --- the banner's actions, each one service call ------------------------------------------
 
     def get_urls(self):
+        # tasks_task_console_assign, _comment and _cancel: POST <task>/console/<action>/.
+        actions = {
+            "assign": self.assign_view,
+            "comment": self.comment_view,
+            "cancel": self.cancel_view,
+        }
         view = self.admin_site.admin_view
         return [
-            path(
-                "<path:object_id>/console/assign/",
-                view(self.assign_view),
-                name="tasks_task_console_assign",
-            ),
-            path(
-                "<path:object_id>/console/comment/",
-                view(self.comment_view),
-                name="tasks_task_console_comment",
-            ),
-            path(
-                "<path:object_id>/console/cancel/",
-                view(self.cancel_view),
-                name="tasks_task_console_cancel",
+            *(
+                path(
+                    f"<path:object_id>/console/{name}/",
+                    view(act),
+                    name=f"tasks_task_console_{name}",
+                )
+                for name, act in actions.items()
             ),
             *super().get_urls(),
         ]
 
-    def _moved(self, request, task, move, done: str):
-        try:
-            move(admin_actor(request, task.organization))
-        except DomainError as exc:
-            self.message_user(request, f"{exc.message} ({exc.code})", messages.ERROR)
-        else:
-            self.message_user(request, done, messages.SUCCESS)
+    def _back_to(self, request, task, message: str, level=messages.ERROR):
+        """The task's change page, `message` shown above it."""
+        self.message_user(request, message, level)
         return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
+
+    def _moved(self, request, task, done: str, move, **params):
+        """`move(task=task, actor=the admin, **params)`; back to the task with `done` or why not."""
+        try:
+            move(task=task, actor=admin_actor(request, task.organization), **params)
+        except DomainError as exc:
+            return self._back_to(request, task, f"{exc.message} ({exc.code})")
+        return self._back_to(request, task, done, messages.SUCCESS)
 
     @method_decorator(require_POST)
     def assign_view(self, request, object_id):
@@ -136,13 +139,9 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
             organization=task.organization, handle=request.POST.get("agent", "")
         ).first()
         if agent is None:
-            self.message_user(request, "Choose an agent of the organization.", messages.ERROR)
-            return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
+            return self._back_to(request, task, "Choose an agent of the organization.")
         return self._moved(
-            request,
-            task,
-            lambda actor: services.task_assign(task=task, actor=actor, to=agent),
-            f"Assigned to {agent.name}.",
+            request, task, f"Assigned to {agent.name}.", services.task_assign, to=agent
         )
 
     @method_decorator(require_POST)
@@ -150,32 +149,21 @@ class ConsoleTaskAdmin(CostColumn, TaskAdminWithRuns):
         task = self.task_to_move(request, object_id)
         body = request.POST.get("body", "").strip()
         if not body or len(body) > COMMENT_MAX_LENGTH:
-            self.message_user(
-                request, f"A comment holds 1 to {COMMENT_MAX_LENGTH} characters.", messages.ERROR
+            return self._back_to(
+                request, task, f"A comment holds 1 to {COMMENT_MAX_LENGTH} characters."
             )
-            return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
-        return self._moved(
-            request,
-            task,
-            lambda actor: services.task_comment(task=task, actor=actor, body=body),
-            "Comment added: the agents involved are told.",
-        )
+        done = "Comment added: the agents involved are told."
+        return self._moved(request, task, done, services.task_comment, body=body)
 
     @method_decorator(require_POST)
     def cancel_view(self, request, object_id):
         task = self.task_to_move(request, object_id)
         reason = request.POST.get("reason", "").strip() or "Cancelled in the admin."
         if len(reason) > NOTE_MAX_LENGTH:  # as the API's reason (the task's events carry it)
-            self.message_user(
-                request, f"A reason holds at most {NOTE_MAX_LENGTH} characters.", messages.ERROR
+            return self._back_to(
+                request, task, f"A reason holds at most {NOTE_MAX_LENGTH} characters."
             )
-            return redirect(reverse("admin:tasks_task_change", args=[task.pk]))
-        return self._moved(
-            request,
-            task,
-            lambda actor: services.task_cancel(task=task, actor=actor, reason=reason),
-            "Cancelled.",
-        )
+        return self._moved(request, task, "Cancelled.", services.task_cancel, reason=reason)
 
 
 class ConsoleCollaborationAdmin(CostColumn, CollaborationSessionAdmin):

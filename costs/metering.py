@@ -441,31 +441,22 @@ def spend(budgets: list[Budget], *, held: Decimal, cost: Decimal) -> None:
         alerts.after_spending(budget)
 
 
+# The fields of a Meter that its call's UsageRecord keeps (the task tree follows from its task).
+RECORDED_METER = ("organization_id", "purpose", "agent_id", "team_id", "session_id", "task_id")
+
+
 def sweep_expired(now=None) -> int:
     """Book each reservation past its expiry at its worst case; returns how many."""
     now = now or timezone.now()
     expired = UsageRecord.objects.filter(state=UsageState.RESERVED, expires_at__lt=now).only(
-        "pk",
-        "budget_ids",
-        "reserved_usd",
-        "organization_id",
-        "purpose",
-        "agent_id",
-        "team_id",
-        "session_id",
-        "task_id",
+        "pk", "budget_ids", "reserved_usd", *RECORDED_METER
     )[:500]
     booked = 0
     for record in list(expired):
         # The call's meter again, for the budgets set while it was under way (see `_book`).
         meter = Meter(
-            organization_id=record.organization_id,
-            purpose=record.purpose,
-            agent_id=record.agent_id,
-            team_id=record.team_id,
-            session_id=record.session_id,
-            task_id=record.task_id,
             task_tree=task_ancestry(record.task_id),
+            **{name: getattr(record, name) for name in RECORDED_METER},
         )
         held = record.reserved_usd
         with transaction.atomic():

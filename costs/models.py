@@ -25,6 +25,18 @@ LIFETIME = "lifetime"
 WARNING_SHARE = Decimal("0.8")
 
 
+def _usage_link(to, related_name: str = "usage_records", **kwargs) -> models.ForeignKey:
+    """A usage record's link to what the call belonged to: the record outlives it (null)."""
+    return models.ForeignKey(
+        to, null=True, blank=True, on_delete=models.SET_NULL, related_name=related_name, **kwargs
+    )
+
+
+def _budget_scope(to) -> models.ForeignKey:
+    """What a budget is for, by its scope (null for the others): deleting it deletes the budget."""
+    return models.ForeignKey(to, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+
+
 class UsagePurpose(models.TextChoices):
     """What a model call was for (the pinned names), and a report from an outside agent."""
 
@@ -52,37 +64,16 @@ class PriceSource(models.TextChoices):
 
 class UsageRecord(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
-    agent = models.ForeignKey(
-        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
-    )
-    team = models.ForeignKey(
-        Team,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        help_text="The agent's team at the time of the call.",
+    agent = _usage_link(Agent)
+    team = _usage_link(
+        Team, related_name="+", help_text="The agent's team at the time of the call."
     )
     purpose = models.CharField(max_length=20, choices=UsagePurpose.choices)
     # What it belongs to. The session and the run are the apps above's models, named lazily:
     # this app sits below them (docs/design.md "Layers").
-    session = models.ForeignKey(
-        "collaboration.CollaborationSession",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="usage_records",
-    )
-    run = models.ForeignKey(
-        "runtime.Run",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="usage_records",
-    )
-    task = models.ForeignKey(
-        Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
-    )
+    session = _usage_link("collaboration.CollaborationSession")
+    run = _usage_link("runtime.Run")
+    task = _usage_link(Task)
     # Who in a collaboration made the call (its agent key there, or "coordinator").
     label = models.CharField(max_length=100, blank=True, default="")
     provider = models.CharField(max_length=40)
@@ -151,22 +142,10 @@ class BudgetState(models.TextChoices):
 class Budget(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
     scope = models.CharField(max_length=20, choices=BudgetScope.choices)
-    team = models.ForeignKey(
-        Team, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
-    )
-    agent = models.ForeignKey(
-        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
-    )
-    task = models.ForeignKey(
-        Task, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
-    )
-    session = models.ForeignKey(
-        "collaboration.CollaborationSession",
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="+",
-    )
+    team = _budget_scope(Team)
+    agent = _budget_scope(Agent)
+    task = _budget_scope(Task)
+    session = _budget_scope("collaboration.CollaborationSession")
     limit_usd = models.DecimalField(
         **MONEY,
         help_text="Monthly (UTC calendar month) for an organization, team or agent; "

@@ -77,6 +77,25 @@ class UsageRecordSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+def task_in_body(help_text: str) -> serializers.IntegerField:
+    """A body's optional task id; null or left out: none."""
+    return serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=BIGINT_MAX, help_text=help_text
+    )
+
+
+def usd_in_body(help_text: str, **kwargs) -> serializers.DecimalField:
+    """A body's optional amount of USD, not negative, as a MONEY column holds it."""
+    return serializers.DecimalField(
+        required=False,
+        max_digits=19,
+        decimal_places=9,
+        min_value=Decimal(0),
+        help_text=help_text,
+        **kwargs,
+    )
+
+
 class UsageReportSerializer(serializers.Serializer):
     """`POST /api/usage` and the `report_usage` tool: a call an outside agent made itself."""
 
@@ -90,19 +109,11 @@ class UsageReportSerializer(serializers.Serializer):
     completion_tokens = serializers.IntegerField(
         min_value=0, max_value=MAX_CALL_TOKENS, help_text="Output tokens the provider reported."
     )
-    task = serializers.IntegerField(
-        required=False,
+    task = task_in_body("The task the call was for (one you can see).")
+    cost_usd = usd_in_body(
+        "What it cost in USD (at most 1000), used only when the service knows no price for the "
+        "model.",
         allow_null=True,
-        min_value=1,
-        max_value=BIGINT_MAX,
-        help_text="The task the call was for (one you can see).",
-    )
-    cost_usd = serializers.DecimalField(
-        required=False,
-        allow_null=True,
-        max_digits=19,
-        decimal_places=9,
-        min_value=Decimal(0),
         max_value=MAX_REPORTED_COST_USD,
         error_messages={
             "max_value": (
@@ -110,8 +121,6 @@ class UsageReportSerializer(serializers.Serializer):
                 "on its own."
             )
         },
-        help_text="What it cost in USD (at most 1000), used only when the service knows no "
-        "price for the model.",
     )
 
 
@@ -139,27 +148,9 @@ class BudgetSetSerializer(serializers.Serializer):
     scope = serializers.ChoiceField(choices=[s for s in BudgetScope.values if s != "collaboration"])
     team = serializers.CharField(required=False, allow_null=True, help_text="The team's name.")
     agent = serializers.CharField(required=False, allow_null=True, help_text="The agent's id.")
-    task = serializers.IntegerField(
-        required=False,
-        allow_null=True,
-        min_value=1,
-        max_value=BIGINT_MAX,
-        help_text="The root of the task tree (scope task).",
-    )
-    monthly_limit_usd = serializers.DecimalField(
-        required=False,
-        max_digits=19,
-        decimal_places=9,
-        min_value=Decimal(0),
-        help_text="USD per calendar month (UTC): organization, team, agent.",
-    )
-    limit_usd = serializers.DecimalField(
-        required=False,
-        max_digits=19,
-        decimal_places=9,
-        min_value=Decimal(0),
-        help_text="USD for the whole life of a task tree (scope task).",
-    )
+    task = task_in_body("The root of the task tree (scope task).")
+    monthly_limit_usd = usd_in_body("USD per calendar month (UTC): organization, team, agent.")
+    limit_usd = usd_in_body("USD for the whole life of a task tree (scope task).")
 
     def validate(self, data):
         monthly = data["scope"] in MONTHLY_SCOPES

@@ -40,6 +40,11 @@ class JSONObjectField(serializers.DictField):
         return super().to_internal_value(data)
 
 
+def blank_is_unset(help_text: str) -> serializers.CharField:
+    """An optional text param; blank is "not given", as an empty `?agent=` in a query string."""
+    return serializers.CharField(required=False, allow_blank=True, help_text=help_text)
+
+
 class ErrorSerializer(serializers.Serializer):
     success = serializers.BooleanField(default=False)
     error = serializers.CharField()
@@ -56,42 +61,26 @@ class RosterQuerySerializer(serializers.Serializer):
         help_text="Filter roster results",
     )
     # Blank is "not given", as a query string's `?expertise=` is: both doors answer alike.
-    expertise = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        help_text="Filter by specific expertise (if filter=by_expertise)",
-    )
+    expertise = blank_is_unset("Filter by specific expertise (if filter=by_expertise)")
     expertise_match = serializers.ChoiceField(
         choices=EXPERTISE_MATCHES,
         required=False,
         default=EXACT,
         help_text="exact (default, case-sensitive as seed 000) or ignore_case",
     )
-    agent = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        help_text="Organization keys and admins: whose roster (agent id).",
-    )
+    agent = blank_is_unset("Organization keys and admins: whose roster (agent id).")
 
 
 class AgentParamSerializer(serializers.Serializer):
     """The `get_my_context` tool: whose context (an agent reads its own)."""
 
-    agent = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        help_text="Organization keys only: whose context (an agent id).",
-    )
+    agent = blank_is_unset("Organization keys only: whose context (an agent id).")
 
 
 class DiscoverQuerySerializer(serializers.Serializer):
     """Seed 002's discovery params: `GET /api/experts` and the `discover_experts` tool."""
 
-    agent = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        help_text="Organization keys only: whose worktree to look from (an agent id).",
-    )
+    agent = blank_is_unset("Organization keys only: whose worktree to look from (an agent id).")
 
 
 class ColleagueSerializer(serializers.Serializer):

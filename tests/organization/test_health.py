@@ -11,6 +11,7 @@ from django.conf import settings
 
 from config import health
 from config.celery import app
+from tests.tls import self_signed
 
 pytestmark = pytest.mark.django_db
 
@@ -79,27 +80,7 @@ def tls_redis(tmp_path):
     unavailable = pytest.fail if os.environ.get("CI") == "true" else pytest.skip
     if not shutil.which("redis-server") or not shutil.which("openssl"):
         unavailable("needs redis-server and openssl")
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = self_signed(tmp_path, "127.0.0.1")
     port = free_port()
     server = subprocess.Popen(
         [

@@ -15,30 +15,15 @@ class Cast:
         dev = make_team(self.org, "Development")
         data = make_team(self.org, "Data")
         self.boss = make_agent(self.org, "agent-boss", hierarchy_role="supervisor", team=dev)
-        self.sarah = make_agent(
-            self.org,
-            "agent-sarah",
-            hierarchy_role="worker",
-            team=dev,
-            senior=self.boss,
-            expertise=["React"],
-        )
-        self.alex = make_agent(
-            self.org,
-            "agent-alex",
-            hierarchy_role="worker",
-            team=dev,
-            senior=self.boss,
-            expertise=["PostgreSQL"],
-        )
-        self.morgan = make_agent(
-            self.org,
-            "agent-morgan",
-            hierarchy_role="specialist",
-            team=data,
-            senior=self.boss,
-            expertise=["PostgreSQL", "MySQL"],
-        )
+
+        def under_boss(handle, role, team, skills):
+            return make_agent(
+                self.org, handle, hierarchy_role=role, team=team, senior=self.boss, expertise=skills
+            )
+
+        self.sarah = under_boss("agent-sarah", "worker", dev, ["React"])
+        self.alex = under_boss("agent-alex", "worker", dev, ["PostgreSQL"])
+        self.morgan = under_boss("agent-morgan", "specialist", data, ["PostgreSQL", "MySQL"])
         self.human = KeyClient(make_key(self.org))
 
     def client(self, agent):

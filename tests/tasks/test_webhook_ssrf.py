@@ -15,6 +15,7 @@ from tests.factories import make_agent, make_org
 from tests.organization.test_admin import change_url, form_of, root, root_client  # noqa: F401
 from tests.tasks.test_sweep import needs_redis
 from tests.tasks.test_webhooks import Receiver, poll
+from tests.tls import self_signed
 
 REFUSED = [
     "http://127.0.0.1/hook",
@@ -273,7 +274,6 @@ def test_https_keeps_the_hostname_for_sni_and_certificate_checks(tmp_path, monke
     """Pinned to the checked address, TLS still verifies the certificate against the URL's host."""
     import shutil
     import ssl
-    import subprocess
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from threading import Thread
 
@@ -281,29 +281,7 @@ def test_https_keeps_the_hostname_for_sni_and_certificate_checks(tmp_path, monke
 
     if not shutil.which("openssl"):
         pytest.skip("needs the openssl command to make a certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            key,
-            "-out",
-            cert,
-            "-days",
-            "1",
-            "-subj",
-            "/CN=hook.test",
-            "-addext",
-            "subjectAltName=DNS:hook.test",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = self_signed(tmp_path, "hook.test", "-addext", "subjectAltName=DNS:hook.test")
     settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
     real = socket.getaddrinfo
 
