@@ -10,6 +10,7 @@ from collaboration import providers
 from collaboration.models import CollaborationSession, Contribution
 from collaboration.services import session_create
 from tests.collaboration.conftest import human, run, specialists
+from tests.collaboration.starts import started
 from tests.conftest import agent_of
 from tests.factories import make_admin_user
 from tests.fake_llm import Reply
@@ -17,15 +18,24 @@ from tests.fake_llm import Reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def only_a(**config) -> list[dict]:
+    """The one agent "a", its config as given."""
+    return [{"name": "a", "config": config}]
+
+
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_429_429_then_200_is_one_contribution_three_attempts_tokens_counted(
     acme, fake_llm, provider
 ):
-    fake_llm.on(agent="a", replies=[Reply(status=429), Reply(status=429),
-                                    Reply("third time lucky", prompt_tokens=30, completion_tokens=12)])  # fmt: skip
-    session = session_create(caller=human(acme), payload={
-        "task": "t", "synthesis": "merge",
-        "agents": [{"name": "a", "config": {"provider": provider, "model": "m-1"}}]})  # fmt: skip
+    fake_llm.on(
+        agent="a",
+        replies=[
+            Reply(status=429),
+            Reply(status=429),
+            Reply("third time lucky", prompt_tokens=30, completion_tokens=12),
+        ],
+    )
+    session = started(acme, only_a(provider=provider, model="m-1"), synthesis="merge")
     session = run(session)
     contribution = session.contributions.get()
     assert Contribution.objects.filter(session=session).count() == 1
@@ -48,10 +58,8 @@ def test_each_provider_presents_its_key_and_sends_the_request_as_built(
 ):
     """OpenAI's request goes through the SDK's `client.post`, not `create`: the key is still
     presented as `create` presents it, and the body arrives as the provider built it."""
-    session = session_create(caller=human(acme), payload={
-        "task": "t", "synthesis": "merge",
-        "agents": [{"name": "a", "config": {"provider": provider, "model": "m-9",
-                                            "max_tokens": 77, "temperature": 0.3}}]})  # fmt: skip
+    a = only_a(provider=provider, model="m-9", max_tokens=77, temperature=0.3)
+    session = started(acme, a, synthesis="merge")
     run(session)
     call = fake_llm.calls_for(agent="a")[0]
     assert call.credential == credential
@@ -64,11 +72,14 @@ def test_each_provider_presents_its_key_and_sends_the_request_as_built(
 
 
 def test_anthropic_gets_system_temperature_and_max_tokens(acme, fake_llm):
-    session = session_create(caller=human(acme), payload={
-        "task": "t", "synthesis": "merge",
-        "agents": [{"name": "a", "config": {"provider": "anthropic", "model": "claude-x",
-                                            "temperature": 0.1, "max_tokens": 321,
-                                            "system_prompt": "You are A."}}]})  # fmt: skip
+    a = only_a(
+        provider="anthropic",
+        model="claude-x",
+        temperature=0.1,
+        max_tokens=321,
+        system_prompt="You are A.",
+    )
+    session = started(acme, a, synthesis="merge")
     run(session)
     call = fake_llm.calls_for(agent="a")[0]
     assert call.api == "anthropic"
@@ -85,9 +96,14 @@ def test_an_org_agent_uses_its_stored_llm_settings_and_its_org_prompt(acme, fake
         200,
     )
     alex.save()
-    session = session_create(caller=human(acme), payload={
-        "task": "Index strategy?", "synthesis": "merge",
-        "agents": [{"agent_id": "agent-alex", "focus": "query plans"}]})  # fmt: skip
+    session = session_create(
+        caller=human(acme),
+        payload={
+            "task": "Index strategy?",
+            "synthesis": "merge",
+            "agents": [{"agent_id": "agent-alex", "focus": "query plans"}],
+        },
+    )
     run(session)
     call = fake_llm.calls_for(agent="agent-alex")[0]
     assert call.api == "anthropic"
@@ -107,8 +123,12 @@ def test_the_default_provider_and_model_come_from_the_environment(acme, fake_llm
 
 def test_a_persistent_error_fails_that_agent_after_the_sdk_retries(acme, fake_llm):
     fake_llm.on(agent="a", replies=Reply(status=500))
-    session = run(session_create(caller=human(acme), payload={
-        "task": "t", "synthesis": "merge", "agents": specialists("a", "b")}))  # fmt: skip
+    session = run(
+        session_create(
+            caller=human(acme),
+            payload={"task": "t", "synthesis": "merge", "agents": specialists("a", "b")},
+        )
+    )
     a = session.contributions.get(agent_key="a")
     assert a.status == "failed"
     assert a.error.startswith("openai: HTTP 500 after 3 attempt(s): ")
@@ -126,8 +146,9 @@ def test_api_keys_never_reach_the_database_the_api_or_the_admin(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret-123")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-very-secret-456")
     client = org_client(acme)
-    session_id = client.post("/api/collaborations", {"task": "t", "agents": specialists("a")},
-                             format="json").json()["id"]  # fmt: skip
+    session_id = client.post(
+        "/api/collaborations", {"task": "t", "agents": specialists("a")}, format="json"
+    ).json()["id"]
     run(CollaborationSession.objects.get(pk=session_id))
     body = json.dumps(client.get(f"/api/collaborations/{session_id}").json())
     rows = json.dumps(list(CollaborationSession.objects.values()), default=str) + json.dumps(
@@ -174,9 +195,7 @@ def test_a_model_call_logs_no_line_per_http_request(acme, fake_llm, provider, ca
     """The SDKs' HTTP client (httpx2) logs every request at INFO: a line per model call in the
     workers' logs. The service's LOGGING keeps it to warnings (LOG_LEVEL=DEBUG shows them)."""
     caplog.set_level(logging.INFO)
-    session = session_create(caller=human(acme), payload={
-        "task": "t", "synthesis": "merge",
-        "agents": [{"name": "a", "config": {"provider": provider, "model": "m-1"}}]})  # fmt: skip
+    session = started(acme, only_a(provider=provider, model="m-1"), synthesis="merge")
     run(session)
     assert fake_llm.calls_for(agent="a")
     assert [

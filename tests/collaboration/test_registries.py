@@ -17,8 +17,15 @@ from collaboration.synthesis.consensus import consensus_of
 ANSWERS = [
     Answer("alex", "backend", "Use a read replica.\nVERDICT: yes\nCONFIDENCE: 0.8", 0.8, "yes", 0),
     Answer("sarah", "frontend", "Keep one database.\nVERDICT: no\nCONFIDENCE: 0.6", 0.6, "no", 1),
-    Answer("jordan", "infra", "A replica, with lag alerts.\nVERDICT: yes\nCONFIDENCE: 0.8", 0.8, "yes", 2),
-]  # fmt: skip
+    Answer(
+        "jordan",
+        "infra",
+        "A replica, with lag alerts.\nVERDICT: yes\nCONFIDENCE: 0.8",
+        0.8,
+        "yes",
+        2,
+    ),
+]
 
 
 def ballot(ask) -> Ballot:

@@ -23,14 +23,25 @@ BOTH = pytest.mark.parametrize("provider", ["openai", "anthropic"])
 
 
 def request(**extra) -> LLMRequest:
-    fields = {"system": "You are Sarah.", "prompt": "Who can help with PostgreSQL?",
-              "model": "m-1", "label": "sarah", **extra}  # fmt: skip
+    fields = {
+        "system": "You are Sarah.",
+        "prompt": "Who can help with PostgreSQL?",
+        "model": "m-1",
+        "label": "sarah",
+        **extra,
+    }
     return LLMRequest(**fields)
 
 
 def loop(caller, provider, tools=(ROSTER,), max_turns=4, **kwargs):
-    return run_tool_loop(caller, provider=provider, request=request(), tool_names=list(tools),
-                         max_turns=max_turns, **kwargs)  # fmt: skip
+    return run_tool_loop(
+        caller,
+        provider=provider,
+        request=request(),
+        tool_names=list(tools),
+        max_turns=max_turns,
+        **kwargs,
+    )
 
 
 def sarah_calls_then_says_done(fake, *tools: str) -> None:
@@ -64,12 +75,18 @@ def counted_tools():
 
 @BOTH
 def test_a_tool_call_round_trips_in_the_providers_wire_format(acme, sarah, fake_llm, provider):
-    fake_llm.on(agent="sarah", replies=[
-        Reply("Let me look.", tool_calls=[ToolUse(ROSTER, {"filter": "by_expertise",
-                                                           "expertise": "PostgreSQL"})],
-              prompt_tokens=100, completion_tokens=20),
-        Reply("Alex knows PostgreSQL.", prompt_tokens=180, completion_tokens=7),
-    ])  # fmt: skip
+    fake_llm.on(
+        agent="sarah",
+        replies=[
+            Reply(
+                "Let me look.",
+                tool_calls=[ToolUse(ROSTER, {"filter": "by_expertise", "expertise": "PostgreSQL"})],
+                prompt_tokens=100,
+                completion_tokens=20,
+            ),
+            Reply("Alex knows PostgreSQL.", prompt_tokens=180, completion_tokens=7),
+        ],
+    )
     result = loop(sarah, provider)
 
     first, second = fake_llm.calls_for(agent="sarah")
@@ -77,13 +94,30 @@ def test_a_tool_call_round_trips_in_the_providers_wire_format(acme, sarah, fake_
     schema = REGISTRY[ROSTER].input_schema
     description = REGISTRY[ROSTER].description
     if provider == "openai":
-        assert first.body["tools"] == [{"type": "function", "function": {
-            "name": ROSTER, "description": description, "parameters": schema}}]  # fmt: skip
+        assert first.body["tools"] == [
+            {
+                "type": "function",
+                "function": {"name": ROSTER, "description": description, "parameters": schema},
+            }
+        ]
         assistant, tool = second.body["messages"][-2:]
         call_id = assistant["tool_calls"][0]["id"]
-        assert assistant == {"role": "assistant", "content": "Let me look.", "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": ROSTER, "arguments": json.dumps(
-                {"filter": "by_expertise", "expertise": "PostgreSQL"})}}]}  # fmt: skip
+        assert assistant == {
+            "role": "assistant",
+            "content": "Let me look.",
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {
+                        "name": ROSTER,
+                        "arguments": json.dumps(
+                            {"filter": "by_expertise", "expertise": "PostgreSQL"}
+                        ),
+                    },
+                }
+            ],
+        }
         assert tool["role"] == "tool" and tool["tool_call_id"] == call_id
         roster = json.loads(tool["content"])
     else:
@@ -92,10 +126,18 @@ def test_a_tool_call_round_trips_in_the_providers_wire_format(acme, sarah, fake_
         ]
         assistant, user = second.body["messages"][-2:]
         call_id = assistant["content"][1]["id"]
-        assert assistant == {"role": "assistant", "content": [
-            {"type": "text", "text": "Let me look."},
-            {"type": "tool_use", "id": call_id, "name": ROSTER,
-             "input": {"filter": "by_expertise", "expertise": "PostgreSQL"}}]}  # fmt: skip
+        assert assistant == {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me look."},
+                {
+                    "type": "tool_use",
+                    "id": call_id,
+                    "name": ROSTER,
+                    "input": {"filter": "by_expertise", "expertise": "PostgreSQL"},
+                },
+            ],
+        }
         (block,) = user["content"]
         assert user["role"] == "user" and block["type"] == "tool_result"
         assert block["tool_use_id"] == call_id and "is_error" not in block
@@ -104,29 +146,55 @@ def test_a_tool_call_round_trips_in_the_providers_wire_format(acme, sarah, fake_
     assert roster["agent_context"]["id"] == "agent-sarah"
     assert [c["id"] for c in roster["colleagues"]] == ["agent-alex"]
     assert first.tool_names == second.tool_names == [ROSTER]
-    assert second.tool_results == [{"role": "tool", "content": json.dumps(roster),
-                                    "tool_calls": [], "tool_call_id": call_id, "is_error": False}]  # fmt: skip
+    assert second.tool_results == [
+        {
+            "role": "tool",
+            "content": json.dumps(roster),
+            "tool_calls": [],
+            "tool_call_id": call_id,
+            "is_error": False,
+        }
+    ]
 
     assert (result.stop_reason, result.text, result.error) == (
-        "answered", "Alex knows PostgreSQL.", "",
-    )  # fmt: skip
+        "answered",
+        "Alex knows PostgreSQL.",
+        "",
+    )
     assert (result.prompt_tokens, result.completion_tokens, result.tokens_used) == (280, 27, 307)
     assert (result.attempts, result.provider, result.model) == (2, provider, "m-1")
     assert [(t["index"], t["kind"]) for t in result.turns] == [
-        (0, "model"), (1, "tool_call"), (2, "model"),
-    ]  # fmt: skip
+        (0, "model"),
+        (1, "tool_call"),
+        (2, "model"),
+    ]
     assert result.turns[0] == {
-        "kind": "model", "index": 0, "text": "Let me look.", "stop_reason": "tool_calls",
-        "tool_calls": [{"id": call_id, "name": ROSTER,
-                        "arguments": {"filter": "by_expertise", "expertise": "PostgreSQL"}}],
-        "prompt_tokens": 100, "completion_tokens": 20, "attempts": 1, "provider": provider,
+        "kind": "model",
+        "index": 0,
+        "text": "Let me look.",
+        "stop_reason": "tool_calls",
+        "tool_calls": [
+            {
+                "id": call_id,
+                "name": ROSTER,
+                "arguments": {"filter": "by_expertise", "expertise": "PostgreSQL"},
+            }
+        ],
+        "prompt_tokens": 100,
+        "completion_tokens": 20,
+        "attempts": 1,
+        "provider": provider,
         "model": "m-1",
-    }  # fmt: skip
+    }
     assert result.turns[1] == {
-        "kind": "tool_call", "index": 1, "id": call_id, "name": ROSTER,
-        "arguments": {"filter": "by_expertise", "expertise": "PostgreSQL"}, "status": "ok",
+        "kind": "tool_call",
+        "index": 1,
+        "id": call_id,
+        "name": ROSTER,
+        "arguments": {"filter": "by_expertise", "expertise": "PostgreSQL"},
+        "status": "ok",
         "result": roster,
-    }  # fmt: skip
+    }
     assert result.turns[2]["stop_reason"] == "stop" and result.turns[2]["tool_calls"] == []
     json.dumps(result.as_dict())  # JSON-able as it is
 
@@ -135,17 +203,25 @@ def test_anthropic_is_never_sent_back_a_blank_text_block(acme, sarah, fake_llm):
     """Claude may answer a blank text block ("\n\n") beside its tool_use; the messages API
     refuses one in the conversation (400 "text content blocks must contain non-whitespace
     text"), which failed the loop at its next model call."""
-    fake_llm.on(agent="sarah", replies=[
-        Reply("\n\n", tool_calls=[ToolUse(ROSTER, {"filter": "all"})]),
-        Reply(" ", tool_calls=[ToolUse(ROSTER, {"filter": "all"})]),
-        Reply("Alex knows PostgreSQL."),
-    ])  # fmt: skip
+    fake_llm.on(
+        agent="sarah",
+        replies=[
+            Reply("\n\n", tool_calls=[ToolUse(ROSTER, {"filter": "all"})]),
+            Reply(" ", tool_calls=[ToolUse(ROSTER, {"filter": "all"})]),
+            Reply("Alex knows PostgreSQL."),
+        ],
+    )
     result = loop(sarah, "anthropic")
 
     assert (result.stop_reason, result.text) == ("answered", "Alex knows PostgreSQL.")
     last = fake_llm.calls_for(agent="sarah")[-1]
-    sent = [block for m in last.body["messages"] if isinstance(m["content"], list)
-            for block in m["content"] if block["type"] == "text"]  # fmt: skip
+    sent = [
+        block
+        for m in last.body["messages"]
+        if isinstance(m["content"], list)
+        for block in m["content"]
+        if block["type"] == "text"
+    ]
     assert all(block["text"].strip() for block in sent), sent
     assistants = [m for m in last.body["messages"] if m["role"] == "assistant"]
     assert [[b["type"] for b in m["content"]] for m in assistants] == [["tool_use"], ["tool_use"]]
@@ -156,18 +232,25 @@ def test_a_refusal_goes_back_to_the_model_with_its_code_and_the_loop_goes_on(
     acme, sarah, fake_llm, provider
 ):
     # An agent reads only its own system prompt: Alex's answers 404 agent_not_found for Sarah.
-    fake_llm.on(agent="sarah", replies=[
-        Reply(tool_calls=[ToolUse("get_my_context", {"agent": "agent-alex"}, id="c1")]),
-        Reply(tool_calls=[ToolUse("get_my_context", {}, id="c2")]),
-        Reply("I can only read my own prompt."),
-    ])  # fmt: skip
+    fake_llm.on(
+        agent="sarah",
+        replies=[
+            Reply(tool_calls=[ToolUse("get_my_context", {"agent": "agent-alex"}, id="c1")]),
+            Reply(tool_calls=[ToolUse("get_my_context", {}, id="c2")]),
+            Reply("I can only read my own prompt."),
+        ],
+    )
     result = loop(sarah, provider, tools=["get_my_context"])
     refused = {"success": False, "error": "Agent not found: agent-alex", "code": "agent_not_found"}
     assert result.stop_reason == "answered"
     assert result.text == "I can only read my own prompt."
     assert [(t["kind"], t.get("status")) for t in result.turns] == [
-        ("model", None), ("tool_call", "error"), ("model", None), ("tool_call", "ok"), ("model", None),
-    ]  # fmt: skip
+        ("model", None),
+        ("tool_call", "error"),
+        ("model", None),
+        ("tool_call", "ok"),
+        ("model", None),
+    ]
     assert result.turns[1]["error"] == refused
     assert "Your ID: agent-sarah" in result.turns[3]["result"]["system_prompt"]
     second = fake_llm.calls_for(agent="sarah")[1]
@@ -212,10 +295,13 @@ def test_a_provider_error_after_the_retries_stops_the_loop_with_what_it_spent(
     acme, sarah, fake_llm, provider, settings
 ):
     settings.COLLAB_PROVIDER_MAX_RETRIES = 0
-    fake_llm.on(agent="sarah", replies=[
-        Reply(tool_calls=[ToolUse(ROSTER)], prompt_tokens=10, completion_tokens=5),
-        Reply(status=500),
-    ])  # fmt: skip
+    fake_llm.on(
+        agent="sarah",
+        replies=[
+            Reply(tool_calls=[ToolUse(ROSTER)], prompt_tokens=10, completion_tokens=5),
+            Reply(status=500),
+        ],
+    )
     result = loop(sarah, provider)
     assert result.stop_reason == "provider_error"
     assert result.error.startswith(f"{provider}: HTTP 500 after 1 attempt(s)")
@@ -236,10 +322,12 @@ def test_on_turn_sees_each_model_turn_and_each_call_before_and_after_it_runs(
     result = loop(sarah, "openai", tools=["test_count_read"], on_turn=on_turn)
     assert seen == [
         (0, "model", None, 0),
-        (1, "tool_call", "running", 0), (1, "tool_call", "ok", 1),
-        (2, "tool_call", "running", 1), (2, "tool_call", "ok", 2),
+        (1, "tool_call", "running", 0),
+        (1, "tool_call", "ok", 1),
+        (2, "tool_call", "running", 1),
+        (2, "tool_call", "ok", 2),
         (3, "model", None, 2),
-    ]  # fmt: skip
+    ]
     assert result.turns[1]["result"] == {"run": 1, "as": "agent-sarah"}
 
 
@@ -269,15 +357,20 @@ def test_with_atomic_record_each_call_is_recorded_once_with_its_outcome_and_time
         if turn["kind"] == "tool_call":
             assert turn["ms"] >= 0
 
-    loop(sarah, "openai", tools=["test_count_write", "test_count_read"], on_turn=on_turn,
-         atomic_record=True)  # fmt: skip
+    loop(
+        sarah,
+        "openai",
+        tools=["test_count_write", "test_count_read"],
+        on_turn=on_turn,
+        atomic_record=True,
+    )
     assert seen == [
         (0, "model", None, False),
         (1, "tool_call", "ok", True),
         # A read-only call has nothing to commit with: recorded after it ran, on its own.
         (2, "tool_call", "ok", False),
         (3, "model", None, False),
-    ]  # fmt: skip
+    ]
     assert counted_tools == {"test_count_write": 1, "test_count_read": 1}
 
 
@@ -287,9 +380,14 @@ def test_with_atomic_record_read_only_calls_are_recorded_together_before_the_nex
     read, write = "test_count_read", "test_count_write"
     sarah_calls_then_says_done(fake_llm, read, read, write, read)
     records = []
-    loop(sarah, "openai", tools=[read, write], atomic_record=True,
-         on_turn=lambda turn: records.append(turn["index"]),
-         on_turns=lambda turns: records.append([t["index"] for t in turns]))  # fmt: skip
+    loop(
+        sarah,
+        "openai",
+        tools=[read, write],
+        atomic_record=True,
+        on_turn=lambda turn: records.append(turn["index"]),
+        on_turns=lambda turns: records.append([t["index"] for t in turns]),
+    )
     # Never a record before those of the calls before it: the reads before the write go first,
     # in one batch; the read after it goes before the next model call.
     assert records == [0, [1, 2], 3, [4], 5]
@@ -307,25 +405,42 @@ def test_a_resumed_loop_runs_again_a_read_only_call_whose_record_was_lost(
         raise Crash  # the process dies before the read's record is written
 
     with pytest.raises(Crash):
-        loop(sarah, "openai", tools=[read], atomic_record=True, on_turn=recorded.append,
-             on_turns=dies_recording_the_reads)  # fmt: skip
+        loop(
+            sarah,
+            "openai",
+            tools=[read],
+            atomic_record=True,
+            on_turn=recorded.append,
+            on_turns=dies_recording_the_reads,
+        )
     assert [t["kind"] for t in recorded] == ["model"]
     result = loop(sarah, "openai", tools=[read], atomic_record=True, turns=recorded)
     assert counted_tools[read] == 2  # nothing had recorded it: it ran again, harmlessly
     assert [(t["kind"], t.get("status")) for t in result.turns] == [
-        ("model", None), ("tool_call", "ok"), ("model", None),
-    ]  # fmt: skip
+        ("model", None),
+        ("tool_call", "ok"),
+        ("model", None),
+    ]
 
 
 def test_with_atomic_record_a_refused_call_is_undone_whole_and_its_refusal_recorded(
     acme, sarah, fake_llm, writes_then_refuses
 ):
-    fake_llm.on(agent="sarah", replies=[
-        Reply(tool_calls=[ToolUse(writes_then_refuses, id="r")]), Reply("understood"),
-    ])  # fmt: skip
+    fake_llm.on(
+        agent="sarah",
+        replies=[
+            Reply(tool_calls=[ToolUse(writes_then_refuses, id="r")]),
+            Reply("understood"),
+        ],
+    )
     seen = []
-    result = loop(sarah, "openai", tools=[writes_then_refuses], atomic_record=True,
-                  on_turn=lambda turn: seen.append(turn))  # fmt: skip
+    result = loop(
+        sarah,
+        "openai",
+        tools=[writes_then_refuses],
+        atomic_record=True,
+        on_turn=lambda turn: seen.append(turn),
+    )
     assert not OutboxMessage.objects.filter(task_name="test.half_written").exists()
     (refusal,) = [t for t in seen if t["kind"] == "tool_call"]
     assert (refusal["status"], refusal["error"]["code"]) == ("error", "test_refused")
@@ -342,10 +457,13 @@ class Crash(Exception):
 def test_a_resumed_loop_does_not_run_a_recorded_call_again(
     acme, sarah, fake_llm, provider, counted_tools
 ):
-    fake_llm.on(agent="sarah", replies=[
-        Reply(tool_calls=[ToolUse("test_count_write", id="w")]),
-        Reply("written once"),
-    ])  # fmt: skip
+    fake_llm.on(
+        agent="sarah",
+        replies=[
+            Reply(tool_calls=[ToolUse("test_count_write", id="w")]),
+            Reply("written once"),
+        ],
+    )
     recorded = {}
 
     def crash_after_the_call(turn):
@@ -375,11 +493,18 @@ def test_calls_of_one_reply_that_share_an_id_each_run_once_even_across_a_resume(
     """Some OpenAI-compatible servers give two calls of one reply the same id (or none). A
     resumed loop finds recorded calls by id: the second, never run, read as done — the model
     never had its result. Each call of a reply gets an id of its own."""
-    fake_llm.on(agent="sarah", replies=[
-        Reply(tool_calls=[ToolUse("test_count_write", id="dup"),
-                          ToolUse("test_count_read", id="dup")]),
-        Reply("both done"),
-    ])  # fmt: skip
+    fake_llm.on(
+        agent="sarah",
+        replies=[
+            Reply(
+                tool_calls=[
+                    ToolUse("test_count_write", id="dup"),
+                    ToolUse("test_count_read", id="dup"),
+                ]
+            ),
+            Reply("both done"),
+        ],
+    )
     recorded = {}
 
     def crash_after_the_first_call(turn):
@@ -388,8 +513,12 @@ def test_calls_of_one_reply_that_share_an_id_each_run_once_even_across_a_resume(
             raise Crash
 
     with pytest.raises(Crash):
-        loop(sarah, provider, tools=["test_count_write", "test_count_read"],
-             on_turn=crash_after_the_first_call)  # fmt: skip
+        loop(
+            sarah,
+            provider,
+            tools=["test_count_write", "test_count_read"],
+            on_turn=crash_after_the_first_call,
+        )
     turns = [recorded[i] for i in sorted(recorded)]
     result = loop(sarah, provider, tools=["test_count_write", "test_count_read"], turns=turns)
     assert counted_tools == {"test_count_write": 1, "test_count_read": 1}
@@ -404,30 +533,66 @@ def test_a_call_interrupted_while_running_is_run_again_only_if_it_cannot_harm(
     acme, sarah, fake_llm, counted_tools
 ):
     fake_llm.on(agent="sarah", replies=Reply("fine"))
-    calls = [{"id": "r", "name": "test_count_read", "arguments": {}},
-             {"id": "w", "name": "test_count_write", "arguments": {}}]  # fmt: skip
+    calls = [
+        {"id": "r", "name": "test_count_read", "arguments": {}},
+        {"id": "w", "name": "test_count_write", "arguments": {}},
+    ]
     turns = [
-        {"kind": "model", "index": 0, "text": "", "tool_calls": calls, "stop_reason": "tool_calls",
-         "prompt_tokens": 3, "completion_tokens": 4, "attempts": 1, "provider": "openai",
-         "model": "m-1"},
-        {"kind": "tool_call", "index": 1, "id": "r", "name": "test_count_read", "arguments": {},
-         "status": "running"},
-        {"kind": "tool_call", "index": 2, "id": "w", "name": "test_count_write", "arguments": {},
-         "status": "running"},
-    ]  # fmt: skip
+        {
+            "kind": "model",
+            "index": 0,
+            "text": "",
+            "tool_calls": calls,
+            "stop_reason": "tool_calls",
+            "prompt_tokens": 3,
+            "completion_tokens": 4,
+            "attempts": 1,
+            "provider": "openai",
+            "model": "m-1",
+        },
+        {
+            "kind": "tool_call",
+            "index": 1,
+            "id": "r",
+            "name": "test_count_read",
+            "arguments": {},
+            "status": "running",
+        },
+        {
+            "kind": "tool_call",
+            "index": 2,
+            "id": "w",
+            "name": "test_count_write",
+            "arguments": {},
+            "status": "running",
+        },
+    ]
     result = loop(sarah, "openai", tools=["test_count_read", "test_count_write"], turns=turns)
     assert counted_tools == {"test_count_read": 1, "test_count_write": 0}
     assert result.turns[1]["status"] == "ok"
     assert result.turns[2]["status"] == "error"
     assert result.turns[2]["error"]["code"] == "tool_interrupted"
-    assert (result.stop_reason, result.tokens_used) == ("answered", 7 + result.turns[3]["prompt_tokens"]
-                                                        + result.turns[3]["completion_tokens"])  # fmt: skip
+    assert (result.stop_reason, result.tokens_used) == (
+        "answered",
+        7 + result.turns[3]["prompt_tokens"] + result.turns[3]["completion_tokens"],
+    )
 
 
 def test_resuming_an_answered_loop_calls_nothing(acme, sarah, fake_llm):
-    turns = [{"kind": "model", "index": 0, "text": "the answer", "tool_calls": [],
-              "stop_reason": "stop", "prompt_tokens": 1, "completion_tokens": 2, "attempts": 1,
-              "provider": "openai", "model": "m-1"}]  # fmt: skip
+    turns = [
+        {
+            "kind": "model",
+            "index": 0,
+            "text": "the answer",
+            "tool_calls": [],
+            "stop_reason": "stop",
+            "prompt_tokens": 1,
+            "completion_tokens": 2,
+            "attempts": 1,
+            "provider": "openai",
+            "model": "m-1",
+        }
+    ]
     result = loop(sarah, "openai", turns=turns)
     assert (result.stop_reason, result.text, result.tokens_used) == ("answered", "the answer", 3)
     assert fake_llm.calls == []
@@ -441,7 +606,7 @@ def test_the_offline_provider_works_the_tools_deterministically_and_says_so(acme
     # recommend_delegate needs an expertise: the offline model calls only what needs no argument.
     assert [(t["id"], t["name"], t["status"]) for t in first.tool_calls] == [
         ("offline-call-1", ROSTER, "ok"),
-    ]  # fmt: skip
+    ]
     assert first.turns[0]["text"].startswith("[offline provider")
     assert f"- Consulted {ROSTER}: answered." in first.text
     assert "no language model was called" in first.text
@@ -449,9 +614,18 @@ def test_the_offline_provider_works_the_tools_deterministically_and_says_so(acme
 
 def test_openai_strict_mode_sends_every_param_required_and_nullable(acme, fake_llm):
     schema = REGISTRY[ROSTER].input_schema
-    provider_complete("openai", LLMRequest(
-        system="", prompt="", model="m", label="strict", strict_tools=True,
-        messages=[Message.user("hi")], tools=[ToolSpec(ROSTER, "roster", schema)]))  # fmt: skip
+    provider_complete(
+        "openai",
+        LLMRequest(
+            system="",
+            prompt="",
+            model="m",
+            label="strict",
+            strict_tools=True,
+            messages=[Message.user("hi")],
+            tools=[ToolSpec(ROSTER, "roster", schema)],
+        ),
+    )
     (sent,) = fake_llm.calls_for(agent="strict")[0].body["tools"]
     assert sent["function"]["strict"] is True
     parameters = sent["function"]["parameters"]

@@ -88,19 +88,27 @@ def worker(proxy, tmp_path):
     log_path = tmp_path / "worker.log"
 
     def start(**extra_env):
-        env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": proxy.url,
-               "PGAPPNAME": WORKER_APP_NAME, "WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
-               "LLM_PROVIDER": "offline", **extra_env}  # fmt: skip
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": proxy.url,
+            "PGAPPNAME": WORKER_APP_NAME,
+            "WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
+            "LLM_PROVIDER": "offline",
+            **extra_env,
+        }
         env.pop("TEST_DATABASE_NAME", None)
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "config", "worker", "-B",
-                 "-P", "threads", "-c", "2", "-l", "info", "--without-gossip",
-                 "--without-mingle", "--schedule", str(tmp_path / "beat-schedule"),
-                 "--pidfile", ""],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                [sys.executable, "-m", "celery", "-A", "config", "worker", "-B", "--pidfile", ""]
+                + "-P threads -c 2 -l info --without-gossip --without-mingle".split()
+                + ["--schedule", str(tmp_path / "beat-schedule")],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         processes.append(process)
         wait_for(lambda: "ready." in log_path.read_text(errors="replace"), timeout=60)
         return process
@@ -133,9 +141,11 @@ def test_writes_made_while_the_broker_is_away_answer_as_usual_and_their_work_is_
         make_agent(org, "agent-alex", webhook_url=receiver.url)
         process = worker()
         # While the broker is up, a write's work is sent right after its commit.
-        steady = client.post("/api/collaborations", {
-            "task": "Warm up", "agents": specialists("a"), "synthesis": "merge"},
-            format="json")  # fmt: skip
+        steady = client.post(
+            "/api/collaborations",
+            {"task": "Warm up", "agents": specialists("a"), "synthesis": "merge"},
+            format="json",
+        )
         assert steady.status_code == 202
         sent = OutboxMessage.objects.get()
         assert sent.dispatched_at is not None and sent.attempts == 1
@@ -145,9 +155,11 @@ def test_writes_made_while_the_broker_is_away_answer_as_usual_and_their_work_is_
         proxy.stop()
 
         started = time.monotonic()
-        collab = client.post("/api/collaborations", {
-            "task": "Choose a cache", "agents": specialists("a", "b"), "synthesis": "merge"},
-            format="json")  # fmt: skip
+        collab = client.post(
+            "/api/collaborations",
+            {"task": "Choose a cache", "agents": specialists("a", "b"), "synthesis": "merge"},
+            format="json",
+        )
         created = client.post(
             "/api/tasks", {"title": "Index orders", "agent_id": "agent-alex"}, format="json"
         )
@@ -159,8 +171,9 @@ def test_writes_made_while_the_broker_is_away_answer_as_usual_and_their_work_is_
         # Recorded with the writes, not sent: the send after commit failed.
         pending = list(OutboxMessage.objects.filter(dispatched_at__isnull=True))
         assert sorted(m.task_name for m in pending) == [
-            "collaboration.run_session", "tasks.deliver_webhook"
-        ]  # fmt: skip
+            "collaboration.run_session",
+            "tasks.deliver_webhook",
+        ]
         assert all(m.attempts == 1 and m.last_error for m in pending)
         assert CollaborationSession.objects.get(pk=session_id).status == "queued"
 

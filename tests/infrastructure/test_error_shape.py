@@ -27,8 +27,12 @@ def busy(request):
 
 
 # A URL conf with one view that fails, under /api/ and outside it.
-urlpatterns = [path("api/boom", boom), path("boom", boom), path("api/busy", busy),
-               *real_urlpatterns]  # fmt: skip
+urlpatterns = [
+    path("api/boom", boom),
+    path("boom", boom),
+    path("api/busy", busy),
+    *real_urlpatterns,
+]
 handler400 = "infrastructure.errors.bad_request"
 handler404 = "infrastructure.errors.page_not_found"
 handler500 = "infrastructure.errors.server_error"

@@ -112,8 +112,11 @@ def test_a_text_argument_inside_a_like_pattern_is_escaped_as_the_orm_escapes_it(
 
     def names(text):
         found = sorted(a.name for a in prepared.instances(org_id=org.pk, text=text))
-        orm = sorted(Agent.objects.filter(organization=org, name__contains=text)
-                     .values_list("name", flat=True))  # fmt: skip
+        orm = sorted(
+            Agent.objects.filter(organization=org, name__contains=text).values_list(
+                "name", flat=True
+            )
+        )
         assert found == orm
         return found
 

@@ -46,8 +46,11 @@ def test_a_key_over_its_rate_is_429_with_retry_after(demo, settings):
 def test_each_key_has_its_own_budget(demo, settings):
     settings.API_THROTTLE_RATE = "2/min"
     sarah = agent_of(demo, "agent-sarah")
-    first, second, org = (KeyClient(make_key(demo, sarah)), KeyClient(make_key(demo, sarah)),
-                          KeyClient(make_key(demo)))  # fmt: skip
+    first, second, org = (
+        KeyClient(make_key(demo, sarah)),
+        KeyClient(make_key(demo, sarah)),
+        KeyClient(make_key(demo)),
+    )
     for _ in range(2):
         assert first.get("/api/roster").status_code == 200
     assert_rate_limited(first.get("/api/roster"))
@@ -92,10 +95,13 @@ def test_a_mistyped_rate_stops_start_up_with_a_message(rate):
     from pathlib import Path
 
     result = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[2],
-        env={**os.environ, "API_THROTTLE_RATE": rate}, capture_output=True, text=True,
+        [sys.executable, "manage.py", "check"],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "API_THROTTLE_RATE": rate},
+        capture_output=True,
+        text=True,
         timeout=120,
-    )  # fmt: skip
+    )
     assert result.returncode != 0
     assert f"API_THROTTLE_RATE={rate!r}: use <n>/<second|minute|hour|day>" in result.stderr
 

@@ -7,11 +7,13 @@ from organization.caller import Caller, caller_for_agent
 from organization.models import AgentRuntime, TeamRule
 from runtime.models import Run, RunStatus
 from runtime.runner import run_agent
+from tasks import services
+from tasks.models import Task
 from tasks.rules import SYSTEM, Actor
 from tests.collaboration.conftest import fake_llm, fresh_pool, offline, wait_for  # noqa: F401  (fixtures)
 from tests.factories import make_admin_user, make_agent, make_org, make_team
 
-MANAGED = AgentRuntime.MANAGED
+MANAGED, EXTERNAL = AgentRuntime.MANAGED, AgentRuntime.EXTERNAL
 
 
 class Cast:
@@ -22,19 +24,26 @@ class Cast:
         self.org = make_org("acme")
         TeamRule.objects.create(organization=self.org)
         lead, dev, ops = (make_team(self.org, n) for n in ("Leadership", "Development", "Ops"))
-        self.lena = make_agent(self.org, "agent-lena", name="Lena", role="Engineering Manager",
-                               team=lead, expertise=["Leadership"], runtime=MANAGED)  # fmt: skip
-        self.alex = make_agent(self.org, "agent-alex", name="Alex", role="Backend Developer",
-                               team=dev, senior=self.lena, expertise=["PostgreSQL"],
-                               runtime=MANAGED)  # fmt: skip
-        self.sarah = make_agent(self.org, "agent-sarah", name="Sarah", role="Frontend Developer",
-                                team=dev, senior=self.lena, expertise=["React"],
-                                runtime=MANAGED)  # fmt: skip
-        self.morgan = make_agent(self.org, "agent-morgan", name="Morgan", role="Database Lead",
-                                 team=ops, senior=self.lena, expertise=["Redis"])  # fmt: skip
-        self.sam = make_agent(self.org, "agent-sam", name="Sam", role="Infrastructure Lead",
-                              team=ops, senior=self.lena, expertise=["AWS"], runtime=MANAGED,
-                              is_paused=True)  # fmt: skip
+        lena = self.lena = make_agent(
+            self.org,
+            "agent-lena",
+            role="Engineering Manager",
+            team=lead,
+            expertise=["Leadership"],
+            runtime=MANAGED,
+        )
+
+        def report(handle: str, role: str, team, expertise: str, **fields):
+            """One of Lena's reports, managed unless said (make_agent names it after its handle)."""
+            fields = {"runtime": MANAGED, **fields}
+            return make_agent(
+                self.org, handle, role=role, team=team, senior=lena, expertise=[expertise], **fields
+            )
+
+        self.alex = report("agent-alex", "Backend Developer", dev, "PostgreSQL")
+        self.sarah = report("agent-sarah", "Frontend Developer", dev, "React")
+        self.morgan = report("agent-morgan", "Database Lead", ops, "Redis", runtime=EXTERNAL)
+        self.sam = report("agent-sam", "Infrastructure Lead", ops, "AWS", is_paused=True)
         self.other = make_org("other")
         self.bob = make_agent(self.other, "agent-bob", name="Bob", runtime=MANAGED)
         self.human = Caller(organization=self.org, user=make_admin_user(self.org))
@@ -45,6 +54,11 @@ class Cast:
 
     def actor(self, agent) -> Actor:
         return Actor.of(caller_for_agent(agent))
+
+    def assign(self, agent, title: str = "t", by: Actor | None = None, **fields) -> Task:
+        """A new task for `agent`, created by a human unless `by` says who."""
+        by = by or self.by_human
+        return services.task_create(org=self.org, actor=by, title=title, assignee=agent, **fields)
 
 
 @pytest.fixture

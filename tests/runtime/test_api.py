@@ -6,7 +6,6 @@ from datetime import datetime
 import pytest
 
 from runtime.models import Run
-from tasks import services
 from tests.conftest import KeyClient
 from tests.factories import make_key
 from tests.runtime.conftest import drain
@@ -17,8 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def worked(cast, offline):
     """Lena delegated a React task to Sarah, who completed it: two runs."""
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Build the page",
-                                required_expertise="React", assignee=cast.lena)  # fmt: skip
+    task = cast.assign(cast.lena, "Build the page", required_expertise="React")
     lena_run, sarah_run = drain()
     return task, Run.objects.get(pk=lena_run), Run.objects.get(pk=sarah_run)
 
@@ -31,19 +29,27 @@ def test_a_run_reads_as_its_record(cast, worked):
     task, lena_run, _ = worked
     body = client_of(cast).get(f"/api/runs/{lena_run.pk}").json()
     assert (body["id"], body["agent"], body["task"], body["trigger"], body["status"]) == (
-        lena_run.pk, "agent-lena", task.pk, "created", "completed",
-    )  # fmt: skip
+        lena_run.pk,
+        "agent-lena",
+        task.pk,
+        "created",
+        "completed",
+    )
     assert body["triggers"][0] | {"created_at": None} == {
-        "trigger": "created", "task": task.pk, "woken_by": None, "created_at": None,
-    }  # fmt: skip
+        "trigger": "created",
+        "task": task.pk,
+        "woken_by": None,
+        "created_at": None,
+    }
     assert body["error"] == "" and body["attempts"] == 1
     assert body["started_at"] and body["finished_at"] and body["created_at"]
     assert (body["prompt_tokens"], body["completion_tokens"], body["tokens_used"]) == (0, 0, 0)
     assert (body["provider"], body["model"], body["max_turns"]) == ("offline", "offline", 8)
     calls = [t for t in body["turns"] if t["kind"] == "tool_call"]
     assert [(c["name"], c["status"]) for c in calls] == [
-        ("recommend_delegate", "ok"), ("delegate_task", "ok"),
-    ]  # fmt: skip
+        ("recommend_delegate", "ok"),
+        ("delegate_task", "ok"),
+    ]
     assert calls[0]["arguments"]["expertise"] == "React"
     assert calls[1]["result"]["assignee"] == "agent-sarah"
     assert all(c["ms"] >= 0 for c in calls)  # how long each call ran
@@ -81,8 +87,11 @@ def test_an_agent_sees_its_own_runs_only(cast, worked):
     assert sarah.get(f"/api/runs/{sarah_run.pk}").status_code == 200
     other = sarah.get(f"/api/runs/{lena_run.pk}")
     assert other.status_code == 404
-    assert other.json() == {"success": False, "error": f"Run not found: {lena_run.pk}",
-                            "code": "run_not_found"}  # fmt: skip
+    assert other.json() == {
+        "success": False,
+        "error": f"Run not found: {lena_run.pk}",
+        "code": "run_not_found",
+    }
 
 
 def test_another_organization_sees_no_run(cast, worked):

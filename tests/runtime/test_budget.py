@@ -9,7 +9,6 @@ from costs.budgets import blocking_budget, budget_set
 from costs.models import Budget, BudgetAlert, UsageRecord
 from costs.tasks import sweep_reservations
 from runtime.models import Run, RunTrigger
-from tasks import services
 from tests.runtime.conftest import drain
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -18,18 +17,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_an_agent_out_of_budget_is_not_run_until_the_budget_is_raised(cast, settings):
     budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="0")
     assert blocking_budget(cast.alex) is not None
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     assert not Run.objects.filter(agent=cast.alex).exists()
     task.refresh_from_db()
     assert (task.status, task.assignee_id) == ("assigned", cast.alex.pk)
     assert RunTrigger.objects.filter(agent=cast.alex, run__isnull=True).count() == 1
     # The humans see why, once: the budget's exhausted alert.
-    services.task_create(org=cast.org, actor=cast.by_human, title="t2", assignee=cast.alex)
+    cast.assign(cast.alex, "t2")
     assert list(BudgetAlert.objects.values_list("kind", "budget__agent")) == [
         ("exhausted", cast.alex.pk)
     ]
     # Sarah (same organization, no budget of her own) still runs.
-    services.task_create(org=cast.org, actor=cast.by_human, title="u", assignee=cast.sarah)
+    cast.assign(cast.sarah, "u")
     assert Run.objects.filter(agent=cast.sarah).count() == 1
     budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="5")
     (run,) = Run.objects.filter(agent=cast.alex)
@@ -39,13 +38,9 @@ def test_an_agent_out_of_budget_is_not_run_until_the_budget_is_raised(cast, sett
 
 def test_a_runs_calls_are_in_the_ledger_with_its_cost(cast, fake_llm, settings, client):
     settings.LLM_PRICES = {"openai/fake-model": {"input": Decimal(1), "output": Decimal(2)}}
-    parent = services.task_create(
-        org=cast.org, actor=cast.by_human, title="parent", assignee=cast.lena
-    )
+    parent = cast.assign(cast.lena, "parent")
     Run.objects.all().delete()
-    task = services.task_create(
-        org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex, parent=parent
-    )
+    task = cast.assign(cast.alex, parent=parent)
     drain()
     run = Run.objects.get(agent=cast.alex)
     rows = UsageRecord.objects.filter(run=run)
@@ -81,7 +76,7 @@ def never_woken_task(cast, agent, title: str):
     """A task the managed `agent` holds and no run was ever woken for (given to it while it was
     external): what a wake-up that is not about it would have its run finish."""
     type(agent).objects.filter(pk=agent.pk).update(runtime="external")
-    task = services.task_create(org=cast.org, actor=cast.by_human, title=title, assignee=agent)
+    task = cast.assign(agent, title)
     type(agent).objects.filter(pk=agent.pk).update(runtime="managed")
     return task
 
@@ -99,7 +94,7 @@ def test_raising_a_budget_wakes_only_the_agents_it_held(cast):
     never_woken_task(cast, cast.lena, "Plan the quarter")
     budget_set(caller=cast.human, scope="team", team="Development", limit_usd="0")
     budget_set(caller=cast.human, scope="organization", limit_usd="50")
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     assert not Run.objects.exists()
     # Raising the organization's budget releases nobody: the team's still holds Alex.
     budget_set(caller=cast.human, scope="organization", limit_usd="80")
@@ -111,7 +106,7 @@ def test_raising_a_budget_wakes_only_the_agents_it_held(cast):
 def test_removing_a_budget_that_held_an_agent_wakes_it_and_no_one_else(cast):
     never_woken_task(cast, cast.lena, "Plan the quarter")
     budget, _ = budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="0")
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     from costs.budgets import budget_delete
 
     budget_delete(caller=cast.human, budget=budget)
@@ -124,8 +119,8 @@ def test_a_managed_run_is_not_offered_report_usage(cast, fake_llm):
     type(cast.alex).objects.filter(pk=cast.alex.pk).update(
         allowed_tools=["get_my_tasks", "report_usage"]
     )
-    services.task_create(org=cast.org, actor=cast.by_human, title="a", assignee=cast.alex)
-    services.task_create(org=cast.org, actor=cast.by_human, title="b", assignee=cast.sarah)
+    cast.assign(cast.alex, "a")
+    cast.assign(cast.sarah, "b")
     drain()
     alex, sarah = (fake_llm.calls_for(agent=handle) for handle in ("agent-alex", "agent-sarah"))
     assert alex and alex[0].tool_names == ["get_my_tasks"]

@@ -12,10 +12,10 @@ from django.db import connection
 from config.celery import app
 from runtime.models import Run
 from runtime.services import sweep_runs
-from tasks import services
 from tests.collaboration.conftest import wait_for
 from tests.conftest import requires_postgres
 from tests.fake_llm import Reply
+from tests.runtime.scripts import script
 
 pytestmark = [
     requires_postgres(),
@@ -55,8 +55,8 @@ def test_a_run_that_lost_its_database_mid_call_is_resumed_once_and_soon(
     settings.RUNTIME_LEASE_SECONDS = 2
     cast.alex.llm_provider, cast.alex.llm_model = "openai", "m"
     cast.alex.save()
-    fake_llm.on(agent="agent-alex", replies=[Reply("first", hang=True), Reply("Indexed.")])
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    script(fake_llm, cast.alex, Reply("first", hang=True), "Indexed.")
+    task = cast.assign(cast.alex)
     run = Run.objects.get(agent=cast.alex)
     wait_for(lambda: fake_llm.calls_for(agent="agent-alex"), timeout=30)
     assert kill(OTHER_BACKENDS) >= 1  # the worker's connection, idle while the model thinks
@@ -89,8 +89,8 @@ def test_a_run_that_lost_its_database_is_not_left_running_until_the_sweep(cast, 
     assert settings.RUNTIME_LEASE_SECONDS >= 30  # the default: no sweep within this test
     cast.alex.llm_provider, cast.alex.llm_model = "openai", "m"
     cast.alex.save()
-    fake_llm.on(agent="agent-alex", replies=[Reply("first", hang=True), Reply("Indexed.")])
-    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    script(fake_llm, cast.alex, Reply("first", hang=True), "Indexed.")
+    cast.assign(cast.alex)
     run = Run.objects.get(agent=cast.alex)
     wait_for(lambda: fake_llm.calls_for(agent="agent-alex"), timeout=30)
     assert kill(OTHER_BACKENDS) >= 1

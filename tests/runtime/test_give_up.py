@@ -9,7 +9,6 @@ from runtime import context
 from runtime.lease import CLAIMED
 from runtime.models import Run
 from runtime.runner import run_agent
-from tasks import services
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +28,7 @@ def test_a_run_given_up_before_its_input_was_ever_stored_still_blocks_its_task(
     run.context else []`: nothing. The task stays `assigned` to a managed agent with no run and
     no "Needs attention" entry, and the sweep never wakes it again (a trigger exists)."""
     settings.RUNTIME_MAX_ATTEMPTS = 2
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     run = Run.objects.get(agent=cast.alex)
 
     def dies(run):

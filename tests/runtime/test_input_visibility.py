@@ -3,7 +3,6 @@
 import pytest
 
 from runtime.models import Run
-from tasks import services
 from tests.conftest import KeyClient
 from tests.factories import make_key
 from tests.runtime.conftest import drain
@@ -20,21 +19,9 @@ def test_a_runs_input_does_not_carry_a_parent_task_its_agent_may_not_see(cast, o
     /api/tasks/<parent> is 404 for his key). Yet his run's input (context.build) carries the
     parent's description, so it reaches his model, and his own key reads it back in
     GET /api/runs/<id> (`input`)."""
-    parent = services.task_create(
-        org=cast.org,
-        actor=cast.by_human,
-        title="Acquisition prep",
-        description=SECRET,
-        assignee=cast.lena,
-    )
+    parent = cast.assign(cast.lena, "Acquisition prep", description=SECRET)
     Run.objects.all().delete()
-    services.task_create(
-        org=cast.org,
-        actor=cast.actor(cast.lena),
-        title="Tune the queries",
-        assignee=cast.alex,
-        parent=parent,
-    )
+    cast.assign(cast.alex, "Tune the queries", by=cast.actor(cast.lena), parent=parent)
     drain()
     alex = KeyClient(make_key(cast.org, cast.alex))
     assert alex.get(f"/api/tasks/{parent.pk}").status_code == 404  # not his to see

@@ -7,10 +7,10 @@ from django.db import connection, transaction
 
 from runtime.models import Run
 from runtime.runner import run_agent
-from tasks import services
 from tests.collaboration.conftest import wait_for
 from tests.conftest import requires_postgres
 from tests.fake_llm import Reply
+from tests.runtime.scripts import script
 from tests.tasks.test_lock_races import lock_waiters
 
 pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -34,8 +34,8 @@ def test_a_run_that_lost_its_lease_does_not_block_the_tasks_of_the_run_that_took
     the task B is now working on (its settle's move is undone when the lease is not A's)."""
     cast.alex.llm_provider, cast.alex.llm_model = "openai", "m"
     cast.alex.save()
-    fake_llm.on(agent="agent-alex", replies=[Reply(status=400, hang=True)])
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    script(fake_llm, cast.alex, Reply(status=400, hang=True))
+    task = cast.assign(cast.alex)
     run = Run.objects.get(agent=cast.alex)
     thread = in_thread(run.pk)
     try:
@@ -62,8 +62,8 @@ def test_a_run_that_lost_its_lease_does_not_complete_the_tasks_of_the_run_that_t
     order. The settle's check is the first test's: A's failure is settled with no record.)"""
     cast.alex.llm_provider, cast.alex.llm_model = "openai", "m"
     cast.alex.save()
-    fake_llm.on(agent="agent-alex", replies=[Reply("A's answer", hang=True)])
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    script(fake_llm, cast.alex, Reply("A's answer", hang=True))
+    task = cast.assign(cast.alex)
     run = Run.objects.get(agent=cast.alex)
     thread = in_thread(run.pk)
     try:

@@ -6,19 +6,25 @@ import json
 
 import pytest
 
-from organization.models import Agent
 from runtime.context import context_of
 from runtime.models import Run
 from tasks import services
 from tasks.models import Task
 from tests.fake_llm import Reply, ToolUse
 from tests.runtime.conftest import drain
+from tests.runtime.scripts import call, managed_by, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def on_openai(agent):
-    Agent.objects.filter(pk=agent.pk).update(llm_provider="openai", llm_model="m-1")
+def lena_splits_the_launch(cast, fake_llm, part: str, to: str, *then) -> Task:
+    """Lena (managed) holds "Launch"; her model's first turn splits off `part` for `to`, and its
+    next turns are `then`."""
+    managed_by(cast.lena)
+    parent = cast.assign(cast.lena, "Launch")
+    first = call("create_subtask", parent=parent.pk, title=part, agent_id=to)
+    script(fake_llm, cast.lena, first, *then)
+    return parent
 
 
 def test_a_subtask_a_run_assigns_to_its_own_agent_is_worked_and_so_is_its_parent(cast, fake_llm):
@@ -27,16 +33,15 @@ def test_a_subtask_a_run_assigns_to_its_own_agent_is_worked_and_so_is_its_parent
     ever. Her run's end asks for a follow-up about the part; the follow-up's answer completes
     it, and that completion (again her own act: no subtasks_done wakes her) asks for one more
     about the parent, whose answer completes it."""
-    on_openai(cast.lena)
-    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
-                                  assignee=cast.lena)  # fmt: skip
-    fake_llm.on(agent="agent-lena", replies=[
-        Reply(tool_calls=[ToolUse("create_subtask", {"parent": parent.pk, "title": "Announce",
-                                                     "agent_id": "agent-lena"})]),
-        Reply("Split off the announcement for myself."),
-        Reply("Announcement written."),
-        Reply("Launched: announcement written."),
-    ])  # fmt: skip
+    parent = lena_splits_the_launch(
+        cast,
+        fake_llm,
+        "Announce",
+        "agent-lena",
+        "Split off the announcement for myself.",
+        "Announcement written.",
+        "Launched: announcement written.",
+    )
     first, part_run, parent_run = drain()
     part = Task.objects.get(parent=parent)
     part.refresh_from_db()
@@ -54,21 +59,22 @@ def test_a_subtask_a_run_assigns_to_its_own_agent_is_worked_and_so_is_its_parent
 def test_a_task_a_run_creates_then_claims_for_its_agent_is_worked(cast, fake_llm):
     """Alex files a follow-up task (queued for nobody) and claims it (assign_task without
     agent_id), then ends his run: nothing woke him for it, it stayed `assigned` for ever."""
-    on_openai(cast.alex)
-    held = services.task_create(org=cast.org, actor=cast.by_human, title="Mine",
-                                assignee=cast.alex)  # fmt: skip
+    managed_by(cast.alex)
+    held = cast.assign(cast.alex, "Mine")
 
     def claim(call):
         return [
             ToolUse("assign_task", {"task_id": json.loads(call.tool_results[0]["content"])["id"]})
         ]
 
-    fake_llm.on(agent="agent-alex", replies=[
-        Reply(tool_calls=[ToolUse("create_task", {"title": "Vacuum the orders table"})]),
+    script(
+        fake_llm,
+        cast.alex,
+        call("create_task", title="Vacuum the orders table"),
         Reply(tool_calls=claim),
-        Reply("Mine is done; I took the vacuum on."),
-        Reply("Vacuumed."),
-    ])  # fmt: skip
+        "Mine is done; I took the vacuum on.",
+        "Vacuumed.",
+    )
     first, follow_up = drain()
     held.refresh_from_db()
     vacuum = Task.objects.get(title="Vacuum the orders table")
@@ -78,36 +84,28 @@ def test_a_task_a_run_creates_then_claims_for_its_agent_is_worked(cast, fake_llm
 
 
 def test_a_run_that_assigns_nothing_to_itself_asks_for_no_follow_up(cast, fake_llm):
-    on_openai(cast.lena)
-    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
-                                  assignee=cast.lena)  # fmt: skip
-    fake_llm.on(agent="agent-lena", replies=[
-        Reply(tool_calls=[ToolUse("create_subtask", {"parent": parent.pk, "title": "Schema",
-                                                     "agent_id": "agent-morgan"})]),
-        Reply("Split."),
-    ])  # fmt: skip
+    lena_splits_the_launch(cast, fake_llm, "Schema", "agent-morgan", "Split.")
     assert len(drain()) == 1
     result = Run.objects.get(agent=cast.lena).turns[1]["result"]
     assert json.loads(json.dumps(result))["assignee"] == "agent-morgan"
 
 
 def test_a_subtask_a_run_gave_itself_and_started_is_worked_too(cast, fake_llm):
-    on_openai(cast.lena)
-    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
-                                  assignee=cast.lena)  # fmt: skip
 
     def start(call):
         part_id = json.loads(call.tool_results[0]["content"])["id"]
         return [ToolUse("update_task_status", {"task_id": part_id, "status": "in_progress"})]
 
-    fake_llm.on(agent="agent-lena", replies=[
-        Reply(tool_calls=[ToolUse("create_subtask", {"parent": parent.pk, "title": "Announce",
-                                                     "agent_id": "agent-lena"})]),
+    parent = lena_splits_the_launch(
+        cast,
+        fake_llm,
+        "Announce",
+        "agent-lena",
         Reply(tool_calls=start),
-        Reply("Started the announcement."),
-        Reply("Announcement written."),
-        Reply("Launched."),
-    ])  # fmt: skip
+        "Started the announcement.",
+        "Announcement written.",
+        "Launched.",
+    )
     assert len(drain()) == 3
     parent.refresh_from_db()
     part = Task.objects.get(parent=parent)
@@ -133,10 +131,9 @@ def test_a_run_woken_only_by_its_own_work_gives_itself_no_more(cast, fake_llm):
     chore, and the chore it files in turn is not worked by a run of his own making (it would
     trigger the next, for ever, burning tokens with no one asking): it is blocked with the
     reason, for a human to see in "Needs attention". Two runs, not one per chore for ever."""
-    on_openai(cast.alex)
-    held = services.task_create(org=cast.org, actor=cast.by_human, title="Mine",
-                                assignee=cast.alex)  # fmt: skip
-    fake_llm.on(agent="agent-alex", replies=_gives_itself_a_new_task_each_run("agent-alex"))
+    managed_by(cast.alex)
+    held = cast.assign(cast.alex, "Mine")
+    script(fake_llm, cast.alex, _gives_itself_a_new_task_each_run("agent-alex"))
     first, follow_up = drain()
     held.refresh_from_db()
     one, two = Task.objects.filter(title__startswith="Chore").order_by("pk")
@@ -165,19 +162,22 @@ def test_a_manager_splitting_a_part_for_herself_in_every_run_of_the_parent_is_bo
     (subtasks_done, her own act) splits off another: a chain of runs only her own work woke.
     That run's part is not followed up (blocked with the reason), so the parent waits for it,
     and three runs are all there are."""
-    on_openai(cast.lena)
-    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
-                                  assignee=cast.lena)  # fmt: skip
+    managed_by(cast.lena)
+    parent = cast.assign(cast.lena, "Launch")
     made = iter(range(1, 1000))
 
     def calls(call):
         task = context_of(call.messages[0]["content"])["tasks"][0]
         if call.tool_results or task["parent"] is not None:
             return []
-        return [ToolUse("create_subtask", {"parent": parent.pk, "title": f"Part {next(made)}",
-                                           "agent_id": "agent-lena"})]  # fmt: skip
+        return [
+            ToolUse(
+                "create_subtask",
+                {"parent": parent.pk, "title": f"Part {next(made)}", "agent_id": "agent-lena"},
+            )
+        ]
 
-    fake_llm.on(agent="agent-lena", replies=Reply(text="Done.", tool_calls=calls))
+    script(fake_llm, cast.lena, Reply(text="Done.", tool_calls=calls))
     assert len(drain()) == 3
     parent.refresh_from_db()
     one, two = Task.objects.filter(parent=parent).order_by("pk")

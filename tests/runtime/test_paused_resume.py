@@ -8,8 +8,8 @@ from runtime.lease import CLAIMED
 from runtime.models import Run
 from runtime.runner import run_agent
 from runtime.services import run_resume
-from tasks import services
-from tests.fake_llm import Reply, ToolUse
+from tests.fake_llm import ToolUse
+from tests.runtime.scripts import calling, managed_by, script
 from tests.runtime.test_resume import dies_on_model_call, expire_lease
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,14 +23,13 @@ def test_a_dead_workers_run_resumed_after_its_agent_was_paused_makes_no_model_ca
     claim holds only a *queued* run of a paused agent, and the run's recorder started with
     `agent_paused` false: the resumed run called the model for a paused agent. It goes back
     to `queued` instead, its turns kept, and resuming Alex continues it."""
-    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m")
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
-    fake_llm.on(
-        agent="agent-alex",
-        replies=[
-            Reply(tool_calls=[ToolUse("get_task", {"task_id": task.pk}, id="g1")]),
-            Reply("Done: the index is there."),
-        ],
+    managed_by(cast.alex, "openai", "m")
+    task = cast.assign(cast.alex)
+    script(
+        fake_llm,
+        cast.alex,
+        calling(ToolUse("get_task", {"task_id": task.pk}, id="g1")),
+        "Done: the index is there.",
     )
     run = Run.objects.get(agent=cast.alex)
     dies_on_model_call(monkeypatch, run.pk)

@@ -17,7 +17,6 @@ from infrastructure import outbox
 from infrastructure.models import OutboxMessage
 from runtime.models import RUN_AGENT_TASK, Run, RunStatus, RunTrigger
 from runtime.services import MANAGER_PRIORITY, REPORT_PRIORITY, run_wake, sweep_runs
-from tasks import services
 from tasks.models import Task
 from tests.conftest import requires_postgres
 from tests.runtime.conftest import wait_for
@@ -32,16 +31,16 @@ def run_messages() -> list[tuple[int, int | None]]:
 
 
 def test_a_managers_run_is_sent_first_and_a_reports_after(cast):
-    services.task_create(org=cast.org, actor=cast.by_human, title="plan", assignee=cast.lena)
-    services.task_create(org=cast.org, actor=cast.by_human, title="build", assignee=cast.alex)
+    cast.assign(cast.lena, "plan")
+    cast.assign(cast.alex, "build")
     lena_run, alex_run = Run.objects.get(agent=cast.lena), Run.objects.get(agent=cast.alex)
     assert run_messages() == [(lena_run.pk, MANAGER_PRIORITY), (alex_run.pk, REPORT_PRIORITY)]
     assert MANAGER_PRIORITY < REPORT_PRIORITY  # Redis: the lower number is taken first
 
 
 def test_the_sweep_sends_a_run_again_with_its_agents_priority(cast, settings):
-    services.task_create(org=cast.org, actor=cast.by_human, title="plan", assignee=cast.lena)
-    services.task_create(org=cast.org, actor=cast.by_human, title="build", assignee=cast.alex)
+    cast.assign(cast.lena, "plan")
+    cast.assign(cast.alex, "build")
     long_ago = timezone.now() - timedelta(seconds=settings.RUNTIME_LEASE_SECONDS + 5)
     Run.objects.update(dispatched_at=long_ago)
     OutboxMessage.objects.all().delete()
@@ -86,7 +85,7 @@ def wake_within(ms: int, agent, task):
 @requires_postgres()
 @pytest.mark.postgres
 def test_a_wake_up_does_not_wait_on_a_running_runs_row_but_joins_a_queued_one_under_its_lock(cast):
-    services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
+    cast.assign(cast.alex, "1")
     run = Run.objects.get()
     Run.objects.filter(pk=run.pk).update(
         status=RunStatus.RUNNING, lease_token="tok", heartbeat_at=timezone.now()

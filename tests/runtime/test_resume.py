@@ -19,6 +19,7 @@ from tasks import services
 from tasks.models import InboxItem, Task, TaskComment, TaskEvent
 from tests.conftest import requires_postgres
 from tests.fake_llm import Reply, ToolUse
+from tests.runtime.scripts import calling, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,11 +29,12 @@ class WorkerDied(BaseException):
 
 
 def comment_then_answer(fake_llm, task):
-    fake_llm.on(agent="agent-alex", replies=[
-        Reply(tool_calls=[ToolUse("comment_on_task", {"task_id": task.pk, "body": "On it."},
-                                  id="c1")]),
-        Reply("Done: the index is there."),
-    ])  # fmt: skip
+    script(
+        fake_llm,
+        "agent-alex",
+        calling(ToolUse("comment_on_task", {"task_id": task.pk, "body": "On it."}, id="c1")),
+        "Done: the index is there.",
+    )
 
 
 def expire_lease(run_id):
@@ -65,8 +67,11 @@ def take_over(run_id):
 
 
 def no_event_twice(task):
-    rows = list(TaskEvent.objects.filter(task=task).values_list("kind", "actor_label", "before",
-                                                                "after", "message"))  # fmt: skip
+    rows = list(
+        TaskEvent.objects.filter(task=task).values_list(
+            "kind", "actor_label", "before", "after", "message"
+        )
+    )
     assert len(rows) == len({repr(r) for r in rows}), rows
 
 
@@ -80,14 +85,16 @@ def alex_on_openai(cast, fake_llm):
 def test_a_run_killed_after_a_call_took_effect_resumes_without_repeating_it(
     cast, alex_on_openai, monkeypatch
 ):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     comment_then_answer(alex_on_openai, task)
     run = Run.objects.get(agent=cast.alex)
     dies_on_model_call(monkeypatch, run.pk)
     run.refresh_from_db()
     assert run.status == "running"
-    assert [(t["kind"], t.get("status")) for t in run.turns] == [("model", None),
-                                                                 ("tool_call", "ok")]  # fmt: skip
+    assert [(t["kind"], t.get("status")) for t in run.turns] == [
+        ("model", None),
+        ("tool_call", "ok"),
+    ]
     assert TaskComment.objects.count() == 1
 
     assert claim(run.pk, "other")[0] == BUSY  # its lease is still fresh
@@ -104,7 +111,7 @@ def test_a_run_killed_after_a_call_took_effect_resumes_without_repeating_it(
 
 
 def test_a_run_killed_inside_a_call_runs_it_again_once_on_resume(cast, alex_on_openai, monkeypatch):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     comment_then_answer(alex_on_openai, task)
     real = runtime_services.run_record_turn
     died = []
@@ -136,7 +143,7 @@ def test_a_run_killed_inside_a_call_runs_it_again_once_on_resume(cast, alex_on_o
 @requires_postgres()  # another worker takes the run over on its own connection, under row locks
 @pytest.mark.postgres
 def test_a_worker_that_lost_its_lease_commits_nothing(cast, alex_on_openai, monkeypatch):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     comment_then_answer(alex_on_openai, task)
     real = runtime_services.run_record_turn
 
@@ -157,10 +164,11 @@ def test_a_worker_that_lost_its_lease_commits_nothing(cast, alex_on_openai, monk
 
 
 def test_the_sweep_sends_again_a_run_whose_heartbeat_stopped(cast, alex_on_openai):
-    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    cast.assign(cast.alex)
     run = Run.objects.get(agent=cast.alex)
-    Run.objects.filter(pk=run.pk).update(status="running", lease_token="dead",
-                                         heartbeat_at=timezone.now())  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(
+        status="running", lease_token="dead", heartbeat_at=timezone.now()
+    )
     assert runtime_services.sweep_runs() == {"resent": [], "woken": []}
     expire_lease(run.pk)
     Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now() - timedelta(hours=1))
@@ -182,7 +190,7 @@ def lose_the_wake_up(task):
 
 
 def test_the_sweep_wakes_an_agent_whose_wake_up_was_lost(cast):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     lose_the_wake_up(task)
     assert runtime_services.sweep_runs() == {"resent": [], "woken": [cast.alex.pk]}
     (run,) = Run.objects.filter(agent=cast.alex)
@@ -192,10 +200,9 @@ def test_the_sweep_wakes_an_agent_whose_wake_up_was_lost(cast):
 
 
 def test_the_sweep_wakes_the_holder_of_a_parent_whose_subtasks_done_was_lost(cast):
-    parent = services.task_create(org=cast.org, actor=cast.by_human, title="p", assignee=cast.lena)
+    parent = cast.assign(cast.lena, "p")
     services.task_set_status(task=parent, actor=cast.actor(cast.lena), status="in_progress")
-    sub = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="s",
-                               assignee=cast.alex, parent=parent)  # fmt: skip
+    sub = cast.assign(cast.alex, "s", by=cast.actor(cast.lena), parent=parent)
     services.task_set_status(task=sub, actor=cast.actor(cast.alex), status="in_progress")
     Run.objects.filter(agent=cast.lena).update(status="completed", finished_at=timezone.now())
     services.task_set_status(task=sub, actor=cast.actor(cast.alex), status="completed", result="r")
@@ -219,8 +226,7 @@ def test_the_sweep_wakes_the_holder_of_a_parent_whose_subtasks_done_was_lost(cas
 def test_the_sweep_does_not_send_again_a_managed_agents_comment(cast):
     """Managed agents answering each other's comments are bounded (RUNTIME_MAX_AGENT_COMMENT_WAKES):
     the sweep does not replay their conversation an hour later."""
-    task = services.task_create(org=cast.org, actor=cast.actor(cast.sarah), title="t",
-                                assignee=cast.alex)  # fmt: skip
+    task = cast.assign(cast.alex, by=cast.actor(cast.sarah))
     # Two hours ago the task reached Alex (and woke him); an hour ago came the comments.
     RunTrigger.objects.filter(agent=cast.alex).update(
         created_at=timezone.now() - timedelta(hours=2)
@@ -241,21 +247,17 @@ def test_the_sweep_does_not_send_again_a_managed_agents_comment(cast):
 
 
 def test_the_sweep_wakes_none_for_a_task_a_run_saw_its_own_act_or_a_paused_or_external_agent(cast):
-    seen = services.task_create(org=cast.org, actor=cast.by_human, title="seen",
-                                assignee=cast.alex)  # fmt: skip
+    seen = cast.assign(cast.alex, "seen")
     an_hour_ago(seen)
     # Its run saw it and left it assigned (a question asked in a comment), then ended.
     Run.objects.filter(agent=cast.alex).update(status="completed", finished_at=timezone.now())
-    held = services.task_create(org=cast.org, actor=cast.by_human, title="held",
-                                assignee=cast.sarah)  # fmt: skip
+    held = cast.assign(cast.sarah, "held")
     lose_the_wake_up(held)
     Agent.objects.filter(pk=cast.sarah.pk).update(is_paused=True)
-    external = services.task_create(org=cast.org, actor=cast.by_human, title="external",
-                                    assignee=cast.morgan)  # fmt: skip
+    external = cast.assign(cast.morgan, "external")
     an_hour_ago(external)
     # An agent's own act wakes it never, the sweep included: it gets no inbox item for it.
-    own = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="own",
-                               assignee=cast.lena)  # fmt: skip
+    own = cast.assign(cast.lena, "own", by=cast.actor(cast.lena))
     Task.objects.filter(pk=own.pk).update(assigned_at=timezone.now() - timedelta(hours=1))
     assert runtime_services.sweep_runs() == {"resent": [], "woken": []}
     assert not Run.objects.filter(status="queued").exists()
@@ -266,8 +268,7 @@ def test_the_sweep_wakes_none_for_a_task_a_run_saw_its_own_act_or_a_paused_or_ex
 def test_the_hot_path_of_a_run_stays_within_its_query_budget(
     cast, offline, django_assert_max_num_queries
 ):
-    services.task_create(org=cast.org, actor=cast.by_human, title="Index it",
-                         required_expertise="PostgreSQL", assignee=cast.alex)  # fmt: skip
+    cast.assign(cast.alex, "Index it", required_expertise="PostgreSQL")
     run = Run.objects.get(agent=cast.alex)
     # 36 today: the claim (4), the context (7; a first attempt reads no earlier turns), 2 model
     # turns and 2 tool calls (each a move with its audit row, recorded once in the move's
@@ -294,7 +295,7 @@ def test_the_sweeps_beat_schedule_is_seeded_once(db):
 
 
 def test_a_run_of_an_agent_no_longer_managed_fails_without_a_model_call(cast, alex_on_openai):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     cast.alex.runtime = "external"
     cast.alex.save()
     run = Run.objects.get(agent=cast.alex)
@@ -311,7 +312,7 @@ def test_a_paused_agents_queued_run_is_held_until_it_is_resumed(cast, offline):
     from organization.services import agent_set_paused
     from runtime.lease import HELD
 
-    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    cast.assign(cast.alex)
     run = Run.objects.get(agent=cast.alex)
     agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=True)
     assert run_agent(run.pk) == HELD
@@ -330,7 +331,7 @@ def test_a_run_that_never_finishes_is_given_up_after_its_maximum_starts(
     after RUNTIME_MAX_ATTEMPTS, without another model call, and its task blocked with the
     reason: it does not loop for ever, paying its model on every start."""
     settings.RUNTIME_MAX_ATTEMPTS = 2
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     alex_on_openai.on(agent="agent-alex", replies=[Reply("never heard")] * 3)
     real = runner.TurnRecorder.complete
 

@@ -13,14 +13,11 @@ from tasks.models import Task, TaskEvent
 from tests.factories import give_tasks, make_admin_user
 from tests.fake_llm import Reply, ToolUse
 from tests.runtime.conftest import drain
+from tests.runtime.scripts import call, managed_by, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BOTH = pytest.mark.parametrize("provider", ["openai", "anthropic"])
-
-
-def managed_by(agent, provider, **fields):
-    Agent.objects.filter(pk=agent.pk).update(llm_provider=provider, llm_model="m-1", **fields)
 
 
 def kinds(task) -> list[str]:
@@ -30,13 +27,18 @@ def kinds(task) -> list[str]:
 @BOTH
 def test_the_models_final_answer_completes_a_task_it_did_nothing_with(cast, fake_llm, provider):
     managed_by(cast.alex, provider, llm_temperature=0.2, llm_max_tokens=300)
-    fake_llm.on(agent="agent-alex", replies=[
-        Reply("Looking.", tool_calls=[ToolUse("get_organization_roster", {"filter": "all"})],
-              prompt_tokens=50, completion_tokens=5),
+    script(
+        fake_llm,
+        cast.alex,
+        Reply(
+            "Looking.",
+            tool_calls=[ToolUse("get_organization_roster", {"filter": "all"})],
+            prompt_tokens=50,
+            completion_tokens=5,
+        ),
         Reply("Added the index on orders(created_at).", prompt_tokens=80, completion_tokens=9),
-    ])  # fmt: skip
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
-                                description="Slow report.", assignee=cast.alex)  # fmt: skip
+    )
+    task = cast.assign(cast.alex, "Index the orders", description="Slow report.")
     (run_id,) = drain()
     run = Run.objects.get(pk=run_id)
     task.refresh_from_db()
@@ -46,8 +48,10 @@ def test_the_models_final_answer_completes_a_task_it_did_nothing_with(cast, fake
     assert (run.prompt_tokens, run.completion_tokens, run.tokens_used) == (130, 14, 144)
     assert run.outcome == [{"task": task.pk, "action": "completed"}]
     assert [(t["kind"], t.get("name"), t.get("status")) for t in run.turns] == [
-        ("model", None, None), ("tool_call", "get_organization_roster", "ok"), ("model", None, None),
-    ]  # fmt: skip
+        ("model", None, None),
+        ("tool_call", "get_organization_roster", "ok"),
+        ("model", None, None),
+    ]
     assert run.turns[1]["result"]["agent_context"]["id"] == "agent-alex"  # run as Alex
     assert run.started_at <= run.finished_at and run.attempts == 1
 
@@ -64,14 +68,14 @@ def test_the_models_final_answer_completes_a_task_it_did_nothing_with(cast, fake
 @BOTH
 def test_a_refusal_goes_back_to_the_model_with_its_code(cast, fake_llm, provider):
     managed_by(cast.lena, provider)
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Tune Redis",
-                                required_expertise="Redis", assignee=cast.lena)  # fmt: skip
-    fake_llm.on(agent="agent-lena", replies=[
-        Reply(tool_calls=[ToolUse("delegate_task", {"task_id": task.pk, "agent_id": "agent-sam"})]),
-        Reply(tool_calls=[ToolUse("delegate_task", {"task_id": task.pk,
-                                                    "agent_id": "agent-morgan"})]),
-        Reply("Delegated to Morgan."),
-    ])  # fmt: skip
+    task = cast.assign(cast.lena, "Tune Redis", required_expertise="Redis")
+    script(
+        fake_llm,
+        cast.lena,
+        call("delegate_task", task_id=task.pk, agent_id="agent-sam"),
+        call("delegate_task", task_id=task.pk, agent_id="agent-morgan"),
+        "Delegated to Morgan.",
+    )
     drain()
     run = Run.objects.get(agent=cast.lena)
     refused = run.turns[1]
@@ -86,10 +90,8 @@ def test_a_refusal_goes_back_to_the_model_with_its_code(cast, fake_llm, provider
 
 def test_past_max_turns_the_task_is_blocked_and_needs_attention(cast, fake_llm, client):
     managed_by(cast.alex, "openai", max_turns=2)
-    fake_llm.on(agent="agent-alex", replies=Reply(
-        tool_calls=[ToolUse("get_organization_roster", {"filter": "all"})]))  # fmt: skip
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Endless",
-                                assignee=cast.alex)  # fmt: skip
+    script(fake_llm, cast.alex, call("get_organization_roster", filter="all"))
+    task = cast.assign(cast.alex, "Endless")
     drain()
     run = Run.objects.get(agent=cast.alex)
     assert run.status == "failed" and "max_turns" in run.error
@@ -111,8 +113,8 @@ def test_past_max_turns_the_task_is_blocked_and_needs_attention(cast, fake_llm, 
 def test_a_provider_error_after_the_retries_blocks_the_task(cast, fake_llm, provider, settings):
     settings.COLLAB_PROVIDER_MAX_RETRIES = 1
     managed_by(cast.alex, provider)
-    fake_llm.on(agent="agent-alex", replies=Reply(status=500))
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    script(fake_llm, cast.alex, Reply(status=500))
+    task = cast.assign(cast.alex)
     drain()
     run = Run.objects.get(agent=cast.alex)
     assert run.status == "failed" and "HTTP 500 after 2 attempt(s)" in run.error
@@ -124,16 +126,15 @@ def test_a_provider_error_after_the_retries_blocks_the_task(cast, fake_llm, prov
 @BOTH
 def test_an_empty_final_answer_completes_nothing_and_blocks_the_task(cast, fake_llm, provider):
     managed_by(cast.alex, provider)
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
-                                assignee=cast.alex)  # fmt: skip
-    done = services.task_create(org=cast.org, actor=cast.by_human, title="Say hello",
-                                assignee=cast.alex)  # fmt: skip
+    task = cast.assign(cast.alex, "Index the orders")
+    done = cast.assign(cast.alex, "Say hello")
     # One run for both: it completes one, then answers with no text (empty content).
-    fake_llm.on(agent="agent-alex", replies=[
-        Reply(tool_calls=[ToolUse("complete_task", {"task_id": done.pk, "status": "completed",
-                                                    "result": "Hello."})]),
+    script(
+        fake_llm,
+        cast.alex,
+        call("complete_task", task_id=done.pk, status="completed", result="Hello."),
         Reply(lambda call: ""),
-    ])  # fmt: skip
+    )
     services.task_set_status(task=done, actor=cast.actor(cast.alex), status="in_progress")
     drain()
     run = Run.objects.get(agent=cast.alex)
@@ -149,14 +150,16 @@ def test_an_empty_final_answer_completes_nothing_and_blocks_the_task(cast, fake_
 
 def test_a_task_waiting_for_its_subtasks_is_not_completed_by_the_answer(cast, fake_llm):
     managed_by(cast.lena, "openai")
-    parent = services.task_create(org=cast.org, actor=cast.by_human, title="p",
-                                  assignee=cast.lena)  # fmt: skip
+    parent = cast.assign(cast.lena, "p")
 
     def split(call):
-        return [ToolUse("create_subtask", {"parent": parent.pk, "title": "part",
-                                           "agent_id": "agent-morgan"})]  # fmt: skip
+        return [
+            ToolUse(
+                "create_subtask", {"parent": parent.pk, "title": "part", "agent_id": "agent-morgan"}
+            )
+        ]
 
-    fake_llm.on(agent="agent-lena", replies=[Reply(tool_calls=split), Reply("Split it.")])
+    script(fake_llm, cast.lena, Reply(tool_calls=split), "Split it.")
     drain()
     parent.refresh_from_db()
     assert parent.status == "assigned" and parent.result == ""
@@ -169,8 +172,7 @@ def test_a_parent_whose_last_subtask_its_holder_finished_itself_is_worked_again(
     her run had acted on (its answer does not complete it) — it stayed open for ever. Her run's
     end asks for a follow-up run about it, whose answer completes it."""
     managed_by(cast.lena, "openai")
-    parent = services.task_create(org=cast.org, actor=cast.by_human, title="p",
-                                  assignee=cast.lena)  # fmt: skip
+    parent = cast.assign(cast.lena, "p")
 
     def finish_part(call):  # the part is the task create_subtask answered with
         part_id = json.loads(call.tool_results[0]["content"])["id"]
@@ -179,13 +181,14 @@ def test_a_parent_whose_last_subtask_its_holder_finished_itself_is_worked_again(
             ToolUse("complete_task", {"task_id": part_id, "result": "part done"}),
         ]
 
-    fake_llm.on(agent="agent-lena", replies=[
-        Reply(tool_calls=[ToolUse("create_subtask", {"parent": parent.pk, "title": "part",
-                                                     "agent_id": "agent-lena"})]),
+    script(
+        fake_llm,
+        cast.lena,
+        call("create_subtask", parent=parent.pk, title="part", agent_id="agent-lena"),
         Reply(tool_calls=finish_part),
-        Reply("Did the part myself."),
-        Reply("The whole is done: part done."),
-    ])  # fmt: skip
+        "Did the part myself.",
+        "The whole is done: part done.",
+    )
     first, follow_up = drain()
     parent.refresh_from_db()
     assert (parent.status, parent.result) == ("completed", "The whole is done: part done.")
@@ -222,12 +225,8 @@ def test_pausing_an_agent_stops_its_run_before_the_next_model_call_and_resuming_
         connection.close()  # this is the fake server's thread
         return [ToolUse("get_organization_roster", {"filter": "all"})]
 
-    fake_llm.on(agent="agent-alex", replies=[
-        Reply("Looking.", tool_calls=paused_meanwhile),
-        Reply("Indexed."),
-    ])  # fmt: skip
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
-                                assignee=cast.alex)  # fmt: skip
+    script(fake_llm, cast.alex, Reply("Looking.", tool_calls=paused_meanwhile), "Indexed.")
+    task = cast.assign(cast.alex, "Index the orders")
     (run,) = Run.objects.all()
     assert drain() == [run.pk]
     run.refresh_from_db()
@@ -266,7 +265,7 @@ def test_a_run_handed_back_after_its_agent_was_resumed_meanwhile_is_sent_at_once
     from runtime.lease import CLAIMED, claim
     from runtime.services import run_hand_back
 
-    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    cast.assign(cast.alex)
     (run,) = Run.objects.all()
     OutboxMessage.objects.all().delete()
     assert claim(run.pk, "tok")[0] == CLAIMED
@@ -279,15 +278,15 @@ def test_a_run_handed_back_after_its_agent_was_resumed_meanwhile_is_sent_at_once
 
 def test_only_the_allowed_tools_are_offered(cast, fake_llm):
     managed_by(cast.alex, "openai", allowed_tools=["get_task", "complete_task", "nope"])
-    fake_llm.on(agent="agent-alex", replies=Reply("Done."))
-    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    script(fake_llm, cast.alex, "Done.")
+    cast.assign(cast.alex)
     drain()
     (call,) = fake_llm.calls_for(agent="agent-alex")
     assert call.tool_names == ["complete_task", "get_task"]
 
 
 def test_a_run_whose_tasks_are_all_finished_calls_no_model(cast, fake_llm):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     services.task_cancel(task=task, actor=cast.by_human)
     drain()
     run = Run.objects.get(agent=cast.alex)
@@ -300,47 +299,45 @@ def test_a_run_whose_tasks_are_all_finished_calls_no_model(cast, fake_llm):
 
 
 def test_offline_an_expert_completes_its_task_with_a_placeholder_result(cast, offline):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index it",
-                                required_expertise="PostgreSQL", assignee=cast.alex)  # fmt: skip
+    task = cast.assign(cast.alex, "Index it", required_expertise="PostgreSQL")
     drain()
     task.refresh_from_db()
     assert task.status == "completed"
     assert task.result.startswith("[offline provider: deterministic placeholder output")
     run = Run.objects.get(agent=cast.alex)
     assert [t.get("name") for t in run.turns if t["kind"] == "tool_call"] == [
-        "update_task_status", "complete_task",
-    ]  # fmt: skip
+        "update_task_status",
+        "complete_task",
+    ]
     assert run.turns[-1]["text"].startswith("[offline provider")
     assert (run.provider, run.prompt_tokens, run.completion_tokens) == ("offline", 0, 0)
 
 
 def test_offline_a_task_without_the_expertise_follows_recommend_delegate(cast, offline):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Build the page",
-                                required_expertise="React", assignee=cast.lena)  # fmt: skip
+    task = cast.assign(cast.lena, "Build the page", required_expertise="React")
     lena_run, sarah_run = drain()
     task.refresh_from_db()
     assert (task.status, task.assignee) == ("completed", cast.sarah)
     delegated = TaskEvent.objects.get(task=task, kind="delegated")
     assert (delegated.actor_label, delegated.primary_choice, delegated.decision) == (
-        "agent-lena", "agent-sarah", "DELEGATE",
-    )  # fmt: skip
+        "agent-lena",
+        "agent-sarah",
+        "DELEGATE",
+    )
     assert "recommend_delegate" in delegated.notes
     assert Run.objects.get(pk=sarah_run).trigger == "delegated"
 
 
 def test_offline_routing_queues_for_a_busy_expert(cast, offline):
     give_tasks(cast.morgan, 5)
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Tune Redis",
-                                required_expertise="Redis", urgency="low",
-                                assignee=cast.alex)  # fmt: skip
+    task = cast.assign(cast.alex, "Tune Redis", required_expertise="Redis", urgency="low")
     drain()
     task.refresh_from_db()
     assert (task.status, task.queued_for) == ("queued", cast.morgan)
 
 
 def test_offline_routing_escalates_when_nobody_fits(cast, offline):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Design the logo",
-                                required_expertise="Figma", assignee=cast.alex)  # fmt: skip
+    task = cast.assign(cast.alex, "Design the logo", required_expertise="Figma")
     alex_run, lena_run = drain()
     task.refresh_from_db()
     # Alex escalated it to his senior Lena, who found nobody either: to humans.
@@ -350,34 +347,38 @@ def test_offline_routing_escalates_when_nobody_fits(cast, offline):
 
 
 def test_offline_a_manager_splits_a_task_and_completes_it_from_its_subtasks(cast, offline):
-    parent = services.task_create(org=cast.org, actor=cast.by_human, title="Launch",
-                                  description="Parts:\n- The pages (React)\n- The tables "
-                                  "(PostgreSQL)", assignee=cast.lena)  # fmt: skip
+    parent = cast.assign(
+        cast.lena, "Launch", description="Parts:\n- The pages (React)\n- The tables (PostgreSQL)"
+    )
     ran = drain()
     parent.refresh_from_db()
     subtasks = list(Task.objects.filter(parent=parent).order_by("pk"))
     assert [(s.title, s.status, s.assignee.handle) for s in subtasks] == [
-        ("The pages", "completed", "agent-sarah"), ("The tables", "completed", "agent-alex"),
-    ]  # fmt: skip
+        ("The pages", "completed", "agent-sarah"),
+        ("The tables", "completed", "agent-alex"),
+    ]
     assert parent.status == "completed"
     assert "The 2 subtask(s)" in parent.result and "The pages" in parent.result
     runs = [Run.objects.get(pk=pk) for pk in ran]
     assert [(r.agent.handle, r.trigger) for r in runs] == [
-        ("agent-lena", "created"), ("agent-sarah", "delegated"), ("agent-alex", "delegated"),
+        ("agent-lena", "created"),
+        ("agent-sarah", "delegated"),
+        ("agent-alex", "delegated"),
         ("agent-lena", "subtasks_done"),
-    ]  # fmt: skip
+    ]
 
 
 def test_offline_runs_are_deterministic(cast, offline):
     def play(title):
-        task = services.task_create(org=cast.org, actor=cast.by_human, title=title,
-                                    required_expertise="React", assignee=cast.lena)  # fmt: skip
+        task = cast.assign(cast.lena, title, required_expertise="React")
         drain()
         return [
-            [(t["kind"], t.get("name"), json.dumps(t.get("arguments"), sort_keys=True))
-             for t in r.turns]
+            [
+                (t["kind"], t.get("name"), json.dumps(t.get("arguments"), sort_keys=True))
+                for t in r.turns
+            ]
             for r in Run.objects.filter(triggers__task=task).order_by("pk")
-        ]  # fmt: skip
+        ]
 
     first = play("same")
     Task.objects.filter(title="same").update(title="before")

@@ -2,12 +2,10 @@
 
 import pytest
 
-from organization.models import Agent
 from runtime.models import Run
-from tasks import services
 from tasks.models import TaskComment
-from tests.fake_llm import Reply, ToolUse
 from tests.runtime.conftest import drain
+from tests.runtime.scripts import call, managed_by, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,14 +17,14 @@ def test_a_task_the_run_commented_on_with_a_float_id_is_not_completed_by_the_ans
     the JSON number 12.0 (what several OpenAI-compatible servers emit for integers) as task 12,
     so the comment lands on the task; but runner._acted_on counts only `int` or digit strings,
     so it decides the run did nothing with the task and completes it with the final answer."""
-    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m-1")
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
-                                assignee=cast.alex)  # fmt: skip
-    fake_llm.on(agent="agent-alex", replies=[
-        Reply(tool_calls=[ToolUse("comment_on_task",
-                                  {"task_id": float(task.pk), "body": "Which table is slow?"})]),
-        Reply("I asked which table is slow; waiting for the answer."),
-    ])  # fmt: skip
+    managed_by(cast.alex)
+    task = cast.assign(cast.alex, "Index the orders")
+    script(
+        fake_llm,
+        cast.alex,
+        call("comment_on_task", task_id=float(task.pk), body="Which table is slow?"),
+        "I asked which table is slow; waiting for the answer.",
+    )
     drain()
     run = Run.objects.get(agent=cast.alex)
     assert run.turns[1]["status"] == "ok"  # the comment was made, on this task

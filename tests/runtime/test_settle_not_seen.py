@@ -2,13 +2,12 @@
 
 import pytest
 
-from organization.models import Agent
 from runtime import runner
 from runtime.models import Run
 from runtime.runner import run_agent
 from tasks import services
-from tests.fake_llm import Reply
 from tests.runtime.conftest import triggers_of
+from tests.runtime.scripts import managed_by, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,14 +23,12 @@ def test_a_task_escalated_to_the_agent_during_its_run_is_not_completed_with_its_
     context the agent holds at its end — so the escalated task, which her model never saw as
     hers, is completed with her unrelated answer, and the follow-up finds it finished and
     makes no model call: the escalation is never worked."""
-    Agent.objects.filter(pk=cast.lena.pk).update(llm_provider="openai", llm_model="m-1")
-    task = services.task_create(
-        org=cast.org, actor=cast.actor(cast.lena), title="Index orders", assignee=cast.alex
-    )
+    managed_by(cast.lena)
+    task = cast.assign(cast.alex, "Index orders", by=cast.actor(cast.lena))
     Run.objects.all().delete()
     services.task_comment(task=task, actor=cast.by_human, body="Status, please?")
     lena_run = Run.objects.get(agent=cast.lena)
-    fake_llm.on(agent="agent-lena", replies=[Reply("Noted; Alex is on it.")])
+    script(fake_llm, cast.lena, "Noted; Alex is on it.")
 
     real = runner.TurnRecorder.complete
 

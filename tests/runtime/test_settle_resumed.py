@@ -3,14 +3,12 @@ the resumed run finishes it, and its `outcome` still says what its end did to ea
 
 import pytest
 
-from organization.models import Agent
 from runtime import services as runtime_services
 from runtime.lease import CLAIMED
 from runtime.models import Run
 from runtime.runner import run_agent
-from tasks import services
 from tasks.models import TaskEvent
-from tests.fake_llm import Reply
+from tests.runtime.scripts import managed_by, script
 from tests.runtime.test_resume import WorkerDied, expire_lease
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,11 +35,9 @@ def test_a_run_resumed_after_its_end_completed_a_task_still_lists_it_in_its_outc
     resumed run finds the task completed (not his to settle any more) and finishes: its outcome
     was empty, as if its end had done nothing. It lists the task as completed, once, from the
     task's audit trail; nothing is written twice and no model is called again."""
-    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m")
-    fake_llm.on(agent="agent-alex", replies=Reply("Indexed."))
-    done = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Index it", assignee=cast.alex
-    )
+    managed_by(cast.alex, "openai", "m")
+    script(fake_llm, cast.alex, "Indexed.")
+    done = cast.assign(cast.alex, "Index it")
     run = Run.objects.get(agent=cast.alex)
     dies_finishing(monkeypatch, run.pk)
     run.refresh_from_db()
@@ -65,15 +61,11 @@ def test_a_run_resumed_after_its_answer_completed_a_subtask_asks_for_its_parent(
     a follow-up about the parent. Her worker dies before the run is finished. The resumed run
     finishes it with that follow-up (asked for once: its trigger waited) and its outcome lists
     the part it completed (it was empty)."""
-    Agent.objects.filter(pk=cast.lena.pk).update(llm_provider="openai", llm_model="m")
-    fake_llm.on(agent="agent-lena", replies=Reply("Announced."))
-    parent = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Launch", assignee=cast.lena
-    )
+    managed_by(cast.lena, "openai", "m")
+    script(fake_llm, cast.lena, "Announced.")
+    parent = cast.assign(cast.lena, "Launch")
     Run.objects.all().delete()  # her run for the launch is not this story
-    part = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Announce", assignee=cast.lena, parent=parent
-    )
+    part = cast.assign(cast.lena, "Announce", parent=parent)
     run = Run.objects.get(agent=cast.lena)
     dies_finishing(monkeypatch, run.pk)
     part.refresh_from_db()

@@ -4,11 +4,10 @@ it as the result")."""
 
 import pytest
 
-from organization.models import Agent
 from runtime.models import Run
-from tasks import services
-from tests.fake_llm import Reply, ToolUse
+from tests.fake_llm import ToolUse
 from tests.runtime.conftest import drain
+from tests.runtime.scripts import call, calling, managed_by, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,14 +20,14 @@ def test_a_task_the_run_only_moved_to_in_progress_is_completed_by_its_answer(
     that does so and then writes its result as its final answer (instead of calling
     complete_task) counted as having acted on the task: it stayed in_progress for ever, with
     nothing left to wake the agent about it and nothing in "Needs attention"."""
-    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider=provider, llm_model="m-1")
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
-                                assignee=cast.alex)  # fmt: skip
-    fake_llm.on(agent="agent-alex", replies=[
-        Reply(tool_calls=[ToolUse("update_task_status",
-                                  {"task_id": task.pk, "status": "in_progress"})]),
-        Reply("Added the index on orders(created_at)."),
-    ])  # fmt: skip
+    managed_by(cast.alex, provider)
+    task = cast.assign(cast.alex, "Index the orders")
+    script(
+        fake_llm,
+        cast.alex,
+        call("update_task_status", task_id=task.pk, status="in_progress"),
+        "Added the index on orders(created_at).",
+    )
     drain()
     run = Run.objects.get(agent=cast.alex)
     assert run.turns[1]["status"] == "ok"
@@ -40,16 +39,17 @@ def test_a_task_the_run_only_moved_to_in_progress_is_completed_by_its_answer(
 def test_a_task_the_run_started_and_commented_on_stays_open(cast, fake_llm):
     """Starting it is not acting on it, but a question in a comment still is: the task waits
     for the answer."""
-    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m-1")
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
-                                assignee=cast.alex)  # fmt: skip
-    fake_llm.on(agent="agent-alex", replies=[
-        Reply(tool_calls=[
+    managed_by(cast.alex)
+    task = cast.assign(cast.alex, "Index the orders")
+    script(
+        fake_llm,
+        cast.alex,
+        calling(
             ToolUse("update_task_status", {"task_id": task.pk, "status": "in_progress"}),
             ToolUse("comment_on_task", {"task_id": task.pk, "body": "Which table?"}),
-        ]),
-        Reply("Asked which table."),
-    ])  # fmt: skip
+        ),
+        "Asked which table.",
+    )
     drain()
     task.refresh_from_db()
     assert (task.status, task.result) == ("in_progress", "")

@@ -12,11 +12,11 @@ from organization.models import Agent
 from organization.services import agent_delete
 from runtime.models import Run
 from runtime.runner import run_agent
-from tasks import services
 from tasks.models import Task
 from tests.collaboration.conftest import wait_for
 from tests.conftest import requires_postgres
 from tests.fake_llm import Reply
+from tests.runtime.scripts import script
 from tests.tasks.test_lock_races import Side, lock_waiters
 
 pytestmark = [requires_postgres(), pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -27,8 +27,8 @@ DEADLINE = 30
 def test_deleting_a_managed_agent_while_its_run_settles_does_not_deadlock(cast, fake_llm):
     cast.alex.llm_provider, cast.alex.llm_model = "openai", "m"
     cast.alex.save()
-    fake_llm.on(agent="agent-alex", replies=[Reply("Alex's answer", hang=True)])
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    script(fake_llm, cast.alex, Reply("Alex's answer", hang=True))
+    task = cast.assign(cast.alex)
     run = Run.objects.get(agent=cast.alex)
     running = Side(lambda: run_agent(run.pk))
     ready, go = threading.Event(), threading.Event()

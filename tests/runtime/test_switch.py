@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from runtime.lease import CLAIMED
 from runtime.models import Run
 from runtime.runner import run_agent
-from tasks import services
 from tests.organization.test_admin import change_url, form_of
+from tests.runtime.scripts import calling, managed_by, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,7 +23,7 @@ def switch(client, agent, runtime: str):
 
 def test_an_agent_made_managed_is_woken_for_the_tasks_it_holds(cast, client):
     client.force_login(get_user_model().objects.create_superuser("root", "r@example.com", "pw"))
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.morgan)
+    task = cast.assign(cast.morgan)
     assert not Run.objects.filter(agent=cast.morgan).exists()  # external: it calls us
     switch(client, cast.morgan, "managed")
     (run,) = Run.objects.filter(agent=cast.morgan)
@@ -42,7 +42,7 @@ def test_an_agent_made_external_while_its_run_is_queued_and_managed_again_is_wok
     failed run's trigger counted as a run having seen the task: no run ever came, the task
     stayed `assigned` for ever (and the sweep does not look at items from before a switch)."""
     client.force_login(get_user_model().objects.create_superuser("root", "r@example.com", "pw"))
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     (queued,) = Run.objects.filter(agent=cast.alex)
     switch(client, cast.alex, "external")
     assert run_agent(queued.pk) == CLAIMED
@@ -74,25 +74,22 @@ def test_an_agent_made_external_while_its_run_is_under_way_stops_before_the_next
     from tests.vendor import SaysItIs
 
     monkeypatch.setattr(runtime.sql, "connection", SaysItIs(connection, vendor))
-    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m-1")
+    managed_by(cast.alex)
 
     def made_external_meanwhile(call):
         Agent.objects.filter(pk=cast.alex.pk).update(runtime="external")  # the team, meanwhile
         connection.close()  # this is the fake server's thread
         return [ToolUse("get_organization_roster", {"filter": "all"})]
 
-    fake_llm.on(agent="agent-alex", replies=[
-        Reply("Looking.", tool_calls=made_external_meanwhile),
-        Reply("Indexed."),
-    ])  # fmt: skip
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="Index the orders",
-                                assignee=cast.alex)  # fmt: skip
+    script(fake_llm, cast.alex, Reply("Looking.", tool_calls=made_external_meanwhile), "Indexed.")
+    task = cast.assign(cast.alex, "Index the orders")
     (run,) = Run.objects.all()
     assert drain() == [run.pk]
     run.refresh_from_db()
     assert (run.status, run.outcome) == (
-        "failed", [{"task": task.pk, "action": "none", "why": "its agent was made external"}]
-    )  # fmt: skip
+        "failed",
+        [{"task": task.pk, "action": "none", "why": "its agent was made external"}],
+    )
     assert run.error.startswith("The agent was made external while its run was under way")
     assert run.finished_at is not None and run.lease_token == ""
     assert [(t["kind"], t.get("status")) for t in run.turns] == [
@@ -121,15 +118,14 @@ def test_a_dead_workers_run_sent_again_after_its_agent_was_made_external_stops_t
     the task, and no run ever came for it."""
     from organization.models import Agent
     from runtime.services import run_resume
-    from tests.fake_llm import Reply, ToolUse
+    from tests.fake_llm import ToolUse
     from tests.runtime.test_resume import dies_on_model_call, expire_lease
 
-    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m")
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
-    fake_llm.on(agent="agent-alex", replies=[
-        Reply(tool_calls=[ToolUse("get_task", {"task_id": task.pk}, id="g1")]),
-        Reply("Done."),
-    ])  # fmt: skip
+    managed_by(cast.alex, "openai", "m")
+    task = cast.assign(cast.alex)
+    script(
+        fake_llm, cast.alex, calling(ToolUse("get_task", {"task_id": task.pk}, id="g1")), "Done."
+    )
     run = Run.objects.get(agent=cast.alex)
     dies_on_model_call(monkeypatch, run.pk)
 

@@ -7,9 +7,8 @@ import pytest
 from costs.budgets import budget_set
 from costs.models import UsageRecord
 from runtime.models import Run
-from tasks import services
-from tests.fake_llm import Reply
 from tests.runtime.conftest import drain, triggers_of
+from tests.runtime.scripts import script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,9 +23,9 @@ def test_a_run_carrying_a_task_whose_budget_is_exhausted_makes_no_model_call_for
     first trigger's task tree). So task B, whose budget is spent, is worked by a paid model
     call anyway — and completed with the answer — because it rode along with task A."""
     settings.LLM_PRICES = {"openai/fake-model": {"input": Decimal(1), "output": Decimal(2)}}
-    fake_llm.on(agent="agent-alex", replies=[Reply("Done, both of them.")])
-    a = services.task_create(org=cast.org, actor=cast.by_human, title="A", assignee=cast.alex)
-    b = services.task_create(org=cast.org, actor=cast.by_human, title="B", assignee=cast.alex)
+    script(fake_llm, cast.alex, "Done, both of them.")
+    a = cast.assign(cast.alex, "A")
+    b = cast.assign(cast.alex, "B")
     (run,) = Run.objects.filter(agent=cast.alex)
     assert triggers_of(run) == [("created", a.pk), ("created", b.pk)]  # B joined A's run
     budget_set(caller=cast.human, scope="task", task=b.pk, limit_usd="0")  # nothing for B

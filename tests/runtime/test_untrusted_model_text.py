@@ -2,11 +2,9 @@
 
 import pytest
 
-from organization.models import Agent
 from runtime.models import Run
-from tasks import services
-from tests.fake_llm import Reply
 from tests.runtime.conftest import drain
+from tests.runtime.scripts import managed_by, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,11 +17,9 @@ def test_a_lone_surrogate_in_the_final_answer_still_completes_the_task(cast, fak
     it (collaboration/providers/base.py `_without_nul` handles NUL only): recording the model
     turn fails, the runner's catch-all fails the run with an "internal error" and blocks the
     task, and the model's answer is lost."""
-    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m-1")
-    fake_llm.on(agent="agent-alex", replies=[Reply("Added the index \ud83d")])
-    task = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Index", assignee=cast.alex
-    )
+    managed_by(cast.alex)
+    script(fake_llm, cast.alex, "Added the index \ud83d")
+    task = cast.assign(cast.alex, "Index")
     (run_id,) = drain()
     run = Run.objects.get(pk=run_id)
     task.refresh_from_db()

@@ -4,12 +4,11 @@ test_untrusted_output.py for sessions)."""
 
 import pytest
 
-from organization.models import Agent
 from runtime.models import Run
-from tasks import services
 from tests.conftest import KeyClient
 from tests.factories import make_key
-from tests.fake_llm import Reply, ToolUse
+from tests.fake_llm import ToolUse
+from tests.runtime.scripts import calling, managed_by, script
 
 from .conftest import drain
 
@@ -18,16 +17,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def alex_on_openai(cast, fake_llm):
-    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="m-1")
+    managed_by(cast.alex)
     return cast
 
 
 def test_a_nul_in_the_final_answer_still_completes_the_task(alex_on_openai, fake_llm):
     cast = alex_on_openai
-    fake_llm.on(agent="agent-alex", replies=[Reply("Added the\x00 index.")])
-    task = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Index", assignee=cast.alex
-    )
+    script(fake_llm, cast.alex, "Added the\x00 index.")
+    task = cast.assign(cast.alex, "Index")
     (run_id,) = drain()
     task.refresh_from_db()
     assert (Run.objects.get(pk=run_id).status, task.status) == ("completed", "completed")
@@ -37,14 +34,8 @@ def test_a_nul_in_the_final_answer_still_completes_the_task(alex_on_openai, fake
 def test_arguments_nested_past_the_renderer_are_refused_and_the_run_reads(alex_on_openai, fake_llm):
     cast = alex_on_openai
     deep = '{"filter": ' + "[" * 300 + "]" * 300 + "}"
-    fake_llm.on(
-        agent="agent-alex",
-        replies=[
-            Reply(tool_calls=[ToolUse("get_organization_roster", deep)]),
-            Reply("Done."),
-        ],
-    )
-    services.task_create(org=cast.org, actor=cast.by_human, title="Index", assignee=cast.alex)
+    script(fake_llm, cast.alex, calling(ToolUse("get_organization_roster", deep)), "Done.")
+    cast.assign(cast.alex, "Index")
     (run_id,) = drain()
     response = KeyClient(make_key(cast.org)).get(f"/api/runs/{run_id}")
     assert response.status_code == 200

@@ -23,19 +23,21 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_task_created_for_a_managed_agent_queues_a_run(cast):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     (run,) = Run.objects.filter(agent=cast.alex)
     assert (run.status, run.trigger, run.task_id, run.organization_id) == (
-        "queued", "created", task.pk, cast.org.pk,
-    )  # fmt: skip
+        "queued",
+        "created",
+        task.pk,
+        cast.org.pk,
+    )
     assert triggers_of(run) == [("created", task.pk)]
     assert run.dispatched_at is not None
 
 
 @pytest.mark.parametrize("kind", ["assigned", "delegated", "escalated"])
 def test_assigned_delegated_and_escalated_work_wakes_its_agent(cast, kind):
-    task = services.task_create(org=cast.org, actor=cast.actor(cast.alex), title="t",
-                                assignee=cast.alex)  # fmt: skip
+    task = cast.assign(cast.alex, by=cast.actor(cast.alex))
     assert not Run.objects.exists()  # its own act: Alex took it himself
     if kind == "assigned":
         services.task_assign(task=task, actor=cast.by_human, to=cast.sarah)
@@ -70,8 +72,7 @@ def test_the_stale_sweep_escalation_wakes_the_senior(cast):
 
 
 def test_a_comment_by_someone_else_wakes_the_holder_and_the_delegator(cast):
-    task = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="t",
-                                assignee=cast.alex)  # fmt: skip
+    task = cast.assign(cast.alex, by=cast.actor(cast.lena))
     Run.objects.all().delete()
     services.task_comment(task=task, actor=cast.by_human, body="How is it going?")
     assert runs_of(cast.alex) == [("queued", "comment", task.pk)]
@@ -79,7 +80,7 @@ def test_a_comment_by_someone_else_wakes_the_holder_and_the_delegator(cast):
 
 
 def test_an_agents_own_comment_wakes_not_itself(cast):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     Run.objects.all().delete()
     services.task_comment(task=task, actor=cast.actor(cast.alex), body="On it.")
     assert not Run.objects.exists()
@@ -92,13 +93,13 @@ def test_managed_agents_answering_each_others_comments_stop_waking_each_other(ca
     from runtime.services import current_run
 
     settings.RUNTIME_MAX_AGENT_COMMENT_WAKES = 3
-    task = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="t",
-                                assignee=cast.alex)  # fmt: skip
+    task = cast.assign(cast.alex, by=cast.actor(cast.lena))
     Run.objects.all().delete()
     speakers = [cast.lena, cast.alex] * 3
     for speaker in speakers:
-        run = Run.objects.create(organization=cast.org, agent=speaker, trigger="comment",
-                                 status="completed")  # fmt: skip
+        run = Run.objects.create(
+            organization=cast.org, agent=speaker, trigger="comment", status="completed"
+        )
         token = current_run.set(run.pk)
         try:
             services.task_comment(task=task, actor=cast.actor(speaker), body="Thanks!")
@@ -113,9 +114,8 @@ def test_managed_agents_answering_each_others_comments_stop_waking_each_other(ca
 
 
 def test_all_subtasks_finished_wakes_the_parents_holder(cast):
-    parent = services.task_create(org=cast.org, actor=cast.by_human, title="p", assignee=cast.lena)
-    sub = services.task_create(org=cast.org, actor=cast.actor(cast.lena), title="s",
-                               assignee=cast.alex, parent=parent)  # fmt: skip
+    parent = cast.assign(cast.lena, "p")
+    sub = cast.assign(cast.alex, "s", by=cast.actor(cast.lena), parent=parent)
     Run.objects.all().delete()
     services.task_set_status(task=sub, actor=cast.actor(cast.alex), status="in_progress")
     services.task_set_status(task=sub, actor=cast.actor(cast.alex), status="completed", result="r")
@@ -124,15 +124,15 @@ def test_all_subtasks_finished_wakes_the_parents_holder(cast):
 
 
 def test_an_external_agent_is_never_woken(cast):
-    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.morgan)
+    cast.assign(cast.morgan)
     assert not Run.objects.exists() and not RunTrigger.objects.exists()
 
 
 def test_a_paused_agent_is_not_woken_and_resuming_it_wakes_it_with_what_waited(cast, offline):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     drain()  # Alex completes it; then he is paused and a comment arrives
     Run.objects.all().delete()
-    fresh = services.task_create(org=cast.org, actor=cast.by_human, title="u", assignee=cast.alex)
+    fresh = cast.assign(cast.alex, "u")
     Run.objects.all().delete()
     RunTrigger.objects.all().delete()
     agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=True)
@@ -154,8 +154,8 @@ def test_resuming_an_agent_with_nothing_waiting_starts_no_run(cast):
 
 
 def test_a_trigger_joins_a_run_still_queued(cast):
-    one = services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
-    two = services.task_create(org=cast.org, actor=cast.by_human, title="2", assignee=cast.alex)
+    one = cast.assign(cast.alex, "1")
+    two = cast.assign(cast.alex, "2")
     (run,) = Run.objects.all()
     assert triggers_of(run) == [("created", one.pk), ("created", two.pk)]
 
@@ -168,7 +168,7 @@ def test_joining_a_queued_run_costs_two_statements_on_postgresql(cast):
     test_race.py shows why they cannot be one)."""
     from runtime.services import current_run, run_wake
 
-    one = services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
+    one = cast.assign(cast.alex, "1")
     two = Task.objects.create(organization=cast.org, title="2", assignee=cast.alex)
     (run,) = Run.objects.all()
     reset = current_run.set(run.pk)  # as if the run's own move reached Alex
@@ -177,8 +177,11 @@ def test_joining_a_queued_run_costs_two_statements_on_postgresql(cast):
             assert run_wake(agent=cast.alex, trigger="assigned", task=two).pk == run.pk
     finally:
         current_run.reset(reset)
-    work = [q["sql"] for q in sent.captured_queries
-            if not q["sql"].startswith(("SAVEPOINT", "RELEASE", "BEGIN", "COMMIT"))]  # fmt: skip
+    work = [
+        q["sql"]
+        for q in sent.captured_queries
+        if not q["sql"].startswith(("SAVEPOINT", "RELEASE", "BEGIN", "COMMIT"))
+    ]
     assert len(work) == 2, work
     trigger = RunTrigger.objects.get(task=two)
     assert (trigger.run_id, trigger.trigger, trigger.woken_by_id) == (run.pk, "assigned", run.pk)
@@ -186,13 +189,14 @@ def test_joining_a_queued_run_costs_two_statements_on_postgresql(cast):
 
 
 def test_triggers_during_a_run_make_exactly_one_follow_up(cast):
-    first = services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
+    first = cast.assign(cast.alex, "1")
     (run,) = Run.objects.all()
-    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, lease_token="tok",
-                                         heartbeat_at=timezone.now())  # fmt: skip
-    second = services.task_create(org=cast.org, actor=cast.by_human, title="2", assignee=cast.alex)
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING, lease_token="tok", heartbeat_at=timezone.now()
+    )
+    second = cast.assign(cast.alex, "2")
     services.task_comment(task=first, actor=cast.by_human, body="and this")
-    third = services.task_create(org=cast.org, actor=cast.by_human, title="3", assignee=cast.alex)
+    third = cast.assign(cast.alex, "3")
     assert Run.objects.count() == 1
     assert RunTrigger.objects.filter(run__isnull=True).count() == 3
 
@@ -201,25 +205,29 @@ def test_triggers_during_a_run_make_exactly_one_follow_up(cast):
     run_finish(run=run, token="tok", status=RunStatus.COMPLETED)
     follow_up = Run.objects.exclude(pk=run.pk).get()
     assert (follow_up.status, follow_up.previous_id, follow_up.trigger, follow_up.task_id) == (
-        "queued", run.pk, "created", second.pk,
-    )  # fmt: skip
+        "queued",
+        run.pk,
+        "created",
+        second.pk,
+    )
     assert triggers_of(follow_up) == [
-        ("created", second.pk), ("comment", first.pk), ("created", third.pk)
-    ]  # fmt: skip
+        ("created", second.pk),
+        ("comment", first.pk),
+        ("created", third.pk),
+    ]
     assert not RunTrigger.objects.filter(run__isnull=True).exists()
     assert Run.objects.get(pk=run.pk).status == "completed"
 
 
 def test_a_run_of_a_managed_agent_woken_by_another_run_says_which(cast, offline):
-    services.task_create(org=cast.org, actor=cast.by_human, title="Index it",
-                         required_expertise="PostgreSQL", assignee=cast.lena)  # fmt: skip
+    cast.assign(cast.lena, "Index it", required_expertise="PostgreSQL")
     first, second = drain()
     assert Run.objects.get(pk=second).agent == cast.alex
     assert RunTrigger.objects.get(run_id=second).woken_by_id == first
 
 
 def test_a_system_created_task_wakes_like_any_other(cast):
-    task = services.task_create(org=cast.org, actor=SYSTEM, title="t", assignee=cast.sarah)
+    task = cast.assign(cast.sarah, by=SYSTEM)
     assert runs_of(cast.sarah) == [("queued", "created", task.pk)]
 
 
@@ -237,12 +245,7 @@ def test_tasks_created_together_wake_their_agent_once_with_all_of_them(cast, mon
 
     monkeypatch.setattr(outbox, "_send", counting)
     with transaction.atomic():
-        tasks = [
-            services.task_create(
-                org=cast.org, actor=cast.by_human, title=f"t{n}", assignee=cast.alex
-            )  # fmt: skip
-            for n in range(3)
-        ]
+        tasks = [cast.assign(cast.alex, f"t{n}") for n in range(3)]
     (run,) = Run.objects.filter(agent=cast.alex)
     assert triggers_of(run) == [("created", task.pk) for task in tasks]
     assert triggers_when_sent == [3]
@@ -255,8 +258,7 @@ class Undone(Exception):
 def test_work_announced_in_an_undone_savepoint_wakes_nobody(cast):
     waiting = services.task_create(org=cast.org, actor=cast.by_human, title="unassigned")
     with transaction.atomic():
-        kept = services.task_create(org=cast.org, actor=cast.by_human, title="kept",
-                                    assignee=cast.alex)  # fmt: skip
+        kept = cast.assign(cast.alex, "kept")
         with pytest.raises(Undone), transaction.atomic():
             services.task_assign(task=waiting, actor=cast.by_human, to=cast.sarah)
             raise Undone

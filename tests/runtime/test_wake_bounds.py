@@ -46,9 +46,7 @@ def as_run(run: Run, move):
 
 def task_for(cast, agent, by_run: Run | None = None, title: str = "t") -> Task:
     def move():
-        return services.task_create(
-            org=cast.org, actor=cast.actor(cast.lena), title=title, assignee=agent
-        )
+        return cast.assign(agent, title, by=cast.actor(cast.lena))
 
     return as_run(by_run, move) if by_run else move()
 
@@ -68,7 +66,7 @@ def test_a_run_woken_by_another_run_is_one_deeper_in_its_chain(cast):
 
 
 def test_a_humans_act_starts_a_chain_of_its_own(cast):
-    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    cast.assign(cast.alex)
     assert Run.objects.get(agent=cast.alex).depth == 1
 
 
@@ -89,7 +87,7 @@ def test_the_chain_wakes_up_to_its_bound_and_holds_the_wake_up_past_it(cast, set
 
 def test_a_held_wake_up_does_not_join_the_agents_queued_run(cast, settings):
     settings.RUNTIME_MAX_CHAIN_RUNS = 3
-    services.task_create(org=cast.org, actor=cast.by_human, title="mine", assignee=cast.alex)
+    cast.assign(cast.alex, "mine")
     (queued,) = Run.objects.filter(agent=cast.alex)
     late = task_for(cast, cast.alex, by_run=a_run(cast, cast.lena, depth=3), title="late")
     assert RunTrigger.objects.get(task=late).run is None
@@ -97,7 +95,7 @@ def test_a_held_wake_up_does_not_join_the_agents_queued_run(cast, settings):
 
 
 def test_a_follow_up_run_is_as_deep_as_the_shallowest_wake_up_it_takes(cast):
-    first = services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
+    first = cast.assign(cast.alex, "1")
     (run,) = Run.objects.all()
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, lease_token="tok")
     task_for(cast, cast.alex, by_run=a_run(cast, cast.lena, depth=7), title="deep")
@@ -132,7 +130,7 @@ def test_an_agent_woken_by_runs_is_held_at_its_runs_this_hour(cast, settings):
     assert (held.run, held.held) == (None, "agent_hour")
     assert not Run.objects.filter(agent=cast.sarah, status="queued").exists()
     # A human's act is never held: it starts a chain of its own.
-    services.task_create(org=cast.org, actor=cast.by_human, title="human", assignee=cast.sarah)
+    cast.assign(cast.sarah, "human")
     assert Run.objects.filter(agent=cast.sarah, status="queued").count() == 1
 
 
@@ -241,7 +239,7 @@ def test_a_humans_wake_up_joining_a_deep_queued_run_gives_it_a_fresh_chain(cast)
     deep = Run.objects.create(
         organization=cast.org, agent=cast.alex, trigger="created", status=RunStatus.QUEUED, depth=40
     )
-    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    cast.assign(cast.alex)
     deep.refresh_from_db()
     assert (deep.depth, deep.triggers.count()) == (1, 1)
 

@@ -23,6 +23,7 @@ from tasks.models import Task
 from tests.factories import make_admin_user, make_agent
 from tests.fake_llm import Reply, ToolUse
 from tests.runtime.conftest import wait_for
+from tests.runtime.scripts import script
 from tests.runtime.test_worker import flush_redis
 
 pytestmark = [
@@ -95,8 +96,8 @@ def test_a_subtask_for_the_other_on_every_wake_stops_at_the_bound_and_a_release_
             return "Alex has the next part." if call.tool_results else ""
         return "Launched: every part is in."
 
-    fake_llm.on(agent="agent-lena", replies=Reply(text=lenas_text, tool_calls=split))
-    fake_llm.on(agent="agent-alex", replies=Reply("Part done."))
+    script(fake_llm, cast.lena, Reply(text=lenas_text, tool_calls=split))
+    script(fake_llm, cast.alex, "Part done.")
     task = Task.objects.create(organization=cast.org, title="Launch")  # its id for the script
     launch["id"] = task.pk
     services.task_assign(task=task, actor=cast.by_human, to=cast.lena)
@@ -154,11 +155,9 @@ def test_a_new_task_for_each_other_on_every_wake_stops_at_the_bound(
 
         return Reply(text=lambda call: "Asked." if call.tool_results else "", tool_calls=calls)
 
-    fake_llm.on(agent="agent-lena", replies=ask("agent-alex"))
-    fake_llm.on(agent="agent-alex", replies=ask("agent-lena"))
-    first = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Start", assignee=cast.lena
-    )
+    script(fake_llm, cast.lena, ask("agent-alex"))
+    script(fake_llm, cast.alex, ask("agent-lena"))
+    first = cast.assign(cast.lena, "Start")
 
     (held,) = wait_for(lambda: held_and_quiet(cast.org), timeout=90, interval=0.1)
     runs = list(Run.objects.filter(organization=cast.org).order_by("pk"))
@@ -237,9 +236,7 @@ def test_a_three_level_split_into_twenty_subtasks_runs_untouched_by_the_default_
             tool_calls=split_among_reports,
         )
     )
-    project = services.task_create(
-        org=cast.org, actor=cast.by_human, title="Project", assignee=director
-    )
+    project = cast.assign(director, "Project")
 
     def finished():
         project.refresh_from_db()

@@ -17,9 +17,7 @@ def test_an_escalation_that_only_queues_the_task_for_a_full_senior_does_not_wake
     yet its inbox kind is `escalated`, so the senior is woken: a run (a paid model call) about a
     task it neither holds nor can take, and a second run when the refill gives it the task."""
     give_tasks(cast.lena, 5)  # Lena, Alex's senior, is at capacity
-    task = services.task_create(
-        org=cast.org, actor=cast.actor(cast.alex), title="stuck", assignee=cast.alex
-    )
+    task = cast.assign(cast.alex, "stuck", by=cast.actor(cast.alex))
     moved = services.task_escalate(task=task, actor=cast.actor(cast.alex), reason="stuck")
     moved.refresh_from_db()
     assert (moved.status, moved.assignee_id, moved.queued_for_id) == ("queued", None, cast.lena.pk)

@@ -67,9 +67,7 @@ def test_a_comment_on_a_task_queued_for_a_managed_expert_tells_it_without_waking
 def test_a_comment_still_wakes_the_expert_it_waits_for_when_it_passed_the_task_on(cast):
     """Lena created the task for Alex, who escalated it back to her: full, it waits for her. As
     its creator she is one a comment wakes; that it now waits for her changes nothing."""
-    task = services.task_create(
-        org=cast.org, actor=cast.actor(cast.lena), title="t", assignee=cast.alex
-    )
+    task = cast.assign(cast.alex, by=cast.actor(cast.lena))
     give_tasks(cast.lena, 5)
     task = services.task_escalate(task=task, actor=cast.actor(cast.alex))
     assert (task.status, task.queued_for) == ("queued", cast.lena)
@@ -84,7 +82,7 @@ def test_a_comment_still_wakes_the_expert_it_waits_for_when_it_passed_the_task_o
 def test_the_sweep_does_not_wake_an_agent_made_managed_for_what_it_received_while_external(
     cast, admin_client
 ):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.morgan)
+    task = cast.assign(cast.morgan)
     services.task_set_status(task=task, actor=cast.actor(cast.morgan), status="in_progress")
     edit_in_admin(admin_client, cast.morgan, runtime="managed")
     assert not Run.objects.filter(agent=cast.morgan).exists()  # in progress: nothing to start
@@ -109,9 +107,7 @@ def test_the_sweep_counts_from_the_last_switch_to_managed(cast, admin_client):
     asked for a run; what reached it in an earlier managed time was answered or dropped then."""
     tasks = []
     for title in ("first managed time", "external time", "managed again"):
-        task = services.task_create(
-            org=cast.org, actor=cast.by_human, title=title, assignee=cast.morgan
-        )
+        task = cast.assign(cast.morgan, title)
         services.task_set_status(task=task, actor=cast.actor(cast.morgan), status="in_progress")
         tasks.append(task)
     for runtime in ("managed", "external", "managed"):
@@ -135,12 +131,12 @@ def test_the_sweep_counts_from_the_last_switch_to_managed(cast, admin_client):
 
 
 def test_giving_a_managed_agent_more_capacity_wakes_it_only_for_work_no_run_saw(cast, admin_client):
-    seen = services.task_create(org=cast.org, actor=cast.by_human, title="s", assignee=cast.alex)
+    seen = cast.assign(cast.alex, "s")
     seen_and_left(cast.alex)
     edit_in_admin(admin_client, cast.alex, workload_capacity=9)
     assert runs_of(cast.alex) == [("completed", "created", seen.pk)]
     # A task whose wake-up never ran (its worker died in between) is work waiting.
-    lost = services.task_create(org=cast.org, actor=cast.by_human, title="l", assignee=cast.alex)
+    lost = cast.assign(cast.alex, "l")
     Run.objects.filter(agent=cast.alex, status="queued").delete()
     edit_in_admin(admin_client, cast.alex, workload_capacity=10)
     (run,) = Run.objects.filter(agent=cast.alex, status="queued")
@@ -148,7 +144,7 @@ def test_giving_a_managed_agent_more_capacity_wakes_it_only_for_work_no_run_saw(
 
 
 def test_resuming_a_managed_agent_whose_runs_saw_all_it_holds_starts_no_run(cast):
-    services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    cast.assign(cast.alex)
     seen_and_left(cast.alex)
     agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=True)
     agent_set_paused(agents=Agent.objects.filter(pk=cast.alex.pk), paused=False)
@@ -157,10 +153,10 @@ def test_resuming_a_managed_agent_whose_runs_saw_all_it_holds_starts_no_run(cast
 
 def test_raising_a_budget_wakes_only_the_agents_that_waited_for_it(cast):
     budget_set(caller=cast.human, scope="organization", limit_usd="10")
-    services.task_create(org=cast.org, actor=cast.by_human, title="a", assignee=cast.alex)
+    cast.assign(cast.alex, "a")
     seen_and_left(cast.alex)
     budget_set(caller=cast.human, scope="agent", agent="agent-sarah", limit_usd="0")
-    waited = services.task_create(org=cast.org, actor=cast.by_human, title="s", assignee=cast.sarah)
+    waited = cast.assign(cast.sarah, "s")
     assert not Run.objects.filter(agent=cast.sarah).exists()
     budget_set(caller=cast.human, scope="agent", agent="agent-sarah", limit_usd="5")
     assert runs_of(cast.sarah) == [("queued", "created", waited.pk)]
@@ -173,13 +169,13 @@ def test_raising_a_budget_wakes_only_the_agents_that_waited_for_it(cast):
 
 
 def test_a_run_ending_out_of_budget_starts_no_follow_up_until_the_budget_makes_room(cast):
-    first = services.task_create(org=cast.org, actor=cast.by_human, title="1", assignee=cast.alex)
+    first = cast.assign(cast.alex, "1")
     (run,) = Run.objects.filter(agent=cast.alex)
     Run.objects.filter(pk=run.pk).update(
         status=RunStatus.RUNNING, lease_token="tok", heartbeat_at=timezone.now()
     )
     budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="0")
-    second = services.task_create(org=cast.org, actor=cast.by_human, title="2", assignee=cast.alex)
+    second = cast.assign(cast.alex, "2")
     runtime_services.run_finish(run=run, token="tok", status=RunStatus.COMPLETED)
     assert runs_of(cast.alex) == [("completed", "created", first.pk)]
     assert list(
@@ -194,7 +190,7 @@ def test_a_run_ending_out_of_budget_starts_no_follow_up_until_the_budget_makes_r
 
 
 def test_a_queued_run_of_an_agent_out_of_budget_is_held_until_the_budget_makes_room(cast, offline):
-    task = services.task_create(org=cast.org, actor=cast.by_human, title="t", assignee=cast.alex)
+    task = cast.assign(cast.alex)
     (run,) = Run.objects.filter(agent=cast.alex)
     budget_set(caller=cast.human, scope="agent", agent="agent-alex", limit_usd="0")
     assert blocking_budget(cast.alex) is not None

@@ -18,16 +18,15 @@ from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 
 from config.celery import app
-from organization.models import Agent
 from runtime.models import Run
 from runtime.services import sweep_runs
-from tasks import services
 from tasks.models import Task, TaskEvent
 from tests.collaboration.test_durability import database_url
 from tests.conftest import KeyClient
 from tests.factories import make_key
 from tests.fake_llm import Reply, ToolUse
 from tests.runtime.conftest import wait_for
+from tests.runtime.scripts import calling, managed_by, script
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -48,15 +47,19 @@ def flush_redis():
 @pytest.fixture
 def worker():
     flush_redis()
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
-                      loglevel="WARNING"):  # fmt: skip
+    with start_worker(
+        app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"
+    ):
         yield
 
 
 def test_a_task_created_over_rest_is_worked_by_managed_agents_on_the_worker(cast, offline, worker):
     client = KeyClient(make_key(cast.org))
-    response = client.post("/api/tasks", {"title": "Build the page", "required_expertise": "React",
-                                          "agent_id": "agent-lena"}, format="json")  # fmt: skip
+    response = client.post(
+        "/api/tasks",
+        {"title": "Build the page", "required_expertise": "React", "agent_id": "agent-lena"},
+        format="json",
+    )
     assert response.status_code == 201
     task_id = response.json()["id"]
 
@@ -75,20 +78,29 @@ def test_a_task_created_over_rest_is_worked_by_managed_agents_on_the_worker(cast
 
     runs = wait_for(runs_ended, timeout=30, interval=0.1)
     assert [(r["agent"], r["trigger"], r["status"]) for r in reversed(runs)] == [
-        ("agent-lena", "created", "completed"), ("agent-sarah", "delegated", "completed"),
-    ]  # fmt: skip
+        ("agent-lena", "created", "completed"),
+        ("agent-sarah", "delegated", "completed"),
+    ]
 
 
 def start_worker_process(name: str, fake, tmp_path) -> subprocess.Popen:
-    env = {**os.environ, **fake.env(), "DATABASE_URL": database_url(),
-           "REDIS_URL": settings.REDIS_URL, "RUNTIME_LEASE_SECONDS": str(LEASE)}  # fmt: skip
+    env = {
+        **os.environ,
+        **fake.env(),
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "RUNTIME_LEASE_SECONDS": str(LEASE),
+    }
     env.pop("TEST_DATABASE_NAME", None)
     log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "-P", "solo", "-n",
-         f"{name}@%h", "-l", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "-n", f"{name}@%h"]
+        + "-P solo -l INFO --without-gossip --without-mingle --without-heartbeat".split(),
+        cwd=BASE_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def logs_of(tmp_path) -> str:
@@ -101,20 +113,25 @@ def logs_of(tmp_path) -> str:
 )
 def test_a_run_whose_worker_is_sigkilled_is_finished_by_another(cast, fake_llm, tmp_path, settings):
     settings.RUNTIME_LEASE_SECONDS = LEASE  # the sweep here, as the workers' lease
-    Agent.objects.filter(pk=cast.alex.pk).update(llm_provider="openai", llm_model="fake")
-    fake_llm.on(agent="agent-alex", replies=[
-        # A call that writes (a new task for Morgan), then the worker dies waiting for the model.
-        Reply(tool_calls=[ToolUse("create_task", {"title": "Rotate the keys",
-                                                  "agent_id": "agent-morgan"}, id="w1")]),
+    managed_by(cast.alex, "openai", "fake")
+    script(
+        fake_llm,
+        cast.alex,
+        calling(
+            ToolUse(
+                "create_task",
+                {"title": "Rotate the keys", "agent_id": "agent-morgan"},
+                id="w1",
+            )
+        ),
         Reply(hang=True),
-        Reply("Indexed; Morgan rotates the keys."),
-    ])  # fmt: skip
+        "Indexed; Morgan rotates the keys.",
+    )
     flush_redis()
     first = start_worker_process("first", fake_llm, tmp_path)
     second = None
     try:
-        task = services.task_create(org=cast.org, actor=cast.by_human, title="Index it",
-                                    assignee=cast.alex)  # fmt: skip
+        task = cast.assign(cast.alex, "Index it")
         run = Run.objects.get(agent=cast.alex)
 
         def second_call_in_flight():
