@@ -2,7 +2,10 @@
 queued runs here, in this process, by the same runner a worker uses."""
 
 import pytest
+from celery.contrib.testing.worker import start_worker
+from django.conf import settings
 
+from config.celery import app
 from organization.caller import Caller, caller_for_agent
 from organization.models import AgentRuntime, TeamRule
 from runtime.models import Run, RunStatus
@@ -57,13 +60,29 @@ class Cast:
 
     def assign(self, agent, title: str = "t", by: Actor | None = None, **fields) -> Task:
         """A new task for `agent`, created by a human unless `by` says who."""
-        by = by or self.by_human
-        return services.task_create(org=self.org, actor=by, title=title, assignee=agent, **fields)
+        who = self.by_human if by is None else by
+        return services.task_create(org=self.org, actor=who, title=title, assignee=agent, **fields)
 
 
 @pytest.fixture
 def cast(db):
     return Cast()
+
+
+def flush_redis():
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+
+
+@pytest.fixture
+def worker():
+    """An in-process Celery worker on the Redis broker of REDIS_URL, emptied first."""
+    flush_redis()
+    with start_worker(
+        app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"
+    ):
+        yield
 
 
 def drain(limit: int = 30) -> list[int]:

@@ -1,6 +1,10 @@
 """Short forms of the model conversations the runtime tests script: which provider an agent's
 runs call, and what its model answers, turn by turn."""
 
+from collections.abc import Callable
+
+from django.db import connection
+
 from organization.models import Agent
 from tests.fake_llm import FakeLLM, Reply, Script, ToolUse
 
@@ -25,3 +29,15 @@ def script(fake: FakeLLM, agent: Agent | str, *turns: Reply | str) -> Script:
     replies = [Reply(turn) if isinstance(turn, str) else turn for turn in turns]
     handle = agent if isinstance(agent, str) else agent.handle
     return fake.on(agent=handle, replies=replies)
+
+
+def looks_while(fake: FakeLLM, agent: Agent, meanwhile: Callable[[], object]) -> None:
+    """`agent`'s model says "Looking." and asks for the roster, and answers "Indexed." after it;
+    `meanwhile` runs as the model asks (someone else's act while the run is under way)."""
+
+    def asks(call):
+        meanwhile()
+        connection.close()  # this is the fake server's thread
+        return [ToolUse("get_organization_roster", {"filter": "all"})]
+
+    script(fake, agent, Reply("Looking.", tool_calls=asks), "Indexed.")

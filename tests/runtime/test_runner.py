@@ -13,7 +13,7 @@ from tasks.models import Task, TaskEvent
 from tests.factories import give_tasks, make_admin_user
 from tests.fake_llm import Reply, ToolUse
 from tests.runtime.conftest import drain
-from tests.runtime.scripts import call, managed_by, script
+from tests.runtime.scripts import call, looks_while, managed_by, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -220,12 +220,8 @@ def test_pausing_an_agent_stops_its_run_before_the_next_model_call_and_resuming_
     monkeypatch.setattr(runtime.sql, "connection", SaysItIs(connection, vendor))
     managed_by(cast.alex, provider)
 
-    def paused_meanwhile(call):
-        Agent.objects.filter(pk=cast.alex.pk).update(is_paused=True)  # the human, meanwhile
-        connection.close()  # this is the fake server's thread
-        return [ToolUse("get_organization_roster", {"filter": "all"})]
-
-    script(fake_llm, cast.alex, Reply("Looking.", tool_calls=paused_meanwhile), "Indexed.")
+    human_pauses_him = Agent.objects.filter(pk=cast.alex.pk).update
+    looks_while(fake_llm, cast.alex, lambda: human_pauses_him(is_paused=True))
     task = cast.assign(cast.alex, "Index the orders")
     (run,) = Run.objects.all()
     assert drain() == [run.pk]

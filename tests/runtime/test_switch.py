@@ -8,7 +8,7 @@ from runtime.lease import CLAIMED
 from runtime.models import Run
 from runtime.runner import run_agent
 from tests.organization.test_admin import change_url, form_of
-from tests.runtime.scripts import calling, managed_by, script
+from tests.runtime.scripts import calling, looks_while, managed_by, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -69,19 +69,14 @@ def test_an_agent_made_external_while_its_run_is_under_way_stops_before_the_next
     import runtime.sql
     from organization.models import Agent
     from runtime.services import run_resume
-    from tests.fake_llm import Reply, ToolUse
     from tests.runtime.conftest import drain
     from tests.vendor import SaysItIs
 
     monkeypatch.setattr(runtime.sql, "connection", SaysItIs(connection, vendor))
     managed_by(cast.alex)
 
-    def made_external_meanwhile(call):
-        Agent.objects.filter(pk=cast.alex.pk).update(runtime="external")  # the team, meanwhile
-        connection.close()  # this is the fake server's thread
-        return [ToolUse("get_organization_roster", {"filter": "all"})]
-
-    script(fake_llm, cast.alex, Reply("Looking.", tool_calls=made_external_meanwhile), "Indexed.")
+    team_switches_him = Agent.objects.filter(pk=cast.alex.pk).update
+    looks_while(fake_llm, cast.alex, lambda: team_switches_him(runtime="external"))
     task = cast.assign(cast.alex, "Index the orders")
     (run,) = Run.objects.all()
     assert drain() == [run.pk]

@@ -9,12 +9,10 @@ import re
 from itertools import count
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from django.conf import settings as django_settings
 from django.db.models import Max
 from django.urls import reverse
 
-from config.celery import app
 from organization.models import Agent, AgentRuntime
 from runtime.context import context_of
 from runtime.models import ACTIVE_STATUSES, Run, RunTrigger
@@ -24,22 +22,12 @@ from tests.factories import make_admin_user, make_agent
 from tests.fake_llm import Reply, ToolUse
 from tests.runtime.conftest import wait_for
 from tests.runtime.scripts import script
-from tests.runtime.test_worker import flush_redis
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.worker,
     pytest.mark.skipif(not django_settings.REDIS_URL, reason="needs Redis (REDIS_URL)"),
 ]
-
-
-@pytest.fixture
-def worker():
-    flush_redis()
-    with start_worker(
-        app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"
-    ):
-        yield
 
 
 def on_the_fake_model(*agents) -> None:

@@ -14,10 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 
-from config.celery import app
 from runtime.models import Run
 from runtime.services import sweep_runs
 from tasks.models import Task, TaskEvent
@@ -25,7 +23,7 @@ from tests.collaboration.test_durability import database_url
 from tests.conftest import KeyClient
 from tests.factories import make_key
 from tests.fake_llm import Reply, ToolUse
-from tests.runtime.conftest import wait_for
+from tests.runtime.conftest import flush_redis, wait_for
 from tests.runtime.scripts import calling, managed_by, script
 
 pytestmark = [
@@ -36,21 +34,6 @@ pytestmark = [
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 LEASE = 2
-
-
-def flush_redis():
-    import redis
-
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
-
-
-@pytest.fixture
-def worker():
-    flush_redis()
-    with start_worker(
-        app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"
-    ):
-        yield
 
 
 def test_a_task_created_over_rest_is_worked_by_managed_agents_on_the_worker(cast, offline, worker):
