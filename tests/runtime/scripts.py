@@ -35,7 +35,7 @@ def looks_while(fake: FakeLLM, agent: Agent, meanwhile: Callable[[], object]) ->
     """`agent`'s model says "Looking." and asks for the roster, and answers "Indexed." after it;
     `meanwhile` runs as the model asks (someone else's act while the run is under way)."""
 
-    def asks(call):
+    def asks(_call):
         meanwhile()
         connection.close()  # this is the fake server's thread
         return [ToolUse("get_organization_roster", {"filter": "all"})]
