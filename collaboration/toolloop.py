@@ -186,8 +186,9 @@ def run_tool_loop(
     tools = offered_tools(caller, tool_names)
     offered = {tool.name: tool for tool in tools}
     specs = [tool_spec(tool) for tool in tools]
-    loop = _Loop(caller, offered, on_turn, copy.deepcopy(list(turns or [])), atomic_record,
-                 on_turns)  # fmt: skip
+    loop = _Loop(
+        caller, offered, on_turn, copy.deepcopy(list(turns or [])), atomic_record, on_turns
+    )
     messages = loop.rebuild(request.conversation())
 
     while True:
@@ -279,9 +280,14 @@ class _Loop:
                 continue
             if turn is None:
                 turn = self.add(
-                    {"kind": TurnKind.TOOL_CALL, "id": call.id, "name": call.name,
-                     "arguments": call.arguments, "status": CallStatus.RUNNING}
-                )  # fmt: skip
+                    {
+                        "kind": TurnKind.TOOL_CALL,
+                        "id": call.id,
+                        "name": call.name,
+                        "arguments": call.arguments,
+                        "status": CallStatus.RUNNING,
+                    }
+                )
                 if not self.atomic_record:
                     self.notify(turn)  # recorded before it runs: see the module's docstring
                 self.settle(turn, call)
@@ -320,12 +326,21 @@ class _Loop:
                 if not undone_for_sure(exc):
                     connection.close()  # broken: what follows takes a new one
                     if not self.may_run_again(call.name, read_only=True):
-                        log.warning("tool %s for %s: the database connection was lost; outcome "
-                                    "unknown", call.name, self.caller.label, exc_info=True)  # fmt: skip
+                        log.warning(
+                            "tool %s for %s: the database connection was lost; outcome unknown",
+                            call.name,
+                            self.caller.label,
+                            exc_info=True,
+                        )
                         turn.update(_interrupted(call.name))
                         break
-                log.warning("tool %s for %s: transient database error (attempt %d)",
-                            call.name, self.caller.label, attempt + 1, exc_info=True)  # fmt: skip
+                log.warning(
+                    "tool %s for %s: transient database error (attempt %d)",
+                    call.name,
+                    self.caller.label,
+                    attempt + 1,
+                    exc_info=True,
+                )
                 time.sleep(TRANSIENT_BACKOFF * 2**attempt)
         else:
             turn.update(_refusal("The tool failed on a database error; try again.", "server_error"))
@@ -404,8 +419,10 @@ class _Loop:
 
 def _timing(started_at, started: float) -> dict:
     """When a call started and how long it ran (ms), for its turn."""
-    return {"started_at": started_at.isoformat(),
-            "ms": round((time.perf_counter() - started) * 1000, 1)}  # fmt: skip
+    return {
+        "started_at": started_at.isoformat(),
+        "ms": round((time.perf_counter() - started) * 1000, 1),
+    }
 
 
 def _refusal(message: str, code: str) -> dict:

@@ -77,17 +77,25 @@ def _send(message: OutboxMessage) -> Exception | None:
         options["priority"] = message.priority
     try:
         if task is not None:
-            task.apply_async(args=message.args, kwargs=message.kwargs,
-                             task_id=str(message.task_id), **options)  # fmt: skip
+            task.apply_async(
+                args=message.args, kwargs=message.kwargs, task_id=str(message.task_id), **options
+            )
         else:
-            current_app.send_task(message.task_name, args=message.args, kwargs=message.kwargs,
-                                  task_id=str(message.task_id), **options)  # fmt: skip
+            current_app.send_task(
+                message.task_name,
+                args=message.args,
+                kwargs=message.kwargs,
+                task_id=str(message.task_id),
+                **options,
+            )
     except Exception as exc:
         log.warning(
             "Outbox message %s (%s) not sent, the relay will retry: %s",
-            message.pk, message.task_name, _error_text(exc),
+            message.pk,
+            message.task_name,
+            _error_text(exc),
             exc_info=not _broker_down(exc),
-        )  # fmt: skip
+        )
         return exc
     return None
 

@@ -75,12 +75,13 @@ class PreparedQuery:
         params = list(params)
         positions = {
             name: [
-                i for i, param in enumerate(params)
-                if param == sentinel or (isinstance(sentinel, str) and isinstance(param, str)
-                                         and sentinel in param)
+                i
+                for i, param in enumerate(params)
+                if param == sentinel
+                or (isinstance(sentinel, str) and isinstance(param, str) and sentinel in param)
             ]
             for name, sentinel in self.sentinels.items()
-        }  # fmt: skip
+        }
         missing = [name for name, found in positions.items() if not found]
         if missing:
             raise ValueError(f"the query does not take {missing} as parameters")
@@ -135,8 +136,9 @@ class PreparedInstances(PreparedQuery):
     def __init__(self, model, fields, build: Callable[..., QuerySet], **sentinels):
         wanted = set(fields)
         self.fields = tuple(f.attname for f in model._meta.concrete_fields if f.attname in wanted)
-        super().__init__(model, lambda **values: build(**values).values_list(*self.fields),
-                         **sentinels)  # fmt: skip
+        super().__init__(
+            model, lambda **values: build(**values).values_list(*self.fields), **sentinels
+        )
 
     def instances(self, **values) -> list:
         alias = router.db_for_read(self.model)

@@ -194,10 +194,15 @@ def execute(run: Run, token: str) -> None:
     _, _, temperature, max_tokens = llm_settings(agent)
     # Offline, the runtime's deterministic routine plays the model (runtime/offline.py).
     request = LLMRequest(
-        system=run.system_prompt, prompt=run.input, model=run.model, temperature=temperature,
-        max_tokens=max_tokens, purpose=Purpose.RUN, label=agent.handle,
+        system=run.system_prompt,
+        prompt=run.input,
+        model=run.model,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        purpose=Purpose.RUN,
+        label=agent.handle,
         offline_routine=offline.routine,
-    )  # fmt: skip
+    )
     recorder = TurnRecorder(run, token)
     # Whom the run's moves wake (another managed agent) is told it was this run.
     reset = services.current_run.set(run.pk)

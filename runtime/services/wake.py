@@ -47,8 +47,11 @@ def _lock_for_wake(agent_id: int, woken_by: int | None) -> tuple[Agent | None, b
 def _held(agent: Agent, trigger: str, task: Task | None, cause: Cause, held: str) -> None:
     log.warning("%s not woken about task %s: %s", agent.handle, task and task.pk, held)
     caused = {"woken_by_id": cause.run_id, "depth": cause.depth, "held": held}
-    insert_new(RunTrigger(organization_id=agent.organization_id, agent=agent, task=task,
-                          trigger=trigger, **caused))  # fmt: skip
+    insert_new(
+        RunTrigger(
+            organization_id=agent.organization_id, agent=agent, task=task, trigger=trigger, **caused
+        )
+    )
 
 
 @transaction.atomic
