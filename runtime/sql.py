@@ -24,7 +24,7 @@ from infrastructure.prepared import (
 )
 from organization.models import Agent
 from tasks.models import Task, TaskComment
-from tasks.rules import NO_KEY
+from tasks.sql import NO_KEY
 
 from .models import ACTIVE_STATUSES, SETTLEABLE, Run, RunStatus, RunTrigger, RunTurn
 

@@ -14,7 +14,6 @@ from organization.selectors import reports_to, team_rule_of, workloads_of
 
 from . import sql
 from .models import FINISHED_STATUSES, ActorKind, Task
-from .sql import NO_KEY as NO_KEY  # re-exported: runtime locks its rows the same way
 
 
 @dataclass(frozen=True)
