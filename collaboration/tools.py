@@ -9,8 +9,8 @@ from .serializers import (
     SessionIdSerializer,
     SessionSerializer,
     StartCollaborationSerializer,
-    validated_start,
 )
+from .spec import StartSpec
 
 
 def _session_body(caller: Caller, session_id) -> dict:
@@ -28,8 +28,7 @@ def _session_body(caller: Caller, session_id) -> dict:
     needs_agent=False,
 )
 def start_collaboration(caller: Caller, params: dict) -> dict:
-    spec = validated_start(params, caller=caller)
-    session = services.session_start(caller=caller, spec=spec)
+    session = services.session_start(caller=caller, spec=StartSpec(**params))
     return {"success": True, **_session_body(caller, session.pk)}
 
 

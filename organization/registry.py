@@ -284,7 +284,7 @@ def _shortened(error) -> str:
     return error.message.replace(quoted, kept)
 
 
-def validate_params(tool: Tool, params: dict) -> dict:
+def validate_params(tool: Tool, params: dict, caller: Caller | None = None) -> dict:
     """The params as the tool's handler receives them: the JSON Schema checks the shape first
     (types, no unknown param, which DRF would ignore), then the validator converts the values.
     """
@@ -299,7 +299,7 @@ def validate_params(tool: Tool, params: dict) -> dict:
         raise invalid_param(where, _shortened(error))
     if tool.validator is None:
         return params
-    body = tool.validator(data=params)
+    body = tool.validator(data=params, context={"caller": caller})
     if not body.is_valid():
         raise invalid_param(*first_error(body.errors))
     return dict(body.validated_data)
@@ -325,4 +325,4 @@ def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
     params = without_nulls(tool.input_schema, params)
     # Every door (REST, MCP, a managed agent's run) records its changes as this caller's.
     with acting_as(caller):
-        return tool.handler(caller, validate_params(tool, params))
+        return tool.handler(caller, validate_params(tool, params, caller))

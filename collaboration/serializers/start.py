@@ -1,20 +1,17 @@
-"""The start of a collaboration: its params, its REST body, and their one validator, which
-returns a StartSpec.
-"""
+"""The start of a collaboration: one serializer checks its body at every door (REST, call-tool,
+MCP) and gives the services a StartSpec."""
 
 import json
 import re
-from decimal import Decimal
+from collections.abc import Mapping
 
 from django.conf import settings
 from rest_framework import serializers
-from rest_framework.fields import empty
 
 from costs.budgets import parse_usd
 from infrastructure.errors import Conflict, DomainError, Invalid
 from organization import registry
 from organization.caller import Caller
-from organization.models import Organization
 from organization.selectors import agent_by_handle
 from organization.serializers import JSONObjectField
 
@@ -23,138 +20,317 @@ from ..providers import PROVIDERS
 from ..spec import AgentSpec, StartSpec
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,99}$")
-TOP_LEVEL_FIELDS = {
-    "task",
-    "agents",
-    "mode",
-    "synthesis",
-    "coordinator_config",
-    "context",
-    "max_parallel",
-    "agent_timeout",
-    "max_total_tokens",
-    "max_cost_usd",
-}
-CONFIG_FIELDS = {"provider", "model", "temperature", "max_tokens", "system_prompt", "providers"}
-# An agent's config may give it tools too (issue 11 §3); the coordinator's may not.
-AGENT_CONFIG_FIELDS = CONFIG_FIELDS | {"tools"}
+NAME_RULE = (
+    "required for an ad-hoc specialist (or give agent_id); letters, digits, spaces, '_', '.', "
+    "'-', at most 100 characters."
+)
 ORG_AGENT_FIELDS = {"agent_id", "focus", "role", "config"}
-ADHOC_AGENT_FIELDS = {"name", "role", "focus", "config"}
 MAX_TASK_CHARS = 100_000
 MAX_CONTEXT_BYTES = 100_000
 MAX_COMPLETION_TOKENS = 100_000
 
 
-class SeedProviderSettingsSerializer(serializers.Serializer):
-    """A seed-style provider's `config`: the settings taken from it."""
+def _messages(message: str, *codes: str) -> dict:
+    return dict.fromkeys(("invalid", "blank", "null", *codes), message)
 
-    model = serializers.CharField(required=False, help_text="The provider's model name.")
-    temperature = serializers.FloatField(
-        required=False, min_value=0, max_value=2, help_text="Sampling temperature, 0 to 2."
+
+class StrictCharField(serializers.CharField):
+    """Text as JSON gives it: a number is not a string."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer as JSON Schema reads one (2 or 2.0), never "2" or true."""
+
+    def to_internal_value(self, data):
+        whole = isinstance(data, int) or isinstance(data, float) and data.is_integer()
+        if isinstance(data, bool) or not whole:
+            self.fail("invalid")
+        return int(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A JSON number, never "1.5" or true."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return float(data)
+
+
+class UsdField(serializers.DecimalField):
+    """An amount of USD read as budgets read one: rounded to the ledger's 9 places."""
+
+    def to_internal_value(self, data):
+        return parse_usd(data, self.field_name)
+
+
+class JSONBodySerializer(serializers.Serializer):
+    """A JSON object with no field beyond the declared ones; a null is a field not given."""
+
+    unknown_fields_allowed = False
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown and not self.unknown_fields_allowed:
+                raise serializers.ValidationError({unknown[0]: ["unknown field."]})
+            data = {key: value for key, value in data.items() if value is not None}
+        return super().to_internal_value(data)
+
+
+def at_most(limit: int, message: str):
+    """A bound checked without appearing in the published schemas, which stay as they are."""
+
+    def check(value):
+        if (len(value) if isinstance(value, str) else value) > limit:
+            raise serializers.ValidationError(message)
+
+    return check
+
+
+def model_field(**kwargs) -> StrictCharField:
+    message = "must be a non-empty string of at most 100 characters."
+    return StrictCharField(
+        error_messages=_messages(message),
+        validators=[at_most(100, message)],
+        help_text="The provider's model name.",
+        **kwargs,
     )
-    max_tokens = serializers.IntegerField(
-        required=False, min_value=1, help_text="Most tokens per answer."
+
+
+def temperature_field(**kwargs) -> StrictFloatField:
+    return StrictFloatField(
+        min_value=0,
+        max_value=2,
+        error_messages=_messages("must be a number from 0 to 2.", "min_value", "max_value"),
+        help_text="Sampling temperature, 0 to 2.",
+        **kwargs,
     )
 
 
-class SeedProviderSerializer(serializers.Serializer):
+def max_tokens_field(**kwargs) -> StrictIntegerField:
+    message = f"must be an integer from 1 to {MAX_COMPLETION_TOKENS}."
+    return StrictIntegerField(
+        min_value=1,
+        error_messages=_messages(message, "min_value"),
+        validators=[at_most(MAX_COMPLETION_TOKENS, message)],
+        help_text="Most tokens per answer.",
+        **kwargs,
+    )
+
+
+def optional_text(limit: int, help_text: str) -> StrictCharField:
+    return StrictCharField(
+        required=False,
+        allow_blank=True,
+        error_messages={"invalid": "must be a string."},
+        validators=[at_most(limit, f"at most {limit} characters.")],
+        help_text=help_text,
+    )
+
+
+def session_limit(help_text: str) -> StrictIntegerField:
+    """A count the session may lower below the server's limit, never raise."""
+    return StrictIntegerField(
+        required=False,
+        min_value=1,
+        error_messages={"invalid": "must be an integer.", "min_value": "must be positive."},
+        help_text=help_text,
+    )
+
+
+class SeedProviderSettingsSerializer(JSONBodySerializer):
+    """A seed-style provider's `config`: the settings taken from it (others are ignored)."""
+
+    unknown_fields_allowed = True
+
+    model = model_field(required=False)
+    temperature = temperature_field(required=False)
+    max_tokens = max_tokens_field(required=False)
+
+
+class SeedProviderSerializer(JSONBodySerializer):
     """Seed 004's `providers: [{"module": "provider-anthropic", "config": {...}}]`."""
 
+    unknown_fields_allowed = True
+
     module = serializers.CharField(
-        help_text="The provider's module, e.g. provider-anthropic or provider-openai."
+        help_text="The provider's module, e.g. provider-anthropic or provider-openai.",
     )
-    config = SeedProviderSettingsSerializer(required=False, help_text="Its model settings.")
+    config = SeedProviderSettingsSerializer(
+        required=False,
+        error_messages={"invalid": "must be an object."},
+        help_text="Its model settings.",
+    )
+
+    def validate_module(self, module: str) -> str:
+        if module and not any(name in module for name in PROVIDERS):
+            raise serializers.ValidationError(f"unknown provider {module!r}.")
+        return module
 
 
-class LLMConfigSerializer(serializers.Serializer):
+class LLMConfigSerializer(JSONBodySerializer):
     """LLM settings (each optional): provider, model, temperature, max_tokens (or seed 004's
     `providers`)."""
 
     provider = serializers.ChoiceField(
-        choices=PROVIDERS, required=False, help_text="Which LLM provider."
+        choices=PROVIDERS,
+        required=False,
+        error_messages=_messages(f"must be one of {', '.join(PROVIDERS)}.", "invalid_choice"),
+        help_text="Which LLM provider.",
     )
-    model = serializers.CharField(required=False, help_text="The provider's model name.")
-    temperature = serializers.FloatField(
-        required=False, min_value=0, max_value=2, help_text="Sampling temperature, 0 to 2."
-    )
-    max_tokens = serializers.IntegerField(
-        required=False, min_value=1, help_text="Most tokens per answer."
-    )
-    system_prompt = serializers.CharField(
-        required=False, allow_blank=True, help_text="Ad-hoc specialists only."
-    )
+    model = model_field(required=False)
+    temperature = temperature_field(required=False)
+    max_tokens = max_tokens_field(required=False)
+    system_prompt = optional_text(20_000, "Ad-hoc specialists only.")
     providers = SeedProviderSerializer(
         many=True,
         required=False,
+        allow_empty=False,
+        error_messages={
+            **dict.fromkeys(("not_a_list", "empty"), "must be a non-empty list of objects."),
+            "invalid": "must be an object.",
+        },
         help_text="Seed 004's form of the settings: the first provider's module and config are "
         "read (provider, model, temperature, max_tokens given beside it win).",
     )
+
+    def validate(self, attrs: dict) -> dict:
+        """The first seed-style provider fills what the config does not give itself."""
+        providers = attrs.pop("providers", None)
+        if providers:
+            first = providers[0]
+            for key, value in first.get("config", {}).items():
+                attrs.setdefault(key, value)
+            module = first.get("module", "")
+            name = next((name for name in PROVIDERS if name in module), None)
+            if name:
+                attrs.setdefault("provider", name)
+        return dict(attrs)
 
 
 class AgentConfigSerializer(LLMConfigSerializer):
     """An agent's LLM settings, and the read-only registry tools it may call."""
 
     tools = serializers.ListField(
-        child=serializers.CharField(),
+        child=StrictCharField(error_messages={"invalid": "must be a list of tool names."}),
         required=False,
+        error_messages={"not_a_list": "must be a list of tool names."},
         help_text="Read-only registry tools (names, as in GET /api/tools) the agent may call while "
         "it works: as itself for an organization agent, as the session's starter for an ad-hoc "
         "one. A tool that writes answers 400 tool_not_read_only, an unknown one 400 unknown_tool.",
     )
 
+    def validate(self, attrs: dict) -> dict:
+        attrs = super().validate(attrs)
+        if not attrs.get("tools"):
+            attrs.pop("tools", None)
+        return attrs
 
-class AgentItemSerializer(serializers.Serializer):
-    agent_id = serializers.CharField(
-        required=False, help_text="An agent of the organization (its handle), or give `name`."
+
+class AgentItemSerializer(JSONBodySerializer):
+    """An agent of the organization (`agent_id`) or an ad-hoc specialist (`name`)."""
+
+    agent_id = StrictCharField(
+        required=False,
+        error_messages=_messages("must be a non-empty string."),
+        help_text="An agent of the organization (its handle), or give `name`.",
     )
-    name = serializers.CharField(required=False, help_text="An ad-hoc specialist's name.")
-    role = serializers.CharField(
-        required=False, allow_blank=True, help_text="An ad-hoc specialist's role."
+    name = StrictCharField(
+        required=False,
+        error_messages=_messages(NAME_RULE),
+        help_text="An ad-hoc specialist's name.",
     )
-    focus = serializers.CharField(
-        required=False, allow_blank=True, help_text="What this agent focuses on."
+    role = optional_text(200, "An ad-hoc specialist's role.")
+    focus = optional_text(10_000, "What this agent focuses on.")
+    config = AgentConfigSerializer(
+        required=False,
+        error_messages={"invalid": "must be an object."},
+        help_text="The agent's LLM settings and tools.",
     )
-    config = AgentConfigSerializer(required=False, help_text="The agent's LLM settings and tools.")
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping) and "agent_id" in data:
+            unknown = sorted(set(data) - ORG_AGENT_FIELDS)
+            if unknown:
+                message = "unknown field for an organization agent."
+                raise serializers.ValidationError({unknown[0]: [message]})
+        return super().to_internal_value(data)
+
+    def validate(self, attrs: dict) -> dict:
+        if "agent_id" in attrs:
+            if "system_prompt" in attrs.get("config", {}):
+                message = (
+                    "an organization agent's prompt is its own (custom prompt + organizational "
+                    "context)."
+                )
+                raise serializers.ValidationError({"config": {"system_prompt": [message]}})
+        elif not NAME_RE.match(attrs.get("name", "")):
+            raise serializers.ValidationError({"name": [NAME_RULE]})
+        return attrs
 
 
-class StartCollaborationSerializer(serializers.Serializer):
-    """Seed 004's contract plus optional per-session limits (only lower than the server's).
-    Without a caller in its context only the fields run (the tool registry's pass); with one, the
-    contract is checked on the values as given and `validated_data` is a StartSpec."""
+class StartCollaborationSerializer(JSONBodySerializer):
+    """Seed 004's contract plus optional per-session limits (only lower than the server's), as
+    the caller in its context starts it: `validated_data` holds a StartSpec's fields."""
 
-    task = serializers.CharField(help_text="The task for agents to collaborate on")
+    default_error_messages = {"invalid": "The body must be a JSON object."}
+
+    task = StrictCharField(
+        error_messages=_messages("required, a non-empty string.", "required"),
+        validators=[at_most(MAX_TASK_CHARS, f"at most {MAX_TASK_CHARS} characters.")],
+        help_text="The task for agents to collaborate on",
+    )
     agents = AgentItemSerializer(
         many=True,
+        allow_empty=False,
+        error_messages={
+            **dict.fromkeys(
+                ("required", "null", "not_a_list", "empty"), "required, a non-empty list."
+            ),
+            "invalid": "must be an object.",
+        },
         help_text="Agents to involve: {agent_id, focus} for an organization agent, or an ad-hoc "
         "specialist {name, role, focus, config}",
     )
     mode = serializers.ChoiceField(
         choices=Mode.choices,
         required=False,
+        error_messages=_messages(f"must be one of {', '.join(Mode.values)}.", "invalid_choice"),
         help_text="How the agents work together. Default: COLLAB_DEFAULT_MODE (parallel).",
     )
     synthesis = serializers.ChoiceField(
         choices=Synthesis.choices,
         required=False,
+        error_messages=_messages(
+            f"must be one of {', '.join(Synthesis.values)}.", "invalid_choice"
+        ),
         help_text="How their answers are combined. Default: COLLAB_DEFAULT_SYNTHESIS "
         "(coordinator).",
     )
     coordinator_config = LLMConfigSerializer(
-        required=False, help_text="The coordinator's LLM settings"
+        required=False,
+        error_messages={"invalid": "must be an object."},
+        help_text="The coordinator's LLM settings",
     )
     # Free-form by seed 004's contract: the one object here that stays open.
     context = JSONObjectField(
         required=False,
         help_text="Shared context passed to all agents (an object, or it as JSON text)",
     )
-    max_parallel = serializers.IntegerField(
-        required=False, min_value=1, help_text="At most this many agents at once."
+    max_parallel = session_limit("At most this many agents at once.")
+    agent_timeout = StrictFloatField(
+        required=False,
+        error_messages={"invalid": "must be a number."},
+        help_text="Seconds per agent.",
     )
-    agent_timeout = serializers.FloatField(required=False, help_text="Seconds per agent.")
-    max_total_tokens = serializers.IntegerField(
-        required=False, min_value=1, help_text="Token budget of the session."
-    )
-    max_cost_usd = serializers.DecimalField(
+    max_total_tokens = session_limit("Token budget of the session.")
+    max_cost_usd = UsdField(
         required=False,
         max_digits=19,
         decimal_places=9,
@@ -164,50 +340,125 @@ class StartCollaborationSerializer(serializers.Serializer):
         "budget_exhausted) if its estimate does not fit, and no call may cross it.",
     )
 
-    def run_validation(self, data=empty):
-        caller = self.context.get("caller")
-        if caller is None:
-            return super().run_validation(data)
-        # REST reads the body as sent (JSON's own types); the tool door's fields ran before.
-        return validate_start(data, org=caller.organization)
+    def to_internal_value(self, data):
+        # Counted before any agent is read: the server's limit bounds the work.
+        if isinstance(data, Mapping) and isinstance(data.get("agents"), list):
+            count, ceiling = len(data["agents"]), settings.COLLAB_MAX_AGENTS
+            if count > ceiling:
+                raise limit_exceeded(
+                    f"agents: {count} agents is above this server's limit of {ceiling}."
+                )
+        return super().to_internal_value(data)
+
+    def validate_agent_timeout(self, value: float) -> float:
+        if value <= 0:
+            raise serializers.ValidationError("must be positive.")
+        return value
+
+    def validate_context(self, context: dict) -> dict:
+        if len(json.dumps(context, default=str)) > MAX_CONTEXT_BYTES:
+            raise serializers.ValidationError(f"at most {MAX_CONTEXT_BYTES} bytes of JSON.")
+        return context
+
+    def validate(self, attrs: dict) -> dict:
+        """The rules across fields and against the organization: who the agents are, what the
+        mode needs, the tools they may have, the server's limits."""
+        organization = self.context["caller"].organization
+        mode = attrs.get("mode") or settings.COLLAB_DEFAULT_MODE
+        agents = [_agent_spec(item, i, organization) for i, item in enumerate(attrs["agents"])]
+        _check_distinct(agents)
+        if mode == Mode.HIERARCHICAL and len(agents) < 2:
+            raise Invalid(
+                "agents: hierarchical mode needs a coordinator and at least one specialist."
+            )
+        if mode == Mode.HIERARCHICAL and agents[0].config.get("tools"):
+            raise Invalid(
+                "agents[0].config.tools: the hierarchical coordinator writes its plan without "
+                "tools; give them to the specialists."
+            )
+        for i, agent in enumerate(agents):
+            _check_tools(agent.config.get("tools", []), f"agents[{i}].config.tools")
+        return {
+            "task": attrs["task"],
+            "agents": agents,
+            "mode": mode,
+            "synthesis": attrs.get("synthesis") or settings.COLLAB_DEFAULT_SYNTHESIS,
+            "coordinator_config": attrs.get("coordinator_config", {}),
+            "context": attrs.get("context", {}),
+            "max_parallel": _within(attrs, "max_parallel", settings.COLLAB_MAX_PARALLEL),
+            "agent_timeout": float(_within(attrs, "agent_timeout", settings.COLLAB_AGENT_TIMEOUT)),
+            "max_total_tokens": _within(
+                attrs, "max_total_tokens", settings.COLLAB_MAX_TOTAL_TOKENS
+            ),
+            "max_cost_usd": attrs.get("max_cost_usd"),
+        }
 
 
 def validated_start(data, *, caller: Caller) -> StartSpec:
-    """A start body (or a tool's validated params) through the serializer, as `caller` starts it."""
+    """A start body through the serializer, as `caller` starts it; 400 naming the field."""
     serializer = StartCollaborationSerializer(data=data, context={"caller": caller})
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
+    if not serializer.is_valid():
+        raise Invalid(first_message(serializer.errors))
+    return StartSpec(**serializer.validated_data)
+
+
+def first_message(detail, where: str = "") -> str:
+    """The first error of a nested detail as "agents[1].config.temperature: …"."""
+    if isinstance(detail, Mapping):
+        key, value = next((k, v) for k, v in detail.items() if v)
+        if isinstance(key, int):  # a ListField's item
+            return first_message(value, f"{where}[{key}]")
+        name = "" if key == "non_field_errors" else str(key)
+        return first_message(value, ".".join(part for part in (where, name) if part))
+    if isinstance(detail, list) and detail and isinstance(detail[0], Mapping | list):
+        index, item = next((i, item) for i, item in enumerate(detail) if item)
+        return first_message(item, f"{where}[{index}]")
+    message = str(detail[0] if isinstance(detail, list) else detail)
+    if not where or message.startswith((f"{where}.", f"{where}[", f"{where}:")):
+        return message  # a message that names its own place (the JSON guard's) keeps it
+    return f"{where}: {message}"
 
 
 def limit_exceeded(message: str) -> DomainError:
     return Invalid(message, "limit_exceeded")
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _agent_spec(item: dict, index: int, organization) -> AgentSpec:
+    if "agent_id" not in item:
+        return AgentSpec(
+            key=item["name"],
+            display_name=item["name"],
+            role=item.get("role") or "specialist",
+            focus=item.get("focus", ""),
+            config=item.get("config", {}),
+        )
+    agent = agent_by_handle(org=organization, handle=item["agent_id"])
+    if agent.is_paused:
+        raise Conflict(
+            f"agents[{index}]: agent {agent.handle} is offline (paused).", "agent_offline"
+        )
+    return AgentSpec(
+        key=agent.handle,
+        display_name=agent.name,
+        role=item.get("role") or agent.role or "specialist",
+        focus=item.get("focus", ""),
+        config=item.get("config", {}),
+        agent=agent,
+    )
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _check_distinct(agents: list[AgentSpec]) -> None:
+    seen: set[str] = set()
+    for i, agent in enumerate(agents):
+        if agent.key in seen:
+            raise Invalid(f"agents[{i}]: {agent.key} appears twice in this session.")
+        seen.add(agent.key)
 
 
-def _optional_text(value, where: str, limit: int = 10_000) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise Invalid(f"{where}: must be a string.")
-    if len(value) > limit:
-        raise Invalid(f"{where}: at most {limit} characters.")
-    return value.strip()
-
-
-def validate_tool_names(value, where: str) -> list[str]:
-    """A specialist's tools: names of the registry's read-only tools, each once (unknown → 400
+def _check_tools(names: list[str], where: str) -> None:
+    """A specialist's tools: the registry's read-only tools, each once (unknown → 400
     `unknown_tool`, one that writes → 400 `tool_not_read_only`)."""
-    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-        raise Invalid(f"{where}: must be a list of tool names.")
-    names: list[str] = []
-    for i, name in enumerate(value):
+    for i, name in enumerate(names):
         tool = registry.REGISTRY.get(name)
         if tool is None:
             raise Invalid(f"{where}[{i}]: unknown tool {name!r}.", "unknown_tool")
@@ -216,219 +467,18 @@ def validate_tool_names(value, where: str) -> list[str]:
                 f"{where}[{i}]: {name} writes; a specialist may be given read-only tools only.",
                 "tool_not_read_only",
             )
-        if name in names:
+        if name in names[:i]:
             raise Invalid(f"{where}[{i}]: {name} is listed twice.")
-        names.append(name)
-    return names
 
 
-def validate_llm_config(
-    value, where: str, *, allow_system_prompt: bool = True, allow_tools: bool = False
-) -> dict:
-    """{provider, model, temperature, max_tokens[, system_prompt][, tools]}; seed-style
-    `providers` too."""
+def _within(attrs: dict, name: str, ceiling):
+    """A session's own limit, or the server's when it gives none; it may only lower it."""
+    value = attrs.get(name)
     if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise Invalid(f"{where}: must be an object.")
-    unknown = sorted(set(value) - (AGENT_CONFIG_FIELDS if allow_tools else CONFIG_FIELDS))
-    if unknown:
-        raise Invalid(f"{where}.{unknown[0]}: unknown field.")
-    config = dict(value)
-    providers = config.pop("providers", None)
-    if providers is not None:
-        # Seed 004 writes `providers: [{"module": "provider-anthropic", "config": {...}}]`.
-        if not isinstance(providers, list) or not providers or not isinstance(providers[0], dict):
-            raise Invalid(f"{where}.providers: must be a non-empty list of objects.")
-        module = str(providers[0].get("module", ""))
-        name = next((p for p in PROVIDERS if p in module), None)
-        if module and name is None:
-            raise Invalid(f"{where}.providers[0].module: unknown provider {module!r}.")
-        inner = providers[0].get("config") or {}
-        if not isinstance(inner, dict):
-            raise Invalid(f"{where}.providers[0].config: must be an object.")
-        for key in ("model", "temperature", "max_tokens"):
-            if key in inner and key not in config:
-                config[key] = inner[key]
-        if name and "provider" not in config:
-            config["provider"] = name
-    clean: dict = {}
-    if config.get("provider") is not None:
-        if not isinstance(config["provider"], str) or config["provider"] not in PROVIDERS:
-            raise Invalid(f"{where}.provider: must be one of {', '.join(PROVIDERS)}.")
-        clean["provider"] = config["provider"]
-    if config.get("model") is not None:
-        model = config["model"]
-        if not isinstance(model, str) or not model.strip() or len(model) > 100:
-            raise Invalid(f"{where}.model: must be a non-empty string of at most 100 characters.")
-        clean["model"] = model.strip()
-    if config.get("temperature") is not None:
-        temperature = config["temperature"]
-        if not _is_number(temperature) or not 0 <= temperature <= 2:
-            raise Invalid(f"{where}.temperature: must be a number from 0 to 2.")
-        clean["temperature"] = float(temperature)
-    if config.get("max_tokens") is not None:
-        max_tokens = config["max_tokens"]
-        if not _is_int(max_tokens) or not 1 <= max_tokens <= MAX_COMPLETION_TOKENS:
-            raise Invalid(
-                f"{where}.max_tokens: must be an integer from 1 to {MAX_COMPLETION_TOKENS}."
-            )
-        clean["max_tokens"] = max_tokens
-    if config.get("system_prompt") is not None:
-        if not allow_system_prompt:
-            raise Invalid(
-                f"{where}.system_prompt: an organization agent's prompt is its own "
-                "(custom prompt + organizational context)."
-            )
-        clean["system_prompt"] = _optional_text(
-            config["system_prompt"], f"{where}.system_prompt", 20_000
-        )
-    if config.get("tools") is not None:
-        tools = validate_tool_names(config["tools"], f"{where}.tools")
-        if tools:
-            clean["tools"] = tools
-    return clean
-
-
-def _validate_agent(item, index: int, org: Organization) -> AgentSpec:
-    where = f"agents[{index}]"
-    if not isinstance(item, dict):
-        raise Invalid(f"{where}: must be an object.")
-    if "agent_id" in item:
-        unknown = sorted(set(item) - ORG_AGENT_FIELDS)
-        if unknown:
-            raise Invalid(f"{where}.{unknown[0]}: unknown field for an organization agent.")
-        handle = item["agent_id"]
-        if not isinstance(handle, str) or not handle.strip():
-            raise Invalid(f"{where}.agent_id: must be a non-empty string.")
-        agent = agent_by_handle(org=org, handle=handle.strip())
-        if agent.is_paused:
-            raise Conflict(f"{where}: agent {agent.handle} is offline (paused).", "agent_offline")
-        return AgentSpec(
-            key=agent.handle,
-            display_name=agent.name,
-            role=_optional_text(item.get("role"), f"{where}.role", 200)
-            or agent.role
-            or "specialist",
-            focus=_optional_text(item.get("focus"), f"{where}.focus"),
-            config=validate_llm_config(
-                item.get("config"), f"{where}.config", allow_system_prompt=False, allow_tools=True
-            ),
-            agent=agent,
-        )
-    unknown = sorted(set(item) - ADHOC_AGENT_FIELDS)
-    if unknown:
-        raise Invalid(f"{where}.{unknown[0]}: unknown field.")
-    name = item.get("name")
-    if not isinstance(name, str) or not NAME_RE.match(name.strip()):
-        raise Invalid(
-            f"{where}.name: required for an ad-hoc specialist (or give agent_id); letters, digits, "
-            "spaces, '_', '.', '-', at most 100 characters."
-        )
-    return AgentSpec(
-        key=name.strip(),
-        display_name=name.strip(),
-        role=_optional_text(item.get("role"), f"{where}.role", 200) or "specialist",
-        focus=_optional_text(item.get("focus"), f"{where}.focus"),
-        config=validate_llm_config(item.get("config"), f"{where}.config", allow_tools=True),
-    )
-
-
-def _limit(payload: dict, name: str, ceiling, *, integer: bool):
-    if payload.get(name) is None:
         return ceiling
-    value = payload[name]
-    if integer and not _is_int(value) or not integer and not _is_number(value):
-        raise Invalid(f"{name}: must be {'an integer' if integer else 'a number'}.")
-    if value <= 0:
-        raise Invalid(f"{name}: must be positive.")
     if value > ceiling:
         raise limit_exceeded(
-            f"{name}: {value} is above this server's limit of {ceiling}; a session may only lower it."
+            f"{name}: {value} is above this server's limit of {ceiling}; a session may only "
+            "lower it."
         )
     return value
-
-
-def validate_start(payload, *, org: Organization) -> StartSpec:
-    """Seed 004's contract, with our limits; raises Invalid/NotFound/Conflict naming the field."""
-    if not isinstance(payload, dict):
-        raise Invalid("The body must be a JSON object.")
-    unknown = sorted(set(payload) - TOP_LEVEL_FIELDS)
-    if unknown:
-        raise Invalid(f"{unknown[0]}: unknown field.")
-    task = payload.get("task")
-    if not isinstance(task, str) or not task.strip():
-        raise Invalid("task: required, a non-empty string.")
-    if len(task) > MAX_TASK_CHARS:
-        raise Invalid(f"task: at most {MAX_TASK_CHARS} characters.")
-    mode = payload.get("mode") or settings.COLLAB_DEFAULT_MODE
-    if mode not in Mode.values:
-        raise Invalid(f"mode: must be one of {', '.join(Mode.values)}.")
-    synthesis = payload.get("synthesis") or settings.COLLAB_DEFAULT_SYNTHESIS
-    if synthesis not in Synthesis.values:
-        raise Invalid(f"synthesis: must be one of {', '.join(Synthesis.values)}.")
-    agents = payload.get("agents")
-    if not isinstance(agents, list) or not agents:
-        raise Invalid("agents: required, a non-empty list.")
-    if len(agents) > settings.COLLAB_MAX_AGENTS:
-        raise limit_exceeded(
-            f"agents: {len(agents)} agents is above this server's limit of "
-            f"{settings.COLLAB_MAX_AGENTS}."
-        )
-    specs = [_validate_agent(item, i, org) for i, item in enumerate(agents)]
-    seen: set[str] = set()
-    for i, spec in enumerate(specs):
-        if spec.key in seen:
-            raise Invalid(f"agents[{i}]: {spec.key} appears twice in this session.")
-        seen.add(spec.key)
-    if mode == Mode.HIERARCHICAL and len(specs) < 2:
-        raise Invalid("agents: hierarchical mode needs a coordinator and at least one specialist.")
-    if mode == Mode.HIERARCHICAL and specs[0].config.get("tools"):
-        raise Invalid(
-            "agents[0].config.tools: the hierarchical coordinator writes its plan without tools; "
-            "give them to the specialists."
-        )
-    context = payload.get("context")
-    if context is None:
-        context = {}
-    if isinstance(context, str):
-        context = _context_from_text(context)
-    if not isinstance(context, dict):
-        raise Invalid("context: must be an object.")
-    if len(json.dumps(context, default=str)) > MAX_CONTEXT_BYTES:
-        raise Invalid(f"context: at most {MAX_CONTEXT_BYTES} bytes of JSON.")
-    return StartSpec(
-        task=task.strip(),
-        agents=specs,
-        mode=mode,
-        synthesis=synthesis,
-        coordinator_config=validate_llm_config(
-            payload.get("coordinator_config"), "coordinator_config"
-        ),
-        context=context,
-        max_parallel=_limit(payload, "max_parallel", settings.COLLAB_MAX_PARALLEL, integer=True),
-        agent_timeout=float(
-            _limit(payload, "agent_timeout", settings.COLLAB_AGENT_TIMEOUT, integer=False)
-        ),
-        max_total_tokens=_limit(
-            payload, "max_total_tokens", settings.COLLAB_MAX_TOTAL_TOKENS, integer=True
-        ),
-        max_cost_usd=_max_cost(payload.get("max_cost_usd")),
-    )
-
-
-def _context_from_text(text: str) -> dict:
-    """`context` given as JSON text (the schema offers it so, for OpenAI's strict mode): the
-    object it holds, under the same guard as a body's (NUL, depth, range)."""
-    field = JSONObjectField()
-    field.field_name = "context"
-    try:
-        return field.to_internal_value(text)
-    except serializers.ValidationError as exc:
-        detail = exc.detail[0] if isinstance(exc.detail, list) else exc.detail
-        message = str(detail)
-        raise Invalid(message if message.startswith("context") else f"context: {message}") from None
-
-
-def _max_cost(value) -> Decimal | None:
-    return None if value is None else parse_usd(value, "max_cost_usd")

@@ -195,16 +195,30 @@ def test_a_body_that_is_not_an_object_is_400(acme, org_client):
     assert response.json()["code"] == "invalid"
 
 
-def test_rest_reads_numbers_as_sent_and_the_tool_door_as_its_fields_read_them(acme, org_client):
-    response = start(org_client(acme), max_parallel=2.0)
-    assert response.status_code == 400
-    assert response.json()["error"] == "max_parallel: must be an integer."
-    started = call_tool(
-        human(acme),
-        "start_collaboration",
-        {"task": "t", "agents": specialists("a"), "max_parallel": 2.0},
+@pytest.mark.parametrize(
+    "max_parallel, answer",
+    [(2.0, 2), (2, 2), ("2", "max_parallel: must be an integer."), (2.5, "must be an integer.")],
+)
+def test_both_doors_read_a_number_as_json_schema_does(acme, agent_client, max_parallel, answer):
+    """2.0 is an integer to the published schemas, "2" and 2.5 are not: REST and the tool door
+    give the same answer."""
+    client = agent_client(agent_of(acme, "agent-sarah"))
+    body = {"task": "t", "agents": specialists("a"), "max_parallel": max_parallel}
+    rest = client.post("/api/collaborations", body, format="json")
+    tool = client.post(
+        "/api/agent-engine/call-tool",
+        {"toolName": "start_collaboration", "params": body},
+        format="json",
     )
-    assert started["limits"]["max_parallel"] == 2
+    if isinstance(answer, int):
+        assert (rest.status_code, tool.status_code) == (202, 200), (rest.content, tool.content)
+        assert rest.json()["limits"]["max_parallel"] == answer
+        assert tool.json()["limits"]["max_parallel"] == answer
+    else:
+        assert (rest.status_code, tool.status_code) == (400, 400)
+        assert (rest.json()["code"], tool.json()["code"]) == ("invalid", "invalid")
+        assert "max_parallel" in rest.json()["error"] and "max_parallel" in tool.json()["error"]
+        assert answer in rest.json()["error"]
 
 
 def test_limits_may_be_lowered_per_session(acme, org_client):
