@@ -3,7 +3,7 @@
 import os
 import threading
 
-from celery import Celery, bootsteps
+from celery import Celery, bootsteps, signals
 
 if not os.environ.get("DJANGO_SETTINGS_MODULE", "").strip():  # unset or empty: the default
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
@@ -11,6 +11,17 @@ if not os.environ.get("DJANGO_SETTINGS_MODULE", "").strip():  # unset or empty: 
 app = Celery("agent_org")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.worker_init.connect
+def wait_longer_for_connections(**kwargs) -> None:
+    """A worker's threads wait WORKER_DATABASE_POOL_TIMEOUT for a pooled connection (set before
+    the pool is made, at the first query): a burst of runs queues rather than fails."""
+    from django.conf import settings
+
+    pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
+    if isinstance(pool, dict):
+        pool["timeout"] = settings.WORKER_DATABASE_POOL_TIMEOUT
 
 
 class WakeTheLoop(bootsteps.StartStopStep):

@@ -100,6 +100,24 @@ def _send(message: OutboxMessage) -> Exception | None:
     return None
 
 
+def waiting_in_broker() -> int | None:
+    """How many messages wait in the broker's default queue; None when the broker cannot say
+    (it is away)."""
+    from celery import current_app
+    from kombu.exceptions import ChannelError
+
+    try:
+        with current_app.connection_for_read() as conn:
+            queue = current_app.conf.task_default_queue
+            return conn.default_channel.queue_declare(queue=queue, passive=True).message_count
+    except ChannelError:
+        return 0  # Redis drops an empty queue's key: nothing waits
+    except Exception as exc:
+        if _broker_down(exc):
+            return None
+        raise
+
+
 def _error_text(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"[:2000]
 

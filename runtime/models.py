@@ -60,6 +60,13 @@ class Run(models.Model):
     # blocked with the reason, or left as the model left it.
     outcome = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True, default="")
+    # What a running run's model call waits for, if anything (collaboration/providers/slots.py).
+    waiting_for = models.CharField(
+        max_length=20,
+        blank=True,
+        default="",
+        choices=[("model_slot", "a model slot"), ("rate_limit", "the provider's rate limit")],
+    )
     # The lease: the worker running it renews heartbeat_at; a stale one is resumed elsewhere.
     lease_token = models.CharField(max_length=32, blank=True, default="")
     heartbeat_at = models.DateTimeField(null=True, blank=True)

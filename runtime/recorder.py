@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from collaboration import providers
-from collaboration.providers import BudgetRefused, LLMReply, LLMRequest
+from collaboration.providers import BudgetRefused, LLMReply, LLMRequest, slots
 from collaboration.providers.turns import Turn, TurnKind, tokens_of
 from costs.metering import Meter, task_ancestry
 from costs.models import UsagePurpose
@@ -51,13 +51,18 @@ class TurnRecorder:
             raise AgentPaused
         started = time.perf_counter()
         try:
-            return providers.complete(self.run.provider, request, meter=self.meter)
+            with slots.waiting(self._waiting):
+                return providers.complete(self.run.provider, request, meter=self.meter)
         except BudgetRefused as exc:
             if getattr(exc.__cause__, "held_only", False):
                 raise WaitForHeadroom(str(exc)) from exc
             raise
         finally:
             self.last_ms = (time.perf_counter() - started) * 1000
+
+    def _waiting(self, reason: str) -> None:
+        """The run says what its model call waits for (a model slot, a rate limit), or "" again."""
+        Run.objects.filter(pk=self.run.pk, lease_token=self.token).update(waiting_for=reason)
 
     def __call__(self, turn: Turn) -> None:
         # A tool call's turn says how long it ran (`ms`, the loop measures it).

@@ -64,6 +64,7 @@ class RunSerializer(serializers.ModelSerializer):
             "task",
             "trigger",
             "status",
+            "waiting_for",
             "triggers",
             "previous",
             "depth",

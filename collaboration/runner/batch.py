@@ -5,6 +5,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, wait
 
+from infrastructure.connections import release_connection
+
 from ..models import Contribution, ContributionStatus
 from .agent import run_agent, settle
 from .context import RunContext, Slot
@@ -31,6 +33,7 @@ def run_batch(
         slot.future = agent_pool().submit(in_agent_thread, work, ctx, slot, permits)
     open_slots = list(slots)
     while open_slots:
+        release_connection()  # the session waits on its agents holding none
         wait([s.future for s in open_slots], timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
         now = time.monotonic()
         still_open = []

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from infrastructure.connections import release_connection
+
 from .. import events
 from ..models import CollaborationSession, ContributionStatus, SessionStatus
 from .context import RunContext
@@ -40,6 +42,7 @@ class Heartbeat(threading.Thread):
                     # The connection may be broken (a restart, a failover): the next beat
                     # takes a new one, or the lease would lapse while the run is alive.
                     connection.close()
+                release_connection()  # held a moment a second, not for the session's life
                 if self.ctx.lease_lost.is_set():
                     return
         finally:

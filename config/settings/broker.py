@@ -3,7 +3,7 @@
 from django.core.exceptions import ImproperlyConfigured
 
 from config.settings.base import TIME_ZONE, VAR_DIR, make_var_dir
-from config.settings.environment import env_bool, env_int, env_interval, env_str
+from config.settings.environment import env_bool, env_float, env_int, env_interval, env_str
 
 # Redis when REDIS_URL is set (production, tests); otherwise a broker that needs no server.
 REDIS_URL = env_str("REDIS_URL")
@@ -45,6 +45,15 @@ else:
         # out keeps the others busy), and a worker takes a message only when a thread of it is
         # free: a more urgent message sent later is then not stuck behind ones it reserved.
         CELERY_WORKER_DISABLE_PREFETCH = env_bool("CELERY_WORKER_DISABLE_PREFETCH", True)
+# `celery -A config worker` with no pool or concurrency option runs one process of threads: a
+# run or a session holds a thread, not a database connection, while its model thinks (the
+# connection goes back to the pool around each model call), so enough threads that the model
+# slots (LLM_MAX_CALLS_IN_FLIGHT), not the threads, bound how many agents think at once.
+CELERY_WORKER_POOL = env_str("WORKER_POOL", "threads")
+CELERY_WORKER_CONCURRENCY = env_int("WORKER_CONCURRENCY", 1024, minimum=1)
+# A worker's thread waits this long for a pooled database connection (a request waits
+# DATABASE_POOL_TIMEOUT): a burst of a thousand runs queues for the pool instead of failing.
+WORKER_DATABASE_POOL_TIMEOUT = env_float("WORKER_DATABASE_POOL_TIMEOUT", 300.0, minimum=0.1)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -3,9 +3,10 @@ and expert discovery."""
 
 from decimal import Decimal
 
-from collaboration.providers import default_models, price_ids
+from collaboration.providers import SDK_KEYS, default_models, price_ids
 from config.settings.environment import (
     env_bool,
+    env_counts,
     env_float,
     env_int,
     env_interval,
@@ -41,6 +42,13 @@ COLLAB_MAX_AGENTS = env_int("COLLAB_MAX_AGENTS", 5, minimum=1)
 COLLAB_MAX_PARALLEL = env_int("COLLAB_MAX_PARALLEL", 3, minimum=1)
 COLLAB_AGENT_TIMEOUT = env_float("COLLAB_AGENT_TIMEOUT", 300.0)
 COLLAB_MAX_TOTAL_TOKENS = env_int("COLLAB_MAX_TOTAL_TOKENS", 200_000, minimum=1)
+# Model calls one worker process has in flight at once, and per provider (`openai=200,…`; unset:
+# the same bound); past them a call waits its turn holding no database connection, and a run says
+# so (`waiting_for`: model_slot). A 429 the SDK's retries did not clear waits and tries again for
+# at most LLM_RATE_LIMIT_MAX_WAIT_SECONDS (within the call's deadline) before the call fails.
+LLM_MAX_CALLS_IN_FLIGHT = env_int("LLM_MAX_CALLS_IN_FLIGHT", 1000, minimum=1)
+LLM_MAX_CALLS_PER_PROVIDER = env_counts("LLM_MAX_CALLS_PER_PROVIDER", [str(p) for p in SDK_KEYS])
+LLM_RATE_LIMIT_MAX_WAIT_SECONDS = env_float("LLM_RATE_LIMIT_MAX_WAIT_SECONDS", 300.0)
 # The SDKs' own retries (429/5xx/connection errors) inside one agent's timeout.
 COLLAB_PROVIDER_MAX_RETRIES = env_int("COLLAB_PROVIDER_MAX_RETRIES", 2, minimum=0)
 # Model calls a specialist with tools (agents[].config.tools) may make before it must have

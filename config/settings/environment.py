@@ -108,3 +108,18 @@ def env_prices(name: str) -> dict[str, dict[str, Decimal]]:
             )
         prices[key] = price
     return prices
+
+
+def env_counts(name: str, names) -> dict[str, int]:
+    """`<name>=<count>,…` (e.g. `openai=200,anthropic=50`): a whole number ≥ 1 for some of
+    `names`."""
+    counts = {}
+    for item in env_list(name):
+        key, _, value = (part.strip() for part in item.partition("="))
+        if key not in names or not re.fullmatch(r"[0-9]+", value) or int(value) < 1:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} must read <provider>=<count ≥ 1> with a provider of "
+                f"{', '.join(names)}, e.g. openai=200,anthropic=50."
+            )
+        counts[key] = int(value)
+    return counts

@@ -14,6 +14,7 @@ from django.db.models import Exists, F, Max, Min, OuterRef, Q
 from django.utils import timezone
 
 from costs.budgets import blocking_budget
+from infrastructure import outbox
 from organization.models import Agent, AgentRuntime
 from tasks.models import HELD_STATUSES, InboxItem, Task
 from tasks.signals import WAKING_KINDS
@@ -31,13 +32,16 @@ ALWAYS_MANAGED = datetime.min.replace(tzinfo=UTC)
 
 def sweep_runs() -> dict:
     """Send again the runs a worker lost — running with a heartbeat older than the lease, or
-    queued and not sent for as long — and the wake-ups that were lost (`_never_woken`)."""
+    queued and not sent for as long while nothing waits in the broker — and the wake-ups that
+    were lost (`_never_woken`)."""
     stale = timezone.now() - timedelta(seconds=settings.RUNTIME_LEASE_SECONDS)
     lost = list(
         Run.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=stale).values_list(
             "pk", "agent_id"
         )
     )
+    # A queued run whose message waits in the broker behind busy threads is not lost: only
+    # once nothing waits there is a run still queued after a lease sent again.
     unsent = [
         (run.pk, run.agent_id)
         for run in Run.objects.filter(
@@ -47,6 +51,8 @@ def sweep_runs() -> dict:
         # as a paused agent's waits for its resumption: not sent again every lease for a month.
         if blocking_budget(run.agent) is None
     ]
+    if unsent and outbox.waiting_in_broker() != 0:
+        unsent = []
     for pk, agent_id in lost + unsent:
         with transaction.atomic():
             dispatch(Run(pk=pk, agent_id=agent_id))

@@ -1,7 +1,8 @@
 """A session whose database connections are dropped (a server restart, a failover, an idle
-timeout: `pg_terminate_backend`) while an agent's call is in flight, and a run whose lease another
-run took over. The database is back at once; the session must neither stay `running` with
-nothing to resume it, nor be run twice at once, nor lose a cancel.
+timeout: `pg_terminate_backend`) while an agent's call is in flight or in the middle of the
+session's own statement, and a run whose lease another run took over. The database is back at
+once; the session must neither stay `running` with nothing to resume it, nor be run twice at
+once, nor lose a cancel.
 
 Also: a cancel accepted while the session synthesizes ends it cancelled, as its caller was told.
 """
@@ -22,6 +23,7 @@ from config.celery import app
 from tests.collaboration.conftest import event_names, human, specialists, wait_for
 from tests.collaboration.starts import started
 from tests.conftest import requires_postgres
+from tests.db_cut import OTHER_BACKENDS, cut_when_blocked, kill
 from tests.fake_llm import Reply
 
 pytestmark = [
@@ -52,18 +54,6 @@ def in_thread(session_id, outcome: dict | None = None) -> threading.Thread:
     thread = threading.Thread(target=work, daemon=True)
     thread.start()
     return thread
-
-
-def kill(query: str) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(pg_terminate_backend(pid)) FROM ({query}) AS found")
-        return cursor.fetchone()[0]
-
-
-OTHER_BACKENDS = (
-    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-    "AND pid <> pg_backend_pid()"
-)
 
 
 def fetch(session) -> CollaborationSession:
@@ -113,16 +103,36 @@ def test_a_run_whose_lease_was_taken_over_stops_and_leaves_the_outcome_to_the_ne
     assert "complete" not in event_names(session)
 
 
-def test_a_run_that_lost_its_database_hands_the_session_back_to_resume(hanging, fake_llm):
-    """Every connection of the run is dropped while its agent's call is in flight: the run
-    raises the database's error (the Celery task retries on it), gives its lease back, and the
-    next run resumes and ends the session."""
+def test_a_restart_while_the_agent_thinks_costs_the_session_nothing(hanging, fake_llm):
+    """Every connection is dropped during the agent's call: the session's threads held none
+    (the heartbeat gives its back after each beat), so the same run ends the session."""
     _, session = hanging
     outcome: dict = {}
     thread = in_thread(session.pk, outcome)
     wait_for(lambda: fake_llm.calls_for(agent="slow"), timeout=30)
-    assert kill(OTHER_BACKENDS) >= 2  # the session thread's, the heartbeat's, the agent's
+    kill(OTHER_BACKENDS)
     fake_llm.release()
+    thread.join(timeout=30)
+    assert outcome == {"returned": "claimed"}, outcome
+    session = fetch(session)
+    assert session.status == "completed", (session.status, session.error)
+    assert len(fake_llm.calls_for(agent="slow")) == 1
+
+
+# The session's first write once its agents are done: it moves to synthesizing.
+FINISHING = '%"collaboration_collaborationsession" SET "status"%'
+
+
+def test_a_run_that_lost_its_database_hands_the_session_back_to_resume(hanging, fake_llm):
+    """The session's own statement is cut as it moves on to the synthesis: the run raises the database's error
+    (the Celery task retries on it), gives its lease back, and the next run ends the session
+    without asking the agent again."""
+    _, session = hanging
+    outcome: dict = {}
+    thread = in_thread(session.pk, outcome)
+    wait_for(lambda: fake_llm.calls_for(agent="slow"), timeout=30)
+    with cut_when_blocked(CollaborationSession.objects.filter(pk=session.pk), FINISHING):
+        fake_llm.release()
     thread.join(timeout=30)
     assert isinstance(outcome.get("raised"), OperationalError), outcome
     assert (fetch(session).status, fetch(session).lease_token) == ("running", "")
@@ -130,6 +140,7 @@ def test_a_run_that_lost_its_database_hands_the_session_back_to_resume(hanging, 
     session = fetch(session)
     assert session.status == "completed", (session.status, session.error)
     assert session.contributions.get().status == "completed"
+    assert len(fake_llm.calls_for(agent="slow")) == 1
 
 
 @pytest.mark.worker
@@ -152,8 +163,8 @@ def test_on_a_celery_worker_the_session_is_retried_and_ends(acme, fake_llm):
         ):
             session = started(acme, specialists("slow"), synthesis="merge", agent_timeout=60)
             wait_for(lambda: fake_llm.calls_for(agent="slow"), timeout=30)
-            kill(OTHER_BACKENDS)
-            fake_llm.release()
+            with cut_when_blocked(CollaborationSession.objects.filter(pk=session.pk), FINISHING):
+                fake_llm.release()
             wait_for(lambda: fetch(session).is_finished, timeout=30)
             wait_for(lambda: "SUCCESS" in states, timeout=10)
     finally:

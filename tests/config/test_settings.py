@@ -5,7 +5,7 @@ every module of config/, manage.py and the apps organization/, tasks/, collabora
 (migrations aside) — found by reading their source, plus the variables the LLM SDKs read for us. A read is
 `os.environ.get("X")`, `os.environ["X"]`, `"X" in os.environ`, `os.getenv("X")`,
 `os.environ.setdefault("X", …)` or one of the settings' helpers `env_str/env_bool/env_int/env_float/
-env_list/env_prices/env_interval("X", …)`. A name computed at run time (`os.environ.get(variable)`) is not a read of a
+env_list/env_prices/env_interval/env_counts("X", …)`. A name computed at run time (`os.environ.get(variable)`) is not a read of a
 name; the providers' key variables are read by name elsewhere too. The test suite's, benchmarks'
 and example's variables are out of scope (listed at the end of the page, not checked).
 """
@@ -28,7 +28,16 @@ from config.settings import env_bool, env_float, env_int
 BASE_DIR = Path(__file__).resolve().parents[2]
 DOC = BASE_DIR / "docs" / "configuration.md"
 SERVICE_CODE = ["config", "organization", "tasks", "collaboration", "runtime", "manage.py"]
-HELPERS = {"env_str", "env_bool", "env_int", "env_float", "env_list", "env_prices", "env_interval"}
+HELPERS = {
+    "env_str",
+    "env_bool",
+    "env_int",
+    "env_float",
+    "env_list",
+    "env_prices",
+    "env_interval",
+    "env_counts",
+}
 # Read by a library on our behalf, not by our code; documented all the same.
 # The SDKs read these themselves; the service only looks them up by name (collaboration.providers.SDK_KEYS).
 READ_BY_LIBRARIES = {"OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}

@@ -18,6 +18,7 @@ from infrastructure.models import OutboxMessage
 from runtime.models import RUN_AGENT_TASK, Run, RunStatus, RunTrigger
 from runtime.services import MANAGER_PRIORITY, REPORT_PRIORITY, run_wake, sweep_runs
 from tasks.models import Task
+from tests.broker_keys import delete_broker_keys
 from tests.conftest import requires_postgres
 from tests.runtime.conftest import wait_for
 
@@ -44,6 +45,8 @@ def test_the_sweep_sends_a_run_again_with_its_agents_priority(cast, settings):
     long_ago = timezone.now() - timedelta(seconds=settings.RUNTIME_LEASE_SECONDS + 5)
     Run.objects.update(dispatched_at=long_ago)
     OutboxMessage.objects.all().delete()
+    if settings.REDIS_URL:
+        delete_broker_keys(settings.CELERY_BROKER_URL)  # their messages were lost
     resent = sweep_runs()
     lena_run, alex_run = Run.objects.get(agent=cast.lena), Run.objects.get(agent=cast.alex)
     assert sorted(resent["resent"]) == sorted([lena_run.pk, alex_run.pk])

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from costs.models import UsageRecord
 from runtime.models import Run
 from runtime.services import sweep_runs
 from tasks.models import Task, TaskEvent
@@ -78,7 +79,8 @@ def start_worker_process(name: str, fake, tmp_path) -> subprocess.Popen:
     log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "-n", f"{name}@%h"]
-        + "-P solo -l INFO --without-gossip --without-mingle --without-heartbeat".split(),
+        # No pool or concurrency option: the settings' (the threads pool), as in production.
+        + "-l INFO --without-gossip --without-mingle --without-heartbeat".split(),
         cwd=BASE_DIR,
         env=env,
         stdout=log,
@@ -150,6 +152,9 @@ def test_a_run_whose_worker_is_sigkilled_is_finished_by_another(cast, fake_llm, 
     assert [(c["name"], c["status"]) for c in calls] == [("create_task", "ok")]
     # The model call the killed worker left hanging is the only one made again.
     assert [c.answered for c in fake_llm.calls_for(agent="agent-alex")] == [True, False, True]
+    # One ledger row an answered call, none twice (the killed call, held by no budget, left none).
+    states = list(UsageRecord.objects.filter(run=run).values_list("state", flat=True))
+    assert states == ["recorded", "recorded"], states
     task.refresh_from_db()
     assert (task.status, task.result) == ("completed", "Indexed; Morgan rotates the keys.")
     rows = list(TaskEvent.objects.values_list("task_id", "kind", "actor_label", "before", "after"))
