@@ -413,7 +413,7 @@ def insert_from_json(model, document: str, *, returning: str = "") -> list[tuple
 # very expression of `named_in_delegation_chain` (an agent's view of the tasks searches it).
 POSTGRESQL_EXTRAS = """
 CREATE OR REPLACE FUNCTION count_estimate(query text) RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql VOLATILE AS $$
 DECLARE plan jsonb;
 BEGIN
     EXECUTE 'EXPLAIN (FORMAT JSON) ' || query INTO plan;
