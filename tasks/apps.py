@@ -27,9 +27,11 @@ class TasksConfig(AppConfig):
 
         from . import tools  # noqa: F401  registers the task tools
         from .services import escalate_work_of_leaving_agent, fill_from_queue
+        from .sql import install_postgresql_extras
 
         post_migrate.connect(ensure_stale_sweep_schedule, sender=self)
         post_migrate.connect(ensure_webhook_sweep_schedule, sender=self)
+        post_migrate.connect(install_postgresql_extras, sender=self)
         # Rule 5: a resumed agent, or one given more capacity, receives its queue at once.
         agent_gained_room.connect(
             lambda agent, **kwargs: fill_from_queue(agent), weak=False, dispatch_uid="fill-queue"

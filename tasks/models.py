@@ -106,6 +106,8 @@ class Task(models.Model):
                 name="task_queue_order",
             ),
             models.Index(fields=["organization", "status", "queued_at"], name="task_org_status"),
+            # A list of the organization's tasks, newest first, reads one page of it.
+            models.Index(fields=["organization", "created_at"], name="task_org_created"),
         ]
 
     def __str__(self) -> str:
@@ -168,7 +170,10 @@ MAX_WAIT_SECONDS = 2**31 - 1
 class TaskEvent(models.Model):
     """The audit trail: append-only. Rows are inserted, never updated or deleted."""
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    # Indexed by taskevent_org_time (organization, created_at): the dashboard's recent moves.
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     # Indexed by taskevent_task_time (task, created_at): a second index would only slow inserts.
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events", db_index=False)
     kind = models.CharField(max_length=20, choices=EventKind.choices)
@@ -204,7 +209,10 @@ class TaskEvent(models.Model):
 
     class Meta:
         ordering = ["created_at", "pk"]
-        indexes = [models.Index(fields=["task", "created_at"], name="taskevent_task_time")]
+        indexes = [
+            models.Index(fields=["task", "created_at"], name="taskevent_task_time"),
+            models.Index(fields=["organization", "created_at"], name="taskevent_org_time"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} by {self.actor_label}"

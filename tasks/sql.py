@@ -404,3 +404,50 @@ def insert_from_json(model, document: str, *, returning: str = "") -> list[tuple
     with connection.cursor() as cursor:
         cursor.execute(_insert_sql(model, returning), [document])
         return cursor.fetchall() if returning else []
+
+
+# --- the admin lists' counts ------------------------------------------------------------------
+
+
+# The planner's estimate of a query's rows; a trigram index on the delegation chain's text in the
+# very expression of `named_in_delegation_chain` (an agent's view of the tasks searches it).
+POSTGRESQL_EXTRAS = """
+CREATE OR REPLACE FUNCTION count_estimate(query text) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE plan jsonb;
+BEGIN
+    EXECUTE 'EXPLAIN (FORMAT JSON) ' || query INTO plan;
+    RETURN (plan -> 0 -> 'Plan' ->> 'Plan Rows')::bigint;
+END $$;
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE INDEX IF NOT EXISTS task_chain_trgm ON tasks_task
+    USING gin ((UPPER(delegation_chain::text)) gin_trgm_ops);
+"""
+
+
+def install_postgresql_extras(*, using: str = "default", **kwargs) -> None:
+    """Create `POSTGRESQL_EXTRAS` (idempotent): by migration 0010, and after every migrate, so a
+    database made without migrations (the tests') has them too."""
+    db = connections[using]
+    if db.vendor == "postgresql":
+        with db.cursor() as cursor:
+            cursor.execute(POSTGRESQL_EXTRAS)
+
+
+def counted_or_estimated(queryset, *, exact_up_to: int) -> int:
+    """How many rows `queryset` has: exact up to `exact_up_to`, past it the planner's estimate
+    (`count_estimate`), in one statement that reads at most `exact_up_to + 1` rows; an exact
+    COUNT of a million tasks reads them all."""
+    db = connections[queryset.db]
+    if db.vendor != "postgresql":
+        return queryset.count()
+    rows = queryset.order_by().values("pk")
+    bounded, params = rows[: exact_up_to + 1].query.sql_with_params()
+    whole = db.ops.compose_sql(*rows.query.sql_with_params())
+    statement = (
+        "SELECT CASE WHEN n > %s THEN GREATEST(count_estimate(%s), n) ELSE n END "
+        f"FROM (SELECT count(*) AS n FROM ({bounded}) AS bounded) AS counted"
+    )
+    with db.cursor() as cursor:
+        cursor.execute(statement, [exact_up_to, whole, *params])
+        return cursor.fetchone()[0]

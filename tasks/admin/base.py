@@ -1,6 +1,8 @@
 """What every tasks admin shares: the scoping, the acting staff user, the words for states."""
 
+from django.core.paginator import Paginator
 from django.utils import timezone
+from django.utils.functional import cached_property
 from django.utils.timesince import timesince
 
 from infrastructure.errors import DomainError
@@ -10,6 +12,10 @@ from organization.caller import caller_for_admin
 
 from ..models import DeliveryStatus, TaskStatus
 from ..rules import Actor
+from ..sql import counted_or_estimated
+
+# A list counts its rows exactly up to this many; past it, it shows the planner's estimate.
+EXACT_COUNT_UP_TO = 10_000
 
 STATUS_COLOURS["task"] = {
     TaskStatus.QUEUED: "#6c757d",
@@ -50,8 +56,21 @@ class OrganizationColumn:
         return columns
 
 
+class EstimatedCountPaginator(Paginator):
+    """Pages of a list that may hold millions of rows: its count is exact up to
+    EXACT_COUNT_UP_TO, estimated past it, so a page never reads every row to number itself."""
+
+    @cached_property
+    def count(self) -> int:
+        return counted_or_estimated(self.object_list, exact_up_to=EXACT_COUNT_UP_TO)
+
+
 class TasksAppAdmin(OrgOwnedAdmin):
-    """Scoped like the organization's admins; nothing here is ever deleted (the audit trail)."""
+    """Scoped like the organization's admins; nothing here is ever deleted (the audit trail).
+    Lists count their rows as EstimatedCountPaginator does, and not the unfiltered total."""
+
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
 
     def has_delete_permission(self, request, obj=None):
         return False
