@@ -55,6 +55,9 @@ CELERY_WORKER_CONCURRENCY = env_int("WORKER_CONCURRENCY", 1024, minimum=1)
 # DATABASE_POOL_TIMEOUT): a burst of a thousand runs queues for the pool instead of failing.
 WORKER_DATABASE_POOL_TIMEOUT = env_float("WORKER_DATABASE_POOL_TIMEOUT", 300.0, minimum=0.1)
 CELERY_TASK_IGNORE_RESULT = True
+# No result backend (results are ignored): one instance serves every thread of a worker, instead
+# of one built per thread, each build scanning the installed packages' entry points.
+CELERY_RESULT_BACKEND_THREAD_SAFE = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
