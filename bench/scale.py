@@ -411,8 +411,8 @@ UNFINISHED = {"tasks_not_completed", "runs_unfinished", "agents_never_run", "tri
 
 
 def runtime_audit(org, handles: list[str], stats: dict, *, killed: bool) -> tuple[dict, dict]:
-    """(damage, information): runs, tool calls, ledger rows and model calls against what each
-    agent's one task asked for."""
+    """(damage, information): runs, tool calls and ledger rows against what each agent's one
+    task asked for and the model calls the fake model answered."""
     from django.db.models import Count, Prefetch, Q
 
     from costs.models import UsageRecord, UsageState
@@ -424,32 +424,33 @@ def runtime_audit(org, handles: list[str], stats: dict, *, killed: bool) -> tupl
         .select_related("agent")
         .prefetch_related(Prefetch("turn_rows", RunTurn.objects.order_by("index")))
     )
-    usage = {
-        row["run"]: row
-        for row in UsageRecord.objects.filter(organization=org)
-        .order_by()
-        .values("run")
-        .annotate(
-            recorded=Count("pk", filter=Q(state=UsageState.RECORDED)),
-            reserved=Count("pk", filter=Q(state=UsageState.RESERVED)),
-        )
-    }
-    per_agent = Counter(run.agent.handle for run in runs)
-    calls_twice = turns_short = booked_twice = reserved = 0
+    calls_twice = 0
     for run in runs:
-        models = sum(t["kind"] == "model" for t in run.turns)
         calls = Counter(
             (t["name"], json.dumps(t.get("arguments"), sort_keys=True))
             for t in run.turns
             if t["kind"] == "tool_call" and t.get("status") in ("ok", "error")
         )
         calls_twice += sum(n - 1 for n in calls.values())
-        row = usage.get(run.pk, {"recorded": 0, "reserved": 0})
-        booked_twice += max(0, row["recorded"] - models)
-        turns_short += max(0, models - row["recorded"])
-        reserved += row["reserved"]
-    extra_calls = sum(max(0, n - 2) for n in stats["run_answered"].values())
+    # Each call the model answered is booked once; one whose answer its killed worker never
+    # read is not booked (its reservation expires), and is asked again on resume.
+    usage = {
+        row["agent__handle"]: row
+        for row in UsageRecord.objects.filter(organization=org, run__isnull=False)
+        .order_by()
+        .values("agent__handle")
+        .annotate(
+            recorded=Count("pk", filter=Q(state=UsageState.RECORDED)),
+            reserved=Count("pk", filter=Q(state=UsageState.RESERVED)),
+        )
+    }
+    answered = stats["run_answered"]
+    recorded = {h: usage.get(h, {}).get("recorded", 0) for h in handles}
+    per_agent = Counter(run.agent.handle for run in runs)
     resumed = sum(run.attempts != 1 for run in runs)
+    extra_calls = sum(max(0, answered[h] - 2) for h in handles)
+    unbooked = sum(max(0, answered[h] - recorded[h]) for h in handles)
+    reserved = sum(row["reserved"] for row in usage.values())
     damage = {
         "tasks_not_completed": Task.objects.filter(organization=org)
         .exclude(status="completed").count(),
@@ -458,17 +459,16 @@ def runtime_audit(org, handles: list[str], stats: dict, *, killed: bool) -> tupl
         "runs_beyond_one_per_agent": sum(n - 1 for n in per_agent.values()),
         "triggers_waiting": RunTrigger.objects.filter(organization=org, run__isnull=True).count(),
         "tool_calls_recorded_twice": calls_twice,
-        "usage_booked_twice": booked_twice,
-        "usage_rows_missing": turns_short,
+        "usage_booked_twice": sum(max(0, recorded[h] - answered[h]) for h in handles),
         **audit_trail_damage(org),
     }  # fmt: skip
     information = {"runs": len(runs), "runs_resumed": resumed,
                    "model_calls_beyond_two_per_agent": extra_calls,
-                   "usage_reserved_left": reserved}  # fmt: skip
+                   "answered_calls_not_booked": unbooked, "usage_reserved_left": reserved}  # fmt: skip
     if not killed:
-        # Without a kill nothing is asked twice: no run resumed, no model turn asked again.
+        # Without a kill nothing is asked twice: no run resumed, every answer booked and settled.
         damage |= {"runs_started_twice": resumed, "model_calls_beyond_two": extra_calls,
-                   "usage_reserved_left": reserved}  # fmt: skip
+                   "usage_rows_missing": unbooked, "usage_reserved_left": reserved}  # fmt: skip
     return damage, information
 
 
