@@ -101,7 +101,7 @@ SCENARIOS = {s.name: s for s in [
 SPECIALISTS = 5
 
 
-# --- the fake model, in a process of its own ----------------------------------------------------
+# --- the fake model, in a process of its own ------------------------------------------------------
 
 TASK_REF = re.compile(r"\(task #(\d+)\)")
 
@@ -185,7 +185,7 @@ class Model:
         self.process.join(5)
 
 
-# --- the service ----------------------------------------------------------------------------
+# --- the service ----------------------------------------------------------------------------------
 
 
 class Service:
@@ -213,6 +213,15 @@ class Service:
         self.worker.wait()
         time.sleep(1)
         self.worker = self._start("worker", WORKER)
+
+    def sampler(self, web, model: Model) -> Sampler:
+        """A started Sampler of the bench database and of these processes, the server's (a
+        `bench.load.Server`) and the model's."""
+        roles = {"worker": lambda: tree_of(self.worker.pid), "server": web.pids,
+                 "beat": lambda: tree_of(self.beat.pid), "model": lambda: [model.process.pid]}  # fmt: skip
+        sampler = Sampler(roles, os.environ["DATABASE_URL"])
+        sampler.start()
+        return sampler
 
     def stop(self) -> None:
         for process in (self.worker, self.beat):
@@ -251,7 +260,7 @@ def resent_by_sweep(log: Path, offset: int) -> int:
     return sent
 
 
-# --- sampling ---------------------------------------------------------------------------------
+# --- sampling -------------------------------------------------------------------------------------
 
 
 def rss_mb(pids: list[int]) -> float:
@@ -329,7 +338,7 @@ class Sampler(threading.Thread):
         self.join()
 
 
-# --- the organization and its work ----------------------------------------------------------
+# --- the organization and its work ----------------------------------------------------------------
 
 
 def build_org(slug: str, size: int):
@@ -403,7 +412,7 @@ def warm_up(url: str, model: Model) -> None:
         sys.exit("bench/scale.py: the warm-up runs did not finish; see var/bench-scale-*.log")
 
 
-# --- the audit --------------------------------------------------------------------------------
+# --- the audit ------------------------------------------------------------------------------------
 
 # Damage that a run cut at its deadline shows without anything being lost.
 UNFINISHED = {"tasks_not_completed", "runs_unfinished", "agents_never_run", "triggers_waiting",
@@ -472,7 +481,7 @@ def runtime_audit(org, handles: list[str], stats: dict, *, killed: bool) -> tupl
     return damage, information
 
 
-# --- scenarios --------------------------------------------------------------------------------
+# --- scenarios ------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -571,11 +580,7 @@ def runtime_scenario(scenario: Scenario, model: Model, env: dict) -> dict:
         print(f"{scenario.name}: {scenario.size} managed agents, a task each by POST /api/tasks "
               f"({POST_CONNECTIONS} connections, {len(keys)} organization keys); 2 model turns "
               f"({first}, then the answer); fake latency {scenario.latency:g} s")  # fmt: skip
-        roles = {"worker": lambda: tree_of(service.worker.pid), "server": web.pids,
-                 "beat": lambda: tree_of(service.beat.pid),
-                 "model": lambda: [model.process.pid]}  # fmt: skip
-        sampler = Sampler(roles, os.environ["DATABASE_URL"])
-        sampler.start()
+        sampler = service.sampler(web, model)
         offset = service.logs["worker"].stat().st_size
         kill = (lambda: kill_mid_call(service, model, scenario.size)) if scenario.kill else None
         m = measure(scenario, web.url, task_posts(handles, keys), lambda: quiet(org),
@@ -606,11 +611,7 @@ def collaboration_scenario(scenario: Scenario, model: Model, env: dict) -> dict:
         print(f"collaboration: {scenario.size} sessions of {SPECIALISTS} parallel specialists and "
               f"a coordinator synthesis, started at once by POST /api/collaborations; fake "
               f"latency {scenario.latency:g} s")  # fmt: skip
-        roles = {"worker": lambda: tree_of(service.worker.pid), "server": web.pids,
-                 "beat": lambda: tree_of(service.beat.pid),
-                 "model": lambda: [model.process.pid]}  # fmt: skip
-        sampler = Sampler(roles, os.environ["DATABASE_URL"])
-        sampler.start()
+        sampler = service.sampler(web, model)
 
         def sessions() -> list:
             return list(CollaborationSession.objects.exclude(pk__in=warm))
@@ -717,7 +718,7 @@ def run_scenario(scenario: Scenario, template: str | None) -> dict:
         model.close()
 
 
-# --- the driver -------------------------------------------------------------------------------
+# --- the driver -----------------------------------------------------------------------------------
 
 
 def make_template() -> tuple[str, str]:
