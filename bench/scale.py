@@ -456,7 +456,7 @@ def runtime_audit(org, handles: list[str], stats: dict, *, killed: bool) -> tupl
     answered = stats["run_answered"]
     recorded = {h: usage.get(h, {}).get("recorded", 0) for h in handles}
     per_agent = Counter(run.agent.handle for run in runs)
-    resumed = sum(run.attempts != 1 for run in runs)
+    resumed = sum(run.attempts > 1 for run in runs)
     extra_calls = sum(max(0, answered[h] - 2) for h in handles)
     unbooked = sum(max(0, answered[h] - recorded[h]) for h in handles)
     reserved = sum(row["reserved"] for row in usage.values())
