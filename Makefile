@@ -54,7 +54,7 @@ test-fast: $(STAMP)
 	  $(PY) -m pytest -n $(TEST_WORKERS) --nomigrations \
 	  -m "not worker and not e2e" --durations=10 $(PYTEST_ARGS)
 
-BENCHES := api serving roster assign sweep collaboration mcp runtime costs bigorg
+BENCHES := api serving roster assign sweep collaboration mcp runtime costs scale bigorg
 
 # wrk, the HTTP load generator of the benchmarks (bench/load.py), from Debian's packages.
 wrk:

@@ -15,10 +15,13 @@ exits 0.
 """
 
 import contextlib
+import json
 import os
 import random
 import statistics
 import sys
+import time
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,8 +63,11 @@ def admin_sql(server_url: str, sql: str) -> None:
 
 
 @contextlib.contextmanager
-def bench_database(prefix: str, *, needs_redis: bool = False) -> Iterator[str]:
-    """A database of its own on the server of DATABASE_URL, migrated, with Django set up on it.
+def bench_database(
+    prefix: str, *, needs_redis: bool = False, template: str | None = None
+) -> Iterator[str]:
+    """A database of its own on the server of DATABASE_URL, migrated (or a copy of `template`, a
+    migrated database of the same server), with Django set up on it.
 
     Yields its URL (also put in os.environ["DATABASE_URL"] for subprocesses). On the way out it
     closes this process's connections and drops the database, whatever happened; nothing of the
@@ -73,16 +79,18 @@ def bench_database(prefix: str, *, needs_redis: bool = False) -> Iterator[str]:
         sys.exit("bench_database: Django is already set up; call it before django.setup().")
     server_url, bench_url = server_url_and_bench_db(prefix, needs_redis=needs_redis)
     bench_db = urlsplit(bench_url).path.lstrip("/")
-    admin_sql(server_url, f'CREATE DATABASE "{bench_db}"')
+    copy = f' TEMPLATE "{template}"' if template else ""
+    admin_sql(server_url, f'CREATE DATABASE "{bench_db}"{copy}')
     try:
         os.environ["DATABASE_URL"] = bench_url
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
         import django
 
         django.setup()
-        from django.core.management import call_command
+        if not template:
+            from django.core.management import call_command
 
-        call_command("migrate", verbosity=0)
+            call_command("migrate", verbosity=0)
         yield bench_url
     finally:
         if "django.db" in sys.modules:
@@ -161,6 +169,53 @@ def build_org(size: int, *, slug: str, name: str, roles: bool = False):
     _, key = api_key_create(organization=org, agent=agents[size // 2], name="bench")
     analyze()
     return org, key, len(tasks)
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def quiet(org) -> bool:
+    """Every task finished and every run over (nothing queued, running or waiting)."""
+    from runtime.models import ACTIVE_STATUSES, Run, RunTrigger
+    from tasks.models import FINISHED_STATUSES, Task
+
+    return not (
+        Task.objects.filter(organization=org).exclude(status__in=FINISHED_STATUSES).exists()
+        or Run.objects.filter(organization=org, status__in=ACTIVE_STATUSES).exists()
+        or RunTrigger.objects.filter(organization=org, run__isnull=True).exists()
+    )
+
+
+def audit_trail_damage(org) -> dict[str, int]:
+    """The organization's task events replayed: events written twice (same task, kind, actor,
+    before and after), and tasks whose events do not chain from `created` to the task as it is."""
+    from tasks.events import snapshot
+    from tasks.models import Task, TaskEvent
+
+    events = defaultdict(list)
+    for e in TaskEvent.objects.filter(organization=org).order_by("created_at", "pk"):
+        events[e.task_id].append(e)
+    keys = Counter(
+        (e.task_id, e.kind, e.actor_label, json.dumps(e.before, sort_keys=True),
+         json.dumps(e.after, sort_keys=True))
+        for chain in events.values() for e in chain
+    )  # fmt: skip
+    broken = 0
+    for task in Task.objects.filter(organization=org).select_related("assignee", "queued_for"):
+        chain = events.get(task.pk, [])
+        ok = bool(chain) and chain[0].kind == "created" and chain[-1].after == snapshot(task)
+        ok = ok and all(b.before == a.after for a, b in zip(chain, chain[1:], strict=False))
+        broken += not ok
+    return {
+        "events_written_twice": sum(n - 1 for n in keys.values() if n > 1),
+        "audit_replay_broken": broken,
+    }
 
 
 @dataclass

@@ -98,13 +98,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def server_command(kind: str, port: int, workers: int) -> list[str]:
+def server_command(kind: str, port: int, workers: int | None) -> list[str]:
     """`serve`: what `make run` and production run (config/serve.py, ASGI, REST as WSGI
-    inside); `gunicorn`: Django's WSGI application under gunicorn's sync workers; `asgi-django`:
-    Django's own ASGI handler under uvicorn, as the service was served before."""
+    inside; `workers` None: its default); `gunicorn`: Django's WSGI application under gunicorn's
+    sync workers; `asgi-django`: Django's own ASGI handler under uvicorn, as the service was
+    served before."""
     if kind == "serve":
-        return [sys.executable, "-m", "config.serve", "--host", "127.0.0.1", "--port", str(port),
-                "--workers", str(workers)]  # fmt: skip
+        command = [sys.executable, "-m", "config.serve", "--host", "127.0.0.1", "--port",
+                   str(port)]  # fmt: skip
+        return command if workers is None else [*command, "--workers", str(workers)]
     if kind == "gunicorn":
         return [str(BIN / "gunicorn"), "config.wsgi:application", "-b", f"127.0.0.1:{port}",
                 "-w", str(workers), "--log-level", "warning"]  # fmt: skip
@@ -126,7 +128,7 @@ class Server:
 
 
 @contextlib.contextmanager
-def server(kind: str, *, workers: int = 2, env: dict | None = None) -> Iterator[Server]:
+def server(kind: str, *, workers: int | None = 2, env: dict | None = None) -> Iterator[Server]:
     """A server of the bench's settings (bench/bench_settings.py) on a free port, up when
     `/bench/minimal` answers; stopped (SIGTERM, then SIGKILL) on the way out."""
     port = free_port()

@@ -44,7 +44,6 @@ It creates and drops a database of its own on the server of DATABASE_URL, and us
 database of its own, emptied at the end.
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -56,10 +55,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (  # noqa: E402
     ROOT,
+    audit_trail_damage,
     bench_database,
+    quiet,
     redis_cleanup,
     start_celery_workers,
     stop_workers,
+    wait_until,
 )
 
 LATENCY = 0.2
@@ -196,27 +198,6 @@ def start_workers(env: dict, logdir: Path) -> list:
                                 concurrency=CONCURRENCY)  # fmt: skip
 
 
-def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
-
-
-def quiet(org) -> bool:
-    """Every task finished and every run over (nothing queued, running or waiting)."""
-    from runtime.models import ACTIVE_STATUSES, Run, RunTrigger
-    from tasks.models import FINISHED_STATUSES, Task
-
-    return not (
-        Task.objects.filter(organization=org).exclude(status__in=FINISHED_STATUSES).exists()
-        or Run.objects.filter(organization=org, status__in=ACTIVE_STATUSES).exists()
-        or RunTrigger.objects.filter(organization=org, run__isnull=True).exists()
-    )
-
-
 def warm_up() -> None:
     """A small organization's task, so that both workers have imported the SDK and opened their
     connections before the measured run (not measured)."""
@@ -281,8 +262,7 @@ def ideal_seconds(runs) -> tuple[float, float]:
 
 def lost_or_duplicated(org, runs, task_ids) -> tuple[int, dict]:
     from runtime.models import RunTrigger
-    from tasks.events import snapshot
-    from tasks.models import Task, TaskEvent
+    from tasks.models import Task
 
     tasks = Task.objects.filter(organization=org)
     found = {
@@ -293,23 +273,8 @@ def lost_or_duplicated(org, runs, task_ids) -> tuple[int, dict]:
         "runs_unfinished": sum(not run.is_finished or run.status != "completed" for run in runs),
         "triggers_waiting": RunTrigger.objects.filter(organization=org, run__isnull=True).count(),
         "runs_started_twice": sum(run.attempts != 1 for run in runs),
+        **audit_trail_damage(org),
     }  # fmt: skip
-    events = defaultdict(list)
-    for e in TaskEvent.objects.filter(organization=org).order_by("created_at", "pk"):
-        events[e.task_id].append(e)
-    keys = Counter(
-        (e.task_id, e.kind, e.actor_label, json.dumps(e.before, sort_keys=True),
-         json.dumps(e.after, sort_keys=True))
-        for chain in events.values() for e in chain
-    )  # fmt: skip
-    found["events_written_twice"] = sum(n - 1 for n in keys.values() if n > 1)
-    broken = 0
-    for task in tasks.select_related("assignee", "queued_for"):
-        chain = events.get(task.pk, [])
-        ok = bool(chain) and chain[0].kind == "created" and chain[-1].after == snapshot(task)
-        ok = ok and all(b.before == a.after for a, b in zip(chain, chain[1:], strict=False))
-        broken += not ok
-    found["audit_replay_broken"] = broken
     by_agent = defaultdict(list)
     for run in runs:
         by_agent[run.agent_id].append((run.started_at, run.finished_at))
