@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
+from django.core.cache import cache
 from django.db.models import Sum
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
@@ -18,7 +19,7 @@ from costs.selectors import MONEY_ZERO, start_of_day, start_of_month
 from organization.models import Organization
 from organization.workload import held_statuses
 
-from .sql import held_intervals
+from .sql import held_now_and_intervals
 
 # What `dashboard_charts` costs, whatever the organization's size: the month's costs, the held
 # stretches, the capacity.
@@ -26,6 +27,9 @@ QUERIES = 3
 # How many days the load chart covers (today included).
 LOAD_DAYS = 14
 WIDTH, HEIGHT, TOP, BOTTOM = 560, 150, 18, 20
+# A past day's count is kept once its end is this far behind: the trail is append-only, so it
+# never changes after, but a transaction begun before the end may still be writing its row.
+SETTLED = timedelta(hours=1)
 
 
 def _n(number: float) -> str:
@@ -131,22 +135,44 @@ def cost_per_day(org: Organization) -> tuple[list[Bar], Decimal]:
     return bars, sum(totals.values(), Decimal(0))
 
 
+def _held_key(org: Organization, end) -> str:
+    # The organization's creation time tells a database made again from the one it replaced.
+    return f"console:held:{org.pk}:{org.created_at.timestamp()}:{end.timestamp()}"
+
+
+def held_at_ends(org: Organization, ends: list, now) -> list[int]:
+    """Tasks held at each of `ends` (the last is `now`) in one query: the past ones from the
+    audit trail, kept in the cache once settled (a big organization's trail is millions of rows),
+    the last from the tasks themselves (the trail's last row is its task's state)."""
+    keys = {end: _held_key(org, end) for end in ends[:-1]}
+    kept = cache.get_many(list(keys.values()))
+    missing = [end for end, key in keys.items() if key not in kept]
+    held, intervals = held_now_and_intervals(
+        organization_id=org.pk, since=min(missing, default=None), statuses=held_statuses()
+    )
+    counted = {
+        end: sum(1 for begun, until in intervals if begun <= end and (until is None or until > end))
+        for end in missing
+    }
+    settled = {keys[end]: n for end, n in counted.items() if end <= now - SETTLED}
+    if settled:
+        cache.set_many(settled, timeout=int(timedelta(days=LOAD_DAYS + 1).total_seconds()))
+    return [kept.get(keys[end], counted.get(end)) for end in ends[:-1]] + [held]
+
+
 def load_per_day(org: Organization, days: int = LOAD_DAYS) -> tuple[list[Bar], int]:
-    """Tasks held at the end of each of the last `days` days (now, for today), from the audit
-    trail (one query), and the capacity of the agents online now (one query)."""
+    """Tasks held at the end of each of the last `days` days (now, for today) (one query), and
+    the capacity of the agents online now (one query)."""
     now = timezone.now()
     since = start_of_day() - timedelta(days=days - 1)
-    intervals = held_intervals(organization_id=org.pk, since=since, statuses=held_statuses())
+    starts = [since + timedelta(days=n) for n in range(days)]
+    ends = [min(start + timedelta(days=1), now) for start in starts]
+    counts = held_at_ends(org, ends, now)
     capacity = (
         org.agents.filter(is_paused=False).aggregate(total=Sum("workload_capacity"))["total"] or 0
     )
     bars = []
-    for n in range(days):
-        start = since + timedelta(days=n)
-        end = min(start + timedelta(days=1), now)
-        count = sum(
-            1 for begun, until in intervals if begun <= end and (until is None or until > end)
-        )
+    for start, count in zip(starts, counts, strict=True):
         day = timezone.localtime(start).date()
         bars.append(
             Bar(str(day.day), count, f"{date_format(day, 'M j')}: {count} held of {capacity}")

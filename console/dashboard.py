@@ -18,7 +18,7 @@ SESSION_KEY = "console_organization"
 def organizations_for(request) -> list[Organization]:
     """The organizations the user may see on the dashboard, by name (one query)."""
     ids = admin_org_ids(request)
-    orgs = Organization.objects.order_by("name", "pk").only("pk", "name", "slug")
+    orgs = Organization.objects.order_by("name", "pk").only("pk", "name", "slug", "created_at")
     if ids is not None:
         orgs = orgs.filter(pk__in=ids)
     return list(orgs)

@@ -138,20 +138,10 @@ REPORTING_LINE_LEVELS = 100
 
 
 def reports_below(agent: Agent) -> set[int]:
-    """The ids of everyone down `agent`'s reporting line (its reports, theirs, …): one query per
-    level."""
-    found: set[int] = set()
-    level = {agent.pk}
-    for _ in range(REPORTING_LINE_LEVELS):
-        level = set(
-            Agent.objects.filter(organization_id=agent.organization_id, senior_id__in=level)
-            .exclude(pk__in=found | {agent.pk})
-            .values_list("pk", flat=True)
-        )
-        if not level:
-            break
-        found |= level
-    return found
+    """The ids of everyone down `agent`'s reporting line (its reports, theirs, …): one query."""
+    return sql.reports_below(
+        organization_id=agent.organization_id, agent_id=agent.pk, levels=REPORTING_LINE_LEVELS
+    )
 
 
 def reports_to(agent: Agent, senior: Agent) -> bool:

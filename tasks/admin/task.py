@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from infrastructure.errors import DomainError
 from organization.admin.display import HumanChoicesFilter, badge, human
-from organization.admin.scoping import ReadOnlyInline, admin_org_ids
+from organization.admin.scoping import OrgAutocompleteSelect, ReadOnlyInline, admin_org_ids
 from organization.models import Agent
 
 from .. import services
@@ -104,7 +104,18 @@ class TaskAdminForm(forms.ModelForm):
         if self.instance.pk:
             # OrgOwnedAdmin shows a saved task's organization read-only.
             agents = agents.filter(organization_id=self.instance.organization_id)
-        self.fields["assign_to"].queryset = agents
+        # A search over the task's organization, not a list of all its agents (thousands in a
+        # big one): the admin's autocomplete of the task's holder, scoped like its own fields.
+        field = self.fields["assign_to"]
+        field.widget = OrgAutocompleteSelect(
+            Task._meta.get_field("assignee"),
+            admin.site,
+            org_id=self.instance.organization_id
+            if self.instance.pk
+            else getattr(request, "_admin_scope_org_id", None),
+        )
+        field.widget.is_required = field.required
+        field.queryset = agents  # after the widget: it hands the widget its choices
 
     def clean(self):
         data = super().clean()

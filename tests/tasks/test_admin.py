@@ -187,3 +187,23 @@ def test_a_refused_move_leaves_no_trace_not_even_the_metadata_or_a_log_entry(wor
     mine.refresh_from_db()
     assert (mine.title, mine.assignee) == ("Renamed", world["alex"])
     assert LogEntry.objects.count() == 1
+
+
+def test_assign_to_searches_the_tasks_organization_instead_of_listing_its_agents(world):
+    client = world["client"]
+    page = client.get(f"/admin/tasks/task/{world['mine'].pk}/change/").content.decode()
+    assert f"/admin/autocomplete/?org_scope={world['ours'].pk}" in page
+    assert "agent-full" not in page  # no option per agent
+    found = client.get(
+        "/admin/autocomplete/",
+        {
+            "app_label": "tasks",
+            "model_name": "task",
+            "field_name": "assignee",
+            "term": "agent",
+            "org_scope": world["ours"].pk,
+        },
+    ).json()
+    ids = {int(r["id"]) for r in found["results"]}
+    assert world["alex"].pk in ids and world["full"].pk in ids
+    assert not Task.objects.filter(assignee_id__in=ids, organization__slug="theirs").exists()

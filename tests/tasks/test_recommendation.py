@@ -238,3 +238,28 @@ def test_escalating_to_the_default_supervisor_reads_its_team_with_the_rule(
     # Alice has no senior: she escalates to the default supervisor.
     body = recommended_as(demo, "agent-alice", "Rust", 3, django_assert_max_num_queries)
     assert (body["escalate_to"]["id"], body["escalate_to"]["team"]) == ("agent-taylor", "Design")
+
+
+@pytest.mark.django_db
+def test_a_deep_reporting_line_costs_the_recommendation_no_more_queries():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from organization.models import Team
+    from tasks.recommend import recommend
+    from tests.factories import make_agent, make_org
+
+    def queries(depth: int) -> int:
+        org = make_org(f"line-{depth}")
+        ours, theirs = (Team.objects.create(organization=org, name=n) for n in ("a", "b"))
+        boss = make_agent(org, f"agent-boss-{depth}", team=ours)
+        senior = boss
+        for level in range(depth):  # a line of reports on another team, `depth` deep
+            senior = make_agent(
+                org, f"agent-r{depth}-{level}", senior=senior, team=theirs, expertise=["Go"]
+            )
+        with CaptureQueriesContext(connection) as seen:
+            recommend(org=org, agent=boss, expertise="Go")
+        return len(seen)
+
+    assert queries(1) == queries(6)
