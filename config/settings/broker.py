@@ -31,6 +31,9 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_out": str(_broker_dir / "out"),
         "data_folder_processed": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),
+        # How often the worker looks for new messages (kombu's default: every second, which a
+        # run woken by another's move would wait on each time).
+        "polling_interval": 0.1,
     }
 else:
     # Redis re-delivers unacked work after visibility_timeout: it must exceed the longest
