@@ -20,7 +20,7 @@ def waiting_for(agent) -> str | None:
 @pytest.mark.skipif(not settings.REDIS_URL, reason="needs Redis (REDIS_URL)")
 @pytest.mark.parametrize("bound", ["LLM_MAX_CALLS_IN_FLIGHT", "LLM_MAX_CALLS_PER_PROVIDER"])
 def test_past_the_bound_a_run_waits_for_a_model_slot_and_says_so(
-    cast, fake_llm, worker, settings, bound
+    cast, fake_llm, worker, settings, org_client, bound
 ):
     if bound == "LLM_MAX_CALLS_IN_FLIGHT":
         settings.LLM_MAX_CALLS_IN_FLIGHT = 1
@@ -35,6 +35,9 @@ def test_past_the_bound_a_run_waits_for_a_model_slot_and_says_so(
     cast.assign(cast.sarah)
     wait_for(lambda: waiting_for(cast.sarah) == "model_slot", timeout=30)
     assert not fake_llm.calls_for(agent="agent-sarah")  # no call while the slot is taken
+    waiting = Run.objects.get(agent=cast.sarah)
+    shown = org_client(cast.org).get(f"/api/runs/{waiting.pk}")
+    assert (shown.status_code, shown.json()["waiting_for"]) == (200, "model_slot")
     fake_llm.release()
     wait_for(lambda: Run.objects.get(agent=cast.sarah).is_finished, timeout=30)
     alex, sarah = (Run.objects.get(agent=a) for a in (cast.alex, cast.sarah))
