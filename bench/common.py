@@ -202,10 +202,16 @@ def audit_trail_damage(org) -> dict[str, int]:
     for e in TaskEvent.objects.filter(organization=org).order_by("created_at", "pk"):
         events[e.task_id].append(e)
     keys = Counter(
-        (e.task_id, e.kind, e.actor_label, json.dumps(e.before, sort_keys=True),
-         json.dumps(e.after, sort_keys=True))
-        for chain in events.values() for e in chain
-    )  # fmt: skip
+        (
+            e.task_id,
+            e.kind,
+            e.actor_label,
+            json.dumps(e.before, sort_keys=True),
+            json.dumps(e.after, sort_keys=True),
+        )
+        for chain in events.values()
+        for e in chain
+    )
     broken = 0
     for task in Task.objects.filter(organization=org).select_related("assignee", "queued_for"):
         chain = events.get(task.pk, [])

@@ -104,8 +104,7 @@ def server_command(kind: str, port: int, workers: int | None) -> list[str]:
     sync workers; `asgi-django`: Django's own ASGI handler under uvicorn, as the service was
     served before."""
     if kind == "serve":
-        command = [sys.executable, "-m", "config.serve", "--host", "127.0.0.1", "--port",
-                   str(port)]  # fmt: skip
+        command = [sys.executable, "-m", "config.serve", "--host", "127.0.0.1", "--port", str(port)]
         return command if workers is None else [*command, "--workers", str(workers)]
     if kind == "gunicorn":
         return [str(BIN / "gunicorn"), "config.wsgi:application", "-b", f"127.0.0.1:{port}",

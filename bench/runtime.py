@@ -339,8 +339,10 @@ def run(workers: list) -> tuple[float, int]:
           f"with no slot idle, at this cost per call (not a target)")  # fmt: skip
     tool_ms = sorted(t["ms"] for r in runs for t in r.turns if t["kind"] == "tool_call")
     tool_p50 = statistics.median(tool_ms) if tool_ms else float("inf")
-    print(f"tool calls as the runtime made them (each its transaction and record): p50 "
-          f"{tool_p50:.1f} ms, p90 {tool_ms[int(len(tool_ms) * 0.9)] if tool_ms else 0:.1f} ms")  # fmt: skip
+    print(
+        f"tool calls as the runtime made them (each its transaction and record): p50 "
+        f"{tool_p50:.1f} ms, p90 {tool_ms[int(len(tool_ms) * 0.9)] if tool_ms else 0:.1f} ms"
+    )
     print("audit: " + ", ".join(f"{k}={v}" for k, v in detail.items()))
     if "--detail" in sys.argv:
         details(org, runs, task_ids)

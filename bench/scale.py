@@ -63,8 +63,9 @@ from bench.common import (  # noqa: E402
 )
 from bench.load import cpu_of, free_port, server, tree_of  # noqa: E402
 
-WORKER = [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "info",
-          "-n", f"bench-scale-{os.getpid()}@%h"]  # fmt: skip
+# The documented production command, with no pool or concurrency option: the settings choose.
+WORKER = [sys.executable, "-m", *"celery -A config worker -l info".split()]
+WORKER += ["-n", f"bench-scale-{os.getpid()}@%h"]
 BEAT = [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "info"]
 # The driver's own connections (polling, building the organization) are not the service's.
 DRIVER_APP = "bench-scale-driver"
@@ -203,8 +204,14 @@ class Service:
 
     def _start(self, name: str, argv: list[str]) -> subprocess.Popen:
         with open(self.logs[name], "ab") as log:
-            return subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+            return subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def kill_worker(self) -> None:
         """SIGKILL the worker and every process it started; then start it again."""
@@ -217,8 +224,12 @@ class Service:
     def sampler(self, web, model: Model) -> Sampler:
         """A started Sampler of the bench database and of these processes, the server's (a
         `bench.load.Server`) and the model's."""
-        roles = {"worker": lambda: tree_of(self.worker.pid), "server": web.pids,
-                 "beat": lambda: tree_of(self.beat.pid), "model": lambda: [model.process.pid]}  # fmt: skip
+        roles = {
+            "worker": lambda: tree_of(self.worker.pid),
+            "server": web.pids,
+            "beat": lambda: tree_of(self.beat.pid),
+            "model": lambda: [model.process.pid],
+        }
         sampler = Sampler(roles, os.environ["DATABASE_URL"])
         sampler.start()
         return sampler
@@ -245,8 +256,14 @@ def service_env(model: Model, **extra: str) -> dict:
     DJANGO_SETTINGS_MODULE (each process takes its default; the server, bench/bench_settings.py)
     and with an empty PGAPPNAME: the driver's connections are told from the service's by it."""
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    return {**env, **model.env, "LLM_PROVIDER": "openai", "LLM_MODEL": "fake", "PGAPPNAME": "",
-            **extra}  # fmt: skip
+    return {
+        **env,
+        **model.env,
+        "LLM_PROVIDER": "openai",
+        "LLM_MODEL": "fake",
+        "PGAPPNAME": "",
+        **extra,
+    }
 
 
 def resent_by_sweep(log: Path, offset: int) -> int:
@@ -292,8 +309,7 @@ class Sampler(threading.Thread):
         if self.database_url:
             import psycopg
 
-            conn = psycopg.connect(self.database_url, autocommit=True,
-                                   application_name=DRIVER_APP)  # fmt: skip
+            conn = psycopg.connect(self.database_url, autocommit=True, application_name=DRIVER_APP)
         try:
             while not self.done.is_set():
                 self.sample(conn)
@@ -353,12 +369,20 @@ def build_org(slug: str, size: int):
     handles = [f"{slug}-{n:04d}" for n in range(size)]
     Agent.objects.bulk_create(
         [
-            Agent(organization=org, handle=h, name=h.title(), role="Engineer", team=team,
-                  runtime=AgentRuntime.MANAGED, llm_provider="openai", llm_model="fake")
+            Agent(
+                organization=org,
+                handle=h,
+                name=h.title(),
+                role="Engineer",
+                team=team,
+                runtime=AgentRuntime.MANAGED,
+                llm_provider="openai",
+                llm_model="fake",
+            )
             for h in handles
         ],
         batch_size=1000,
-    )  # fmt: skip
+    )
     keys = [
         api_key_create(organization=org, agent=None, name=f"bench {k}")[1]
         for k in range(max(1, math.ceil(size / TASKS_PER_KEY)))
@@ -378,8 +402,9 @@ def post_all(url: str, posts: list[tuple[str, dict, str]]) -> tuple[float, Count
 
             async def one(path, body, key):
                 async with gate:
-                    r = await client.post(path, json=body,
-                                          headers={"Authorization": f"Bearer {key}"})  # fmt: skip
+                    r = await client.post(
+                        path, json=body, headers={"Authorization": f"Bearer {key}"}
+                    )
                     return r.status_code, r.json() if r.content else {}
 
             return await asyncio.gather(*(one(*p) for p in posts))
@@ -415,8 +440,14 @@ def warm_up(url: str, model: Model) -> None:
 # --- the audit ------------------------------------------------------------------------------------
 
 # Damage that a run cut at its deadline shows without anything being lost.
-UNFINISHED = {"tasks_not_completed", "runs_unfinished", "agents_never_run", "triggers_waiting",
-              "usage_rows_missing", "usage_reserved_left"}  # fmt: skip
+UNFINISHED = {
+    "tasks_not_completed",
+    "runs_unfinished",
+    "agents_never_run",
+    "triggers_waiting",
+    "usage_rows_missing",
+    "usage_reserved_left",
+}
 
 
 def runtime_audit(org, handles: list[str], stats: dict, *, killed: bool) -> tuple[dict, dict]:
@@ -462,7 +493,8 @@ def runtime_audit(org, handles: list[str], stats: dict, *, killed: bool) -> tupl
     reserved = sum(row["reserved"] for row in usage.values())
     damage = {
         "tasks_not_completed": Task.objects.filter(organization=org)
-        .exclude(status="completed").count(),
+        .exclude(status="completed")
+        .count(),
         "runs_unfinished": sum(run.status != "completed" for run in runs),
         "agents_never_run": sum(h not in per_agent for h in handles),
         "runs_beyond_one_per_agent": sum(n - 1 for n in per_agent.values()),
@@ -470,14 +502,22 @@ def runtime_audit(org, handles: list[str], stats: dict, *, killed: bool) -> tupl
         "tool_calls_recorded_twice": calls_twice,
         "usage_booked_twice": sum(max(0, recorded[h] - answered[h]) for h in handles),
         **audit_trail_damage(org),
-    }  # fmt: skip
-    information = {"runs": len(runs), "runs_resumed": resumed,
-                   "model_calls_beyond_two_per_agent": extra_calls,
-                   "answered_calls_not_booked": unbooked, "usage_reserved_left": reserved}  # fmt: skip
+    }
+    information = {
+        "runs": len(runs),
+        "runs_resumed": resumed,
+        "model_calls_beyond_two_per_agent": extra_calls,
+        "answered_calls_not_booked": unbooked,
+        "usage_reserved_left": reserved,
+    }
     if not killed:
         # Without a kill nothing is asked twice: no run resumed, every answer booked and settled.
-        damage |= {"runs_started_twice": resumed, "model_calls_beyond_two": extra_calls,
-                   "usage_rows_missing": unbooked, "usage_reserved_left": reserved}  # fmt: skip
+        damage |= {
+            "runs_started_twice": resumed,
+            "model_calls_beyond_two": extra_calls,
+            "usage_rows_missing": unbooked,
+            "usage_reserved_left": reserved,
+        }
     return damage, information
 
 
@@ -509,29 +549,45 @@ def measure(scenario: Scenario, url: str, posts: list, done, last_finished, kill
     return Measured(end - started, finished, posted, statuses, driver)
 
 
-def report_common(scenario: Scenario, m: Measured, stats: dict, sampler: Sampler,
-                  resent: int, possible: int) -> dict:  # fmt: skip
+def report_common(
+    scenario: Scenario, m: Measured, stats: dict, sampler: Sampler, resent: int, possible: int
+) -> dict:
     efficiency = scenario.ideal / m.wall
     cut = "" if m.finished else f" (cut at the deadline, {scenario.deadline:g} s: at most)"
-    print(f"  created in {m.posted:.2f} s ({dict(m.statuses)}); wall {m.wall:.2f} s, ideal "
-          f"{scenario.ideal:g} s: efficiency {efficiency:.3f}{cut}")  # fmt: skip
-    print(f"  model: {stats['calls']} calls, {stats['answered']} answered, {stats['given_up']} "
-          f"given up by the client; peak {stats['peak']} in flight (of {possible})")  # fmt: skip
+    print(
+        f"  created in {m.posted:.2f} s ({dict(m.statuses)}); wall {m.wall:.2f} s, ideal "
+        f"{scenario.ideal:g} s: efficiency {efficiency:.3f}{cut}"
+    )
+    print(
+        f"  model: {stats['calls']} calls, {stats['answered']} answered, {stats['given_up']} "
+        f"given up by the client; peak {stats['peak']} in flight (of {possible})"
+    )
     roles = ("worker", "postgres", "server", "beat", "model")
     measured = [*sampler.roles, *(["postgres"] if sampler.database_url else [])]
     cpu = {role: sampler.cpu(role) for role in roles if role in measured}
-    print("  CPU seconds: " + ", ".join(f"{role} {s:.1f}" for role, s in cpu.items())
-          + f", this driver {m.driver_cpu:.1f}")  # fmt: skip
+    print(
+        "  CPU seconds: "
+        + ", ".join(f"{role} {s:.1f}" for role, s in cpu.items())
+        + f", this driver {m.driver_cpu:.1f}"
+    )
     if sampler.database_url:
-        print(f"  database connections: peak {sampler.connections_peak} "
-              f"{sampler.connections_at_peak}")  # fmt: skip
-    print(f"  worker RSS: peak {sampler.rss_peak_mb:.0f} MB ({sampler.rss_processes} processes); "
-          f"runs the sweep sent again: {resent}")  # fmt: skip
+        print(
+            f"  database connections: peak {sampler.connections_peak} {sampler.connections_at_peak}"
+        )
+    print(
+        f"  worker RSS: peak {sampler.rss_peak_mb:.0f} MB ({sampler.rss_processes} processes); "
+        f"runs the sweep sent again: {resent}"
+    )
     return {
-        "efficiency": efficiency, "finished": m.finished, "wall": m.wall, "cpu": cpu,
-        "peak_in_flight": stats["peak"], "connections_peak": sampler.connections_peak,
-        "rss_mb": sampler.rss_peak_mb, "resent": resent,
-    }  # fmt: skip
+        "efficiency": efficiency,
+        "finished": m.finished,
+        "wall": m.wall,
+        "cpu": cpu,
+        "peak_in_flight": stats["peak"],
+        "connections_peak": sampler.connections_peak,
+        "rss_mb": sampler.rss_peak_mb,
+        "resent": resent,
+    }
 
 
 def runtime_figures(scenario: Scenario, org, handles, stats, m: Measured, *, killed) -> dict:
@@ -553,8 +609,10 @@ def kill_mid_call(service: Service, model: Model, size: int) -> dict:
 
     wait_until(ready, timeout=600, interval=0.05)
     service.kill_worker()
-    print(f"  worker SIGKILLed with {found['in_flight']} model calls in flight, "
-          f"{found['first_turns_answered']} first turns answered; started again")  # fmt: skip
+    print(
+        f"  worker SIGKILLed with {found['in_flight']} model calls in flight, "
+        f"{found['first_turns_answered']} first turns answered; started again"
+    )
     return found
 
 
@@ -577,14 +635,22 @@ def runtime_scenario(scenario: Scenario, model: Model, env: dict) -> dict:
         model.ask("reset")
         model.ask("latency", scenario.latency)
         first = "update_task_status + complete_task" if scenario.writes else "get_task"
-        print(f"{scenario.name}: {scenario.size} managed agents, a task each by POST /api/tasks "
-              f"({POST_CONNECTIONS} connections, {len(keys)} organization keys); 2 model turns "
-              f"({first}, then the answer); fake latency {scenario.latency:g} s")  # fmt: skip
+        print(
+            f"{scenario.name}: {scenario.size} managed agents, a task each by POST /api/tasks "
+            f"({POST_CONNECTIONS} connections, {len(keys)} organization keys); 2 model turns "
+            f"({first}, then the answer); fake latency {scenario.latency:g} s"
+        )
         sampler = service.sampler(web, model)
         offset = service.logs["worker"].stat().st_size
         kill = (lambda: kill_mid_call(service, model, scenario.size)) if scenario.kill else None
-        m = measure(scenario, web.url, task_posts(handles, keys), lambda: quiet(org),
-                    lambda: last_run_finished(org), kill)  # fmt: skip
+        m = measure(
+            scenario,
+            web.url,
+            task_posts(handles, keys),
+            lambda: quiet(org),
+            lambda: last_run_finished(org),
+            kill,
+        )
         sampler.stop()
         stats = model.ask("stats")
         resent = resent_by_sweep(service.logs["worker"], offset)
@@ -599,30 +665,41 @@ def collaboration_scenario(scenario: Scenario, model: Model, env: dict) -> dict:
         service = Service(env, scenario.name)
         stack.callback(service.stop)
         org, _, keys = build_org("collab", 0)
-        payload = {"agents": [{"name": f"specialist-{i}", "role": "reviewer", "focus": f"part {i}"}
-                              for i in range(SPECIALISTS)],
-                   "max_parallel": SPECIALISTS, "synthesis": "coordinator"}  # fmt: skip
+        payload = {
+            "agents": [
+                {"name": f"specialist-{i}", "role": "reviewer", "focus": f"part {i}"}
+                for i in range(SPECIALISTS)
+            ],
+            "max_parallel": SPECIALISTS,
+            "synthesis": "coordinator",
+        }
         model.ask("latency", 0.0)
         post_all(web.url, [("/api/collaborations", {"task": "warm-up", **payload}, keys[0])])
         wait_until(lambda: all(s.is_finished for s in CollaborationSession.objects.all()), 240)
         warm = set(CollaborationSession.objects.values_list("pk", flat=True))
         model.ask("reset")
         model.ask("latency", scenario.latency)
-        print(f"collaboration: {scenario.size} sessions of {SPECIALISTS} parallel specialists and "
-              f"a coordinator synthesis, started at once by POST /api/collaborations; fake "
-              f"latency {scenario.latency:g} s")  # fmt: skip
+        print(
+            f"collaboration: {scenario.size} sessions of {SPECIALISTS} parallel specialists and "
+            f"a coordinator synthesis, started at once by POST /api/collaborations; fake "
+            f"latency {scenario.latency:g} s"
+        )
         sampler = service.sampler(web, model)
 
         def sessions() -> list:
             return list(CollaborationSession.objects.exclude(pk__in=warm))
 
-        posts = [("/api/collaborations", {"task": f"Scale session {n}", **payload}, keys[0])
-                 for n in range(scenario.size)]  # fmt: skip
+        posts = [
+            ("/api/collaborations", {"task": f"Scale session {n}", **payload}, keys[0])
+            for n in range(scenario.size)
+        ]
         m = measure(
-            scenario, web.url, posts,
+            scenario,
+            web.url,
+            posts,
             lambda: all(s.is_finished for s in sessions()) and len(sessions()) == scenario.size,
             lambda: max(s.finished_at.timestamp() for s in sessions()),
-        )  # fmt: skip
+        )
         sampler.stop()
         stats = model.ask("stats")
         report = report_common(scenario, m, stats, sampler, 0, scenario.size * SPECIALISTS)
@@ -643,8 +720,14 @@ def embedded_scenario(scenario: Scenario, model: Model) -> dict:
     env = {**service_env(model), "PORT": str(port)}
     log = LOG_DIR / f"bench-scale-{scenario.name}.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "config.embedded"], cwd=ROOT, env=env,
-                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-m", "config.embedded"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         state = var / "run.json"
@@ -659,17 +742,24 @@ def embedded_scenario(scenario: Scenario, model: Model) -> dict:
         org, handles, keys = build_org("scale", scenario.size)
         model.ask("reset")
         model.ask("latency", scenario.latency)
-        print(f"{scenario.name}: `make run`'s service (SQLite, filesystem broker) on {var}; "
-              f"{scenario.size} managed agents, a task each by POST /api/tasks; 2 model turns "
-              f"(get_task, then the answer); fake latency {scenario.latency:g} s")  # fmt: skip
+        print(
+            f"{scenario.name}: `make run`'s service (SQLite, filesystem broker) on {var}; "
+            f"{scenario.size} managed agents, a task each by POST /api/tasks; 2 model turns "
+            f"(get_task, then the answer); fake latency {scenario.latency:g} s"
+        )
         roles = {name: (lambda pid=pid: tree_of(pid)) for name, pid in children.items()}
         roles["model"] = lambda: [model.process.pid]
         sampler = Sampler(roles, None)
         sampler.start()
         worker_log = var / "log" / "worker.log"
         offset = worker_log.stat().st_size
-        m = measure(scenario, url, task_posts(handles, keys), lambda: quiet(org),
-                    lambda: last_run_finished(org))  # fmt: skip
+        m = measure(
+            scenario,
+            url,
+            task_posts(handles, keys),
+            lambda: quiet(org),
+            lambda: last_run_finished(org),
+        )
         sampler.stop()
         stats = model.ask("stats")
         resent = resent_by_sweep(worker_log, offset)
@@ -756,8 +846,11 @@ def results(reports: dict[str, dict | None]) -> list[tuple[str, float, str, floa
         rss = [reports[n]["rss_mb"] if reports[n] else math.nan for n in runtime]
         lines.append(("worker_rss_mb", max(rss), "<=", 1024))
     if "plain-64" in reports and "kill-64" in reports:
-        damage = [r["damage"] if r else math.nan for n, r in reports.items()
-                  if SCENARIOS[n].kind != "collaboration"]  # fmt: skip
+        damage = [
+            r["damage"] if r else math.nan
+            for n, r in reports.items()
+            if SCENARIOS[n].kind != "collaboration"
+        ]
         lines.append(("lost_or_duplicated", sum(damage), "==", 0))
     return lines
 
@@ -776,8 +869,11 @@ def main() -> int:
     parser.add_argument("--template", help=argparse.SUPPRESS)
     parser.add_argument("--report", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    overrides = {k: v for k, v in (("size", args.agents), ("latency", args.latency),
-                                   ("deadline", args.timeout)) if v is not None}  # fmt: skip
+    overrides = {
+        k: v
+        for k, v in (("size", args.agents), ("latency", args.latency), ("deadline", args.timeout))
+        if v is not None
+    }
     if args.scenario:
         report = run_scenario(replace(SCENARIOS[args.scenario], **overrides), args.template)
         Path(args.report).write_text(json.dumps(report))

@@ -284,9 +284,10 @@ def _shortened(error) -> str:
     return error.message.replace(quoted, kept)
 
 
-def validate_params(tool: Tool, params: dict, caller: Caller | None = None) -> dict:
+def validate_params(tool: Tool, params: dict, caller: Caller) -> dict:
     """The params as the tool's handler receives them: the JSON Schema checks the shape first
-    (types, no unknown param, which DRF would ignore), then the validator converts the values.
+    (types, no unknown param, which DRF would ignore), then the validator converts the values,
+    with the caller in its context (a start names the caller's agents).
     """
     errors = sorted(tool.schema_validator.iter_errors(params), key=str)
     if errors:

@@ -272,9 +272,9 @@ def rows_of(qs: QuerySet) -> list[tuple]:
 
 def reports_below(*, organization_id: int, agent_id: int, levels: int) -> set[int]:
     """The ids down the agent's reporting line, at most `levels` deep, in one statement
-    whatever its depth (a loop over the levels grew with the organization)."""
+    whatever its depth."""
     table = connection.ops.quote_name(Agent._meta.db_table)
-    # UNION drops the rows a level found again; the depth bounds a cycle.
+    # The depth bounds a cycle; DISTINCT keeps an agent reached at two depths once.
     statement = f"""
         WITH RECURSIVE line(id, depth) AS (
             SELECT id, 1 FROM {table} WHERE organization_id = %s AND senior_id = %s AND id <> %s

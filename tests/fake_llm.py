@@ -394,7 +394,7 @@ class _Handler(BaseHTTPRequestHandler):
                     return True
             else:
                 # One wait for the whole latency (select wakes at once if the client hangs up):
-                # a thousand calls in flight polling every 50 ms took a core of their own.
+                # a thousand calls in flight must not each poll.
                 left = end - time.monotonic()
                 if left <= 0:
                     return True

@@ -402,18 +402,11 @@ def validated_start(data, *, caller: Caller) -> StartSpec:
     return StartSpec(**serializer.validated_data)
 
 
-def first_message(detail, where: str = "") -> str:
-    """The first error of a nested detail as "agents[1].config.temperature: …"."""
-    if isinstance(detail, Mapping):
-        key, value = next((k, v) for k, v in detail.items() if v)
-        if isinstance(key, int):  # a ListField's item
-            return first_message(value, f"{where}[{key}]")
-        name = "" if key == "non_field_errors" else str(key)
-        return first_message(value, ".".join(part for part in (where, name) if part))
-    if isinstance(detail, list) and detail and isinstance(detail[0], Mapping | list):
-        index, item = next((i, item) for i, item in enumerate(detail) if item)
-        return first_message(item, f"{where}[{index}]")
-    message = str(detail[0] if isinstance(detail, list) else detail)
+def first_message(detail) -> str:
+    """The first error of a nested detail as "agents[1].config.temperature: …" (the registry's
+    path, its list indexes in brackets)."""
+    where, message = registry.first_error(detail)
+    where = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", where)
     if not where or message.startswith((f"{where}.", f"{where}[", f"{where}:")):
         return message  # a message that names its own place (the JSON guard's) keeps it
     return f"{where}: {message}"
