@@ -366,10 +366,10 @@ def _book_unheld(ticket: Ticket, price: Price, usage: dict, cost: Decimal | None
         state=UsageState.RECORDED,
         settled_at=timezone.now(),
     )
-    covering = Budget.objects.filter(ticket.meter.covering())
-    if not cost or not covering.exists():  # one read, not a transaction, for most calls
-        return insert_new(record)
+    if not cost or not sql.has_any_budget(ticket.meter.organization_id):
+        return insert_new(record)  # one compiled read, not a transaction, for most calls
     with transaction.atomic():
+        covering = Budget.objects.filter(ticket.meter.covering())
         budgets = list(covering.select_for_update().order_by("pk"))
         record.budget_ids = [b.pk for b in budgets]
         insert_new(record)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Count, F, Q, QuerySet, Window
+from django.db.models import F, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
@@ -15,9 +15,7 @@ from organization.caller import Caller
 from organization.models import Agent, named_in_delegation_chain
 
 from .models import (
-    FINISHED_STATUSES,
     MAX_WAIT_SECONDS,
-    SUBTASKS_LISTED,
     InboxItem,
     Task,
     TaskComment,
@@ -81,11 +79,19 @@ def visible_task(caller: Caller, pk) -> VisibleTask:
 
 def task_for(caller: Caller, pk) -> Task:
     """The task `pk` if the caller may see it; otherwise 404 exactly as if it did not exist."""
+    from .sql import visible_task_rows  # the statements import this module's visibility
+
     ref = visible_task(caller, pk)
-    task = next(iter(ref.rows[:1]), None)
-    if task is None:
+    agent = caller.agent
+    found = visible_task_rows(
+        task_id=ref.task_id,
+        organization_id=caller.organization.pk,
+        agent_id=agent.pk if agent is not None else None,
+        handle=agent.handle if agent is not None else None,
+    )
+    if not found:
         raise ref.missing()
-    return task
+    return found[0]
 
 
 def events_of(task: Task) -> QuerySet[TaskEvent]:
@@ -109,30 +115,17 @@ class Subtasks:
 
 def subtasks_of(task: Task) -> Subtasks:
     """One query whatever their number: the counts ride on each listed row as window sums."""
-    rows = list(
-        Task.objects.filter(parent_id=task.pk)
-        .order_by("created_at", "pk")
-        .annotate(
-            total=Window(Count("pk")),
-            done=Window(Count("pk", filter=Q(status__in=FINISHED_STATUSES))),
-        )
-        .values("id", "title", "status", "assignee__handle", "result", "total", "done")[
-            :SUBTASKS_LISTED
-        ]
-    )
+    from .sql import subtask_rows  # the statements import this module's visibility
+
+    rows = subtask_rows(task.pk)
     listed = [
-        {
-            "id": r["id"],
-            "title": r["title"],
-            "status": r["status"],
-            "assignee": r["assignee__handle"],
-            "result": r["result"],
-        }
-        for r in rows
+        {"id": pk, "title": title, "status": status, "assignee": assignee, "result": result}
+        for pk, title, status, assignee, result, _, _ in rows
     ]
     if not rows:
         return Subtasks(listed=[], done=0, total=0)
-    return Subtasks(listed=listed, done=rows[0]["done"], total=rows[0]["total"])
+    _, _, _, _, _, total, done = rows[0]
+    return Subtasks(listed=listed, done=done, total=total)
 
 
 def inbox_of(agent: Agent) -> QuerySet[InboxItem]:

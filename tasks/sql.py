@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 
 from django.db import connection, connections, router
-from django.db.models import Count, F, Func, Q, Subquery
+from django.db.models import Count, F, Func, Q, Subquery, Window
 
 from infrastructure.prepared import (
     ID_ARRAY,
@@ -28,7 +28,7 @@ from organization.models import Agent, ExpertiseGroup
 from organization.sql import holds_expertise
 from organization.workload import workload_subquery
 
-from .models import InboxItem, Task, TaskEvent, TaskStatus
+from .models import FINISHED_STATUSES, SUBTASKS_LISTED, InboxItem, Task, TaskEvent, TaskStatus
 from .selectors import tasks_visible
 
 # The engine's row locks are mutexes, never a change of a row's key: FOR NO KEY UPDATE lets other
@@ -155,6 +155,63 @@ _LOCK_READS = {
 def lock_task_rows(scope: str, *, with_parent: bool, **values) -> list[Task]:
     """Lock and read a move's task (and, `with_parent`, its parent) as `scope` sees it."""
     return _LOCK_READS[scope, with_parent].instances(**values)
+
+
+# --- the caller's read -------------------------------------------------------------------------
+
+# What a read of one task shows with it: the agents its serializer names.
+READ_WITH = ("assignee", "queued_for", "created_by_agent")
+
+
+def _visible_read(scope: str) -> PreparedQuerySet:
+    """One task as a human (`organization`) or an agent (`agent`) of its organization sees it."""
+
+    def build(**values):
+        return _task_rows(**values).select_related(*READ_WITH)[:1]
+
+    sentinels = {"task_id": INT, "organization_id": INT2}
+    if scope == "agent":
+        sentinels.update(agent_id=INT3, handle=TEXT)
+    return PreparedQuerySet(Task, build, **sentinels)
+
+
+_VISIBLE_READS = {scope: _visible_read(scope) for scope in ("organization", "agent")}
+
+
+def visible_task_rows(
+    *, task_id: int, organization_id: int, agent_id: int | None, handle: str | None
+) -> list[Task]:
+    """The task `task_id` (a list of one, or empty) if the agent, or a human (None), may see it."""
+    if agent_id is None:
+        return _VISIBLE_READS["organization"].instances(
+            task_id=task_id, organization_id=organization_id
+        )
+    return _VISIBLE_READS["agent"].instances(
+        task_id=task_id, organization_id=organization_id, agent_id=agent_id, handle=handle
+    )
+
+
+_SUBTASKS = PreparedQuery(
+    Task,
+    lambda parent_id: (
+        Task.objects.filter(parent_id=parent_id)
+        .order_by("created_at", "pk")
+        .annotate(
+            total=Window(Count("pk")),
+            done=Window(Count("pk", filter=Q(status__in=FINISHED_STATUSES))),
+        )
+        .values_list("id", "title", "status", "assignee__handle", "result", "total", "done")[
+            :SUBTASKS_LISTED
+        ]
+    ),
+    parent_id=INT,
+)
+
+
+def subtask_rows(parent_id: int) -> list[tuple]:
+    """The task's oldest SUBTASKS_LISTED subtasks as (id, title, status, assignee's handle,
+    result, total, done): the counts over all of them ride on each row as window sums."""
+    return _SUBTASKS.rows(parent_id=parent_id)
 
 
 # --- the queue ---------------------------------------------------------------------------------
