@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from infrastructure.prepared import update_where
+
 from . import sql
 from .models import Run, RunStatus
 from .services import held_for_budget
@@ -48,15 +50,15 @@ def claim(run_id: int, token: str) -> tuple[str, Run | None]:
         run.started_at = run.started_at or now
         run.status = RunStatus.RUNNING
         run.error = ""  # a queued run's only error says why it waited (for budget headroom)
-        run.save(
-            update_fields=[
-                "attempts",
-                "lease_token",
-                "heartbeat_at",
-                "started_at",
-                "status",
-                "error",
-            ]
+        update_where(
+            Run,
+            {"pk": run.pk},
+            attempts=run.attempts,
+            lease_token=run.lease_token,
+            heartbeat_at=run.heartbeat_at,
+            started_at=run.started_at,
+            status=run.status,
+            error=run.error,
         )
     return CLAIMED, run
 

@@ -9,6 +9,7 @@ from collaboration.providers import BudgetRefused, LLMReply, LLMRequest, slots
 from collaboration.providers.turns import Turn, TurnKind, tokens_of
 from costs.metering import Meter, task_ancestry
 from costs.models import UsagePurpose
+from infrastructure.prepared import update_where
 
 from . import services
 from .models import Run
@@ -62,7 +63,7 @@ class TurnRecorder:
 
     def _waiting(self, reason: str) -> None:
         """The run says what its model call waits for (a model slot, a rate limit), or "" again."""
-        Run.objects.filter(pk=self.run.pk, lease_token=self.token).update(waiting_for=reason)
+        update_where(Run, {"pk": self.run.pk, "lease_token": self.token}, waiting_for=reason)
 
     def __call__(self, turn: Turn) -> None:
         # A tool call's turn says how long it ran (`ms`, the loop measures it).

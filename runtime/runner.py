@@ -14,6 +14,7 @@ from collaboration import providers
 from collaboration.providers import LLMRequest, Purpose
 from collaboration.toolloop import run_tool_loop
 from infrastructure.atomic import DATABASE_GONE, once_reconnected
+from infrastructure.prepared import update_where
 from organization import registry
 from organization.caller import caller_for_agent
 from tasks.models import FINISHED_STATUSES
@@ -158,8 +159,8 @@ def prepare(run: Run, token: str) -> None:
     run.system_prompt, run.input, run.context = context.build(run)
     run.provider, run.model, run.max_turns = provider, model, run.agent.max_turns
     fields = ["system_prompt", "input", "context", "provider", "model", "max_turns"]
-    if not Run.objects.filter(pk=run.pk, lease_token=token).update(
-        **{f: getattr(run, f) for f in fields}
+    if not update_where(
+        Run, {"pk": run.pk, "lease_token": token}, **{f: getattr(run, f) for f in fields}
     ):
         raise LeaseLost
 

@@ -13,10 +13,12 @@ from collaboration.providers.turns import Turn
 from collaboration.toolloop import LoopStop, ToolLoopResult
 from infrastructure.atomic import undone_whole
 from infrastructure.errors import DomainError
+from infrastructure.prepared import update_where
 from organization.caller import caller_for_agent
 from tasks import services as task_services
-from tasks.models import FINISHED_STATUSES, EventKind, Task, TaskEvent, TaskStatus
+from tasks.models import EventKind, Task, TaskEvent, TaskStatus
 from tasks.rules import Actor
+from tasks.selectors import subtasks_of
 
 from . import services, sql
 from .acts import acted_on, answered_task_ids, finished_a_subtask, tasks_it_took_on
@@ -43,7 +45,8 @@ def _held_tasks(run: Run) -> list[Task]:
 
 
 def _open_subtasks(task: Task) -> int:
-    return task.subtasks.exclude(status__in=FINISHED_STATUSES).count()
+    subtasks = subtasks_of(task)
+    return subtasks.total - subtasks.done
 
 
 def _move(task: Task, actor: Actor, status: str, **kwargs) -> Task:
@@ -219,8 +222,8 @@ def _safely(run: Run, token: str, outcome: list, task: Task, move, action: str) 
     try:
         with undone_whole():
             move()
-            if not Run.objects.filter(pk=run.pk, lease_token=token).update(
-                heartbeat_at=timezone.now()
+            if not update_where(
+                Run, {"pk": run.pk, "lease_token": token}, heartbeat_at=timezone.now()
             ):
                 raise LeaseLost
     except DomainError as exc:

@@ -11,7 +11,7 @@ from costs.alerts import raise_exhausted
 from costs.budgets import blocking_budget
 from costs.metering import period_of
 from infrastructure import outbox
-from infrastructure.prepared import insert_new
+from infrastructure.prepared import insert_new, update_where
 from organization.models import Agent
 
 from ..models import RUN_AGENT_TASK, Run, RunTrigger
@@ -31,7 +31,7 @@ def run_priority(agent_id: int, has_reports: bool | None = None) -> int:
 
 def dispatch(run: Run) -> None:
     """Queue the run's Celery task through the outbox (sent when the transaction commits)."""
-    Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
+    update_where(Run, {"pk": run.pk}, dispatched_at=timezone.now())
     outbox.enqueue(RUN_AGENT_TASK, run.pk, priority=run_priority(run.agent_id))
 
 

@@ -9,6 +9,8 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from infrastructure.prepared import update_where
+
 from .. import sql
 from ..models import ACTIVE_STATUSES, Run, RunStatus
 from .dispatch import dispatch, held_for_budget, start_run
@@ -35,9 +37,8 @@ def run_finish(
         ended["outcome"] = outcome
     # One statement, which locks the run's row (after the agent's) as it ends it: the run's
     # row is neither read back nor written whole (its input and context are large).
-    if not Run.objects.filter(pk=run.pk, lease_token=token, status__in=ACTIVE_STATUSES).update(
-        **ended
-    ):
+    where = {"pk": run.pk, "lease_token": token, "status__in": ACTIVE_STATUSES}
+    if not update_where(Run, where, **ended):
         return None
     for name, value in ended.items():
         setattr(run, name, value)

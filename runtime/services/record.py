@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from infrastructure.prepared import update_where
 from organization.models import Agent, AgentRuntime
 
 from .. import sql
@@ -61,8 +62,12 @@ def run_record_turns(
         )
         return _recorded(*agent) if agent is not None else None
     with transaction.atomic():
-        if not Run.objects.filter(pk=run.pk, lease_token=token).update(
-            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, heartbeat_at=now
+        if not update_where(
+            Run,
+            {"pk": run.pk, "lease_token": token},
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            heartbeat_at=now,
         ):
             return None
         RunTurn.objects.bulk_create(

@@ -1,5 +1,5 @@
 """infrastructure/prepared.py: queries compiled once, answered as rows or as model instances;
-an UPDATE and an INSERT of every column compiled once."""
+an UPDATE and an INSERT of every column compiled once; a filtered update compiled once."""
 
 import pytest
 from django.db import connection
@@ -14,6 +14,7 @@ from infrastructure.prepared import (
     PreparedQuerySet,
     insert_new,
     save_existing,
+    update_where,
 )
 from organization.models import Agent
 from organization.selectors import agents_with_workload
@@ -201,3 +202,42 @@ def test_a_prepared_queryset_sets_its_annotations_and_takes_a_list_as_one_parame
     assert found(["Python", "Go"]) == [("agent-a", 2), ("agent-b", 0)]
     assert found(["python"]) == [("agent-c", 0)]  # exact and case-sensitive: not "Python"
     assert found(["Py"]) == []
+
+
+def test_update_where_updates_the_rows_the_orm_would_and_counts_them():
+    org = make_org()
+    agent = make_agent(org, "agent-a")
+    held, done, other = give_tasks(agent, 3)
+    Task.objects.filter(pk=done.pk).update(status=TaskStatus.COMPLETED)
+    open_ = [TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS]
+
+    changed = update_where(
+        Task,
+        {"assignee_id": agent.pk, "status__in": open_, "pk": held.pk},
+        result="first",
+        result_data={"n": 1},
+    )
+    again = update_where(
+        Task, {"assignee_id": agent.pk, "status__in": open_, "pk": done.pk}, result="no"
+    )
+
+    assert (changed, again) == (1, 0)
+    rows = dict(Task.objects.filter(assignee=agent).values_list("pk", "result"))
+    assert rows == {held.pk: "first", done.pk: "", other.pk: ""}
+    assert Task.objects.get(pk=held.pk).result_data == {"n": 1}
+
+
+@pytest.mark.postgres
+def test_update_where_writes_its_own_statement_and_leaves_an_expression_to_the_orm():
+    from django.db.models import F
+
+    org = make_org()
+    agent = make_agent(org, "agent-a", workload_capacity=3)
+    with CaptureQueriesContext(connection) as queries:
+        update_where(Agent, {"pk": agent.pk}, role="Lead")
+        update_where(Agent, {"pk": agent.pk}, workload_capacity=F("workload_capacity") + 1)
+    agent.refresh_from_db()
+    assert (agent.role, agent.workload_capacity) == ("Lead", 4)
+    first, second = (q["sql"] for q in queries.captured_queries)
+    assert first == f'UPDATE "organization_agent" SET "role" = \'Lead\' WHERE "id" = {agent.pk}'
+    assert '"organization_agent"."id"' in second  # the ORM's own statement
