@@ -58,7 +58,7 @@ def _json_value(text: str | None):
 
 
 def _parent_json(row: dict, agent: Agent) -> dict | None:
-    """The parent task, in full only if the agent may see it (tasks.selectors.visible_to_agent:
+    """The parent task, in full only if the agent may see it (tasks.visibility.visible_to_agent:
     created, held, queued for, passed on); else its id alone, as GET /api/tasks/<id> gives it."""
     if row["parent_id"] is None:
         return None

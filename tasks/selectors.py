@@ -5,14 +5,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import F, Q, QuerySet, Window
+from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from infrastructure.errors import NotFound
 from infrastructure.inputs import parse_id
 from organization.caller import Caller
-from organization.models import Agent, named_in_delegation_chain
+from organization.models import Agent
 
 from .models import (
     MAX_WAIT_SECONDS,
@@ -22,25 +22,11 @@ from .models import (
     TaskEvent,
     TaskStatus,
 )
+from .sql import subtask_rows, visible_task_rows
+from .visibility import tasks_visible
 
 # How many of an expert's latest completions the wait estimate averages.
 COMPLETION_SAMPLE = 20
-
-
-def visible_to_agent(agent: Agent) -> Q:
-    """Created, held, queued for, or part of the delegation chain of."""
-    return (
-        Q(created_by_agent=agent)
-        | Q(assignee=agent)
-        | Q(queued_for=agent)
-        | named_in_delegation_chain(agent.handle)
-    )
-
-
-def tasks_visible(organization_id: int, agent: Agent | None) -> QuerySet[Task]:
-    """The organization's tasks that `agent` may see (all of them for a human: None)."""
-    tasks = Task.objects.filter(organization_id=organization_id)
-    return tasks if agent is None else tasks.filter(visible_to_agent(agent))
 
 
 def tasks_visible_to(caller: Caller) -> QuerySet[Task]:
@@ -79,8 +65,6 @@ def visible_task(caller: Caller, pk) -> VisibleTask:
 
 def task_for(caller: Caller, pk) -> Task:
     """The task `pk` if the caller may see it; otherwise 404 exactly as if it did not exist."""
-    from .sql import visible_task_rows  # the statements import this module's visibility
-
     ref = visible_task(caller, pk)
     agent = caller.agent
     found = visible_task_rows(
@@ -115,8 +99,6 @@ class Subtasks:
 
 def subtasks_of(task: Task) -> Subtasks:
     """One query whatever their number: the counts ride on each listed row as window sums."""
-    from .sql import subtask_rows  # the statements import this module's visibility
-
     rows = subtask_rows(task.pk)
     listed = [
         {"id": pk, "title": title, "status": status, "assignee": assignee, "result": result}

@@ -29,7 +29,7 @@ from organization.sql import holds_expertise
 from organization.workload import workload_subquery
 
 from .models import FINISHED_STATUSES, SUBTASKS_LISTED, InboxItem, Task, TaskEvent, TaskStatus
-from .selectors import tasks_visible
+from .visibility import tasks_visible
 
 # The engine's row locks are mutexes, never a change of a row's key: FOR NO KEY UPDATE lets other
 # transactions' foreign-key checks (FOR KEY SHARE) through, which FOR UPDATE would deadlock.
