@@ -133,10 +133,9 @@ def alerts_of(*, caller: Caller | None) -> QuerySet[BudgetAlert]:
 
 
 def cost_of_task_tree(task) -> Decimal:
-    """The task's and all its subtasks' model calls, in one query (a recursive CTE for the
+    """The task's and all its subtasks' model calls, in one statement (a recursive CTE for the
     tree), read as the ledger's column (`as_ledger_sum`)."""
-    tree = sql.task_tree_ids(task.pk)
-    total = UsageRecord.objects.filter(task_id__in=tree).aggregate(total=Sum("cost_usd"))["total"]
+    total = sql.task_tree_cost(task.pk)
     return ZERO if total is None else as_ledger_sum(total)
 
 

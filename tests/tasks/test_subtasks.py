@@ -177,7 +177,7 @@ def test_getting_a_task_costs_the_same_queries_whatever_its_subtasks(
     sarah = cast.client(cast.sarah)
     used_just_now()
     # The key; the task with its agents; its subtasks with their holders and the progress; the
-    # cost of the whole tree (one recursive query, costs.selectors.cost_of_task_tree).
+    # cost of the whole tree (one recursive statement, costs.sql.task_tree_cost).
     with django_assert_max_num_queries(4):
         response = sarah.get(f"/api/tasks/{parent['id']}")
     assert response.status_code == 200
