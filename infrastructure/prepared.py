@@ -8,13 +8,14 @@ value that varies, compiles it once per database alias, and then only swaps the 
 PostgreSQL only. Elsewhere (SQLite) the queryset is built and run as usual.
 """
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import EmptyResultSet
-from django.db import connection, connections, router, transaction
+from django.db import connection, connections, models, router, transaction
 from django.db.models import BigIntegerField, F, Lookup, Q, QuerySet, Value
 from django.db.models.query import get_related_populators
 from django.db.models.signals import post_save, pre_save
@@ -215,12 +216,43 @@ class _CompiledModels:
     annotations: list  # (attribute, position) of each annotation, as the queryset sets them
 
 
+# Fields whose `pre_save` reads the attribute and whose `get_db_prep_save` returns a value of
+# one type as it is: `column_values` passes such a value (or None) straight through.
+_AS_IS = {
+    models.CharField: str,
+    models.TextField: str,
+    models.IntegerField: int,
+    models.BigIntegerField: int,
+    models.PositiveIntegerField: int,
+    models.PositiveSmallIntegerField: int,
+    models.SmallIntegerField: int,
+    models.AutoField: int,
+    models.BigAutoField: int,
+    models.BooleanField: bool,
+}
+
+
+@functools.cache
+def _as_is(field) -> type | None:
+    """The type of value `field` saves as it is (exactly its class: a subclass such as an
+    EmailField may prepare its values), or None."""
+    if isinstance(field, models.ForeignKey):
+        return _as_is(field.target_field)
+    return _AS_IS.get(type(field))
+
+
 def column_values(obj, fields, *, add: bool, connection) -> list | None:
     """The parameters of `fields` of `obj` as `Model.save()` prepares them (`pre_save`: auto_now
     and auto_now_add; `get_db_prep_save`), None if a value is an expression (only `save()` can
-    write one)."""
+    write one). A value of the type its field saves as it is (`_as_is`) is taken as it is."""
     values = []
     for field in fields:
+        plain = _as_is(field)
+        if plain is not None:
+            value = getattr(obj, field.attname)
+            if value is None or type(value) is plain:
+                values.append(value)
+                continue
         value = field.pre_save(obj, add=add)
         if hasattr(value, "resolve_expression"):
             return None

@@ -96,10 +96,14 @@ def agent_by_handle(
 
     `rows` (the organization's agents, e.g. `agents_for_api(org=org)`) says how it is read.
     """
-    if rows is None:
-        rows = agents_with_workload(org=org) if with_workload else agents_of(org=org)
-    # The handle is unique in the organization: no sort for `first()` to add.
-    agent = next(iter(rows.filter(handle=handle).order_by()[:1]), None)
+    if rows is None and not with_workload:
+        found = sql.agent_named(organization_id=org.pk, handle=handle)
+        agent = found[0] if found else None
+    else:
+        if rows is None:
+            rows = agents_with_workload(org=org)
+        # The handle is unique in the organization: no sort for `first()` to add.
+        agent = next(iter(rows.filter(handle=handle).order_by()[:1]), None)
     if agent is None:
         raise NotFound(f"Agent not found: {handle}", "agent_not_found")
     return agent

@@ -145,7 +145,22 @@ def agent_api_rows(*, organization_id: int, handle: str) -> list[tuple]:
     return _AGENT_API_ROW.rows(organization_id=organization_id, handle=handle)
 
 
-# Read by every recommendation and rule check.
+# Read by every recommendation, rule check and named agent of a request.
+_AGENT_NAMED = PreparedQuerySet(
+    Agent,
+    lambda organization_id, handle: Agent.objects.filter(
+        organization_id=organization_id, handle=handle
+    ).order_by()[:1],
+    organization_id=prepared.INT,
+    handle=prepared.TEXT,
+)
+
+
+def agent_named(*, organization_id: int, handle: str) -> list[Agent]:
+    """The organization's agent `handle`, in a list of one (empty if there is none)."""
+    return _AGENT_NAMED.instances(organization_id=organization_id, handle=handle)
+
+
 _TEAM_RULE = PreparedQuerySet(
     TeamRule,
     lambda organization_id: (

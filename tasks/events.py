@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import Counter
 
 from organization.models import Agent
+from organization.sql import agent_named
 
-from . import sql
 from .event_writer import record, record_for
 from .holds import budget_holds
 from .models import (
@@ -311,4 +311,4 @@ def _delegator(task: Task) -> list[Agent]:
     creator = task.created_by_agent
     if creator is not None and creator.handle == handle:
         return [creator]
-    return sql.agent_named(organization_id=task.organization_id, handle=handle)
+    return agent_named(organization_id=task.organization_id, handle=handle)

@@ -281,22 +281,8 @@ def candidates(organization_id: int, terms: list[str], *, asker_id: int | None =
 
 # --- the event writer --------------------------------------------------------------------------
 
+
 # Whom a finished task tells besides its creator: read on every completion, compiled once.
-_AGENT_NAMED = PreparedQuerySet(
-    Agent,
-    lambda organization_id, handle: Agent.objects.filter(
-        organization_id=organization_id, handle=handle
-    ).order_by()[:1],
-    organization_id=INT,
-    handle=TEXT,
-)
-
-
-def agent_named(*, organization_id: int, handle: str) -> list[Agent]:
-    """The organization's agent `handle`, in a list of one (empty if there is none)."""
-    return _AGENT_NAMED.instances(organization_id=organization_id, handle=handle)
-
-
 def _insert_values(obj) -> dict[str, object] | None:
     """Column → parameter of `obj`'s INSERT as `Model.save()` makes it; None for an expression."""
     fields = [f for f in obj._meta.local_concrete_fields if not (f.primary_key or f.generated)]
