@@ -31,6 +31,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from .models import OutboxMessage
+from .prepared import insert_new
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,15 @@ def enqueue(task_name: str, *args, priority: int | None = None, **kwargs) -> Out
 def enqueue_many(
     task_name: str, args_list: list, *, priority: int | None = None, **kwargs
 ) -> list[OutboxMessage]:
-    """One message per argument tuple, written in one statement."""
-    messages = OutboxMessage.objects.bulk_create(
+    """One message per argument tuple, written in one statement (compiled once for one)."""
+    messages = [
         OutboxMessage(task_name=task_name, args=list(args), kwargs=kwargs, priority=priority)
         for args in args_list
-    )
+    ]
+    if len(messages) == 1:
+        insert_new(messages[0])
+    else:
+        messages = OutboxMessage.objects.bulk_create(messages)
     # robust: a failure here must not turn the committed write into an error; the relay sends.
     transaction.on_commit(partial(dispatch, messages), robust=True)
     return messages
