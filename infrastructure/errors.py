@@ -79,17 +79,31 @@ def database_unavailable(exc: Exception) -> Response | None:
     return Response(body, status=503, headers={"Retry-After": "1"})
 
 
-def first_validation_message(detail, field: str | None = None) -> str:
-    """Flatten DRF's nested validation detail into one sentence naming the field."""
+def first_error(detail, where: str = "") -> tuple[str, str]:
+    """(dotted field path, message) of the first error in DRF's nested validation detail; an
+    item of a list of objects (`many=True`) is named by its index."""
     if isinstance(detail, dict):
         for key, value in detail.items():
-            name = key if key != "non_field_errors" else field
-            return first_validation_message(value, f"{field}.{name}" if field and name else name)
-        return "Invalid input."
-    if isinstance(detail, list):
-        return first_validation_message(detail[0], field) if detail else "Invalid input."
-    message = str(detail)
-    return f"{field}: {message}" if field else message
+            if not value:
+                continue
+            name = "" if key == "non_field_errors" else str(key)
+            return first_error(value, ".".join(p for p in (where, name) if p))
+    elif isinstance(detail, list):
+        for index, item in enumerate(detail):
+            if isinstance(item, dict | list):
+                if item:
+                    return first_error(item, f"{where}.{index}" if where else str(index))
+            else:
+                return where, str(item)
+    else:
+        return where, str(detail)
+    return where, "Invalid input."
+
+
+def first_validation_message(detail) -> str:
+    """DRF's nested validation detail as one sentence naming the field."""
+    where, message = first_error(detail)
+    return f"{where}: {message}" if where else message
 
 
 _CODES = {

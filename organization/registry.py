@@ -12,7 +12,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
-from infrastructure.errors import Forbidden, Invalid, NotFound
+from infrastructure.errors import Forbidden, Invalid, NotFound, first_error
 from infrastructure.inputs import check_input
 
 from .caller import Caller
@@ -248,27 +248,6 @@ def invalid_param(where: str, message: str) -> Invalid:
     """400 `invalid` naming the param: "Invalid param '<field>': …"."""
     prefix = f"Invalid param '{where}': " if where else "Invalid params: "
     return Invalid(prefix + message)
-
-
-def first_error(detail, where: str = "") -> tuple[str, str]:
-    """(dotted field path, message) of the first error in DRF's nested validation detail."""
-    if isinstance(detail, dict):
-        for key, value in detail.items():
-            if not value:
-                continue
-            name = "" if key == "non_field_errors" else str(key)
-            return first_error(value, ".".join(p for p in (where, name) if p))
-    elif isinstance(detail, list):
-        for index, item in enumerate(detail):
-            if isinstance(item, dict | list):
-                if item:
-                    # A list of objects (many=True) names the item by its index.
-                    return first_error(item, f"{where}.{index}" if where else str(index))
-            else:
-                return where, str(item)
-    else:
-        return where, str(detail)
-    return where, "Invalid input."
 
 
 # How much of the offending value a schema error repeats: jsonschema's messages quote it whole,

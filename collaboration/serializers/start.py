@@ -9,7 +9,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from costs.budgets import parse_usd
-from infrastructure.errors import Conflict, DomainError, Invalid
+from infrastructure.errors import Conflict, DomainError, Invalid, first_error
 from organization import registry
 from organization.caller import Caller
 from organization.selectors import agent_by_handle
@@ -405,7 +405,7 @@ def validated_start(data, *, caller: Caller) -> StartSpec:
 def first_message(detail) -> str:
     """The first error of a nested detail as "agents[1].config.temperature: …" (the registry's
     path, its list indexes in brackets)."""
-    where, message = registry.first_error(detail)
+    where, message = first_error(detail)
     where = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", where)
     if not where or message.startswith((f"{where}.", f"{where}[", f"{where}:")):
         return message  # a message that names its own place (the JSON guard's) keeps it

@@ -5,9 +5,9 @@ drf-spectacular's mapping of the same serializer)."""
 import pytest
 from rest_framework import serializers
 
-from infrastructure.errors import DomainError
+from infrastructure.errors import DomainError, first_error
 from organization.caller import Caller
-from organization.registry import REGISTRY, call_tool, first_error
+from organization.registry import REGISTRY, call_tool
 from organization.schema import input_schema_of
 from tests.factories import make_agent, make_org
 
