@@ -2,6 +2,7 @@
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
@@ -15,6 +16,7 @@ from django.utils.text import smart_split, unescape_string_literal
 from django.views.decorators.http import require_POST
 
 from infrastructure.errors import DomainError
+from infrastructure.prepared import planned_for_values
 from organization.admin.display import HumanChoicesFilter, badge, human
 from organization.admin.scoping import OrgAutocompleteSelect, ReadOnlyInline, admin_org_ids
 from organization.models import Agent
@@ -181,6 +183,16 @@ class TaskAdmin(OrganizationColumn, TasksAppAdmin):
     ]
     inlines = [SubtaskInline, TaskCommentInline, TaskEventInline]
     actions = ["cancel_tasks", "cancel_tasks_with_subtasks", "escalate_tasks"]
+
+    def changelist_view(self, request, extra_context=None):
+        if not request.GET.get(SEARCH_VAR):
+            return super().changelist_view(request, extra_context)
+        # A search's pattern is a parameter: its statements planned for it (`planned_for_values`).
+        with planned_for_values():
+            response = super().changelist_view(request, extra_context)
+            if hasattr(response, "render"):
+                response.render()  # the page's queries run as it renders: within
+            return response
 
     def get_search_results(self, request, queryset, search_term):
         """`search_fields`' rule, each field read through its index (`tasks_searched`): the

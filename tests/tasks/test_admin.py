@@ -284,3 +284,18 @@ def test_a_searched_list_answers_in_as_many_queries_as_the_list(
         assert listed(client, q="invoice")
     with django_assert_num_queries(len(plain)):
         assert listed(client, attention="needs") is not None
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL only")
+def test_a_search_is_planned_for_its_pattern_however_often_it_runs(searched):
+    """Its statements are never prepared (a generic plan would serve any pattern), and the
+    connection prepares the others again afterwards."""
+    client, rows = searched["client"], searched["rows"]
+    threshold = connection.connection.prepare_threshold if connection.connection else None
+    for _ in range(8):
+        assert listed(client, q="invoicer") == {rows["holder"].pk, rows["queue"].pk}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert not any("LIKE" in statement for statement in prepared), prepared
+    assert threshold is None or connection.connection.prepare_threshold == threshold
