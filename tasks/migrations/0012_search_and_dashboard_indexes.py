@@ -1,7 +1,8 @@
 """Indexes for big organizations: partial indexes for the dashboard (who holds how many tasks,
 the queued tasks by urgency and by deadline, the escalated and blocked ones most urgent first);
 on PostgreSQL only, trigram indexes for the tasks list's search on the title, the description
-and the agents' handles (tasks.sql.POSTGRESQL_EXTRAS, `tasks_searched`)."""
+and the agents' handles (`tasks_searched`), and the names in the delegation chain in place of
+its text's trigrams (`organization.sql.chain_names_hold`), in tasks.sql.POSTGRESQL_EXTRAS."""
 
 from django.db import migrations, models
 
@@ -14,8 +15,18 @@ def install(apps, schema_editor):
 
 def remove(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        for index in ("task_title_trgm", "task_description_trgm", "agent_handle_trgm"):
+        for index in (
+            "task_title_trgm",
+            "task_description_trgm",
+            "agent_handle_trgm",
+            "task_chain_names",
+        ):
             schema_editor.execute(f"DROP INDEX IF EXISTS {index}")
+        # 0010's index of the chain's text, which task_chain_names replaced.
+        schema_editor.execute(
+            "CREATE INDEX IF NOT EXISTS task_chain_trgm ON tasks_task "
+            "USING gin ((UPPER(delegation_chain::text)) gin_trgm_ops)"
+        )
 
 
 class Migration(migrations.Migration):
