@@ -451,10 +451,10 @@ def tasks_searched(terms: list[str]) -> Q:
 # --- the admin lists' counts ------------------------------------------------------------------
 
 
-# The planner's estimate of a query's rows; the names in the delegation chain
-# (`organization.sql.chain_names_hold`, an agent's view of the tasks; it replaces a trigram index
-# on the chain's text); trigram indexes in the very expressions Django's `icontains` compares on
-# the title, the description and the agents' handles (`tasks_searched`).
+# The planner's estimate of a query's rows; the names in the delegation chain (an agent's view
+# of the tasks: `infrastructure.prepared.quoted_in_json_text`, in place of a trigram index on the
+# chain's text); trigram indexes in the very expressions Django's `icontains` compares on the
+# title, the description and the agents' handles (`tasks_searched`).
 POSTGRESQL_EXTRAS = """
 CREATE OR REPLACE FUNCTION count_estimate(query text) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$

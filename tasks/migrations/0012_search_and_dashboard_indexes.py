@@ -1,8 +1,8 @@
 """Indexes for big organizations: partial indexes for the dashboard (who holds how many tasks,
 the queued tasks by urgency and by deadline, the escalated and blocked ones most urgent first);
-on PostgreSQL only, trigram indexes for the tasks list's search on the title, the description
-and the agents' handles (`tasks_searched`), and the names in the delegation chain in place of
-its text's trigrams (`organization.sql.chain_names_hold`), in tasks.sql.POSTGRESQL_EXTRAS."""
+on PostgreSQL only (tasks.sql.POSTGRESQL_EXTRAS), trigram indexes for the tasks list's search on
+the title, the description and the agents' handles (`tasks_searched`), and the names in the
+delegation chain in place of its text's trigrams (`infrastructure.prepared.quoted_in_json_text`)."""
 
 from django.db import migrations, models
 
