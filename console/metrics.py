@@ -18,13 +18,14 @@ from costs import selectors as cost_selectors
 from costs.holds import held_agents_condition
 from costs.models import BudgetAlert, UsageRecord
 from organization.models import Agent, Organization
-from organization.workload import at_capacity, offline_with_work, workload_subquery
+from organization.workload import held_statuses, offline_with_work
 from runtime.models import Run, RunStatus
 from runtime.selectors import held_wakes_condition, tasks_with_held_wakes
 from tasks.admin import Attention, register_attention
 from tasks.models import DeliveryStatus, Task, TaskStatus, WebhookDelivery
 from tasks.sweep import stale_queued
 
+from .sql import at_capacity_count
 from .words import usd_figure
 
 # The groups, in the order the page shows them: (name, heading).
@@ -200,9 +201,7 @@ register(
     Metric(
         "at_capacity",
         "At capacity",
-        lambda org: at_capacity(
-            Agent.objects.filter(organization=org).annotate(current_workload=workload_subquery())
-        ).count(),
+        lambda org: at_capacity_count(organization_id=org.pk, statuses=held_statuses()),
         lambda org: changelist(Agent, org, load="at_capacity"),
         PEOPLE,
         help="Agents holding all the tasks they may: new work queues or escalates.",

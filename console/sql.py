@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.db import connection
 
+from organization.models import Agent
 from tasks.models import Task, TaskEvent
 
 # The status and the holder an audit row leaves its task with, per database.
@@ -68,3 +69,28 @@ def held_now_and_intervals(
 
         rows = [(parse_datetime(str(a)), parse_datetime(str(b)) if b else None) for a, b in rows]
     return held, rows
+
+
+def at_capacity_count(*, organization_id: int, statuses) -> int:
+    """How many of the organization's agents hold as many tasks as they may (workload, the
+    tasks of `statuses` each holds, ≥ capacity: `organization.workload.at_capacity`).
+
+    The held tasks are counted once, grouped by holder over the `task_org_held` index, and joined
+    to the agents: a workload counted per agent is a lookup for each of ten thousand agents. A
+    task's holder is always of the task's organization, so its tasks are all counted."""
+    statuses = list(statuses)
+    marks = ", ".join(["%s"] * len(statuses))
+    agents = connection.ops.quote_name(Agent._meta.db_table)
+    tasks = connection.ops.quote_name(Task._meta.db_table)
+    holder = connection.ops.quote_name(Task._meta.get_field("assignee").column)
+    statement = f"""
+        SELECT COUNT(*) FROM {agents} AS a LEFT JOIN (
+            SELECT {holder} AS agent_id, COUNT(*) AS n FROM {tasks}
+            WHERE organization_id = %s AND status IN ({marks}) AND {holder} IS NOT NULL
+            GROUP BY {holder}
+        ) AS held ON held.agent_id = a.id
+        WHERE a.organization_id = %s AND COALESCE(held.n, 0) >= a.workload_capacity
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [organization_id, *statuses, organization_id])
+        return cursor.fetchone()[0]

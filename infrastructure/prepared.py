@@ -10,13 +10,16 @@ PostgreSQL only. Elsewhere (SQLite) the queryset is built and run as usual.
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.lookups import DataContains
 from django.core.exceptions import EmptyResultSet
-from django.db import connection, connections, models, router, transaction
-from django.db.models import BigIntegerField, F, Lookup, Q, QuerySet, Value
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models, router, transaction
+from django.db.models import BigIntegerField, F, Func, Lookup, Q, QuerySet, TextField, Value
+from django.db.models.functions import Cast, Upper
 from django.db.models.query import get_related_populators
 from django.db.models.signals import post_save, pre_save
 
@@ -44,6 +47,52 @@ class EqualsAny(Lookup):
         rhs, rhs_params = self.process_rhs(compiler, connection)
         cast = self.rhs.output_field.db_type(connection)
         return f"{lhs} = ANY(CAST({rhs} AS {cast}))", [*lhs_params, *rhs_params]
+
+
+@contextmanager
+def planned_for_values(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+    """Within, the connection prepares no statement and uses none it prepared (psycopg's
+    `prepare_threshold` None): each is planned for its values.
+
+    A prepared statement is planned for its values five times, then PostgreSQL may keep a
+    generic plan, made without them. For a search that is a plan for any pattern: the tasks
+    list's then read an organization's newest tasks until a page matched (the whole organization
+    for a rare word) instead of the few rows the trigram indexes give.
+    """
+    db = connections[using]
+    if db.vendor != "postgresql":
+        yield
+        return
+    db.ensure_connection()
+    raw = db.connection
+    saved = raw.prepare_threshold
+    raw.prepare_threshold = None
+    try:
+        yield
+    finally:
+        raw.prepare_threshold = saved
+
+
+def quoted_in_json_text(field: str, text: str) -> Q:
+    """A condition implied by `field` (JSON) holding `"text"` in its JSON text, case aside
+    (`field__icontains='"text"'`), for a quote-free `text`: in PostgreSQL, the text cut at its
+    quotes has UPPER(text) among its pieces — an expression a GIN index can hold, and which
+    reads the few rows naming `text` (tasks.sql's `task_chain_names`, of the delegation chain).
+    None elsewhere, or for a `text` with a quote. AND it with the match itself.
+    """
+    if connection.vendor != "postgresql" or '"' in text:
+        return Q()
+    pieces = Func(
+        Upper(Cast(field, TextField())),
+        template="string_to_array(%(expressions)s, '\"')",
+        output_field=ArrayField(TextField()),
+    )
+    wanted = Func(
+        Upper(Value(text, output_field=TextField())),
+        template="ARRAY[%(expressions)s]",
+        output_field=ArrayField(TextField()),
+    )
+    return Q(DataContains(pieces, wanted))
 
 
 def among(field: str, ids) -> Q:

@@ -108,6 +108,29 @@ class Task(models.Model):
             models.Index(fields=["organization", "status", "queued_at"], name="task_org_status"),
             # A list of the organization's tasks, newest first, reads one page of it.
             models.Index(fields=["organization", "created_at"], name="task_org_created"),
+            # The dashboard, whatever the organization's size, each a small partial index: who
+            # holds how many tasks (at capacity, held now), the queued tasks by urgency and by
+            # deadline (stale), the escalated and blocked ones most urgent first (waiting on you).
+            models.Index(
+                fields=["organization", "assignee"],
+                condition=models.Q(status__in=HELD),
+                name="task_org_held",
+            ),
+            models.Index(
+                fields=["organization", "urgency", "queued_at"],
+                condition=models.Q(status="queued"),
+                name="task_org_queued_urgency",
+            ),
+            models.Index(
+                fields=["organization", "deadline"],
+                condition=models.Q(status="queued"),
+                name="task_org_queued_deadline",
+            ),
+            models.Index(
+                fields=["organization", "-urgency_rank", "updated_at", "id"],
+                condition=models.Q(status__in=["escalated", "blocked"]),
+                name="task_org_waiting",
+            ),
         ]
 
     def __str__(self) -> str:

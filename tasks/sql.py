@@ -452,11 +452,52 @@ def insert_from_json(model, document: str, *, returning: str = "") -> list[tuple
         return cursor.fetchall() if returning else []
 
 
+# --- the tasks list's search and attention filter --------------------------------------------
+
+
+def ids_among(field: str, rows) -> Q:
+    """`field` is one of the ids `rows` (a queryset) selects.
+
+    PostgreSQL: `field = ANY(ARRAY(SELECT …))`, the subquery run once (an InitPlan) and the
+    array then read through `field`'s index, so an `OR` of such conditions and indexed ones is a
+    BitmapOr of index scans; `field IN (SELECT …)` in an `OR` is a filter on every row of the
+    table. Elsewhere the portable `IN`.
+    """
+    ids = rows.order_by().values("pk")
+    if connections[router.db_for_read(rows.model)].vendor != "postgresql":
+        return Q(**{f"{field}__in": ids})
+    array = Func(Subquery(ids), function="ARRAY", output_field=ID_ARRAY)
+    return Q(EqualsAny(F(field), array))
+
+
+def tasks_searched(terms: list[str]) -> Q:
+    """The tasks list's search (the admin's `search_fields` rule): each of `terms` in the title,
+    the description, or the handle of the agent holding the task or of the one it is queued for.
+
+    Each arm reads an index: the trigram indexes on the title and the description
+    (`POSTGRESQL_EXTRAS`), and the agents whose handle holds the term, read first
+    (`ids_among`), through the holder's and the queue's indexes; a join to the agents in the
+    `OR` made PostgreSQL read every task of the organization.
+    """
+    condition = Q()
+    for term in terms:
+        agents = Agent.objects.filter(handle__icontains=term)
+        condition &= (
+            Q(title__icontains=term)
+            | Q(description__icontains=term)
+            | ids_among("assignee_id", agents)
+            | ids_among("queued_for_id", agents)
+        )
+    return condition
+
+
 # --- the admin lists' counts ------------------------------------------------------------------
 
 
-# The planner's estimate of a query's rows; a trigram index on the delegation chain's text in the
-# very expression of `named_in_delegation_chain` (an agent's view of the tasks searches it).
+# The planner's estimate of a query's rows; the names in the delegation chain (an agent's view
+# of the tasks: `infrastructure.prepared.quoted_in_json_text`, in place of a trigram index on the
+# chain's text); trigram indexes in the very expressions Django's `icontains` compares on the
+# title, the description and the agents' handles (`tasks_searched`).
 POSTGRESQL_EXTRAS = """
 CREATE OR REPLACE FUNCTION count_estimate(query text) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
@@ -466,8 +507,15 @@ BEGIN
     RETURN (plan -> 0 -> 'Plan' ->> 'Plan Rows')::bigint;
 END $$;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
-CREATE INDEX IF NOT EXISTS task_chain_trgm ON tasks_task
-    USING gin ((UPPER(delegation_chain::text)) gin_trgm_ops);
+DROP INDEX IF EXISTS task_chain_trgm;
+CREATE INDEX IF NOT EXISTS task_chain_names ON tasks_task
+    USING gin ((string_to_array(UPPER(delegation_chain::text), '"')));
+CREATE INDEX IF NOT EXISTS task_title_trgm ON tasks_task
+    USING gin ((UPPER(title::text)) gin_trgm_ops);
+CREATE INDEX IF NOT EXISTS task_description_trgm ON tasks_task
+    USING gin ((UPPER(description::text)) gin_trgm_ops);
+CREATE INDEX IF NOT EXISTS agent_handle_trgm ON organization_agent
+    USING gin ((UPPER(handle::text)) gin_trgm_ops);
 """
 
 

@@ -80,6 +80,14 @@ if _POSTGRESQL and env_bool("DATABASE_PREPARED", True):
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         server_side_binding=True, prepare_threshold=5
     )
+# PostgreSQL compiles a plan to machine code (JIT) once its estimated cost passes
+# jit_above_cost, which a big organization's statements all do: 15-90 ms a statement, more than
+# the statement itself on its index (bench/README.md, bigorg). The service's statements are short
+# reads and writes, not reports: JIT off unless DATABASE_JIT=true.
+# (After any `options` DATABASE_URL gives.)
+if _POSTGRESQL and not env_bool("DATABASE_JIT", False):
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options["options"] = f"{_options.get('options', '')} -c jit=off".strip()
 # Lets several test runs share one PostgreSQL server without dropping each other's database.
 if env_str("TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME")}

@@ -5,6 +5,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from infrastructure.prepared import quoted_in_json_text
+
 from ..history import audited
 from ..webhooks import validate_webhook_url
 from .expertise import validate_expertise
@@ -64,8 +66,14 @@ def former_handle_message(handle: str) -> str:
 
 def named_in_delegation_chain(handle: str) -> models.Q:
     """Tasks whose delegation chain names `handle` (the quoted handle in the chain's JSON text:
-    handles are quote-free), for the tasks app's visibility and `handle_of_former_agent` alike."""
-    return models.Q(delegation_chain__icontains=f'"{handle}"')
+    handles are quote-free), for the tasks app's visibility and `handle_of_former_agent` alike.
+
+    With a condition the match implies, which an index reads (`quoted_in_json_text`): a trigram
+    index on the chain's text served it badly, every handle sharing most of its trigrams (`age`,
+    `gen`, `nt-`, `000`), ~60 ms at a million tasks."""
+    return models.Q(delegation_chain__icontains=f'"{handle}"') & quoted_in_json_text(
+        "delegation_chain", handle
+    )
 
 
 def handle_of_former_agent(*, organization_id: int, handle: str) -> bool:

@@ -7,7 +7,8 @@ from django.contrib import admin
 from django.db.models import Q
 from django.utils import timezone
 
-from ..models import TaskStatus
+from ..models import Task, TaskStatus
+from ..sql import ids_among
 from ..sweep import stale_queued
 
 # What a human must look at: tasks escalated to humans, and blocked ones (a managed agent's run
@@ -38,10 +39,15 @@ def register_attention(reason: Attention) -> Attention:
 
 
 def needs_attention() -> Q:
-    """The tasks that wait on a human: escalated, blocked, or held for a registered reason."""
+    """The tasks that wait on a human: escalated, blocked, or held for a registered reason.
+
+    Each reason's tasks are read once, on their own (`ids_among`): its condition in the `OR`
+    (a join, `EXISTS` subqueries) made PostgreSQL test every task of the organization, where
+    the status reads its index and each reason's few tasks the primary key's.
+    """
     condition = Q(status__in=NEEDS_ATTENTION)
     for reason in ATTENTION:
-        condition |= reason.condition()
+        condition |= ids_among("pk", Task.objects.filter(reason.condition()))
     return condition
 
 

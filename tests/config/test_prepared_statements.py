@@ -40,3 +40,22 @@ def test_the_setting_turns_it_off(monkeypatch):
         monkeypatch.delenv("DATABASE_PREPARED")
         options = importlib.reload(project_settings).DATABASES["default"]["OPTIONS"]
     assert options["prepare_threshold"] == 5 and options["server_side_binding"] is True
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL only")
+def test_jit_is_off_unless_asked_for(monkeypatch):
+    import importlib
+
+    from config.settings import database as project_settings
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == "off"
+    monkeypatch.setenv("DATABASE_JIT", "true")
+    try:
+        options = importlib.reload(project_settings).DATABASES["default"]["OPTIONS"]
+        assert "options" not in options
+    finally:
+        monkeypatch.delenv("DATABASE_JIT")
+        options = importlib.reload(project_settings).DATABASES["default"]["OPTIONS"]
+    assert options["options"] == "-c jit=off"

@@ -221,3 +221,18 @@ def test_the_dashboard_answers_in_as_many_queries_for_200_agents_and_5000_tasks(
             page = client.get(INDEX, {"organization": org.pk})
         assert page.status_code == 200
     assert numbers(page.content.decode())["escalated"] == "1000"
+
+
+def test_at_capacity_counts_as_the_workload_rule_does(org, rival):
+    """The count groups the held tasks once; it agrees with `at_capacity` agent by agent,
+    an agent of capacity 0 holding nothing included."""
+    from organization.workload import at_capacity, workload_subquery
+    from tests.factories import give_tasks, make_agent
+
+    make_agent(org, "agent-zero", workload_capacity=0)
+    give_tasks(make_agent(org, "agent-paused-full", workload_capacity=2, is_paused=True), 2)
+    give_tasks(make_agent(org, "agent-blocked", workload_capacity=1), 1, TaskStatus.BLOCKED)
+    give_tasks(make_agent(org, "agent-done", workload_capacity=1), 3, TaskStatus.COMPLETED)
+    metric = next(m for m in metrics.METRICS if m.name == "at_capacity")
+    agents = Agent.objects.filter(organization=org).annotate(current_workload=workload_subquery())
+    assert metric.value(org) == at_capacity(agents).count() == EXPECTED["at_capacity"] + 3

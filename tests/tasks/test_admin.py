@@ -1,7 +1,9 @@
 """The tasks admin: scoped to the user's organizations, rules enforced, audit read-only."""
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from organization.models import Membership, TeamRule
 from tasks.models import Task, TaskEvent, WebhookDelivery
@@ -207,3 +209,93 @@ def test_assign_to_searches_the_tasks_organization_instead_of_listing_its_agents
     ids = {int(r["id"]) for r in found["results"]}
     assert world["alex"].pk in ids and world["full"].pk in ids
     assert not Task.objects.filter(assignee_id__in=ids, organization__slug="theirs").exists()
+
+
+@pytest.fixture
+def searched():
+    """Tasks each matching a search by one field: title, description, holder, queue."""
+    ours, theirs = make_org("searched"), make_org("elsewhere")
+    sam = make_agent(ours, "agent-sam-invoicer")
+    kim = make_agent(ours, "agent-kim")
+    stranger = make_agent(theirs, "agent-invoicing")
+    rows = {
+        "title": Task(organization=ours, title="Pay the Invoice", status="completed"),
+        "description": Task(
+            organization=ours, title="Bills", description="the INVOICE of May", status="failed"
+        ),
+        "holder": Task(organization=ours, title="Held", status="assigned", assignee=sam),
+        "queue": Task(organization=ours, title="Waits", status="queued", queued_for=sam),
+        "phrase": Task(organization=ours, title="an invoice 100% paid", status="assigned"),
+        "other": Task(organization=ours, title="Unrelated", status="assigned", assignee=kim),
+        "theirs": Task(
+            organization=theirs, title="Their invoice", status="assigned", assignee=stranger
+        ),
+    }
+    Task.objects.bulk_create(rows.values())
+    client = Client()
+    client.force_login(make_admin_user(ours))
+    return {"ours": ours, "rows": rows, "client": client}
+
+
+def listed(client, **params) -> set[int]:
+    response = client.get("/admin/tasks/task/", params)
+    assert response.status_code == 200
+    return {task.pk for task in response.context["cl"].result_list}
+
+
+@pytest.mark.parametrize(
+    "term, found",
+    [
+        ("invoice", ["title", "description", "holder", "queue", "phrase"]),
+        ("INVOICER", ["holder", "queue"]),
+        ("invoice bills", ["description"]),
+        ('"invoice 100%"', ["phrase"]),
+        ("100%", ["phrase"]),
+        ("agent-kim", ["other"]),
+        ("nowhere", []),
+    ],
+)
+def test_the_search_matches_title_description_holder_and_queue(searched, term, found):
+    rows = searched["rows"]
+    assert listed(searched["client"], q=term) == {rows[name].pk for name in found}
+
+
+@pytest.mark.parametrize("term", ["invoice", "INVOICER", "invoice bills", '"invoice 100%"', "_"])
+def test_the_search_finds_what_the_admins_own_search_finds(searched, term):
+    """`get_search_results` reads through indexes what `search_fields` would find by a join."""
+    from django.contrib import admin
+    from django.contrib.admin import ModelAdmin
+
+    model_admin = admin.site._registry[Task]
+    tasks = Task.objects.filter(organization=searched["ours"])
+    ours, _ = model_admin.get_search_results(None, tasks, term)
+    stock, _ = ModelAdmin.get_search_results(model_admin, None, tasks, term)
+    assert set(ours) == set(stock)
+
+
+def test_a_searched_list_answers_in_as_many_queries_as_the_list(
+    searched, django_assert_num_queries
+):
+    client = searched["client"]
+    listed(client)  # the session row exists from now on
+    with CaptureQueriesContext(connection) as plain:
+        listed(client)
+    with django_assert_num_queries(len(plain)):
+        assert listed(client, q="invoice")
+    with django_assert_num_queries(len(plain)):
+        assert listed(client, attention="needs") is not None
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL only")
+def test_a_search_is_planned_for_its_pattern_however_often_it_runs(searched):
+    """Its statements are never prepared (a generic plan would serve any pattern), and the
+    connection prepares the others again afterwards."""
+    client, rows = searched["client"], searched["rows"]
+    threshold = connection.connection.prepare_threshold if connection.connection else None
+    for _ in range(8):
+        assert listed(client, q="invoicer") == {rows["holder"].pk, rows["queue"].pk}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert not any("LIKE" in statement for statement in prepared), prepared
+    assert threshold is None or connection.connection.prepare_threshold == threshold
