@@ -36,6 +36,7 @@ from ..selectors import deciders_of, decision_for, task_for
 from . import notify
 
 CLOSED = "decision_closed"
+HUMANS_DECIDE = "Only a human decides: use an organization key or the console."
 
 
 # --- asking --------------------------------------------------------------------------------------
@@ -144,9 +145,7 @@ def check_decider(caller: Caller, decision: HumanDecision) -> None:
     """Humans decide (403 `human_required`), never on their own request (403 `own_request`), and
     a member only if the policy names them (or names no one and they are an admin)."""
     if caller.agent is not None:
-        raise Forbidden(
-            "Only a human decides: use an organization key or the console.", "human_required"
-        )
+        raise Forbidden(HUMANS_DECIDE, "human_required")
     if caller.label == decision.requester_label or (
         caller.user is not None and caller.user.pk == decision.requested_by_user_id
     ):
@@ -159,9 +158,12 @@ def check_decider(caller: Caller, decision: HumanDecision) -> None:
 
 
 def _locked(caller: Caller, pk) -> HumanDecision:
+    """The decision locked for a verdict: humans only (an agent key: 403 at once), pending."""
+    if caller.agent is not None:
+        raise Forbidden(HUMANS_DECIDE, "human_required")
     decision = decision_for(caller, pk)
     decision = (
-        HumanDecision.objects.select_for_update()
+        HumanDecision.objects.select_for_update(of=("self",))
         .select_related("requested_by", "policy")
         .get(pk=decision.pk)
     )
@@ -255,7 +257,7 @@ def decision_close(
 def decision_cancel(*, caller: Caller, pk) -> HumanDecision:
     """The requester withdraws its pending decision."""
     decision = decision_for(caller, pk)
-    decision = HumanDecision.objects.select_for_update().get(pk=decision.pk)
+    decision = HumanDecision.objects.select_for_update(of=("self",)).get(pk=decision.pk)
     mine = (caller.agent is not None and caller.agent.pk == decision.requested_by_id) or (
         caller.agent is None and caller.label == decision.requester_label
     )
@@ -346,7 +348,9 @@ def decisions_sweep(now: datetime | None = None) -> dict:
 
 @atomic
 def _warn(pk: int, now: datetime) -> int:
-    decision = HumanDecision.objects.select_for_update().filter(pk=pk, warned_at=None).first()
+    decision = (
+        HumanDecision.objects.select_for_update(of=("self",)).filter(pk=pk, warned_at=None).first()
+    )
     if decision is None or not decision.is_pending:
         return 0
     decision.warned_at = now
@@ -357,7 +361,7 @@ def _warn(pk: int, now: datetime) -> int:
 
 @atomic
 def _supersede_by_pk(pk: int) -> int:
-    decision = HumanDecision.objects.select_for_update().filter(pk=pk).first()
+    decision = HumanDecision.objects.select_for_update(of=("self",)).filter(pk=pk).first()
     if decision is None or not decision.is_pending or not _changed(decision):
         return 0
     _supersede(decision, SYSTEM)
@@ -368,7 +372,10 @@ def _supersede_by_pk(pk: int) -> int:
 def _expire(pk: int, now: datetime) -> int:
     """Expired: an approval is rejected (fail closed) unless its policy says approve."""
     decision = (
-        HumanDecision.objects.select_for_update().select_related("policy").filter(pk=pk).first()
+        HumanDecision.objects.select_for_update(of=("self",))
+        .select_related("policy")
+        .filter(pk=pk)
+        .first()
     )
     if decision is None or not decision.is_pending or decision.expires_at > now:
         return 0
