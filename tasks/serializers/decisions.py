@@ -174,12 +174,14 @@ class ApprovalPolicySerializer(serializers.ModelSerializer):
 # --- decisions ------------------------------------------------------------------------------
 
 ACTION_SCHEMA = {
-    "type": ["object", "null"],
+    "type": "object",
+    "nullable": True,
     "description": "An approval's move: its tool's name and arguments, exactly as it would run.",
     "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
 }
 OUTCOME_SCHEMA = {
-    "type": ["object", "null"],
+    "type": "object",
+    "nullable": True,
     "properties": {
         "result": {"type": "string", "enum": ["executed", "skipped", "failed"]},
         "reason": {"type": "string"},
