@@ -240,7 +240,9 @@ class QuestionSerializer(serializers.Serializer):
 
     kind = serializers.ChoiceField(choices=[DecisionKind.QUESTION], default=DecisionKind.QUESTION)
     task = serializers.IntegerField(min_value=1, max_value=BIGINT_MAX, help_text="A task you hold.")
-    question = serializers.CharField(max_length=QUESTION_MAX_LENGTH)
+    question = serializers.CharField(
+        max_length=QUESTION_MAX_LENGTH, help_text="The question, in a sentence or two."
+    )
     options = serializers.ListField(
         child=serializers.CharField(max_length=OPTION_MAX_LENGTH),
         required=False,
@@ -255,7 +257,9 @@ class AskHumanSerializer(QuestionSerializer):
 
 
 class DecisionIdSerializer(serializers.Serializer):
-    decision_id = serializers.IntegerField(min_value=1, max_value=BIGINT_MAX)
+    decision_id = serializers.IntegerField(
+        min_value=1, max_value=BIGINT_MAX, help_text="The decision's id (from ask_human or a 202)."
+    )
 
 
 class ApproveSerializer(serializers.Serializer):
