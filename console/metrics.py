@@ -22,7 +22,14 @@ from organization.workload import at_capacity, offline_with_work, workload_subqu
 from runtime.models import Run, RunStatus
 from runtime.selectors import held_wakes_condition, tasks_with_held_wakes
 from tasks.admin import Attention, register_attention
-from tasks.models import DeliveryStatus, Task, TaskStatus, WebhookDelivery
+from tasks.models import (
+    DecisionStatus,
+    DeliveryStatus,
+    HumanDecision,
+    Task,
+    TaskStatus,
+    WebhookDelivery,
+)
 from tasks.sweep import stale_queued
 
 from .words import usd_figure
@@ -121,6 +128,19 @@ def _tasks_in(status):
 
 FAILED_SESSIONS = (SessionStatus.FAILED, SessionStatus.PARTIAL)
 
+# First of all: what agents wait for a human to decide (docs/decisions.md).
+register(
+    Metric(
+        "decisions_waiting",
+        "Decisions waiting on you",
+        lambda org: HumanDecision.objects.filter(
+            organization=org, status=DecisionStatus.PENDING
+        ).count(),
+        lambda org: changelist(HumanDecision, org, status__exact=DecisionStatus.PENDING),
+        ATTENTION,
+        help="Moves a policy holds for approval, and agents' questions.",
+    )
+)
 register(
     Metric(
         "escalated",
