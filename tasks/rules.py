@@ -420,3 +420,17 @@ def check_tool_policies(*, org: Organization, agent: Agent | None, tool: str) ->
     for policy in policies_of(org, PolicyTrigger.TOOL):
         if tool in policy.tools and covers(policy, agent):
             raise GateClosed(policy, f"A call of the tool {tool} waits for a human.")
+
+
+def check_cost_policies(*, org: Organization, agent: Agent | None, cost) -> None:
+    """Raise GateClosed for the first enabled policy a collaboration estimated at `cost` (USD)
+    passes: a session whose estimate is above its `cost_above_usd`."""
+    if not gate_applies(org):
+        return
+    for policy in policies_of(org, PolicyTrigger.COLLABORATION_COST):
+        if cost > policy.cost_above_usd and covers(policy, agent):
+            raise GateClosed(
+                policy,
+                f"The collaboration is estimated at up to ${cost:.4f}, above "
+                f"${policy.cost_above_usd:.4f}.",
+            )
