@@ -362,6 +362,7 @@ class GateClosed(Exception):
         super().__init__(reason)
         self.policy = policy
         self.reason = reason
+        self.org = policy.organization
 
 
 # The decision whose approved move is running in this context: the gate lets it through.

@@ -7,12 +7,14 @@ its confirmation page (after login), where one POST decides (docs/decisions.md).
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
+from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from infrastructure.errors import DomainError
+from infrastructure.inputs import parse_id
 from organization.admin.scoping import OrgOwnedAdmin
 from organization.caller import caller_for_admin
 
@@ -84,11 +86,16 @@ class HumanDecisionAdmin(OrganizationColumn, TasksAppAdmin):
     list_display = ["__str__", "kind", "status", "requester_label", "task", "expires_at"]
     list_filter = ["status", "kind"]
     list_select_related = ["organization", "task"]
-    readonly_fields = ["request_in_words", "snapshot", "buttons"]
-    fields = ["request_in_words", "snapshot", "buttons"]
+    readonly_fields = ["request_in_words", "snapshot"]
+    fields = ["request_in_words", "snapshot"]
+    # The buttons' form follows the page's own (forms do not nest): change_view passes it.
+    change_form_template = "admin/tasks/humandecision/change_form.html"
 
     def has_add_permission(self, request):
         return False
+
+    def has_change_permission(self, request, obj=None):
+        return False  # decided through the buttons (the services), never edited
 
     def get_urls(self):
         confirm = self.admin_site.admin_view(self.confirm_view)
@@ -127,10 +134,9 @@ class HumanDecisionAdmin(OrganizationColumn, TasksAppAdmin):
         changed = " (changed since)" if then != now else ""
         return format_html("{} / {}{}", then or "—", now or "—", changed)
 
-    @admin.display(description="Decide")
-    def buttons(self, decision):
+    def buttons(self, decision, csrf: str):
         if not decision.is_pending:
-            return "—"
+            return ""
         url = reverse("admin:tasks_humandecision_decide", args=[decision.pk])
         verbs = ["approve", "reject", "request_changes"]
         if decision.kind == DecisionKind.QUESTION:
@@ -140,7 +146,7 @@ class HumanDecisionAdmin(OrganizationColumn, TasksAppAdmin):
             'name="csrfmiddlewaretoken" value="{}">{}<input name="text" placeholder="{}" '
             'size="60"> {}</form>',
             url,
-            self._csrf,
+            csrf,
             format_html_join(
                 "",
                 "<label><input type='radio' name='answer' value='{}'> {}</label> ",
@@ -155,9 +161,12 @@ class HumanDecisionAdmin(OrganizationColumn, TasksAppAdmin):
         )
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        from django.middleware.csrf import get_token
-
-        self._csrf = get_token(request)
+        decision = self.get_queryset(request).filter(pk=parse_id(object_id) or 0).first()
+        if decision is not None:
+            extra_context = {
+                **(extra_context or {}),
+                "decide_form": self.buttons(decision, get_token(request)),
+            }
         return super().change_view(request, object_id, form_url, extra_context)
 
     def _decision(self, request, pk) -> HumanDecision:

@@ -21,15 +21,17 @@ from organization.caller import Caller, caller_for_agent, caller_for_key, caller
 from organization.history import acting_as, current_actor
 from organization.models import ApiKey, Organization
 
-from .. import events
-from ..decisions import describe
+from .. import events, webhooks
+from ..decisions import decision_json, describe
 from ..models import (
     ApprovalPolicy,
     DecisionKind,
     DecisionStatus,
+    DeliveryStatus,
     HumanDecision,
     OnExpiry,
     Task,
+    WebhookDelivery,
 )
 from ..rules import SYSTEM, Actor, approved_decision
 from ..selectors import deciders_of, decision_for, task_for
@@ -394,8 +396,10 @@ def _expire(pk: int, now: datetime) -> int:
 
 
 def _audit(decision: HumanDecision, actor: Actor, message: str, *, tell: bool = True) -> None:
-    """The task's audit row (a decision about no task has none); `tell`: the asking agent gets
-    an inbox item of kind `decision`, its webhook and a wake-up (a managed agent's run)."""
+    """The organization's webhook, and the task's audit row (a decision about no task has
+    none); `tell`: the asking agent gets an inbox item of kind `decision`, its webhook and a
+    wake-up (a managed agent's run)."""
+    _to_organization_webhook(decision, message)
     if decision.task_id is None:
         return
     task = Task.objects.select_related("organization", "assignee", "queued_for").get(
@@ -404,3 +408,25 @@ def _audit(decision: HumanDecision, actor: Actor, message: str, *, tell: bool = 
     status = f" [decision #{decision.pk}: {decision.status}]"
     recipient = decision.requested_by if tell else None
     events.decision_event(task=task, actor=actor, message=message[:1800] + status, tell=recipient)
+
+
+def _to_organization_webhook(decision: HumanDecision, message: str) -> None:
+    """Every transition reaches the organization's webhook, if set, signed and retried as every
+    delivery (`decision.<status>`)."""
+    org = Organization.objects.only("webhook_url", "slug").get(pk=decision.organization_id)
+    if not org.webhook_url:
+        return
+    delivery = WebhookDelivery.objects.create(
+        organization=org,
+        agent=None,
+        url=org.webhook_url,
+        payload={
+            "event": f"decision.{decision.status}",
+            "organization": org.slug,
+            "message": message,
+            "decision": decision_json(decision),
+            "created_at": timezone.now().isoformat(),
+        },
+        status=DeliveryStatus.PENDING,
+    )
+    webhooks.enqueue_deliveries([delivery.pk])

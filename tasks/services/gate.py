@@ -40,12 +40,13 @@ class AwaitingApproval(DomainError):
 
 
 def _organization(kwargs: dict) -> Organization | None:
+    """The move's organization if it is at hand without a query, else None."""
     if kwargs.get("org") is not None:
         return kwargs["org"]
     task = kwargs.get("task")
     if isinstance(task, VisibleTask):
         return task.caller.organization
-    if isinstance(task, Task):
+    if isinstance(task, Task) and Task.organization.is_cached(task):
         return task.organization
     return None
 
@@ -74,14 +75,18 @@ def gated(tool: str, arguments: Callable[[dict], dict]):
         @functools.wraps(service)
         def wrapper(**kwargs):
             org = _organization(kwargs)
-            if org is None or not rules.gate_applies(org):
+            if org is not None and not rules.gate_applies(org):
                 return service(**kwargs)
             try:
+                if org is None:
+                    # Not at hand (a task given by id): the service's own block undoes it.
+                    return service(**kwargs)
                 # Its own savepoint: undone alone, even where its caller undoes its whole
                 # transaction on any failure (infrastructure.atomic.undone_whole).
                 with transaction.atomic():
                     return service(**kwargs)
             except GateClosed as closed:
+                org = closed.org
                 task_id = _task_id(kwargs.get("task"))
                 decision = decision_request(
                     org=org,

@@ -36,6 +36,10 @@ def test_a_run_that_asks_a_human_leaves_its_task_and_the_answer_wakes_it(cast, f
     assert response.status_code == 200, response.content
     drain()
     assert runs_of(cast.alex)[-1] == ("completed", "decision", task.pk)
+    run = Run.objects.filter(agent=cast.alex, trigger="decision").get()
+    (shown,) = [t for t in run.context["tasks"] if t["id"] == task.pk]
+    assert [(d["id"], d["answer"]) for d in shown["decisions"]] == [(decision.pk, "eu")]
+    assert "a human decided" in run.input
     woken = human.get("/api/runs", {"trigger": "decision"}).json()["results"]
     assert [(r["agent"], r["trigger"]) for r in woken] == [("agent-alex", "decision")]
     task.refresh_from_db()
