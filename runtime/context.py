@@ -43,7 +43,9 @@ it with complete_task and your result;
 - or split it into subtasks (create_subtask; you are told when they are all finished), delegate it \
 (recommend_delegate, then delegate_task with your DELEGATION DECISION), queue it for a busy expert \
 (queue_task) or escalate it (escalate_task);
-- comment_on_task to ask or answer a question.
+- comment_on_task to ask or answer a question; ask_human when only a human can answer (the task \
+stays yours and the answer wakes you). A move that answers {"status": "awaiting_approval"} waits \
+for a human: its decision wakes you.
 A refused call comes back as an error with its code: choose again. When you stop calling tools, \
 your final answer becomes the result of each task you still hold (assigned or in progress) and did \
 nothing with; a task waiting for its subtasks stays open."""
@@ -153,7 +155,8 @@ def build(run: Run) -> tuple[str, str, dict]:
             if pk in rows
         ],
     }
-    _add_decisions(context["tasks"], agent)
+    if any(trigger == "decision" for _, trigger in triggers):
+        _add_decisions(context["tasks"], agent)
     context = json.loads(json.dumps(context, cls=DjangoJSONEncoder))
     woke = "; ".join(
         f"{WHAT_WOKE.get(trigger, trigger)} (task #{task_id})" for task_id, trigger in triggers
@@ -183,7 +186,7 @@ DECISIONS_GIVEN = 5
 
 def _add_decisions(tasks: list[dict], agent: Agent) -> None:
     """Each task with the decisions the agent asked for on it, latest first (docs/decisions.md):
-    the answer, the verdict and the outcome its `decision` wake-up is about."""
+    the answer, the verdict and the outcome a `decision` wake-up is about (read only then)."""
     ids = [t["id"] for t in tasks]
     if not ids:
         return

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import DateTimeField, ExpressionWrapper, F, Value
 from django.utils import timezone
 
 from infrastructure.atomic import atomic
@@ -37,7 +39,11 @@ from ..rules import SYSTEM, Actor, approved_decision
 from ..selectors import deciders_of, decision_for, task_for
 from . import notify
 
+log = logging.getLogger(__name__)
+
 CLOSED = "decision_closed"
+# Decisions each part of a sweep handles at most (the next sweep goes on).
+SWEEP_BATCH = 500
 HUMANS_DECIDE = "Only a human decides: use an organization key or the console."
 
 
@@ -330,22 +336,37 @@ def _supersede(decision: HumanDecision, actor: Actor) -> None:
 
 def decisions_sweep(now: datetime | None = None) -> dict:
     """Warn the deciders of what expires soon, expire what is due (on_expiry applied), and
-    supersede approvals whose target changed: each in its own transaction."""
+    supersede approvals whose target changed: each in its own transaction, a failing one
+    logged and left for the next sweep."""
     now = now or timezone.now()
     counts = {"warned": 0, "expired": 0, "superseded": 0}
     pending = HumanDecision.objects.filter(status=DecisionStatus.PENDING)
-    for decision in pending.filter(expires_at__lte=now).order_by("expires_at")[:500]:
-        counts["expired"] += _expire(decision.pk, now)
-    warnable = pending.filter(
-        warned_at__isnull=True, policy__warn_before_seconds__gt=0, expires_at__gt=now
-    ).select_related("policy")
-    for decision in warnable[:500]:
-        if decision.expires_at - timedelta(seconds=decision.policy.warn_before_seconds) <= now:
-            counts["warned"] += _warn(decision.pk, now)
-    for decision in pending.filter(kind=DecisionKind.APPROVAL, task__isnull=False)[:500]:
+    due = pending.filter(expires_at__lte=now).order_by("expires_at")
+    for pk in due.values_list("pk", flat=True)[:SWEEP_BATCH]:
+        counts["expired"] += _each(_expire, pk, now)
+    warn_at = ExpressionWrapper(
+        F("expires_at") - Value(timedelta(seconds=1)) * F("policy__warn_before_seconds"),
+        output_field=DateTimeField(),
+    )
+    warnable = pending.filter(warned_at__isnull=True, policy__warn_before_seconds__gt=0)
+    warnable = warnable.alias(warn_at=warn_at).filter(warn_at__lte=now, expires_at__gt=now)
+    for pk in warnable.order_by("expires_at").values_list("pk", flat=True)[:SWEEP_BATCH]:
+        counts["warned"] += _each(_warn, pk, now)
+    approvals = pending.filter(kind=DecisionKind.APPROVAL, task__isnull=False).order_by("pk")
+    for decision in approvals[:SWEEP_BATCH]:
         if _changed(decision):
-            counts["superseded"] += _supersede_by_pk(decision.pk)
+            counts["superseded"] += _each(_supersede_by_pk, decision.pk)
     return counts
+
+
+def _each(step, *args) -> int:
+    try:
+        return step(*args)
+    except Exception:
+        log.exception(
+            "decision sweep: %s%s failed; the next sweep tries again", step.__name__, args
+        )
+        return 0
 
 
 @atomic
