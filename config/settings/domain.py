@@ -138,6 +138,9 @@ DECISIONS_SWEEP_INTERVAL = env_interval("DECISIONS_SWEEP_SECONDS", 15)
 DECISIONS_QUESTION_EXPIRES_SECONDS = env_int(
     "DECISIONS_QUESTION_EXPIRES_SECONDS", 7 * 86_400, minimum=0
 )
+# How many decisions one agent may have pending at once (each one is mail to humans): past it, a
+# gated move or a question answers 409 too_many_pending_decisions.
+DECISIONS_MAX_PENDING_PER_AGENT = env_int("DECISIONS_MAX_PENDING_PER_AGENT", 20, minimum=1)
 # How long an e-mailed one-click link stays valid (it works once in any case: a decided decision
 # takes no second verdict).
 DECISIONS_LINK_MAX_AGE = env_int("DECISIONS_LINK_MAX_AGE", 7 * 86_400, minimum=60)

@@ -73,6 +73,21 @@ def hash_of(target: dict) -> str:
     return hashlib.sha256(json.dumps(target, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def check_pending_bound(agent) -> None:
+    """An agent has at most DECISIONS_MAX_PENDING_PER_AGENT decisions pending (409
+    `too_many_pending_decisions`): every one of them is mail to humans."""
+    if agent is None:
+        return
+    limit = settings.DECISIONS_MAX_PENDING_PER_AGENT
+    pending = HumanDecision.objects.filter(requested_by=agent, status=DecisionStatus.PENDING)
+    if pending.count() >= limit:
+        raise Conflict(
+            f"You have {limit} decisions waiting for humans already, the limit: wait for their "
+            "answers (or cancel one) before asking again.",
+            "too_many_pending_decisions",
+        )
+
+
 def _requester(actor: Actor, org: Organization) -> dict:
     """Who asked, as the decision stores it (an organization key from the change's actor)."""
     key = None
@@ -98,6 +113,7 @@ def decision_request(
     reason: str,
 ) -> HumanDecision:
     """A gated move: record it as a pending approval, its targets hashed, deciders told."""
+    check_pending_bound(actor.agent)
     target = target_of(task_id, action.get("arguments"))
     decision = HumanDecision.objects.create(
         organization=org,
@@ -129,6 +145,7 @@ def decision_ask(
             f"{task.assignee.handle if task.assignee_id else 'nobody'}.",
             "task_not_held",
         )
+    check_pending_bound(agent)
     seconds = settings.DECISIONS_QUESTION_EXPIRES_SECONDS
     actor = Actor.of(caller)
     decision = HumanDecision.objects.create(

@@ -119,3 +119,14 @@ def test_ask_human_validates_like_the_rest_door(cast):
         sarah, "ask_human", task=task_id, question="?", options=[str(i) for i in range(9)]
     )
     assert_error(response, 400, "invalid", "options")
+
+
+def test_an_agent_has_a_bounded_number_of_decisions_pending(cast, settings):
+    settings.DECISIONS_MAX_PENDING_PER_AGENT = 2
+    task_id = held_by_sarah(cast)
+    assert ask(cast, task_id).status_code == 201
+    assert ask(cast, task_id).status_code == 201
+    assert_error(ask(cast, task_id), 409, "too_many_pending_decisions")
+    first = HumanDecision.objects.filter(requested_by=cast.sarah).first()
+    post(cast.human, f"{URL}/{first.pk}/answer", {"answer": "eu"})
+    assert ask(cast, task_id).status_code == 201
