@@ -4,6 +4,7 @@ from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from infrastructure.errors import NotFound
 from infrastructure.inputs import BIGINT_MAX
 from organization import registry
 from organization.models import Agent, Team
@@ -135,7 +136,7 @@ class ApprovalPolicySerializer(serializers.ModelSerializer):
             if scope == PolicyScope.TEAM:
                 data["team"] = Team.objects.filter(organization=org, name=name or "").first()
                 if data["team"] is None:
-                    raise serializers.ValidationError({"team": f"No team named {name!r}."})
+                    raise NotFound(f"Team not found: {name}", "team_not_found")
         if "agent" in data or scope == PolicyScope.AGENT:
             handle = (
                 data.get("agent")
@@ -146,7 +147,7 @@ class ApprovalPolicySerializer(serializers.ModelSerializer):
             if scope == PolicyScope.AGENT:
                 data["agent"] = Agent.objects.filter(organization=org, handle=handle or "").first()
                 if data["agent"] is None:
-                    raise serializers.ValidationError({"agent": f"No agent {handle!r}."})
+                    raise NotFound(f"Agent not found: {handle}", "agent_not_found")
         if scope == PolicyScope.ORGANIZATION:
             data["team"], data["agent"] = None, None
         if data.get("deciders"):

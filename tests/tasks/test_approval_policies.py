@@ -58,8 +58,10 @@ def test_scopes_name_a_team_or_an_agent_of_the_organization(cast):
     assert team["team"] == "Development"
     agent = post(cast.human, URL, cross_team(scope="agent", agent="agent-sarah")).json()
     assert agent["agent"] == "agent-sarah"
-    assert_error(post(cast.human, URL, cross_team(scope="team", team="Nope")), 400, "invalid")
-    assert_error(post(cast.human, URL, cross_team(scope="agent")), 400, "invalid")
+    assert_error(
+        post(cast.human, URL, cross_team(scope="team", team="Nope")), 404, "team_not_found"
+    )
+    assert_error(post(cast.human, URL, cross_team(scope="agent")), 404, "agent_not_found")
 
 
 @pytest.mark.parametrize(
