@@ -435,3 +435,13 @@ def check_cost_policies(*, org: Organization, agent: Agent | None, cost) -> None
                 f"The collaboration is estimated at up to ${cost:.4f}, above "
                 f"${policy.cost_above_usd:.4f}.",
             )
+
+
+def escalation_policy(*, org: Organization, agent: Agent | None) -> ApprovalPolicy | None:
+    """The first enabled `escalation_to_humans` policy covering `agent` (None: none applies)."""
+    if not gate_applies(org):
+        return None
+    return next(
+        (p for p in policies_of(org, PolicyTrigger.ESCALATION_TO_HUMANS) if covers(p, agent)),
+        None,
+    )

@@ -23,7 +23,7 @@ from organization.caller import Caller, caller_for_agent, caller_for_key, caller
 from organization.history import acting_as, current_actor
 from organization.models import ApiKey, Organization
 
-from .. import events, webhooks
+from .. import events, rules, webhooks
 from ..decisions import decision_json, describe
 from ..models import (
     ApprovalPolicy,
@@ -32,6 +32,7 @@ from ..models import (
     DeliveryStatus,
     HumanDecision,
     OnExpiry,
+    PolicyTrigger,
     Task,
     WebhookDelivery,
 )
@@ -128,6 +129,35 @@ def decision_request(
         **_requester(actor, org),
     )
     _audit(decision, actor, f"{actor.label} asked for approval: {describe(decision)}", tell=False)
+    notify.deciders_asked(decision)
+    return decision
+
+
+def escalation_decision(*, task: Task, actor: Actor, source) -> HumanDecision | None:
+    """An escalation to humans under an `escalation_to_humans` policy covering `source` (the
+    agent it was escalated for): a decision asks a human to pick the taker, approving
+    `assign_task` with the `agent_id` they choose, before it expires. In the move's transaction."""
+    org = task.organization
+    policy = rules.escalation_policy(org=org, agent=source)
+    if policy is None:
+        return None
+    action = {"name": "assign_task", "arguments": {"task_id": task.pk}}
+    target = target_of(task.pk, action["arguments"])
+    decision = HumanDecision.objects.create(
+        organization=org,
+        kind=DecisionKind.APPROVAL,
+        policy=policy,
+        task=task,
+        action=action,
+        reason="Escalated to humans: pick who takes it (approve with arguments naming agent_id).",
+        target=target,
+        target_hash=hash_of(target),
+        expires_at=timezone.now() + timedelta(seconds=policy.expires_after_seconds),
+        **_requester(actor, org),
+    )
+    _audit(
+        decision, actor, f"A human must pick who takes the task: {describe(decision)}", tell=False
+    )
     notify.deciders_asked(decision)
     return decision
 
@@ -242,7 +272,10 @@ def decision_approve(
             if arguments is not None:
                 _validated(decision, arguments)  # 400 before anything is written
                 decision.action = {**decision.action, "arguments": arguments}
-            outcome = execute(decision)
+            picker = picks_the_taker(decision)
+            if picker and not decision.action["arguments"].get("agent_id"):
+                raise Invalid("arguments.agent_id: pick the agent who takes the task.")
+            outcome = execute(decision, as_caller=caller if picker else None)
             _close(decision, DecisionStatus.APPROVED, by=caller, comment=comment, outcome=outcome)
             _audit(decision, Actor.of(caller), f"{caller.label} approved: {describe(decision)}.")
     if superseded:
@@ -325,11 +358,20 @@ def _validated(decision: HumanDecision, arguments: dict) -> dict:
     return registry.validate_params(tool, params, caller)
 
 
-def execute(decision: HumanDecision) -> dict:
-    """Run the approved move as the requester, the gate open for it: the outcome it had."""
+def picks_the_taker(decision: HumanDecision) -> bool:
+    """A decision on an escalation to humans: the human who approves picks the taker, and the
+    assignment is theirs (no move of the requester waits: the escalation happened)."""
+    return decision.policy_id is not None and (
+        decision.policy.trigger == PolicyTrigger.ESCALATION_TO_HUMANS
+    )
+
+
+def execute(decision: HumanDecision, as_caller: Caller | None = None) -> dict:
+    """Run the approved move as the requester (`as_caller`: the human who picked the taker),
+    the gate open for it: the outcome it had."""
     token = approved_decision.set(decision.pk)
     try:
-        caller = requester_caller(decision)
+        caller = as_caller or requester_caller(decision)
         with transaction.atomic(), acting_as(caller):
             params = _validated(decision, decision.action.get("arguments") or {})
             _tool(decision).handler(caller, params)
@@ -420,6 +462,8 @@ def _expire(pk: int, now: datetime) -> int:
     if decision is None or not decision.is_pending or decision.expires_at > now:
         return 0
     approve = decision.policy_id and decision.policy.on_expiry == OnExpiry.APPROVE
+    # No human picked a taker: the task stays escalated, whatever the policy says.
+    approve = approve and not picks_the_taker(decision)
     if decision.kind == DecisionKind.APPROVAL and approve and not _changed(decision):
         outcome = execute(decision)
     else:

@@ -30,6 +30,7 @@ from .checks import (
     invalid_transition,
     pass_on,
 )
+from .decisions import escalation_decision
 from .gate import create_arguments, gated, move_arguments
 from .locks import lock_target, locked, locked_with_parent, rule_of
 from .queue import fill_from_queue, refill_if_dropped
@@ -240,6 +241,8 @@ def task_escalate(
     events.task_escalated_event(
         task=task, actor=actor, before=before, target=target, verdict=verdict, **decision
     )
+    if target is None:
+        escalation_decision(task=task, actor=actor, source=source)
     # With no candidate to lock, the holder's row was not locked yet: fill_from_queue locks it.
     refill_if_dropped(previous, task, locked=bool(candidates))
     return task

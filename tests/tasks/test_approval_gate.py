@@ -404,3 +404,40 @@ def test_the_sweep_supersedes_an_approval_whose_task_moved(cast):
     post(cast.human, f"/api/tasks/{task_id}/cancel")
     assert services.decisions_sweep()["superseded"] == 1
     assert HumanDecision.objects.get(pk=decision["id"]).status == "superseded"
+
+
+# --- escalation_to_humans: a human picks the taker -------------------------------------------
+
+
+def escalated_by_boss(cast) -> int:
+    boss = cast.client(cast.boss)
+    task_id = create(boss, agent_id="agent-boss").json()["id"]
+    response = post(boss, f"/api/tasks/{task_id}/escalate", {"reason": "Not mine"})
+    assert response.json()["status"] == "escalated", response.content
+    return task_id
+
+
+def test_an_escalation_to_humans_asks_a_human_to_pick_the_taker(cast):
+    policy(cast, name="Pick a taker", trigger="escalation_to_humans", expires_after_seconds=600)
+    task_id = escalated_by_boss(cast)
+    decision = HumanDecision.objects.get(task_id=task_id)
+    assert decision.action == {"name": "assign_task", "arguments": {"task_id": task_id}}
+    assert decision.requested_by == cast.boss
+    url = f"/api/decisions/{decision.pk}/approve"
+    assert_error(post(cast.human, url), 400, "invalid", "agent_id")
+
+    picked = {"task_id": task_id, "agent_id": "agent-alex"}
+    response = post(cast.human, url, {"arguments": picked})
+    assert response.json()["outcome"] == {"result": "executed", "reason": ""}
+    task = Task.objects.get(pk=task_id)
+    assert (task.assignee, task.status) == (cast.alex, TaskStatus.ASSIGNED)
+    assert InboxItem.objects.filter(agent=cast.boss, kind="decision").exists()
+
+
+def test_an_escalation_nobody_picked_a_taker_for_stays_escalated(cast):
+    policy(cast, name="Pick a taker", trigger="escalation_to_humans", on_expiry="approve")
+    task_id = escalated_by_boss(cast)
+    services.decisions_sweep(timezone.now() + timedelta(days=2))
+    decision = HumanDecision.objects.get(task_id=task_id)
+    assert (decision.status, decision.outcome["result"]) == ("expired", "skipped")
+    assert Task.objects.get(pk=task_id).status == TaskStatus.ESCALATED
