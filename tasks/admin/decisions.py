@@ -6,6 +6,7 @@ its confirmation page (after login), where one POST decides (docs/decisions.md).
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q
 from django.http import HttpResponseRedirect
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404
@@ -21,10 +22,12 @@ from organization.caller import caller_for_admin
 from .. import services
 from ..decisions import describe
 from ..models import ApprovalPolicy, DecisionKind, DecisionStatus, HumanDecision
-from ..selectors import decision_counts
 from ..services.decisions import target_of
 from ..services.notify import VERBS, read_link_token
 from .base import OrganizationColumn, TasksAppAdmin
+
+# The statuses a policy's page counts, so a human can tune it.
+COUNTED = ("approved", "rejected", "expired", "pending")
 
 
 @admin.register(ApprovalPolicy)
@@ -53,20 +56,18 @@ class ApprovalPolicyAdmin(OrganizationColumn, OrgOwnedAdmin):
     raw_id_fields = ["team", "agent"]
 
     def get_queryset(self, request):
-        queryset = super().get_queryset(request)
-        self._counts = decision_counts(list(queryset.values_list("pk", flat=True)[:500]))
-        return queryset
+        # How its decisions went, counted with the rows (one query for the page).
+        counted = {
+            f"n_{status}": Count("decisions", filter=Q(decisions__status=status))
+            for status in COUNTED
+        }
+        return super().get_queryset(request).annotate(**counted)
 
-    @admin.display(description="Decisions (approved / rejected / expired)")
+    @admin.display(description="Decisions (approved / rejected / expired / pending)")
     def how_it_went(self, policy):
-        counts = getattr(self, "_counts", None)
-        if counts is None or policy.pk not in counts:
-            counts = decision_counts([policy.pk])
-        mine = counts.get(policy.pk, {})
-        return (
-            f"{mine.get('approved', 0)} approved / {mine.get('rejected', 0)} rejected / "
-            f"{mine.get('expired', 0)} expired / {mine.get('pending', 0)} pending"
-        )
+        if policy.pk is None:
+            return "—"
+        return " / ".join(f"{getattr(policy, f'n_{s}', 0)} {s}" for s in COUNTED)
 
     def save_model(self, request, obj, form, change):
         # Through the service: the organization's gate flag follows the policies.
