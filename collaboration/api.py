@@ -11,7 +11,7 @@ from organization.idempotency import IDEMPOTENCY_KEY, KEY_REUSED, idempotent
 from organization.schema import ERRORS as BASE_ERRORS
 from organization.schema import conflict, errors
 
-from . import selectors, services
+from . import gate, selectors, services
 from .filters import SessionFilter
 from .models import CollaborationSession
 from .serializers import (
@@ -71,6 +71,7 @@ class CollaborationViewSet(CallerMixin, mixins.ListModelMixin, viewsets.GenericV
             registry.check_identity(caller, payload)
             payload = {k: v for k, v in payload.items() if k not in registry.IDENTITY_FIELDS}
         spec = validated_start(payload, caller=caller)
+        gate.check_start_cost(caller, payload, spec)
         session = selectors.with_details(services.session_start(caller=caller, spec=spec))
         body = SessionSerializer(session, context={"request": request}).data
         return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})

@@ -59,4 +59,10 @@ class CollaborationConfig(AppConfig):
         check_visibility_timeout()
         check_settings()
         post_migrate.connect(ensure_session_sweep_schedule, sender=self)
+        from organization import registry
+
         from . import tools  # noqa: F401  (registers start_collaboration / get_collaboration)
+        from .gate import start_gate
+
+        # A start estimated above a collaboration_cost policy waits for a human.
+        registry.register_gate(start_gate)

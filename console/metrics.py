@@ -22,7 +22,14 @@ from organization.workload import held_statuses, offline_with_work
 from runtime.models import Run, RunStatus
 from runtime.selectors import held_wakes_condition, tasks_with_held_wakes
 from tasks.admin import Attention, register_attention
-from tasks.models import DeliveryStatus, Task, TaskStatus, WebhookDelivery
+from tasks.models import (
+    DecisionStatus,
+    DeliveryStatus,
+    HumanDecision,
+    Task,
+    TaskStatus,
+    WebhookDelivery,
+)
 from tasks.sweep import stale_queued
 
 from .sql import at_capacity_count
@@ -122,6 +129,19 @@ def _tasks_in(status):
 
 FAILED_SESSIONS = (SessionStatus.FAILED, SessionStatus.PARTIAL)
 
+# First of all: what agents wait for a human to decide (docs/decisions.md).
+register(
+    Metric(
+        "decisions_waiting",
+        "Decisions waiting on you",
+        lambda org: HumanDecision.objects.filter(
+            organization=org, status=DecisionStatus.PENDING
+        ).count(),
+        lambda org: changelist(HumanDecision, org, status__exact=DecisionStatus.PENDING),
+        ATTENTION,
+        help="Moves a policy holds for approval, and agents' questions.",
+    )
+)
 register(
     Metric(
         "escalated",

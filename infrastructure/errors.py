@@ -19,11 +19,13 @@ logger = logging.getLogger(__name__)
 class DomainError(Exception):
     """Raised by services; `status` is the HTTP status the API answers with."""
 
-    def __init__(self, message: str, code: str, status: int = 400):
+    def __init__(self, message: str, code: str, status: int = 400, body: dict | None = None):
         super().__init__(message)
         self.message = message
         self.code = code
         self.status = status
+        # The whole response body, for an answer that is no error (a move awaiting approval).
+        self.body = body
 
 
 class NotFound(DomainError):
@@ -141,7 +143,8 @@ def _error_response(exc, context):
         return unavailable
     if isinstance(exc, DomainError):
         headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimited) else None
-        return Response(error_body(exc.message, exc.code), status=exc.status, headers=headers)
+        body = exc.body if exc.body is not None else error_body(exc.message, exc.code)
+        return Response(body, status=exc.status, headers=headers)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

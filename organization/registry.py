@@ -12,7 +12,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
-from infrastructure.errors import Forbidden, Invalid, NotFound, first_error
+from infrastructure.errors import DomainError, Forbidden, Invalid, NotFound, first_error
 from infrastructure.inputs import check_input
 
 from .caller import Caller
@@ -71,6 +71,16 @@ class Tool:
 
 
 REGISTRY: dict[str, Tool] = {}
+
+# Checks every call meets before its handler runs, each `(caller, tool, params)` (the params as
+# sent, validated already): an app above
+# registers one (tasks' approval gate) and raises to stop the call (docs/decisions.md).
+GATES: list[Callable[[Caller, Tool, dict], None]] = []
+
+
+def register_gate(gate: Callable[[Caller, Tool, dict], None]) -> None:
+    if gate not in GATES:
+        GATES.append(gate)
 
 
 def register_tool(
@@ -305,4 +315,13 @@ def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
     params = without_nulls(tool.input_schema, params)
     # Every door (REST, MCP, a managed agent's run) records its changes as this caller's.
     with acting_as(caller):
-        return tool.handler(caller, validate_params(tool, params, caller))
+        validated = validate_params(tool, params, caller)
+        try:
+            for gate in GATES:
+                gate(caller, tool, params)
+            return tool.handler(caller, validated)
+        except DomainError as exc:
+            if exc.status == 202 and exc.body is not None:
+                # A move that waits for a human: the tool's result says so, for a model to read.
+                return exc.body
+            raise

@@ -30,13 +30,14 @@ def _writes(turn: ToolCallTurn) -> bool:
 
 
 def acted_on(turns: list[Turn]) -> set[int]:
-    """The tasks a successful writing call named (as task_id or parent), but for a call that
-    only started its task."""
+    """The tasks a successful writing call named (as task_id, parent or task), but for a call
+    that only started its task."""
     named = set()
     for turn in succeeded_calls(turns):
         if not _writes(turn) or _only_starts(turn):
             continue
-        for key in ("task_id", "parent"):
+        # `task`: the task an agent asked a human about (ask_human); it waits for the answer.
+        for key in ("task_id", "parent", "task"):
             task_id = _as_task_id(turn["arguments"].get(key))
             if task_id is not None:
                 named.add(task_id)

@@ -12,7 +12,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from organization.models import Agent
 from organization.prompt import system_prompt_for
-from tasks.models import FINISHED_STATUSES
+from tasks.decisions import decision_json
+from tasks.models import FINISHED_STATUSES, HumanDecision
 
 from . import sql
 from .models import Run
@@ -31,6 +32,7 @@ WHAT_WOKE = {
     "escalated": "a task was escalated to you",
     "comment": "someone commented on a task of yours",
     "subtasks_done": "all the subtasks of a task you hold are finished",
+    "decision": "a human decided what you asked about a task (its `decisions`)",
     "resumed": "you were resumed with a task waiting for you",
 }
 
@@ -41,7 +43,9 @@ it with complete_task and your result;
 - or split it into subtasks (create_subtask; you are told when they are all finished), delegate it \
 (recommend_delegate, then delegate_task with your DELEGATION DECISION), queue it for a busy expert \
 (queue_task) or escalate it (escalate_task);
-- comment_on_task to ask or answer a question.
+- comment_on_task to ask or answer a question; ask_human when only a human can answer (the task \
+stays yours and the answer wakes you). A move that answers {"status": "awaiting_approval"} waits \
+for a human: its decision wakes you.
 A refused call comes back as an error with its code: choose again. When you stop calling tools, \
 your final answer becomes the result of each task you still hold (assigned or in progress) and did \
 nothing with; a task waiting for its subtasks stays open."""
@@ -151,6 +155,8 @@ def build(run: Run) -> tuple[str, str, dict]:
             if pk in rows
         ],
     }
+    if any(trigger == "decision" for _, trigger in triggers):
+        _add_decisions(context["tasks"], agent)
     context = json.loads(json.dumps(context, cls=DjangoJSONEncoder))
     woke = "; ".join(
         f"{WHAT_WOKE.get(trigger, trigger)} (task #{task_id})" for task_id, trigger in triggers
@@ -172,3 +178,25 @@ def context_of(text: str) -> dict | None:
         return json.loads(found.group(1))
     except json.JSONDecodeError:
         return None
+
+
+# How many of the decisions the agent asked for on a task the input carries (the latest).
+DECISIONS_GIVEN = 5
+
+
+def _add_decisions(tasks: list[dict], agent: Agent) -> None:
+    """Each task with the decisions the agent asked for on it, latest first (docs/decisions.md):
+    the answer, the verdict and the outcome a `decision` wake-up is about (read only then)."""
+    ids = [t["id"] for t in tasks]
+    if not ids:
+        return
+    asked = defaultdict(list)
+    rows = HumanDecision.objects.filter(task_id__in=ids, requested_by=agent).select_related(
+        "requested_by"
+    )
+    for decision in rows.order_by("-created_at", "-pk"):
+        if len(asked[decision.task_id]) < DECISIONS_GIVEN:
+            asked[decision.task_id].append(decision_json(decision))
+    for task in tasks:
+        if asked.get(task["id"]):
+            task["decisions"] = asked[task["id"]]

@@ -8,7 +8,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
-from infrastructure.errors import DomainError
+from infrastructure.errors import DomainError, NotFound
+from infrastructure.inputs import parse_id
 from infrastructure.pagination import LimitOffsetPagination
 from organization import registry
 from organization.caller import CallerMixin
@@ -17,16 +18,21 @@ from organization.schema import ERRORS, conflict, errors
 from organization.selectors import agent_by_handle
 
 from . import services
-from .filters import TaskFilter
-from .models import Task
+from .decisions import decision_json
+from .filters import DecisionFilter, TaskFilter
+from .models import ApprovalPolicy, DecisionStatus, HumanDecision, Task
 from .rules import Actor
 from .selectors import (
     VisibleTask,
     comments_of,
+    decision_counts,
+    decision_for,
+    decisions_visible_to,
     estimated_waits,
     events_of,
     inbox_item_for,
     inbox_of,
+    policies_of,
     task_for,
     tasks_visible_to,
     visible_task,
@@ -52,6 +58,14 @@ from .serializers import (
     TaskSerializer,
     task_data,
     task_detail,
+)
+from .serializers.decisions import (
+    AnswerSerializer,
+    ApprovalPolicySerializer,
+    ApproveSerializer,
+    CommentBodySerializer,
+    HumanDecisionSerializer,
+    QuestionSerializer,
 )
 from .tools import recommend_for
 
@@ -271,3 +285,154 @@ class RecommendationView(CallerMixin, APIView):
         query = RecommendationQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         return Response(recommend_for(self.caller, query.validated_data))
+
+
+# --- approval policies and decisions (docs/decisions.md) ---------------------------------------
+
+
+class ApprovalPolicyViewSet(CallerMixin, GenericViewSet):
+    """Approval policies: an organization key (or an admin member) reads and writes them."""
+
+    serializer_class = ApprovalPolicySerializer
+    queryset = ApprovalPolicy.objects.none()
+    pagination_class = None
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return ApprovalPolicy.objects.none()
+        self.caller.require_human()
+        return policies_of(self.caller.organization)
+
+    def policy(self) -> ApprovalPolicy:
+        policy = self.get_queryset().filter(pk=parse_id(self.kwargs["pk"]) or 0).first()
+        if policy is None:
+            raise NotFound(f"Approval policy not found: {self.kwargs['pk']}", "policy_not_found")
+        return policy
+
+    def shaped(self, policies, **kwargs):
+        counts = decision_counts([p.pk for p in policies])
+        return ApprovalPolicySerializer(policies, context={"counts": counts}, **kwargs).data
+
+    @extend_schema(responses={200: ApprovalPolicySerializer(many=True), **errors(401, 403)})
+    def list(self, request):
+        return Response(self.shaped(list(self.get_queryset()), many=True))
+
+    @extend_schema(
+        request=ApprovalPolicySerializer,
+        responses={201: ApprovalPolicySerializer, **errors(400, 401, 403)},
+    )
+    def create(self, request):
+        self.caller.require_human()
+        body = ApprovalPolicySerializer(data=request.data, context={"caller": self.caller})
+        body.is_valid(raise_exception=True)
+        policy = services.policy_create(org=self.caller.organization, **body.validated_data)
+        return Response(self.shaped([policy], many=True)[0], status=http.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: ApprovalPolicySerializer, **ERRORS})
+    def retrieve(self, request, pk=None):
+        return Response(self.shaped([self.policy()], many=True)[0])
+
+    @extend_schema(
+        request=ApprovalPolicySerializer, responses={200: ApprovalPolicySerializer, **ERRORS}
+    )
+    def partial_update(self, request, pk=None):
+        policy = self.policy()
+        body = ApprovalPolicySerializer(
+            policy, data=request.data, partial=True, context={"caller": self.caller}
+        )
+        body.is_valid(raise_exception=True)
+        policy = services.policy_update(policy=policy, **body.validated_data)
+        return Response(self.shaped([policy], many=True)[0])
+
+    @extend_schema(request=None, responses={204: None, **ERRORS})
+    def destroy(self, request, pk=None):
+        services.policy_delete(policy=self.policy())
+        return Response(status=http.HTTP_204_NO_CONTENT)
+
+
+DECISION_ERRORS = {**ERRORS, 409: conflict()}
+
+
+class DecisionViewSet(CallerMixin, GenericViewSet):
+    """Decisions: approvals a policy asked for and agents' questions; humans decide them."""
+
+    serializer_class = HumanDecisionSerializer
+    filterset_class = DecisionFilter
+    queryset = HumanDecision.objects.none()
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return HumanDecision.objects.none()
+        return decisions_visible_to(self.caller)
+
+    def answer(self, decision, status: int = http.HTTP_200_OK) -> Response:
+        return Response(decision_json(decision), status=status)
+
+    def body(self, serializer_class) -> dict:
+        if isinstance(self.request.data, dict):
+            registry.check_identity(self.caller, self.request.data)
+        serializer = serializer_class(data=self.request.data)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+    @extend_schema(responses={200: HumanDecisionSerializer(many=True), **errors(400, 401)})
+    def list(self, request):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response([decision_json(d) for d in page])
+
+    @extend_schema(
+        request=QuestionSerializer,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: HumanDecisionSerializer, **ERRORS, **KEY_REUSED},
+        summary="An agent asks a human a question about a task it holds",
+    )
+    @idempotent
+    def create(self, request):
+        self.caller.require_agent()
+        data = self.body(QuestionSerializer)
+        decision = services.decision_ask(
+            caller=self.caller,
+            task_id=data["task"],
+            question=data["question"],
+            options=data.get("options"),
+        )
+        return self.answer(decision, http.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: HumanDecisionSerializer, **ERRORS})
+    def retrieve(self, request, pk=None):
+        return self.answer(decision_for(self.caller, pk))
+
+    @extend_schema(
+        request=ApproveSerializer, responses={200: HumanDecisionSerializer, **DECISION_ERRORS}
+    )
+    def approve(self, request, pk=None):
+        data = self.body(ApproveSerializer)
+        return self.answer(services.decision_approve(caller=self.caller, pk=pk, **data))
+
+    def _close(self, pk, status, serializer_class=CommentBodySerializer):
+        data = self.body(serializer_class)
+        return self.answer(
+            services.decision_close(caller=self.caller, pk=pk, status=status, **data)
+        )
+
+    @extend_schema(
+        request=CommentBodySerializer, responses={200: HumanDecisionSerializer, **DECISION_ERRORS}
+    )
+    def reject(self, request, pk=None):
+        return self._close(pk, DecisionStatus.REJECTED)
+
+    @extend_schema(
+        request=CommentBodySerializer, responses={200: HumanDecisionSerializer, **DECISION_ERRORS}
+    )
+    def request_changes(self, request, pk=None):
+        return self._close(pk, DecisionStatus.CHANGES_REQUESTED)
+
+    @extend_schema(
+        request=AnswerSerializer, responses={200: HumanDecisionSerializer, **DECISION_ERRORS}
+    )
+    def answer_question(self, request, pk=None):
+        return self._close(pk, DecisionStatus.ANSWERED, AnswerSerializer)
+
+    @extend_schema(request=None, responses={200: HumanDecisionSerializer, **DECISION_ERRORS})
+    def cancel(self, request, pk=None):
+        return self.answer(services.decision_cancel(caller=self.caller, pk=pk))

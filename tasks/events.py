@@ -312,3 +312,10 @@ def _delegator(task: Task) -> list[Agent]:
     if creator is not None and creator.handle == handle:
         return [creator]
     return agent_named(organization_id=task.organization_id, handle=handle)
+
+
+def decision_event(*, task: Task, actor: Actor, message: str, tell=None) -> TaskEvent:
+    """A human decision on the task changed state (docs/decisions.md): the audit row; `tell`,
+    the agent that asked, gets an inbox item of kind `decision`, its webhook and a wake-up."""
+    event = _event(task, EventKind.DECISION, actor, snapshot(task), recipient=tell, message=message)
+    return record(task, event)

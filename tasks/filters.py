@@ -3,7 +3,7 @@ import django_filters
 from infrastructure.inputs import BIGINT_MAX
 from organization.filters import IdFilter
 
-from .models import Task, TaskStatus, Urgency
+from .models import DecisionKind, DecisionStatus, HumanDecision, Task, TaskStatus, Urgency
 
 
 class TaskFilter(django_filters.FilterSet):
@@ -37,3 +37,17 @@ class TaskFilter(django_filters.FilterSet):
             "expertise",
             "parent",
         ]
+
+
+class DecisionFilter(django_filters.FilterSet):
+    """GET /api/decisions filters."""
+
+    status = django_filters.ChoiceFilter(choices=DecisionStatus.choices)
+    kind = django_filters.ChoiceFilter(choices=DecisionKind.choices)
+    task = IdFilter(
+        field_name="task_id", min_value=1, max_value=BIGINT_MAX, help_text="Decisions on this task."
+    )
+
+    class Meta:
+        model = HumanDecision
+        fields = ["status", "kind", "task"]

@@ -174,6 +174,8 @@ class EventKind(models.TextChoices):
     # Issue 11 §1: a comment on the task, and the last of its open subtasks finished.
     COMMENT = "comment"
     SUBTASKS_DONE = "subtasks_done"
+    # A human decision on the task changed state (docs/decisions.md).
+    DECISION = "decision"
 
 
 class Decision(models.TextChoices):
@@ -350,3 +352,154 @@ class TaskComment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.author_label} on {self.task}"
+
+
+# --- humans decide before it happens (docs/decisions.md) ----------------------------------------
+
+
+class PolicyTrigger(models.TextChoices):
+    CROSS_TEAM_DELEGATION = "cross_team_delegation"
+    URGENCY = "urgency"
+    COLLABORATION_COST = "collaboration_cost"
+    TOOL = "tool"
+    ESCALATION_TO_HUMANS = "escalation_to_humans"
+
+
+class PolicyScope(models.TextChoices):
+    ORGANIZATION = "organization"
+    TEAM = "team"
+    AGENT = "agent"
+
+
+class OnExpiry(models.TextChoices):
+    REJECT = "reject"
+    APPROVE = "approve"
+
+
+# Bounds of what a policy, a question and a decision carry.
+POLICY_LIST_MAX = 50
+QUESTION_MAX_LENGTH = 2_000
+OPTIONS_MAX = 8
+OPTION_MAX_LENGTH = 200
+ANSWER_MAX_LENGTH = 5_000
+
+
+class ApprovalPolicy(models.Model):
+    """Which moves wait for a human: a trigger, the scope it covers, who decides and by when."""
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="approval_policies"
+    )
+    name = models.CharField(max_length=200)
+    trigger = models.CharField(max_length=30, choices=PolicyTrigger.choices)
+    urgencies = models.JSONField(default=list, blank=True)
+    cost_above_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    tools = models.JSONField(default=list, blank=True)
+    scope = models.CharField(
+        max_length=20, choices=PolicyScope.choices, default=PolicyScope.ORGANIZATION
+    )
+    team = models.ForeignKey(
+        "organization.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    # Usernames; empty: the organization's admins.
+    deciders = models.JSONField(default=list, blank=True)
+    expires_after_seconds = models.PositiveIntegerField(default=86_400)
+    warn_before_seconds = models.PositiveIntegerField(default=0)
+    # Fail closed by default: an expired approval executes only when the policy says so.
+    on_expiry = models.CharField(max_length=10, choices=OnExpiry.choices, default=OnExpiry.REJECT)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "pk"]
+        verbose_name_plural = "approval policies"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(expires_after_seconds__gte=1), name="policy_expires_after_1s"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DecisionKind(models.TextChoices):
+    APPROVAL = "approval"
+    QUESTION = "question"
+
+
+class DecisionStatus(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    CHANGES_REQUESTED = "changes_requested"
+    ANSWERED = "answered"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
+
+
+class HumanDecision(models.Model):
+    """A move waiting for a human's approval, or an agent's question to one: the API's decision."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=10, choices=DecisionKind.choices)
+    policy = models.ForeignKey(
+        ApprovalPolicy, null=True, blank=True, on_delete=models.SET_NULL, related_name="decisions"
+    )
+    # Who asked: an agent, or a human (a member's session or an organization key).
+    requested_by = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_by_key = models.ForeignKey(
+        "organization.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requester_label = models.CharField(max_length=200)
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.CASCADE, related_name="decisions"
+    )
+    # An approval's move: {"name": tool name, "arguments": its params}, exactly as it would run.
+    action = models.JSONField(null=True, blank=True)
+    # Why the policy gates it, in words.
+    reason = models.TextField(blank=True)
+    question = models.TextField(blank=True, max_length=QUESTION_MAX_LENGTH)
+    options = models.JSONField(default=list, blank=True)
+    status = models.CharField(
+        max_length=20, choices=DecisionStatus.choices, default=DecisionStatus.PENDING
+    )
+    # The targets as they were asked about, and their hash (approving a changed target is refused).
+    target = models.JSONField(default=dict, blank=True)
+    target_hash = models.CharField(max_length=64, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    warned_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_by_label = models.CharField(max_length=200, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    comment = models.TextField(blank=True)
+    answer = models.TextField(blank=True)
+    outcome = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [
+            models.Index(fields=["organization", "status"], name="decision_org_status"),
+            models.Index(fields=["status", "expires_at"], name="decision_status_expiry"),
+        ]
+
+    def __str__(self) -> str:
+        what = self.action["name"] if self.action else "question"
+        return f"#{self.pk} {what} ({self.status})"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == DecisionStatus.PENDING

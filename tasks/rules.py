@@ -4,6 +4,7 @@
 row and counts its tasks under that lock, so capacity holds under concurrent requests.
 """
 
+import contextvars
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -13,7 +14,7 @@ from organization.models import Agent, AgentRole, HierarchyRole, Organization, T
 from organization.selectors import reports_to, team_rule_of, workloads_of
 
 from . import sql
-from .models import FINISHED_STATUSES, ActorKind, Task
+from .models import FINISHED_STATUSES, ActorKind, ApprovalPolicy, PolicyScope, PolicyTrigger, Task
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,8 @@ def check_assignment(
             "queue the task for them or choose someone else.",
             "capacity_exceeded",
         )
+    # Last: a move the rules refuse is refused, not sent to a human for approval.
+    check_policies(org=org, actor=actor, move=move, target=target, task=task)
     return verdict
 
 
@@ -347,3 +350,98 @@ def escalation_target(
         rule=rule, source=source, queued_for_id=queued_for_id, by_roles=by_roles
     )
     return candidates[0] if candidates else None
+
+
+# --- approval policies: which moves wait for a human (docs/decisions.md) ---------------------
+
+
+class GateClosed(Exception):
+    """A move an approval policy gates: its door records a decision instead (services.gate)."""
+
+    def __init__(self, policy: ApprovalPolicy, reason: str):
+        super().__init__(reason)
+        self.policy = policy
+        self.reason = reason
+        self.org = policy.organization
+
+
+# The decision whose approved move is running in this context: the gate lets it through.
+approved_decision: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "agent_org_approved_decision", default=None
+)
+
+
+def gate_applies(org: Organization) -> bool:
+    """Whether `org`'s moves meet the gate now: it has a policy, and no approved move runs."""
+    return org.has_approval_policies and approved_decision.get() is None
+
+
+def policies_of(org: Organization, trigger: str) -> list[ApprovalPolicy]:
+    return list(
+        ApprovalPolicy.objects.filter(organization=org, trigger=trigger, enabled=True).order_by(
+            "pk"
+        )
+    )
+
+
+def covers(policy: ApprovalPolicy, agent: Agent | None) -> bool:
+    """Whether the policy's scope covers `agent` (the one acting, or the one the work goes to)."""
+    if policy.scope == PolicyScope.ORGANIZATION:
+        return True
+    if agent is None:
+        return False
+    if policy.scope == PolicyScope.TEAM:
+        return agent.team_id is not None and agent.team_id == policy.team_id
+    return agent.pk == policy.agent_id
+
+
+def check_policies(
+    *, org: Organization, actor: Actor, move: str, target: Agent | None, task: Task | None
+) -> None:
+    """Raise GateClosed for the first enabled policy that gates this move: a cross-team routing
+    by an agent, or a task created or moved at one of a policy's urgencies."""
+    if move == Move.AUTO or not gate_applies(org):
+        return
+    subject = actor.agent or target
+    if actor.is_agent and target is not None and move in _PASSING_ON and not actor.is_(target):
+        if is_cross_team(actor.agent, target):
+            for policy in policies_of(org, PolicyTrigger.CROSS_TEAM_DELEGATION):
+                if covers(policy, actor.agent):
+                    raise GateClosed(policy, coordination_note(actor.agent, target))
+    if task is not None and move != Move.ESCALATE:
+        for policy in policies_of(org, PolicyTrigger.URGENCY):
+            if task.urgency in policy.urgencies and covers(policy, subject):
+                raise GateClosed(policy, f"The task is of {task.urgency} urgency.")
+
+
+def check_tool_policies(*, org: Organization, agent: Agent | None, tool: str) -> None:
+    """Raise GateClosed for the first enabled policy that gates an agent's call of `tool`."""
+    if agent is None or not gate_applies(org):
+        return
+    for policy in policies_of(org, PolicyTrigger.TOOL):
+        if tool in policy.tools and covers(policy, agent):
+            raise GateClosed(policy, f"A call of the tool {tool} waits for a human.")
+
+
+def check_cost_policies(*, org: Organization, agent: Agent | None, cost) -> None:
+    """Raise GateClosed for the first enabled policy a collaboration estimated at `cost` (USD)
+    passes: a session whose estimate is above its `cost_above_usd`."""
+    if not gate_applies(org):
+        return
+    for policy in policies_of(org, PolicyTrigger.COLLABORATION_COST):
+        if cost > policy.cost_above_usd and covers(policy, agent):
+            raise GateClosed(
+                policy,
+                f"The collaboration is estimated at up to ${cost:.4f}, above "
+                f"${policy.cost_above_usd:.4f}.",
+            )
+
+
+def escalation_policy(*, org: Organization, agent: Agent | None) -> ApprovalPolicy | None:
+    """The first enabled `escalation_to_humans` policy covering `agent` (None: none applies)."""
+    if not gate_applies(org):
+        return None
+    return next(
+        (p for p in policies_of(org, PolicyTrigger.ESCALATION_TO_HUMANS) if covers(p, agent)),
+        None,
+    )

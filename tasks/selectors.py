@@ -5,7 +5,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import F, QuerySet, Window
+from django.contrib.auth import get_user_model
+from django.db.models import Count, F, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
@@ -16,6 +17,8 @@ from organization.models import Agent
 
 from .models import (
     MAX_WAIT_SECONDS,
+    ApprovalPolicy,
+    HumanDecision,
     InboxItem,
     Task,
     TaskComment,
@@ -219,3 +222,53 @@ def estimated_waits(tasks) -> dict[int, int]:
             now=now,
         )
     return waits
+
+
+# --- approval policies and decisions (docs/decisions.md) ---------------------------------------
+
+
+def policies_of(org) -> QuerySet[ApprovalPolicy]:
+    return ApprovalPolicy.objects.filter(organization=org).select_related("team", "agent")
+
+
+def decision_counts(policy_ids: list[int]) -> dict[int, dict[str, int]]:
+    """How each policy's decisions went: {policy id: {status: count}}, in one query."""
+    counts: dict[int, dict[str, int]] = {}
+    rows = (
+        HumanDecision.objects.filter(policy_id__in=policy_ids)
+        .values_list("policy_id", "status")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for policy_id, status, n in rows:
+        counts.setdefault(policy_id, {})[status] = n
+    return counts
+
+
+def decisions_visible_to(caller: Caller) -> QuerySet[HumanDecision]:
+    """An organization's decisions; an agent's: those it asked for and those on tasks it sees."""
+    rows = HumanDecision.objects.filter(organization=caller.organization).select_related(
+        "requested_by"
+    )
+    if caller.agent is not None:
+        seen = tasks_visible_to(caller).values("pk")
+        rows = rows.filter(requested_by=caller.agent) | rows.filter(task__in=seen)
+    return rows.order_by("-created_at", "-pk")
+
+
+def decision_for(caller: Caller, pk) -> HumanDecision:
+    found = decisions_visible_to(caller).filter(pk=parse_id(pk) or 0).first()
+    if found is None:
+        raise NotFound(f"Decision not found: {pk}", "decision_not_found")
+    return found
+
+
+def deciders_of(decision: HumanDecision) -> list:
+    """The users who decide: the policy's named ones, else the organization's admins."""
+    users = get_user_model().objects.filter(
+        memberships__organization_id=decision.organization_id, is_active=True
+    )
+    named = decision.policy.deciders if decision.policy_id else []
+    if named:
+        return list(users.filter(username__in=named).distinct())
+    return list(users.filter(memberships__is_admin=True).distinct())

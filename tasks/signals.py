@@ -16,5 +16,15 @@ work_reached_agent = Signal()
 # refill that later gives it the task (`auto_assigned`) does; a task finishing (`status_changed`)
 # informs its creator and delegator without asking them to act.
 WAKING_KINDS = frozenset(
-    {"created", "assigned", "auto_assigned", "delegated", "escalated", "comment", "subtasks_done"}
+    {
+        "created",
+        "assigned",
+        "auto_assigned",
+        "delegated",
+        "escalated",
+        "comment",
+        "subtasks_done",
+        # A decision the agent asked for was taken (docs/decisions.md).
+        "decision",
+    }
 )

@@ -9,7 +9,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from .apps import STALE_SWEEP_TASK, WEBHOOK_SWEEP_TASK
+from .apps import DECISIONS_SWEEP_TASK, STALE_SWEEP_TASK, WEBHOOK_SWEEP_TASK
 from .webhooks import DELIVER_WEBHOOK
 
 log = logging.getLogger(__name__)
@@ -66,3 +66,11 @@ def sweep_webhook_deliveries() -> dict:
             result["failed"],
         )
     return result
+
+
+@shared_task(name=DECISIONS_SWEEP_TASK, ignore_result=True)
+def sweep_decisions() -> dict:
+    """Warn deciders, expire decisions (on_expiry applied), supersede moved ones (the beat's)."""
+    from .services import decisions_sweep
+
+    return decisions_sweep()

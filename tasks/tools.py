@@ -11,10 +11,12 @@ from organization.registry import register_tool
 from organization.selectors import agent_by_handle
 
 from . import services
+from .decisions import decision_json
 from .recommend import recommend
 from .rules import Actor
 from .selectors import (
     comments_of,
+    decision_for,
     estimated_waits,
     inbox_of,
     task_for,
@@ -45,6 +47,7 @@ from .serializers import (
     task_data,
     task_detail,
 )
+from .serializers.decisions import AskHumanSerializer, DecisionIdSerializer
 
 
 def _page_size(params: dict) -> int:
@@ -293,3 +296,36 @@ def recommend_for(caller: Caller, params: dict) -> dict:
         urgency=params["urgency"],
         exclude=tuple(params["exclude"]),
     )
+
+
+# --- humans decide (docs/decisions.md) ---------------------------------------------------------
+
+
+@register_tool(
+    "ask_human",
+    "Ask a human a question about a task you hold (with up to 8 options to choose from). The "
+    "task stays with you; the answer reaches your inbox as a decision item (a managed agent is "
+    "woken by it): end your turn now rather than guess.",
+    AskHumanSerializer,
+    read_only=False,
+)
+def ask_human(caller: Caller, params: dict) -> dict:
+    decision = services.decision_ask(
+        caller=caller,
+        task_id=params["task"],
+        question=params["question"],
+        options=params.get("options"),
+    )
+    return decision_json(decision)
+
+
+@register_tool(
+    "get_decision",
+    "One decision you asked for or that is on a task you may see: its status, the answer or "
+    "comment, and the outcome of an approved move.",
+    DecisionIdSerializer,
+    needs_agent=False,
+    read_only=True,
+)
+def get_decision(caller: Caller, params: dict) -> dict:
+    return decision_json(decision_for(caller, params["decision_id"]))

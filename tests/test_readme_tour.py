@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 TOUR = [
     ("README.md", "## A 5-minute tour", 0),
     ("README.md", "## A 5-minute tour", 1),
+    ("README.md", "## A 5-minute tour", 2),
     ("docs/api.md", "## Roster and tools", 0),
     ("docs/api.md", "## Agents and teams", 0),
     ("docs/api.md", "## Team hierarchy (seed 003)", 0),
@@ -120,3 +121,8 @@ def test_the_readme_tour_works_when_followed_literally_in_order(tmp_path, settin
     # The costs examples: Sarah's own call is in the ledger, priced from the table.
     assert '"key":"agent-sarah"' in done.stdout.replace(" ", "")
     assert '"self_reported":true' in done.stdout.replace(" ", "")
+    # The decisions step: Sarah's cross-team delegation waited, was approved, and went on.
+    mockup = Task.objects.get(title="Mock up the search page")
+    assert mockup.assignee.handle == "agent-taylor"
+    assert mockup.decisions.get().outcome == {"result": "executed", "reason": ""}
+    assert mockup.runs.filter(trigger="decision", agent__handle="agent-sarah").exists()

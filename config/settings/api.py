@@ -60,6 +60,12 @@ SPECTACULAR_SETTINGS = {
         # Two fields named `kind`: a task event's and who made a change in GET /api/audit.
         "KindEnum": "tasks.models.EventKind",
         "AuditActorKindEnum": "organization.history.ActorKind",
+        # A policy's trigger, beside a run's; a task's urgency, also in a policy's urgencies.
+        "ApprovalPolicyTriggerEnum": "tasks.models.PolicyTrigger",
+        "RunTriggerEnum": "runtime.models.TRIGGERS",
+        "UrgencyEnum": "tasks.models.Urgency",
+        "DecisionKindEnum": "tasks.models.DecisionKind",
+        "DecisionStatusEnum": "tasks.models.DecisionStatus",
     },
 }
 

@@ -2,6 +2,9 @@
 and expert discovery."""
 
 from decimal import Decimal
+from urllib.parse import unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
 
 from collaboration.providers import SDK_KEYS, default_models, price_ids
 from config.settings.environment import (
@@ -127,3 +130,48 @@ RUNTIME_MAX_AGENT_RUNS_PER_HOUR = env_int("RUNTIME_MAX_AGENT_RUNS_PER_HOUR", 120
 # Seed 002's files: <dir>/<org slug>/experts_manifest.json and <dir>/<org slug>/status/expert{id}.
 # Empty: no files are written and the on-commit manifest refresh is off.
 AGENT_ORG_MANIFEST_DIR = env_str("AGENT_ORG_MANIFEST_DIR")
+
+# --- decisions: humans decide before it happens (docs/decisions.md) ---
+# How often the beat's sweep warns deciders, expires decisions and supersedes moved ones.
+DECISIONS_SWEEP_INTERVAL = env_interval("DECISIONS_SWEEP_SECONDS", 15)
+# An agent's question to humans expires after this long (0: never); its requester is told.
+DECISIONS_QUESTION_EXPIRES_SECONDS = env_int(
+    "DECISIONS_QUESTION_EXPIRES_SECONDS", 7 * 86_400, minimum=0
+)
+# How many decisions one agent may have pending at once (each one is mail to humans): past it, a
+# gated move or a question answers 409 too_many_pending_decisions.
+DECISIONS_MAX_PENDING_PER_AGENT = env_int("DECISIONS_MAX_PENDING_PER_AGENT", 20, minimum=1)
+# How long an e-mailed one-click link stays valid (it works once in any case: a decided decision
+# takes no second verdict).
+DECISIONS_LINK_MAX_AGE = env_int("DECISIONS_LINK_MAX_AGE", 7 * 86_400, minimum=60)
+
+# --- e-mail (the deciders' notices) ---
+# EMAIL_URL: smtp://user:password@host:587 (STARTTLS with smtp+tls://, TLS with smtp+ssl://) or
+# console:// (the default: mails are written to the log, as `make run` shows them). Django's own
+# EMAIL_BACKEND / EMAIL_HOST / EMAIL_PORT / EMAIL_HOST_USER / EMAIL_HOST_PASSWORD apply otherwise.
+EMAIL_URL = env_str("EMAIL_URL")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agent-org@localhost")
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS")
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL")
+if EMAIL_URL:
+    _email = urlsplit(EMAIL_URL)
+    if _email.scheme == "console":
+        EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+    elif _email.scheme in ("smtp", "smtp+tls", "smtp+ssl"):
+        EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        EMAIL_HOST = _email.hostname or "localhost"
+        EMAIL_PORT = _email.port or (465 if _email.scheme == "smtp+ssl" else 587)
+        EMAIL_HOST_USER = unquote(_email.username or "")
+        EMAIL_HOST_PASSWORD = unquote(_email.password or "")
+        EMAIL_USE_TLS = _email.scheme == "smtp+tls"
+        EMAIL_USE_SSL = _email.scheme == "smtp+ssl"
+    else:
+        raise ImproperlyConfigured(
+            f"EMAIL_URL: unknown scheme {_email.scheme!r}: use smtp://, smtp+tls://, smtp+ssl:// "
+            "or console://"
+        )

@@ -25,6 +25,9 @@ class Organization(models.Model):
     webhook_url = models.URLField(
         blank=True, help_text="Budget alerts are POSTed here, signed (docs/costs.md)."
     )
+    # Whether any enabled approval policy exists (kept by tasks' policy services): a move of an
+    # organization without one pays nothing for the gate (docs/decisions.md).
+    has_approval_policies = models.BooleanField(default=False, db_default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

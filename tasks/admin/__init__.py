@@ -6,11 +6,14 @@ go through the services, so the rules hold here too; the audit trail is read-onl
 
 from .attention import Attention, register_attention
 from .base import admin_actor
+from .decisions import ApprovalPolicyAdmin, HumanDecisionAdmin
 from .task import TaskAdmin
 from .task_event import TaskEventAdmin
 from .webhook_delivery import WebhookDeliveryAdmin
 
 __all__ = [
+    "ApprovalPolicyAdmin",
+    "HumanDecisionAdmin",
     "Attention",
     "TaskAdmin",
     "TaskEventAdmin",

@@ -30,11 +30,14 @@ from .checks import (
     invalid_transition,
     pass_on,
 )
+from .decisions import escalation_decision
+from .gate import create_arguments, gated, move_arguments
 from .locks import lock_target, locked, locked_with_parent, rule_of
 from .queue import fill_from_queue, refill_if_dropped
 from .subtasks import lock_open_subtasks, open_subtasks, tell_parent
 
 
+@gated("create_task", create_arguments)
 @atomic
 def task_create(
     *,
@@ -75,6 +78,7 @@ def task_create(
         rules.check_assignment(org=org, actor=actor, target=assignee, move=move, task=task)
         give(task, assignee, now)
     else:
+        rules.check_policies(org=org, actor=actor, move=Move.CREATE, target=None, task=task)
         task.status = TaskStatus.QUEUED
         task.queued_at = now
         task.queued_by = actor.agent
@@ -83,6 +87,7 @@ def task_create(
     return task
 
 
+@gated("assign_task", move_arguments)
 @atomic
 def task_assign(*, task: Task | VisibleTask, actor: Actor, to: Agent | str | None = None) -> Task:
     """Assign to `to` (an agent, or its handle), or (no `to`) the calling agent claims the task."""
@@ -123,6 +128,7 @@ def task_assign(*, task: Task | VisibleTask, actor: Actor, to: Agent | str | Non
     return task
 
 
+@gated("delegate_task", move_arguments)
 @atomic
 def task_delegate(
     *,
@@ -153,6 +159,7 @@ def task_delegate(
     return task
 
 
+@gated("queue_task", move_arguments)
 @atomic
 def task_queue(
     *,
@@ -234,6 +241,8 @@ def task_escalate(
     events.task_escalated_event(
         task=task, actor=actor, before=before, target=target, verdict=verdict, **decision
     )
+    if target is None:
+        escalation_decision(task=task, actor=actor, source=source)
     # With no candidate to lock, the holder's row was not locked yet: fill_from_queue locks it.
     refill_if_dropped(previous, task, locked=bool(candidates))
     return task

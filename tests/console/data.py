@@ -11,10 +11,18 @@ from costs.metering import current_period
 from costs.models import LIFETIME, Budget, BudgetAlert, UsageRecord
 from organization.models import Agent, Organization
 from runtime.models import Run, RunStatus, RunTrigger
-from tasks.models import DeliveryStatus, Task, TaskStatus, Urgency, WebhookDelivery
+from tasks.models import (
+    DeliveryStatus,
+    HumanDecision,
+    Task,
+    TaskStatus,
+    Urgency,
+    WebhookDelivery,
+)
 
 # What build() makes, metric by metric (needs_attention is the sum of the attention group).
 EXPECTED = {
+    "decisions_waiting": 12,
     "escalated": 1,
     "blocked": 2,
     "stale_queued": 3,
@@ -33,6 +41,7 @@ EXPECTED = {
 EXPECTED["needs_attention"] = sum(
     EXPECTED[m]
     for m in (
+        "decisions_waiting",
         "escalated",
         "blocked",
         "stale_queued",
@@ -209,6 +218,10 @@ def build(org: Organization, prefix: str = "m") -> dict:
     if earlier >= now.replace(hour=0, minute=0, second=0, microsecond=0):
         EXPECTED["cost_today_usd"] = EXPECTED["cost_month_usd"]  # the 1st: one and the same
     UsageRecord.objects.filter(pk=ledger[2].pk).update(created_at=month_start - timedelta(days=1))
+    HumanDecision.objects.bulk_create(
+        HumanDecision(organization=org, kind="question", question="?", status=status)
+        for status in ["pending"] * 12 + ["answered", "expired"]
+    )
     return EXPECTED
 
 

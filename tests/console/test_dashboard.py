@@ -19,6 +19,7 @@ from .data import EXPECTED, build
 INDEX = reverse("admin:index")
 # The metrics this app registers (the costs app adds budget_alerts and the two costs).
 OURS = [
+    "decisions_waiting",
     "escalated",
     "blocked",
     "stale_queued",

@@ -200,6 +200,8 @@ def test_result_data_as_json_text_is_stored_as_the_object(db):
 
 # What each required param needs to be called for real; anything else is derived from its schema.
 def required_value(name: str, schema: dict, world: dict):
+    if name == "task" and schema.get("type") == "integer":
+        return world["task_id"]  # ask_human's task is an id, start_collaboration's a text
     if name in world:
         return world[name]
     if allows_null(schema):

@@ -1,9 +1,9 @@
 """Tenancy table of the task endpoints (contract: tests/tenancy.py)."""
 
 from organization.models import AgentRole
-from tasks.models import InboxItem, TaskEvent
+from tasks.models import HumanDecision, InboxItem, PolicyTrigger, TaskEvent
 from tasks.rules import SYSTEM
-from tasks.services import task_create
+from tasks.services import policy_create, task_create
 from tests.factories import give_tasks, make_agent
 from tests.tenancy import COLLECTION, Endpoint
 
@@ -36,7 +36,71 @@ def an_agent(org) -> dict:
     return {"agent_id": agent.handle}
 
 
+def a_decision(org) -> dict:
+    """A pending question about a task an agent holds, and an approval policy."""
+    kwargs = a_task(org)
+    decision = HumanDecision.objects.create(
+        organization=org,
+        kind="question",
+        task_id=kwargs["task_id"],
+        question=f"question of {org.slug}",
+        requester_label=kwargs["holder"],
+    )
+    policy = policy_create(
+        org=org, name=f"policy of {org.slug}", trigger=PolicyTrigger.CROSS_TEAM_DELEGATION
+    )
+    return {**kwargs, "decision_id": decision.pk, "policy_id": policy.pk}
+
+
+DECISION_VERBS = ["approve", "reject", "request_changes", "answer"]
+
 ENDPOINTS = [
+    # Decisions (docs/decisions.md): a human decides (an agent key is refused before the lookup).
+    Endpoint("GET", "/api/approval-policies", a_decision, kind=COLLECTION, callers=("org",)),
+    Endpoint(
+        "POST",
+        "/api/approval-policies",
+        a_decision,
+        body={
+            "name": "x",
+            "trigger": "cross_team_delegation",
+            "scope": "agent",
+            "agent": "{holder}",
+        },
+        callers=("org",),
+    ),
+    *[
+        Endpoint(
+            method, "/api/approval-policies/{policy_id}", a_decision, body=body, callers=("org",)
+        )
+        for method, body in [("GET", None), ("PATCH", {"enabled": False}), ("DELETE", None)]
+    ],
+    Endpoint("GET", "/api/decisions", a_decision, kind=COLLECTION),
+    Endpoint("GET", "/api/decisions/{decision_id}", a_decision),
+    Endpoint(
+        "POST",
+        "/api/decisions",
+        a_decision,
+        body={"task": "{task_id}", "question": "?"},
+        callers=("agent",),
+    ),
+    *[
+        Endpoint(
+            "POST",
+            f"/api/decisions/{{decision_id}}/{verb}",
+            a_decision,
+            body={"answer": "x"},
+            callers=("org",),
+        )
+        for verb in DECISION_VERBS
+    ],
+    Endpoint("POST", "/api/decisions/{decision_id}/cancel", a_decision, body={}),
+    Endpoint(
+        "POST",
+        "/api/agent-engine/call-tool",
+        a_decision,
+        body={"toolName": "get_decision", "params": {"decision_id": "{decision_id}"}},
+    ),
     Endpoint("GET", "/api/tasks", a_task, kind=COLLECTION),
     Endpoint("GET", "/api/tasks?status=assigned", a_task, kind=COLLECTION),
     Endpoint("POST", "/api/tasks", a_task, body={"title": "x", "agent_id": "{agent_id}"}),

@@ -46,6 +46,7 @@ def test_the_waking_kinds_are_the_documented_ones():
         "escalated",
         "comment",
         "subtasks_done",
+        "decision",
     }
 
 

@@ -1,0 +1,109 @@
+"""Managed agents and human decisions (issue 37 §2): a run that asks a human or meets the gate
+leaves its task as it is; the answer or the verdict wakes the agent with a `decision` run."""
+
+import pytest
+from django.conf import settings
+
+from runtime.models import Run
+from tasks import services
+from tasks.models import HumanDecision, PolicyTrigger, Task, TaskStatus
+from tests.conftest import KeyClient
+from tests.factories import make_key
+from tests.runtime.conftest import drain, runs_of, wait_for
+from tests.runtime.scripts import call, managed_by, script
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_run_that_asks_a_human_leaves_its_task_and_the_answer_wakes_it(cast, fake_llm):
+    managed_by(cast.alex)
+    task = cast.assign(cast.alex, "Pick the region")
+    script(
+        fake_llm,
+        cast.alex,
+        call("ask_human", task=task.pk, question="Which region?", options=["eu", "us"]),
+        "I asked a human which region; waiting for the answer.",
+        "The human said eu: deploying to eu.",
+    )
+    drain()
+    task.refresh_from_db()
+    assert (task.status, task.assignee) == (TaskStatus.ASSIGNED, cast.alex)
+    decision = HumanDecision.objects.get(task=task)
+    assert decision.status == "pending"
+
+    human = KeyClient(make_key(cast.org))
+    response = human.post(f"/api/decisions/{decision.pk}/answer", {"answer": "eu"}, format="json")
+    assert response.status_code == 200, response.content
+    drain()
+    assert runs_of(cast.alex)[-1] == ("completed", "decision", task.pk)
+    run = Run.objects.filter(agent=cast.alex, trigger="decision").get()
+    (shown,) = [t for t in run.context["tasks"] if t["id"] == task.pk]
+    assert [(d["id"], d["answer"]) for d in shown["decisions"]] == [(decision.pk, "eu")]
+    assert "a human decided" in run.input
+    woken = human.get("/api/runs", {"trigger": "decision"}).json()["results"]
+    assert [(r["agent"], r["trigger"]) for r in woken] == [("agent-alex", "decision")]
+    task.refresh_from_db()
+    assert task.status == TaskStatus.COMPLETED
+    assert "eu" in task.result
+
+
+def test_no_timer_wakes_an_agent_that_waits_for_a_human(cast, fake_llm):
+    managed_by(cast.alex)
+    task = cast.assign(cast.alex, "Pick the region")
+    script(
+        fake_llm,
+        cast.alex,
+        call("ask_human", task=task.pk, question="Which region?"),
+        "Waiting for the answer.",
+    )
+    drain()
+    services.decisions_sweep()
+    assert drain() == []
+    assert [r[1] for r in runs_of(cast.alex)] == ["created"]
+
+
+@pytest.mark.worker
+@pytest.mark.skipif(not settings.REDIS_URL, reason="needs Redis (REDIS_URL)")
+def test_a_gated_delegation_on_a_real_worker_waits_then_goes_on_when_approved(
+    cast, fake_llm, worker
+):
+    """Alex (Development) delegates to Morgan (Ops) from its run: the move waits; the admin
+    approves; the delegation happens as Alex's, and Alex's `decision` run goes on."""
+    services.policy_create(
+        org=cast.org, name="Cross-team waits", trigger=PolicyTrigger.CROSS_TEAM_DELEGATION
+    )
+    managed_by(cast.alex)
+    human = KeyClient(make_key(cast.org))
+    task_id = human.post("/api/tasks", {"title": "Tune Redis"}, format="json").json()["id"]
+    script(
+        fake_llm,
+        cast.alex,
+        call("delegate_task", task_id=task_id, agent_id="agent-morgan"),
+        "Asked to delegate it to Morgan; it waits for approval.",
+        "Morgan has it now.",
+    )
+
+    def pending():
+        return HumanDecision.objects.filter(task_id=task_id, status="pending").first()
+
+    assigned = human.post(f"/api/tasks/{task_id}/assign", {"agent_id": "agent-alex"}, format="json")
+    assert assigned.status_code == 200, assigned.content
+    decision = wait_for(pending, timeout=30, interval=0.1)
+    first = wait_for(
+        lambda: Run.objects.filter(agent=cast.alex, status="completed").first(),
+        timeout=30,
+        interval=0.1,
+    )
+    assert first.trigger == "assigned"
+    assert Task.objects.get(pk=task_id).assignee == cast.alex
+
+    approved = human.post(f"/api/decisions/{decision.pk}/approve", {}, format="json").json()
+    assert approved["outcome"]["result"] == "executed"
+    assert Task.objects.get(pk=task_id).assignee == cast.morgan
+
+    def decision_run():
+        runs = human.get("/api/runs", {"trigger": "decision"}).json()["results"]
+        return runs if runs and runs[0]["status"] in ("completed", "failed") else None
+
+    runs = wait_for(decision_run, timeout=30, interval=0.1)
+    assert [(r["agent"], r["status"]) for r in runs] == [("agent-alex", "completed")]
