@@ -71,6 +71,7 @@ from .providers.turns import (
     TurnKind,
     model_turn,
     model_turns,
+    succeeded_calls,
     tool_call_turns,
 )
 
@@ -91,6 +92,8 @@ class LoopStop(StrEnum):
     ANSWERED = "answered"
     MAX_TURNS = "max_turns"
     PROVIDER_ERROR = "provider_error"
+    # A call of a tool that ends the turn (`Tool.ends_turn`: ask_human) succeeded.
+    WAITING = "waiting"
 
 
 @dataclass
@@ -199,6 +202,8 @@ def run_tool_loop(
             if loop.model_turns() >= max_turns:
                 return loop.result(LoopStop.MAX_TURNS)
             messages += loop.run_calls(last)
+            if loop.ended_turn(last):
+                return loop.result(LoopStop.WAITING)
         try:
             reply = complete(replace(request, messages=list(messages), tools=specs))
         except ProviderError as exc:
@@ -265,6 +270,16 @@ class _Loop:
             elif turn["status"] != CallStatus.RUNNING:
                 messages.append(_result_message(turn))
         return messages
+
+    def ended_turn(self, model_turn: ModelTurn) -> bool:
+        """A call of `model_turn` to a tool that ends the turn succeeded."""
+        ids = {c["id"] for c in model_turn["tool_calls"]}
+        return any(
+            turn["id"] in ids
+            and self.offered.get(turn["name"])
+            and self.offered[turn["name"]].ends_turn
+            for turn in succeeded_calls(self.turns[model_turn["index"] + 1 :])
+        )
 
     def run_calls(self, model_turn: ModelTurn) -> list[Message]:
         """Run the calls of `model_turn` not done yet; their results' messages, in call order.

@@ -39,6 +39,9 @@ class Tool:
     # What the params' JSON Schema check accepts, where it is wider than `input_schema`: a
     # free-form object offered as JSON text is taken as an object too (JSONObjectField).
     accepted_schema: dict | None = None
+    # A managed run stops at a successful call of it (its model is told to end its turn too):
+    # the agent waits for what the call asked for, and is woken by it (ask_human).
+    ends_turn: bool = False
 
     def annotations(self) -> dict:
         """MCP tool annotations (served as they are over MCP and on GET /api/tools)."""
@@ -93,6 +96,7 @@ def register_tool(
     title: str | None = None,
     destructive: bool = False,
     idempotent: bool = False,
+    ends_turn: bool = False,
 ):
     """Decorator: `@register_tool("get_organization_roster", "…", RosterQuerySerializer, read_only=True)`.
 
@@ -123,6 +127,7 @@ def register_tool(
             idempotent,
             serializer,
             accepted if accepted != schema else None,
+            ends_turn,
         )
         return handler
 

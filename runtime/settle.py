@@ -110,6 +110,9 @@ def settle(run: Run, token: str, result: ToolLoopResult) -> None:
         else:
             services.run_finish(run=run, token=token, status=RunStatus.COMPLETED, outcome=outcome)
         return
+    if result.stop_reason == LoopStop.WAITING:
+        _settle_waiting(run, token, outcome, actor, result.turns)
+        return
     if result.stop_reason == LoopStop.MAX_TURNS:
         error = (
             f"No final answer after {run.max_turns} model turns (max_turns): the tool calls of "
@@ -118,6 +121,30 @@ def settle(run: Run, token: str, result: ToolLoopResult) -> None:
     else:
         error = f"The provider failed: {result.error}"
     settle_failed(run, token, error, actor=actor, turns=result.turns, outcome=outcome)
+
+
+# Why a task of a run that stopped to wait for a human is blocked: it was not worked.
+NOT_WORKED_WHILE_WAITING = (
+    "not worked: the run stopped when the agent asked a human about another task, and waits "
+    "for the answer. Assign it again, or comment on it, to have it worked."
+)
+
+
+def _settle_waiting(run: Run, token: str, outcome: list, actor: Actor, turns: list[Turn]) -> None:
+    """The model asked a human (a tool that ends the turn): the run ends there. What it asked
+    about stays with the agent, which the answer wakes; another task it held and did nothing
+    with is blocked (nothing would wake the agent for it)."""
+    acted = acted_on(turns)
+    for task in _held_tasks(run):
+        if task.pk in acted:
+            outcome.append({"task": task.pk, "action": "none", "why": "waits for a human"})
+        else:
+            note = f"Managed run #{run.pk} stopped: {NOT_WORKED_WHILE_WAITING}"
+            _settle_task(run, token, outcome, task, actor, TaskStatus.BLOCKED, note=note)
+    if finished_a_subtask(turns):
+        _follow_up_parents_it_finished(run)
+    _follow_up_what_it_took_on(run, token, outcome, actor, turns)
+    services.run_finish(run=run, token=token, status=RunStatus.COMPLETED, outcome=outcome)
 
 
 def settle_failed(

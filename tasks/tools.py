@@ -308,6 +308,7 @@ def recommend_for(caller: Caller, params: dict) -> dict:
     "woken by it): end your turn now rather than guess.",
     AskHumanSerializer,
     read_only=False,
+    ends_turn=True,
 )
 def ask_human(caller: Caller, params: dict) -> dict:
     decision = services.decision_ask(

@@ -22,12 +22,19 @@ def test_a_run_that_asks_a_human_leaves_its_task_and_the_answer_wakes_it(cast, f
         fake_llm,
         cast.alex,
         call("ask_human", task=task.pk, question="Which region?", options=["eu", "us"]),
-        "I asked a human which region; waiting for the answer.",
         "The human said eu: deploying to eu.",
     )
     drain()
     task.refresh_from_db()
     assert (task.status, task.assignee) == (TaskStatus.ASSIGNED, cast.alex)
+    # The run ended at the question: one model call, the task left to wait for the answer.
+    asked = Run.objects.get(agent=cast.alex, trigger="created")
+    assert asked.status == "completed"
+    assert asked.outcome == [{"task": task.pk, "action": "none", "why": "waits for a human"}]
+    assert [d["kind"] for d in asked.turn_rows.values_list("data", flat=True)] == [
+        "model",
+        "tool_call",
+    ]
     decision = HumanDecision.objects.get(task=task)
     assert decision.status == "pending"
 
@@ -54,7 +61,6 @@ def test_no_timer_wakes_an_agent_that_waits_for_a_human(cast, fake_llm):
         fake_llm,
         cast.alex,
         call("ask_human", task=task.pk, question="Which region?"),
-        "Waiting for the answer.",
     )
     drain()
     services.decisions_sweep()
