@@ -1,6 +1,8 @@
 """Managed agents and human decisions (issue 37 §2): a run that asks a human or meets the gate
 leaves its task as it is; the answer or the verdict wakes the agent with a `decision` run."""
 
+import signal
+
 import pytest
 from django.conf import settings
 
@@ -113,3 +115,70 @@ def test_a_gated_delegation_on_a_real_worker_waits_then_goes_on_when_approved(
 
     runs = wait_for(decision_run, timeout=30, interval=0.1)
     assert [(r["agent"], r["status"]) for r in runs] == [("agent-alex", "completed")]
+
+
+@pytest.mark.worker
+@pytest.mark.skipif(not settings.REDIS_URL, reason="needs Redis (REDIS_URL)")
+@pytest.mark.skipif(
+    "postgresql" not in settings.DATABASES["default"]["ENGINE"],
+    reason="worker processes share the test database: needs PostgreSQL",
+)
+def test_a_decision_outlives_the_worker_that_raised_it(cast, fake_llm, tmp_path):
+    """The worker whose run raised the decision is killed; the web side's connections are
+    dropped; approved afterwards, the move runs and a new worker process runs the wake-up."""
+    from django.db import connections
+
+    from tests.runtime.conftest import flush_redis
+    from tests.runtime.test_worker import logs_of, start_worker_process
+
+    services.policy_create(
+        org=cast.org, name="Cross-team waits", trigger=PolicyTrigger.CROSS_TEAM_DELEGATION
+    )
+    managed_by(cast.alex, "openai", "fake")
+    human = KeyClient(make_key(cast.org))
+    task_id = human.post("/api/tasks", {"title": "Tune Redis"}, format="json").json()["id"]
+    script(
+        fake_llm,
+        cast.alex,
+        call("delegate_task", task_id=task_id, agent_id="agent-morgan"),
+        "Asked to delegate it to Morgan; it waits for approval.",
+        "Morgan has it now.",
+    )
+    flush_redis()
+    first = start_worker_process("first", fake_llm, tmp_path)
+    second = None
+    try:
+        human.post(f"/api/tasks/{task_id}/assign", {"agent_id": "agent-alex"}, format="json")
+        decision = wait_for(
+            lambda: HumanDecision.objects.filter(task_id=task_id, status="pending").first(),
+            timeout=60,
+            interval=0.1,
+        )
+        wait_for(
+            lambda: Run.objects.filter(agent=cast.alex, status="completed").exists(),
+            timeout=60,
+            interval=0.1,
+        )
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        connections.close_all()
+        second = start_worker_process("second", fake_llm, tmp_path)
+
+        approved = human.post(f"/api/decisions/{decision.pk}/approve", {}, format="json")
+        assert approved.status_code == 200, approved.content
+        assert approved.json()["outcome"]["result"] == "executed"
+        woken = wait_for(
+            lambda: Run.objects.filter(
+                agent=cast.alex, trigger="decision", status="completed"
+            ).first(),
+            timeout=60,
+            interval=0.1,
+        )
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=15)
+    assert woken is not None, logs_of(tmp_path)
+    assert Task.objects.get(pk=task_id).assignee == cast.morgan
+    assert HumanDecision.objects.get(pk=decision.pk).status == "approved"
