@@ -44,6 +44,7 @@ from .models import (
 )
 from .rules import ESCALATION_SOURCE_FIELDS, SYSTEM, Move
 from .services.changes import apply_escalation
+from .services.decisions import escalation_decision
 from .sql import NO_KEY
 from .wakes import announce_batch
 
@@ -219,8 +220,39 @@ def _sweep_batch(now: datetime, batch_size: int, after: int) -> tuple[int, int, 
         if verdict is not None and verdict.has_room:
             workloads[target.pk] += 1
         escalated.append((row["pk"], _reason(row, now), outcome))
+    to_humans = _escalated_to_humans(planned, escalated, agents, written)
     _write(escalated, written)
+    _ask_humans_to_pick(to_humans)
     return len(rows), rows[-1]["pk"], len(escalated), skipped
+
+
+def _escalated_to_humans(planned, escalated, agents, written) -> dict[int, Agent | None]:
+    """Task id → the agent it was escalated for, of the batch's tasks escalated to humans in an
+    organization with approval policies (read before the write clears the queuer)."""
+    done = {pk for pk, _, _ in escalated}
+    rows = [row for row, target in planned if target is None and row["pk"] in done]
+    if not rows:
+        return {}
+    gated = set(
+        Organization.objects.filter(
+            pk__in={row["organization_id"] for row in rows}, has_approval_policies=True
+        ).values_list("pk", flat=True)
+    )
+    return {
+        row["pk"]: rules.escalation_source(_task_of(row, agents, written))
+        for row in rows
+        if row["organization_id"] in gated
+    }
+
+
+def _ask_humans_to_pick(sources: dict[int, Agent | None]) -> None:
+    """An `escalation_to_humans` policy covering the agent a task was escalated for asks a human
+    to pick its taker, as at every other door (`escalation_decision`)."""
+    if not sources:
+        return
+    tasks = Task.objects.select_related("organization").in_bulk(list(sources))
+    for pk, source in sources.items():
+        escalation_decision(task=tasks[pk], actor=SYSTEM, source=source)
 
 
 def _reason(row: dict, now: datetime) -> str:

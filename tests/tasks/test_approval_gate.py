@@ -441,3 +441,25 @@ def test_an_escalation_nobody_picked_a_taker_for_stays_escalated(cast):
     decision = HumanDecision.objects.get(task_id=task_id)
     assert (decision.status, decision.outcome["result"]) == ("expired", "skipped")
     assert Task.objects.get(pk=task_id).status == TaskStatus.ESCALATED
+
+
+def test_the_stale_sweep_escalating_to_humans_asks_a_human_to_pick_the_taker(cast):
+    from tasks.sweep import sweep_stale_queued
+
+    policy(cast, name="Pick a taker", trigger="escalation_to_humans", scope="agent",
+           agent="agent-boss")  # fmt: skip
+    # Queued for the boss (who has no senior and no default supervisor above) long ago.
+    task = Task.objects.create(
+        organization=cast.org,
+        title="Stale",
+        status=TaskStatus.QUEUED,
+        queued_for=cast.boss,
+        queued_at=timezone.now() - timedelta(days=3),
+    )
+    assert sweep_stale_queued().escalated == 1
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.ESCALATED
+    decision = HumanDecision.objects.get(task=task)
+    assert (decision.status, decision.action) == (
+        "pending",
+        {"name": "assign_task", "arguments": {"task_id": task.pk}},
+    )
