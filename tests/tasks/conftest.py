@@ -40,6 +40,16 @@ class Cast:
 
 
 @pytest.fixture
+def live(transactional_db):
+    """(the cast, a live MCP server's URL): the server reads what the test commits."""
+    from tests.organization.mcp.live import LiveServer
+
+    cast = Cast()
+    with LiveServer() as server:
+        yield cast, server.url
+
+
+@pytest.fixture
 def cast(db):
     return Cast()
 

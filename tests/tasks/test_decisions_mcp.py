@@ -6,30 +6,9 @@ import pytest
 from tasks import services
 from tasks.models import PolicyTrigger, Task
 from tests.factories import make_key
-from tests.organization.mcp.live import LiveServer, data, http_client, run
-from tests.tasks.conftest import Cast
+from tests.organization.mcp.live import calls, ok, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def live(transactional_db):
-    cast = Cast()
-    with LiveServer() as server:
-        yield cast, server.url
-
-
-async def calls(url, key, *steps):
-    results = []
-    async with http_client(url, key, read_timeout_seconds=60) as client:
-        for name, arguments in steps:
-            results.append(await client.call_tool(name, arguments))
-    return results
-
-
-def ok(result) -> dict:
-    assert result.is_error is False, result.content[0].text
-    return data(result)
 
 
 def test_a_gated_move_and_a_question_over_mcp(live):

@@ -5,32 +5,9 @@ import pytest
 
 from tasks.models import InboxItem, Task
 from tests.factories import make_key
-from tests.organization.mcp.live import LiveServer, data, http_client, run
-from tests.tasks.conftest import Cast
+from tests.organization.mcp.live import calls, data, ok, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def live(transactional_db):
-    """(the cast, the live server's URL): the server reads what the test commits."""
-    cast = Cast()
-    with LiveServer() as server:
-        yield cast, server.url
-
-
-async def calls(url, key, *steps):
-    """Run `(tool, arguments)` steps in one MCP session; return their results."""
-    results = []
-    async with http_client(url, key, read_timeout_seconds=60) as client:
-        for name, arguments in steps:
-            results.append(await client.call_tool(name, arguments))
-    return results
-
-
-def ok(result) -> dict:
-    assert result.is_error is False, result.content[0].text
-    return data(result)
 
 
 def test_an_agent_splits_finishes_and_discusses_work_over_mcp(live):

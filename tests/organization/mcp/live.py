@@ -87,3 +87,18 @@ def data(result) -> dict | list:
     """The JSON a tool answered (a result or an error body): the text block of its result."""
     assert len(result.content) == 1 and result.content[0].type == "text", result
     return json.loads(result.content[0].text)
+
+
+async def calls(url, key, *steps):
+    """Run `(tool, arguments)` steps in one MCP session; return their results."""
+    results = []
+    async with http_client(url, key, read_timeout_seconds=60) as client:
+        for name, arguments in steps:
+            results.append(await client.call_tool(name, arguments))
+    return results
+
+
+def ok(result) -> dict:
+    """The JSON of a tool call that succeeded."""
+    assert result.is_error is False, result.content[0].text
+    return data(result)

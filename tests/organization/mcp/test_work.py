@@ -10,18 +10,9 @@ from organization.models import TeamRule
 from tasks.models import Task, TaskEvent
 from tests.collaboration.conftest import offline  # noqa: F401  (a fixture)
 
-from .live import data, http_client, run
+from .live import calls, data, http_client, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-async def calls(url, key, *steps):
-    """Run `(tool, arguments)` steps in one MCP session; return their results."""
-    results = []
-    async with http_client(url, key, read_timeout_seconds=60) as client:
-        for name, arguments in steps:
-            results.append(await client.call_tool(name, arguments))
-    return results
 
 
 def test_create_and_delegate_a_task(live_url, demo_org, key_of):
