@@ -70,17 +70,13 @@ def test_no_timer_wakes_an_agent_that_waits_for_a_human(cast, fake_llm):
     assert [r[1] for r in runs_of(cast.alex)] == ["created"]
 
 
-@pytest.mark.worker
-@pytest.mark.skipif(not settings.REDIS_URL, reason="needs Redis (REDIS_URL)")
-def test_a_gated_delegation_on_a_real_worker_waits_then_goes_on_when_approved(
-    cast, fake_llm, worker
-):
-    """Alex (Development) delegates to Morgan (Ops) from its run: the move waits; the admin
-    approves; the delegation happens as Alex's, and Alex's `decision` run goes on."""
+def gated_delegation(cast, fake_llm, model: str = "m-1") -> tuple[KeyClient, int]:
+    """A cross-team delegation policy; a human's task whose model has Alex delegate it to
+    Morgan (the move waits), then answer twice. The human's client and the task's id."""
     services.policy_create(
         org=cast.org, name="Cross-team waits", trigger=PolicyTrigger.CROSS_TEAM_DELEGATION
     )
-    managed_by(cast.alex)
+    managed_by(cast.alex, "openai", model)
     human = KeyClient(make_key(cast.org))
     task_id = human.post("/api/tasks", {"title": "Tune Redis"}, format="json").json()["id"]
     script(
@@ -90,6 +86,17 @@ def test_a_gated_delegation_on_a_real_worker_waits_then_goes_on_when_approved(
         "Asked to delegate it to Morgan; it waits for approval.",
         "Morgan has it now.",
     )
+    return human, task_id
+
+
+@pytest.mark.worker
+@pytest.mark.skipif(not settings.REDIS_URL, reason="needs Redis (REDIS_URL)")
+def test_a_gated_delegation_on_a_real_worker_waits_then_goes_on_when_approved(
+    cast, fake_llm, worker
+):
+    """Alex (Development) delegates to Morgan (Ops) from its run: the move waits; the admin
+    approves; the delegation happens as Alex's, and Alex's `decision` run goes on."""
+    human, task_id = gated_delegation(cast, fake_llm)
 
     def pending():
         return HumanDecision.objects.filter(task_id=task_id, status="pending").first()
@@ -131,19 +138,7 @@ def test_a_decision_outlives_the_worker_that_raised_it(cast, fake_llm, tmp_path)
     from tests.runtime.conftest import flush_redis
     from tests.runtime.test_worker import logs_of, start_worker_process
 
-    services.policy_create(
-        org=cast.org, name="Cross-team waits", trigger=PolicyTrigger.CROSS_TEAM_DELEGATION
-    )
-    managed_by(cast.alex, "openai", "fake")
-    human = KeyClient(make_key(cast.org))
-    task_id = human.post("/api/tasks", {"title": "Tune Redis"}, format="json").json()["id"]
-    script(
-        fake_llm,
-        cast.alex,
-        call("delegate_task", task_id=task_id, agent_id="agent-morgan"),
-        "Asked to delegate it to Morgan; it waits for approval.",
-        "Morgan has it now.",
-    )
+    human, task_id = gated_delegation(cast, fake_llm, model="fake")
     flush_redis()
     first = start_worker_process("first", fake_llm, tmp_path)
     second = None
