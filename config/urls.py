@@ -3,6 +3,8 @@ from django.urls import include, path
 from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from console.prometheus import metrics
+
 from .health import healthz
 
 # The API's hottest paths first: Django tries the patterns in order, and no two overlap.
@@ -21,6 +23,7 @@ urlpatterns = [
         name="docs",
     ),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     # The first page a newcomer opens: where the console, the API docs and the health check are.
     path("", TemplateView.as_view(template_name="home.html"), name="home"),
     path("admin/", admin.site.urls),

@@ -8,6 +8,7 @@ import logging
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import InterfaceError, OperationalError
+from django.dispatch import Signal
 from django.http import Http404, JsonResponse
 from django.views import defaults
 from rest_framework import exceptions, status
@@ -108,6 +109,20 @@ def first_validation_message(detail) -> str:
     return f"{where}: {message}" if where else message
 
 
+# Sent once for each refusal a door answers (a DomainError of status 403 or 409): with the
+# `request` at the REST door, the `caller` at the tool door. The metrics count them by code.
+refused = Signal()
+REFUSAL_STATUSES = frozenset({403, 409})
+
+
+def tell_refused(error: "DomainError", **where) -> None:
+    """Send `refused` for `error` if it is a refusal not told yet (a tool called over REST meets
+    both doors)."""
+    if error.status in REFUSAL_STATUSES and not getattr(error, "told", False):
+        error.told = True
+        refused.send(sender=DomainError, error=error, **where)
+
+
 _CODES = {
     exceptions.NotAuthenticated: "authentication_required",
     exceptions.AuthenticationFailed: "authentication_failed",
@@ -142,6 +157,7 @@ def _error_response(exc, context):
     if unavailable is not None:
         return unavailable
     if isinstance(exc, DomainError):
+        tell_refused(exc, request=context.get("request"))
         headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimited) else None
         body = exc.body if exc.body is not None else error_body(exc.message, exc.code)
         return Response(body, status=exc.status, headers=headers)

@@ -12,7 +12,14 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
-from infrastructure.errors import DomainError, Forbidden, Invalid, NotFound, first_error
+from infrastructure.errors import (
+    DomainError,
+    Forbidden,
+    Invalid,
+    NotFound,
+    first_error,
+    tell_refused,
+)
 from infrastructure.inputs import check_input
 
 from .caller import Caller
@@ -329,4 +336,5 @@ def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
             if exc.status == 202 and exc.body is not None:
                 # A move that waits for a human: the tool's result says so, for a model to read.
                 return exc.body
+            tell_refused(exc, caller=caller)
             raise

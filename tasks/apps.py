@@ -43,6 +43,11 @@ class TasksConfig(AppConfig):
         post_migrate.connect(ensure_webhook_sweep_schedule, sender=self)
         post_migrate.connect(install_postgresql_extras, sender=self)
         post_migrate.connect(ensure_decisions_sweep_schedule, sender=self)
+        from infrastructure.errors import refused
+
+        from .refusals import count_refusal
+
+        refused.connect(count_refusal, dispatch_uid="count-refusals")
         # The approval gate for a call of a tool a policy names (docs/decisions.md).
         registry.register_gate(tool_gate)
         # Rule 5: a resumed agent, or one given more capacity, receives its queue at once.

@@ -503,3 +503,20 @@ class HumanDecision(models.Model):
     @property
     def is_pending(self) -> bool:
         return self.status == DecisionStatus.PENDING
+
+
+class RefusalCount(models.Model):
+    """How many moves a door refused in the organization, by the rule's code (403/409): what
+    `/metrics` shows as `agent_org_refusals_total`, whichever process refused them."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    code = models.CharField(max_length=60)
+    count = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "code"], name="one_count_per_code")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.count}"

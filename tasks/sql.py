@@ -28,7 +28,15 @@ from organization.models import Agent, ExpertiseGroup
 from organization.sql import holds_expertise
 from organization.workload import workload_subquery
 
-from .models import FINISHED_STATUSES, SUBTASKS_LISTED, InboxItem, Task, TaskEvent, TaskStatus
+from .models import (
+    FINISHED_STATUSES,
+    SUBTASKS_LISTED,
+    InboxItem,
+    RefusalCount,
+    Task,
+    TaskEvent,
+    TaskStatus,
+)
 from .visibility import tasks_visible
 
 # The engine's row locks are mutexes, never a change of a row's key: FOR NO KEY UPDATE lets other
@@ -517,6 +525,17 @@ CREATE INDEX IF NOT EXISTS task_description_trgm ON tasks_task
 CREATE INDEX IF NOT EXISTS agent_handle_trgm ON organization_agent
     USING gin ((UPPER(handle::text)) gin_trgm_ops);
 """
+
+
+def count_refusal(*, organization_id: int, code: str) -> None:
+    """One more refusal of `code` in the organization: one upsert (PostgreSQL and SQLite)."""
+    table, qn = RefusalCount._meta.db_table, connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {qn(table)} (organization_id, code, count) VALUES (%s, %s, 1) "  # noqa: S608  (our names)
+            f"ON CONFLICT (organization_id, code) DO UPDATE SET count = {qn(table)}.count + 1",
+            [organization_id, code[:60]],
+        )
 
 
 def install_postgresql_extras(*, using: str = "default", **kwargs) -> None:

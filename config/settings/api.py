@@ -74,6 +74,9 @@ SPECTACULAR_SETTINGS = {
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 200, minimum=1)
 # Requests per API key (or logged-in user): "<n>/<second|minute|hour|day>", or "off".
 API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/min")
+
+# `/metrics` answers only `Authorization: Bearer <METRICS_TOKEN>`; unset, it is not served (404).
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # DRF's rate format, checked here: a typo would otherwise answer 500 on every request.
 if API_THROTTLE_RATE.lower() != "off" and not re.fullmatch(
     r"[1-9]\d*/(s|sec|second|m|min|minute|h|hour|d|day)", API_THROTTLE_RATE
