@@ -89,3 +89,26 @@ def test_the_organizations_series_and_refusals_by_code(settings):
     assert found["agent_org_model_calls_total", calls] == 1
     budget = (("organization", "acme"), ("scope", "organization"))
     assert found["agent_org_budget_remaining_usd", budget] == 10
+
+
+def test_the_dashboard_and_the_alerts_read_only_series_the_service_serves(settings):
+    """deploy/grafana/agent-org.json and deploy/prometheus/alerts.yaml name no series /metrics
+    does not serve (a renamed series would leave a panel or an alert silently empty)."""
+    import json
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    settings.METRICS_TOKEN = TOKEN
+    Cast()
+    served = {family.name for family in text_string_to_metric_families(scrape().content.decode())}
+    served |= {f"{name}_total" for name in served}
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    dashboard = json.loads((deploy / "grafana" / "agent-org.json").read_text())
+    rules = yaml.safe_load((deploy / "prometheus" / "alerts.yaml").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    named = {n for e in exprs for n in re.findall(r"\b(agent_org_[a-z_]+)\b", e)}
+    assert named and named <= served, named - served
+    assert len(dashboard["panels"]) == 10
