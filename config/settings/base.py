@@ -211,10 +211,21 @@ if LOG_LEVEL not in logging.getLevelNamesMapping():
     raise ImproperlyConfigured(
         f"LOG_LEVEL={os.environ['LOG_LEVEL']!r}: use DEBUG, INFO, WARNING, ERROR or CRITICAL."
     )
+# `json`: a JSON object a line, with `trace_id` and `span_id` (infrastructure/logs.py).
+LOG_FORMAT = env_str("LOG_FORMAT", "text").lower()
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT={os.environ['LOG_FORMAT']!r}: use text or json.")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "infrastructure.logs.JsonFormatter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            **({"formatter": "json"} if LOG_FORMAT == "json" else {}),
+        }
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # The MCP SDK logs every stateless request ("Terminating session: None") and the HTTP
     # clients every call at INFO: warnings only, unless LOG_LEVEL asks for DEBUG. The LLM and
