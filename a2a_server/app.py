@@ -1,0 +1,142 @@
+"""The /a2a door: public cards, then the bearer key of every other request, then the SDK's
+JSON-RPC and HTTP+JSON routes of one agent. Routed to by config/asgi.py."""
+
+from a2a.auth.user import User
+from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
+from a2a.server.context import ServerCallContext
+from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.server.routes.common import ServerCallContextBuilder
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+
+from infrastructure.errors import DomainError, error_body
+from organization.auth import authenticate_key, bearer_token
+from organization.caller import Caller, caller_for_key
+
+from . import cards, work
+from .handler import OrganizationRequestHandler
+
+A2A_PREFIX = "/a2a/"
+CARD_PATH = "/.well-known/agent-card.json"
+DIRECTORY_PATH = "/.well-known/agent-cards.json"
+
+
+class CallerUser(User):
+    def __init__(self, caller: Caller):
+        self.caller = caller
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self.caller.label
+
+
+class CallerContextBuilder(ServerCallContextBuilder):
+    """The call's context: the caller and the agent the gate found (`request.state`)."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        caller = request.state.caller
+        return ServerCallContext(
+            user=CallerUser(caller),
+            state={"caller": caller, "agent": request.state.agent},
+            requested_extensions=get_requested_extensions(
+                request.headers.getlist(HTTP_EXTENSION_HEADER)
+            ),
+        )
+
+
+def read(function, *args):
+    try:
+        return function(*args)
+    finally:
+        close_old_connections()
+
+
+read_off_loop = sync_to_async(read, thread_sensitive=False)
+
+
+def refused(exc: DomainError, status: int) -> JSONResponse:
+    return JSONResponse(error_body(exc.message, exc.code), status_code=status)
+
+
+async def agent_card(request: Request) -> JSONResponse:
+    params = request.path_params
+    try:
+        card = await read_off_loop(cards.card_json, params["org"], params["agent"])
+    except DomainError as exc:
+        return refused(exc, 404)
+    return JSONResponse(card)
+
+
+async def directory(request: Request) -> JSONResponse:
+    try:
+        found = await read_off_loop(cards.directory_json, request.path_params["org"])
+    except DomainError as exc:
+        return refused(exc, 404)
+    return JSONResponse(found)
+
+
+def caller_and_agent(header: str, org_slug: str, handle: str):
+    """(caller, agent) for a bearer key and the agent a URL names; (None, None) for no key."""
+    key = authenticate_key(bearer_token(header) or "")
+    if key is None:
+        return None, None
+    caller = caller_for_key(key)
+    return caller, work.agent_of(caller, org_slug, handle)
+
+
+def is_public(path: str) -> bool:
+    return path.endswith(CARD_PATH) or path.endswith(DIRECTORY_PATH)
+
+
+class A2AApp:
+    """Every agent's A2A server under `/a2a/<org slug>/<agent id>/`."""
+
+    def __init__(self):
+        handler = OrganizationRequestHandler()
+        builder = CallerContextBuilder()
+        agent_routes = [
+            Route(CARD_PATH, agent_card, methods=["GET"]),
+            *create_jsonrpc_routes(handler, "/", context_builder=builder),
+            *create_rest_routes(handler, context_builder=builder),
+        ]
+        self.routes = Starlette(
+            routes=[
+                Route("/a2a/{org}" + DIRECTORY_PATH, directory, methods=["GET"]),
+                Mount("/a2a/{org}/{agent}", routes=agent_routes),
+            ]
+        )
+
+    async def __call__(self, scope, receive, send) -> None:
+        if not is_public(scope["path"]):
+            response = await self.gate(scope)
+            if response is not None:
+                await response(scope, receive, send)
+                return
+        await self.routes(scope, receive, send)
+
+    async def gate(self, scope) -> JSONResponse | None:
+        """Authenticate the key and find the agent; a refusal's response, or None to go on."""
+        parts = scope["path"].split("/")
+        if len(parts) < 4 or not parts[2] or not parts[3]:
+            return JSONResponse(error_body("Not found.", "not_found"), status_code=404)
+        header = Request(scope).headers.get("authorization", "")
+        try:
+            caller, agent = await read_off_loop(caller_and_agent, header, parts[2], parts[3])
+        except DomainError as exc:
+            return refused(exc, 404)
+        if caller is None:
+            return JSONResponse(
+                error_body("Send 'Authorization: Bearer <Agent Org API key>'.", "unauthenticated"),
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="a2a"'},
+            )
+        scope.setdefault("state", {}).update(caller=caller, agent=agent)
+        return None

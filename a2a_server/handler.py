@@ -1,0 +1,89 @@
+"""The SDK's request handler over the tasks engine: each method runs `work` off the event loop
+as the caller the gate authenticated (`context.state`)."""
+
+import functools
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.types import a2a_pb2 as pb
+from a2a.utils.errors import (
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+from infrastructure.errors import DomainError, NotFound
+
+from . import work
+
+
+def off_the_loop(function):
+    """`function` run in a worker thread (its own connection), our errors as A2A's."""
+
+    def run(*args):
+        try:
+            return function(*args)
+        except NotFound as exc:
+            raise TaskNotFoundError(exc.message) from exc
+        except DomainError as exc:
+            raise (
+                TaskNotCancelableError(exc.message)
+                if exc.status == 409
+                else InvalidParamsError(exc.message)
+            ) from exc
+        finally:
+            close_old_connections()
+
+    # Not thread_sensitive: concurrent requests run side by side, as /mcp's tools do.
+    return functools.wraps(function)(sync_to_async(run, thread_sensitive=False))
+
+
+send = off_the_loop(work.send)
+get = off_the_loop(work.get)
+listed = off_the_loop(work.listed)
+cancel = off_the_loop(work.cancel)
+
+
+class OrganizationRequestHandler(RequestHandler):
+    """SendMessage, GetTask, ListTasks and CancelTask; streaming and push configs unsupported."""
+
+    async def on_message_send(self, params: pb.SendMessageRequest, context: ServerCallContext):
+        if not work.text_of(params.message):
+            raise InvalidParamsError("The message has no text.")
+        return await send(context.state["caller"], context.state["agent"], params.message)
+
+    async def on_get_task(self, params: pb.GetTaskRequest, context: ServerCallContext):
+        return await get(context.state["caller"], params.id)
+
+    async def on_list_tasks(self, params: pb.ListTasksRequest, context: ServerCallContext):
+        return await listed(context.state["caller"], context.state["agent"], params.page_size)
+
+    async def on_cancel_task(self, params: pb.CancelTaskRequest, context: ServerCallContext):
+        return await cancel(context.state["caller"], params.id)
+
+    async def on_message_send_stream(self, params, context):
+        raise UnsupportedOperationError("Streaming is not served yet.")
+        yield
+
+    async def on_subscribe_to_task(self, params, context):
+        raise UnsupportedOperationError("Streaming is not served yet.")
+        yield
+
+    async def on_create_task_push_notification_config(self, params, context):
+        raise PushNotificationNotSupportedError()
+
+    async def on_get_task_push_notification_config(self, params, context):
+        raise PushNotificationNotSupportedError()
+
+    async def on_list_task_push_notification_configs(self, params, context):
+        raise PushNotificationNotSupportedError()
+
+    async def on_delete_task_push_notification_config(self, params, context):
+        raise PushNotificationNotSupportedError()
+
+    async def on_get_extended_agent_card(self, params, context):
+        raise UnsupportedOperationError("No extended card: the public card is the whole card.")

@@ -1,0 +1,162 @@
+"""A2A messages and task reads over the tasks engine, the source of truth: no other task store.
+
+Synchronous (the ORM); the request handler runs these off the event loop.
+"""
+
+import uuid
+
+from a2a.types import a2a_pb2 as pb
+from django.db import transaction
+from django.db.models import Q
+from google.protobuf import json_format
+from google.protobuf.struct_pb2 import Value
+
+from infrastructure.errors import DomainError, NotFound
+from organization.caller import Caller
+from organization.history import acting_as
+from organization.models import Agent
+from organization.selectors import agent_by_handle
+from tasks import services
+from tasks.models import DecisionStatus, HumanDecision, Task, TaskEvent, TaskStatus
+from tasks.rules import Actor
+from tasks.selectors import task_for, tasks_visible_to, visible_task
+
+TITLE_MAX = 200
+STATES = {
+    TaskStatus.QUEUED: pb.TASK_STATE_SUBMITTED,
+    TaskStatus.ASSIGNED: pb.TASK_STATE_SUBMITTED,
+    TaskStatus.ESCALATED: pb.TASK_STATE_SUBMITTED,
+    TaskStatus.IN_PROGRESS: pb.TASK_STATE_WORKING,
+    TaskStatus.COMPLETED: pb.TASK_STATE_COMPLETED,
+    TaskStatus.CANCELLED: pb.TASK_STATE_CANCELED,
+    TaskStatus.BLOCKED: pb.TASK_STATE_FAILED,
+    TaskStatus.FAILED: pb.TASK_STATE_FAILED,
+}
+
+
+def json_value(value) -> Value:
+    found = Value()
+    json_format.ParseDict(value, found)
+    return found
+
+
+def agent_message(text: str, *, task_id: str, metadata: dict | None = None) -> pb.Message:
+    message = pb.Message(
+        message_id=str(uuid.uuid4()),
+        role=pb.ROLE_AGENT,
+        task_id=task_id,
+        context_id=task_id,
+        parts=[pb.Part(text=text)],
+    )
+    if metadata:
+        message.metadata.update(metadata)
+    return message
+
+
+def reason_of(task: Task) -> str:
+    """Why a task failed or is blocked: its result, else the last event's words."""
+    if task.result:
+        return task.result
+    event = TaskEvent.objects.filter(task=task).exclude(message="").order_by("-pk").first()
+    return event.message if event else task.status
+
+
+def waits_on_a_human(task: Task) -> bool:
+    return HumanDecision.objects.filter(task=task, status=DecisionStatus.PENDING).exists()
+
+
+def a2a_task(task: Task) -> pb.Task:
+    """The engine's task as an A2A task: id and contextId are the task's id."""
+    task_id = str(task.pk)
+    state = STATES.get(task.status, pb.TASK_STATE_SUBMITTED)
+    status = pb.TaskStatus(state=state)
+    status.timestamp.FromDatetime(task.updated_at)
+    if state == pb.TASK_STATE_FAILED:
+        status.message.CopyFrom(agent_message(reason_of(task), task_id=task_id))
+    elif task.status not in (TaskStatus.COMPLETED, TaskStatus.CANCELLED) and waits_on_a_human(task):
+        status.state = pb.TASK_STATE_INPUT_REQUIRED
+    found = pb.Task(id=task_id, context_id=task_id, status=status)
+    if task.status == TaskStatus.COMPLETED:
+        parts = [pb.Part(text=task.result)]
+        if task.result_data is not None:
+            parts.append(pb.Part(data=json_value(task.result_data)))
+        found.artifacts.append(
+            pb.Artifact(artifact_id=f"{task_id}-result", name="result", parts=parts)
+        )
+    return found
+
+
+def rejected(exc: DomainError) -> pb.Task:
+    """A refusal by the rules: a task in REJECTED carrying the rule's text and code."""
+    task_id = str(uuid.uuid4())
+    status = pb.TaskStatus(
+        state=pb.TASK_STATE_REJECTED,
+        message=agent_message(exc.message, task_id=task_id, metadata={"code": exc.code}),
+    )
+    return pb.Task(id=task_id, context_id=task_id, status=status)
+
+
+def text_of(message: pb.Message) -> str:
+    return "\n".join(part.text for part in message.parts if part.HasField("text")).strip()
+
+
+def known_task(caller: Caller, context_id: str) -> Task | None:
+    """The task a contextId names, if the caller may see it."""
+    if not context_id:
+        return None
+    try:
+        return task_for(caller, context_id)
+    except DomainError:
+        return None
+
+
+def send(caller: Caller, agent: Agent, message: pb.Message) -> pb.Task:
+    """A message to `agent`: a comment on the task its contextId names, else a new task for it."""
+    text = text_of(message)
+    task = known_task(caller, message.context_id or message.task_id)
+    try:
+        with acting_as(caller), transaction.atomic():
+            if task is not None:
+                services.task_comment(task=task, actor=Actor.of(caller), body=text)
+                return a2a_task(task_for(caller, task.pk))
+            created = services.task_create(
+                org=caller.organization,
+                actor=Actor.of(caller),
+                title=(text.splitlines() or [""])[0][:TITLE_MAX],
+                description=text,
+                assignee=agent,
+            )
+    except DomainError as exc:
+        return rejected(exc)
+    return a2a_task(created)
+
+
+def get(caller: Caller, task_id: str) -> pb.Task:
+    return a2a_task(task_for(caller, task_id))
+
+
+def listed(caller: Caller, agent: Agent, page_size: int) -> pb.ListTasksResponse:
+    """The tasks held by or queued for `agent` that the caller may see, newest first."""
+    rows = (
+        tasks_visible_to(caller)
+        .filter(Q(assignee=agent) | Q(queued_for=agent))
+        .order_by("-created_at", "-pk")
+    )
+    total = rows.count()
+    page = list(rows[: page_size or 50])
+    return pb.ListTasksResponse(
+        tasks=[a2a_task(task) for task in page], page_size=len(page), total_size=total
+    )
+
+
+def cancel(caller: Caller, task_id: str) -> pb.Task:
+    with acting_as(caller), transaction.atomic():
+        task = services.task_cancel(task=visible_task(caller, task_id), actor=Actor.of(caller))
+    return a2a_task(task)
+
+
+def agent_of(caller: Caller, org_slug: str, handle: str) -> Agent:
+    """The agent a URL names, in the caller's organization; any other is not found."""
+    if caller.organization.slug != org_slug:
+        raise NotFound(f"Agent not found: {handle}", "agent_not_found")
+    return agent_by_handle(org=caller.organization, handle=handle)
