@@ -45,7 +45,12 @@ class CallerContextBuilder(ServerCallContextBuilder):
         caller = request.state.caller
         return ServerCallContext(
             user=CallerUser(caller),
-            state={"caller": caller, "agent": request.state.agent},
+            # The SDK reads the A2A-Version header from the state's headers.
+            state={
+                "caller": caller,
+                "agent": request.state.agent,
+                "headers": dict(request.headers),
+            },
             requested_extensions=get_requested_extensions(
                 request.headers.getlist(HTTP_EXTENSION_HEADER)
             ),

@@ -1,0 +1,158 @@
+"""SendMessage, GetTask, ListTasks, CancelTask with the SDK's client over both bindings: the
+tasks engine's rules and visibility, refusals as REJECTED with their code, 401 without a key."""
+
+import uuid
+
+import httpx
+import pytest
+from a2a.types import a2a_pb2 as pb
+from a2a.utils.errors import TaskNotFoundError
+
+from tasks.models import Task, TaskComment, TaskStatus
+from tests.factories import give_tasks, make_agent, make_key, make_org
+from tests.organization.mcp.live import run
+
+from .conftest import agent_url, client_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+BINDINGS = ["JSONRPC", "HTTP+JSON"]
+
+
+def message(text: str, context_id: str = "") -> pb.SendMessageRequest:
+    return pb.SendMessageRequest(
+        message=pb.Message(
+            message_id=str(uuid.uuid4()),
+            role=pb.ROLE_USER,
+            context_id=context_id,
+            parts=[pb.Part(text=text)],
+        )
+    )
+
+
+async def send(client, request) -> pb.Task:
+    answers = [answer async for answer in client.send_message(request)]
+    assert len(answers) == 1 and answers[0].HasField("task"), answers
+    return answers[0].task
+
+
+@pytest.fixture
+def acme(transactional_db):
+    org = make_org("acme")
+    make_agent(org, "ada", name="Ada", workload_capacity=2)
+    make_agent(org, "bob", name="Bob")
+    return org
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_message_becomes_a_task_for_the_agent_then_get_list_cancel(live_url, acme, binding):
+    key = make_key(acme, acme.agents.get(handle="bob"))
+    url = agent_url(live_url, acme, "ada")
+
+    async def scenario():
+        client = await client_for(url, key, binding)
+        sent = await send(client, message("Fix the nightly load\nIt fails since Monday."))
+        got = await client.get_task(pb.GetTaskRequest(id=sent.id))
+        listed = await client.list_tasks(pb.ListTasksRequest())
+        cancelled = await client.cancel_task(pb.CancelTaskRequest(id=sent.id))
+        return sent, got, listed, cancelled
+
+    sent, got, listed, cancelled = run(scenario())
+    task = Task.objects.get(pk=int(sent.id))
+    assert task.title == "Fix the nightly load"
+    assert task.description == "Fix the nightly load\nIt fails since Monday."
+    assert task.assignee.handle == "ada" and task.created_by_agent.handle == "bob"
+    assert sent.context_id == sent.id
+    assert sent.status.state == pb.TASK_STATE_SUBMITTED
+    assert got.id == sent.id and got.status.state == pb.TASK_STATE_SUBMITTED
+    assert [t.id for t in listed.tasks] == [sent.id]
+    assert cancelled.status.state == pb.TASK_STATE_CANCELED
+    task.refresh_from_db()
+    assert task.status == TaskStatus.CANCELLED
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_an_agent_at_capacity_is_rejected_with_the_rules_code(live_url, acme, binding):
+    give_tasks(acme.agents.get(handle="ada"), 2)
+    before = Task.objects.count()
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key, binding)
+        return await send(client, message("One more thing"))
+
+    rejected = run(scenario())
+    assert rejected.status.state == pb.TASK_STATE_REJECTED
+    assert dict(rejected.status.message.metadata) == {"code": "capacity_exceeded"}
+    assert "at capacity" in rejected.status.message.parts[0].text
+    assert Task.objects.count() == before
+
+
+def test_a_message_with_a_known_context_id_is_a_comment(live_url, acme):
+    url = agent_url(live_url, acme, "ada")
+    key = make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key)
+        first = await send(client, message("Write the report"))
+        again = await send(client, message("Add the Q3 numbers too", context_id=first.id))
+        return first, again
+
+    first, again = run(scenario())
+    assert again.id == first.id
+    assert Task.objects.count() == 1
+    (comment,) = TaskComment.objects.all()
+    assert comment.task_id == int(first.id) and comment.body == "Add the Q3 numbers too"
+
+
+def test_a_completed_task_carries_its_result_as_artifact(live_url, acme):
+    (task,) = give_tasks(acme.agents.get(handle="ada"), 1, status=TaskStatus.COMPLETED)
+    Task.objects.filter(pk=task.pk).update(result="Done: 3 rows", result_data={"rows": 3})
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key)
+        return await client.get_task(pb.GetTaskRequest(id=str(task.pk)))
+
+    got = run(scenario())
+    assert got.status.state == pb.TASK_STATE_COMPLETED
+    (artifact,) = got.artifacts
+    assert artifact.parts[0].text == "Done: 3 rows"
+    assert artifact.parts[1].data.struct_value["rows"] == 3
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_another_organizations_task_is_not_found(live_url, acme, binding):
+    other = make_org("other")
+    (theirs,) = give_tasks(make_agent(other, "eve"), 1)
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key, binding)
+        await client.get_task(pb.GetTaskRequest(id=str(theirs.pk)))
+
+    with pytest.raises(TaskNotFoundError):
+        run(scenario())
+
+
+def test_another_organizations_agent_is_404(live_url, acme):
+    make_agent(make_org("other"), "eve")
+    key = make_key(acme)
+    answer = httpx.post(
+        f"{live_url}/a2a/other/eve/",
+        json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "1"}},
+        headers={"Authorization": f"Bearer {key}", "A2A-Version": "1.0"},
+    )
+    assert answer.status_code == 404
+
+
+@pytest.mark.parametrize("key", [None, "ao_nope_nope"])
+def test_no_key_or_a_bad_one_is_401_on_both_bindings(live_url, acme, key):
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    base = agent_url(live_url, acme, "ada")
+    rpc = httpx.post(
+        base + "/",
+        json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "1"}},
+        headers=headers,
+    )
+    rest = httpx.get(base + "/tasks/1", headers=headers)
+    assert (rpc.status_code, rest.status_code) == (401, 401)
