@@ -7,7 +7,9 @@ from a2a.server.context import ServerCallContext
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.routes.common import ServerCallContextBuilder
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections
+from django.http.request import split_domain_port, validate_host
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -71,21 +73,38 @@ def refused(exc: DomainError, status: int) -> JSONResponse:
     return JSONResponse(error_body(exc.message, exc.code), status_code=status)
 
 
-async def agent_card(request: Request) -> JSONResponse:
-    params = request.path_params
-    try:
-        card = await read_off_loop(cards.card_json, params["org"], params["agent"])
-    except DomainError as exc:
-        return refused(exc, 404)
-    return JSONResponse(card)
+def site_of(request: Request) -> str | None:
+    """Where the cards' URLs point: PUBLIC_BASE_URL, else the request's own address when its
+    Host is one of ALLOWED_HOSTS (as Django checks it); None for any other Host."""
+    if settings.PUBLIC_BASE_URL:
+        return settings.PUBLIC_BASE_URL
+    domain, _ = split_domain_port(request.headers.get("host", ""))
+    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+        return None
+    return str(request.base_url).rstrip("/")
 
 
-async def directory(request: Request) -> JSONResponse:
+async def serve_card(request: Request, read_card, *args) -> JSONResponse:
+    site = site_of(request)
+    if site is None:
+        return JSONResponse(
+            error_body("This Host is not allowed (ALLOWED_HOSTS).", "disallowed_host"),
+            status_code=400,
+        )
     try:
-        found = await read_off_loop(cards.directory_json, request.path_params["org"])
+        found = await read_off_loop(read_card, *args, site)
     except DomainError as exc:
         return refused(exc, 404)
     return JSONResponse(found)
+
+
+async def agent_card(request: Request) -> JSONResponse:
+    params = request.path_params
+    return await serve_card(request, cards.card_json, params["org"], params["agent"])
+
+
+async def directory(request: Request) -> JSONResponse:
+    return await serve_card(request, cards.directory_json, request.path_params["org"])
 
 
 def caller_and_agent(header: str, org_slug: str, handle: str):

@@ -2,7 +2,6 @@
 
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types import a2a_pb2 as pb
-from django.conf import settings
 from django.utils.text import slugify
 from google.protobuf.struct_pb2 import Struct
 
@@ -18,9 +17,9 @@ SCHEME = "bearer"
 MODES = ["text/plain", "application/json"]
 
 
-def base_url_of(org: Organization, agent: Agent) -> str:
-    """The agent's A2A base URL, absolute from PUBLIC_BASE_URL (the path alone without it)."""
-    return f"{settings.PUBLIC_BASE_URL}/a2a/{org.slug}/{agent.handle}"
+def base_url_of(site: str, org: Organization, agent: Agent) -> str:
+    """The agent's A2A base URL under `site` (PUBLIC_BASE_URL, else the request's)."""
+    return f"{site}/a2a/{org.slug}/{agent.handle}"
 
 
 def organization_of(slug: str) -> Organization:
@@ -77,10 +76,10 @@ def availability(agent: Agent, queue: int) -> pb.AgentExtension:
     )
 
 
-def agent_card(agent: Agent, queue: int) -> pb.AgentCard:
-    """The v1.0 card of `agent` (annotated with `current_workload`)."""
+def agent_card(agent: Agent, queue: int, site: str) -> pb.AgentCard:
+    """The v1.0 card of `agent` (annotated with `current_workload`), its URLs under `site`."""
     org = agent.organization
-    base = base_url_of(org, agent)
+    base = base_url_of(site, org, agent)
     return pb.AgentCard(
         name=agent.name,
         description=f"{agent.role or 'Agent'} at {org.name}.",
@@ -92,9 +91,9 @@ def agent_card(agent: Agent, queue: int) -> pb.AgentCard:
                 url=base, protocol_binding="HTTP+JSON", protocol_version=PROTOCOL_VERSION
             ),
         ],
-        provider=pb.AgentProvider(organization=org.name, url=settings.PUBLIC_BASE_URL or "/"),
+        provider=pb.AgentProvider(organization=org.name, url=site),
         version=CARD_VERSION,
-        documentation_url=f"{settings.PUBLIC_BASE_URL}/api/docs/",
+        documentation_url=f"{site}/api/docs/",
         capabilities=pb.AgentCapabilities(
             streaming=False, push_notifications=False, extensions=[availability(agent, queue)]
         ),
@@ -114,18 +113,20 @@ def agent_card(agent: Agent, queue: int) -> pb.AgentCard:
     )
 
 
-def card_json(org_slug: str, handle: str) -> dict:
+def card_json(org_slug: str, handle: str, site: str) -> dict:
     """One agent's card as JSON; an unknown organization or agent is not found."""
     org = organization_of(org_slug)
     agent = agents_with_workload(org=org).filter(handle=handle).first()
     if agent is None:
         raise NotFound(f"Agent not found: {handle}", "agent_not_found")
-    return agent_card_to_dict(agent_card(agent, queue_lengths([agent]).get(agent.pk, 0)))
+    return agent_card_to_dict(agent_card(agent, queue_lengths([agent]).get(agent.pk, 0), site))
 
 
-def directory_json(org_slug: str) -> list[dict]:
+def directory_json(org_slug: str, site: str) -> list[dict]:
     """The organization's cards, by agent id."""
     org = organization_of(org_slug)
     agents = list(agents_with_workload(org=org).order_by("pk"))
     queues = queue_lengths(agents)
-    return [agent_card_to_dict(agent_card(agent, queues.get(agent.pk, 0))) for agent in agents]
+    return [
+        agent_card_to_dict(agent_card(agent, queues.get(agent.pk, 0), site)) for agent in agents
+    ]

@@ -82,3 +82,14 @@ def test_the_0_3_card_endpoints_still_answer(live_url):
         f"{live_url}/api/agents/ada/card", headers={"Authorization": f"Bearer {key}"}
     )
     assert answer.status_code == 200 and answer.json()["protocolVersion"] == "0.3.0"
+
+
+def test_without_public_base_url_the_urls_are_the_requests_own(live_url, settings):
+    settings.PUBLIC_BASE_URL = ""
+    make_agent(make_org("acme"), "ada")
+    card = httpx.get(f"{live_url}/a2a/acme/ada/.well-known/agent-card.json").json()
+    assert card["supportedInterfaces"][0]["url"] == f"{live_url}/a2a/acme/ada/"
+    forged = httpx.get(
+        f"{live_url}/a2a/acme/ada/.well-known/agent-card.json", headers={"Host": "evil.example"}
+    )
+    assert forged.status_code == 400
