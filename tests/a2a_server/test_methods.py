@@ -6,7 +6,7 @@ import uuid
 import httpx
 import pytest
 from a2a.types import a2a_pb2 as pb
-from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
 from tasks.models import Task, TaskComment, TaskStatus
 from tests.factories import give_tasks, make_agent, make_key, make_org
@@ -156,3 +156,36 @@ def test_no_key_or_a_bad_one_is_401_on_both_bindings(live_url, acme, key):
     )
     rest = httpx.get(base + "/tasks/1", headers=headers)
     assert (rpc.status_code, rest.status_code) == (401, 401)
+
+
+def test_the_documented_curl_call_creates_a_task(live_url, acme):
+    key = make_key(acme)
+    answer = httpx.post(
+        f"{live_url}/a2a/acme/ada/",
+        headers={"Authorization": f"Bearer {key}", "A2A-Version": "1.0"},
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "Fix it"}]}
+            },
+        },
+    )
+    assert answer.status_code == 200
+    task = answer.json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert Task.objects.get(pk=int(task["id"])).title == "Fix it"
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_finished_task_is_not_cancelable(live_url, acme, binding):
+    (task,) = give_tasks(acme.agents.get(handle="ada"), 1, status=TaskStatus.COMPLETED)
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key, binding)
+        await client.cancel_task(pb.CancelTaskRequest(id=str(task.pk)))
+
+    with pytest.raises(TaskNotCancelableError):
+        run(scenario())
