@@ -1,7 +1,9 @@
 """The SDK's request handler over the tasks engine: each method runs `work` off the event loop
 as the caller the gate authenticated (`context.state`)."""
 
+import asyncio
 import functools
+import time
 
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.request_handler import RequestHandler
@@ -14,6 +16,7 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections
 
 from infrastructure.errors import DomainError, NotFound
@@ -47,6 +50,25 @@ get = off_the_loop(work.get)
 listed = off_the_loop(work.listed)
 cancel = off_the_loop(work.cancel)
 
+# A blocking SendMessage answers once its task is in one of these states, or at its timeout.
+SETTLED = {
+    pb.TASK_STATE_COMPLETED,
+    pb.TASK_STATE_FAILED,
+    pb.TASK_STATE_CANCELED,
+    pb.TASK_STATE_REJECTED,
+    pb.TASK_STATE_INPUT_REQUIRED,
+}
+POLL_SECONDS = 0.5
+
+
+async def settled(caller, task: pb.Task) -> pb.Task:
+    """`task` read again until it settles or A2A_BLOCKING_TIMEOUT_SECONDS pass."""
+    deadline = time.monotonic() + settings.A2A_BLOCKING_TIMEOUT_SECONDS
+    while task.status.state not in SETTLED and time.monotonic() < deadline:
+        await asyncio.sleep(min(POLL_SECONDS, max(deadline - time.monotonic(), 0)))
+        task = await get(caller, task.id)
+    return task
+
 
 class OrganizationRequestHandler(RequestHandler):
     """SendMessage, GetTask, ListTasks and CancelTask; streaming and push configs unsupported."""
@@ -54,7 +76,11 @@ class OrganizationRequestHandler(RequestHandler):
     async def on_message_send(self, params: pb.SendMessageRequest, context: ServerCallContext):
         if not work.text_of(params.message):
             raise InvalidParamsError("The message has no text.")
-        return await send(context.state["caller"], context.state["agent"], params.message)
+        caller = context.state["caller"]
+        task = await send(caller, context.state["agent"], params.message)
+        if params.configuration.return_immediately:
+            return task
+        return await settled(caller, task)
 
     async def on_get_task(self, params: pb.GetTaskRequest, context: ServerCallContext):
         return await get(context.state["caller"], params.id)

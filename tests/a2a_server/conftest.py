@@ -10,6 +10,8 @@ from tests.organization.mcp.live import LiveServer
 
 @pytest.fixture
 def live_url(transactional_db, settings):
+    """A blocking SendMessage answers at once here, unless a test sets a timeout."""
+    settings.A2A_BLOCKING_TIMEOUT_SECONDS = 0
     with LiveServer() as server:
         settings.PUBLIC_BASE_URL = server.url
         yield server.url

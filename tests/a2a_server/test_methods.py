@@ -1,6 +1,8 @@
 """SendMessage, GetTask, ListTasks, CancelTask with the SDK's client over both bindings: the
 tasks engine's rules and visibility, refusals as REJECTED with their code, 401 without a key."""
 
+import threading
+import time
 import uuid
 
 import httpx
@@ -189,3 +191,41 @@ def test_a_finished_task_is_not_cancelable(live_url, acme, binding):
 
     with pytest.raises(TaskNotCancelableError):
         run(scenario())
+
+
+def test_a_blocking_send_answers_when_the_task_completes(live_url, acme, settings):
+    settings.A2A_BLOCKING_TIMEOUT_SECONDS = 20
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+    answers = []
+
+    async def scenario():
+        client = await client_for(url, key)
+        answers.append(await send(client, message("Count the rows")))
+
+    sender = threading.Thread(target=run, args=(scenario(),))
+    started = time.monotonic()
+    sender.start()
+    deadline = started + 15
+    while not Task.objects.exists():
+        assert time.monotonic() < deadline, "the message made no task"
+        time.sleep(0.05)
+    Task.objects.update(status=TaskStatus.COMPLETED, result="3 rows", result_data={"rows": 3})
+    sender.join(timeout=20)
+    (answer,) = answers
+    assert answer.status.state == pb.TASK_STATE_COMPLETED
+    assert answer.artifacts[0].parts[0].text == "3 rows"
+    assert time.monotonic() - started < 15
+
+
+def test_a_blocking_send_answers_the_current_state_at_its_timeout(live_url, acme, settings):
+    settings.A2A_BLOCKING_TIMEOUT_SECONDS = 1
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key, "HTTP+JSON")
+        return await send(client, message("Count the rows"))
+
+    started = time.monotonic()
+    answer = run(scenario())
+    assert answer.status.state == pb.TASK_STATE_SUBMITTED
+    assert 1 <= time.monotonic() - started < 10
