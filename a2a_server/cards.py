@@ -95,7 +95,7 @@ def agent_card(agent: Agent, queue: int, site: str) -> pb.AgentCard:
         version=CARD_VERSION,
         documentation_url=f"{site}/api/docs/",
         capabilities=pb.AgentCapabilities(
-            streaming=False, push_notifications=False, extensions=[availability(agent, queue)]
+            streaming=True, push_notifications=False, extensions=[availability(agent, queue)]
         ),
         security_schemes={
             SCHEME: pb.SecurityScheme(

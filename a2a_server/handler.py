@@ -58,6 +58,13 @@ SETTLED = {
     pb.TASK_STATE_REJECTED,
     pb.TASK_STATE_INPUT_REQUIRED,
 }
+# A stream ends with its task in one of these.
+TERMINAL = {
+    pb.TASK_STATE_COMPLETED,
+    pb.TASK_STATE_FAILED,
+    pb.TASK_STATE_CANCELED,
+    pb.TASK_STATE_REJECTED,
+}
 POLL_SECONDS = 0.5
 
 
@@ -70,8 +77,29 @@ async def settled(caller, task: pb.Task) -> pb.Task:
     return task
 
 
+async def following(caller, task: pb.Task):
+    """The task, then each change of its state (read again every POLL_SECONDS, so any web
+    process serves it), its result artifact before the last: until the task ends."""
+    yield task
+    state = task.status.state
+    while state not in TERMINAL:
+        await asyncio.sleep(POLL_SECONDS)
+        task = await get(caller, task.id)
+        if task.status.state == state:
+            continue
+        state = task.status.state
+        for artifact in task.artifacts:
+            yield pb.TaskArtifactUpdateEvent(
+                task_id=task.id, context_id=task.context_id, artifact=artifact, last_chunk=True
+            )
+        yield pb.TaskStatusUpdateEvent(
+            task_id=task.id, context_id=task.context_id, status=task.status
+        )
+
+
 class OrganizationRequestHandler(RequestHandler):
-    """SendMessage, GetTask, ListTasks and CancelTask; streaming and push configs unsupported."""
+    """SendMessage, GetTask, ListTasks, CancelTask, SendStreamingMessage and SubscribeToTask;
+    push notification configs unsupported."""
 
     async def on_message_send(self, params: pb.SendMessageRequest, context: ServerCallContext):
         if not work.text_of(params.message):
@@ -91,13 +119,21 @@ class OrganizationRequestHandler(RequestHandler):
     async def on_cancel_task(self, params: pb.CancelTaskRequest, context: ServerCallContext):
         return await cancel(context.state["caller"], params.id)
 
-    async def on_message_send_stream(self, params, context):
-        raise UnsupportedOperationError("Streaming is not served yet.")
-        yield
+    async def on_message_send_stream(self, params: pb.SendMessageRequest, context):
+        if not work.text_of(params.message):
+            raise InvalidParamsError("The message has no text.")
+        caller = context.state["caller"]
+        task = await send(caller, context.state["agent"], params.message)
+        async for event in following(caller, task):
+            yield event
 
-    async def on_subscribe_to_task(self, params, context):
-        raise UnsupportedOperationError("Streaming is not served yet.")
-        yield
+    async def on_subscribe_to_task(self, params: pb.SubscribeToTaskRequest, context):
+        caller = context.state["caller"]
+        task = await get(caller, params.id)
+        if task.status.state in TERMINAL:
+            raise UnsupportedOperationError(f"Task {task.id} has ended: nothing more to stream.")
+        async for event in following(caller, task):
+            yield event
 
     async def on_create_task_push_notification_config(self, params, context):
         raise PushNotificationNotSupportedError()

@@ -21,11 +21,11 @@ def agent_url(base: str, org, handle: str) -> str:
     return f"{base}/a2a/{org.slug}/{handle}"
 
 
-async def client_for(url: str, key: str | None, binding: str = "JSONRPC"):
+async def client_for(url: str, key: str | None, binding: str = "JSONRPC", streaming=False):
     """The SDK's client built from the agent's card, sending `key` as its bearer token."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     config = ClientConfig(
-        streaming=False,
+        streaming=streaming,
         httpx_client=httpx.AsyncClient(headers=headers, timeout=30),
         supported_protocol_bindings=[binding],
         use_client_preference=True,
