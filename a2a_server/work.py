@@ -11,7 +11,8 @@ from django.db.models import Q
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Value
 
-from infrastructure.errors import DomainError, NotFound
+from infrastructure.errors import DomainError, Invalid, NotFound, first_validation_message
+from infrastructure.inputs import check_input
 from organization.caller import Caller
 from organization.history import acting_as
 from organization.models import Agent
@@ -20,6 +21,7 @@ from tasks import services
 from tasks.models import DecisionStatus, HumanDecision, Task, TaskEvent, TaskStatus
 from tasks.rules import Actor
 from tasks.selectors import task_for, tasks_visible_to, visible_task
+from tasks.serializers import TaskCreateSerializer
 
 TITLE_MAX = 200
 STATES = {
@@ -110,10 +112,26 @@ def known_task(caller: Caller, context_id: str) -> Task | None:
         return None
 
 
+def task_fields(text: str) -> dict:
+    """Title and description of the task a message creates, checked as POST /api/tasks checks
+    its body (400 `invalid`, not a refusal)."""
+    check_input(text, "message")
+    body = TaskCreateSerializer(
+        data={"title": (text.splitlines() or [""])[0][:TITLE_MAX], "description": text}
+    )
+    if not body.is_valid():
+        raise Invalid(first_validation_message(body.errors))
+    return {
+        "title": body.validated_data["title"],
+        "description": body.validated_data["description"],
+    }
+
+
 def send(caller: Caller, agent: Agent, message: pb.Message) -> pb.Task:
     """A message to `agent`: a comment on the task its contextId names, else a new task for it."""
     text = text_of(message)
     task = known_task(caller, message.context_id or message.task_id)
+    fields = task_fields(text)
     try:
         with acting_as(caller), transaction.atomic():
             if task is not None:
@@ -122,9 +140,8 @@ def send(caller: Caller, agent: Agent, message: pb.Message) -> pb.Task:
             created = services.task_create(
                 org=caller.organization,
                 actor=Actor.of(caller),
-                title=(text.splitlines() or [""])[0][:TITLE_MAX],
-                description=text,
                 assignee=agent,
+                **fields,
             )
     except DomainError as exc:
         return rejected(exc)

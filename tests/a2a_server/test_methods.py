@@ -8,7 +8,7 @@ import uuid
 import httpx
 import pytest
 from a2a.types import a2a_pb2 as pb
-from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 
 from tasks.models import Task, TaskComment, TaskStatus
 from tests.factories import give_tasks, make_agent, make_key, make_org
@@ -229,3 +229,16 @@ def test_a_blocking_send_answers_the_current_state_at_its_timeout(live_url, acme
     answer = run(scenario())
     assert answer.status.state == pb.TASK_STATE_SUBMITTED
     assert 1 <= time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_message_the_database_cannot_hold_is_invalid_params(live_url, acme, binding):
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key, binding)
+        await send(client, message("Fix \x00 it"))
+
+    with pytest.raises(InvalidParamsError):
+        run(scenario())
+    assert not Task.objects.exists()
