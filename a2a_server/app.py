@@ -16,8 +16,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from infrastructure.errors import DomainError, error_body
-from organization.auth import authenticate_key, bearer_token
+from infrastructure.throttling import locked_out_message
+from organization.auth import bearer_token
 from organization.caller import Caller, caller_for_key
+from organization.mcp_server.server import admit
 
 from . import cards, work
 from .handler import OrganizationRequestHandler
@@ -107,13 +109,18 @@ async def directory(request: Request) -> JSONResponse:
     return await serve_card(request, cards.directory_json, request.path_params["org"])
 
 
-def caller_and_agent(header: str, org_slug: str, handle: str):
-    """(caller, agent) for a bearer key and the agent a URL names; (None, None) for no key."""
-    key = authenticate_key(bearer_token(header) or "")
-    if key is None:
-        return None, None
-    caller = caller_for_key(key)
-    return caller, work.agent_of(caller, org_slug, handle)
+def agent_named(caller: Caller, org_slug: str, handle: str):
+    try:
+        return work.agent_of(caller, org_slug, handle)
+    finally:
+        close_old_connections()
+
+
+find_agent = sync_to_async(agent_named, thread_sensitive=False)
+
+
+def refusal(status: int, message: str, code: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse(error_body(message, code), status_code=status, headers=headers)
 
 
 def is_public(path: str) -> bool:
@@ -147,20 +154,32 @@ class A2AApp:
         await self.routes(scope, receive, send)
 
     async def gate(self, scope) -> JSONResponse | None:
-        """Authenticate the key and find the agent; a refusal's response, or None to go on."""
+        """The key, as /mcp's gate checks it (the address's failures, the key's rate, shared with
+        REST and /mcp), then the agent; a refusal's response, or None to go on."""
         parts = scope["path"].split("/")
         if len(parts) < 4 or not parts[2] or not parts[3]:
-            return JSONResponse(error_body("Not found.", "not_found"), status_code=404)
-        header = Request(scope).headers.get("authorization", "")
+            return refusal(404, "Not found.", "not_found")
+        header = Request(scope).headers.get("authorization")
+        plaintext = bearer_token(header) if header is not None else None
+        admitted = await admit(plaintext, (scope.get("client") or (None,))[0])
+        if admitted.locked_for is not None:
+            wait = {"Retry-After": str(admitted.locked_for)}
+            return refusal(
+                429, locked_out_message(admitted.locked_for), "authentication_throttled", wait
+            )
+        if admitted.key is None:
+            challenge = {"WWW-Authenticate": 'Bearer realm="a2a"'}
+            if header is None:
+                message = "Authentication required: send 'Authorization: Bearer <API key>'."
+                return refusal(401, message, "authentication_required", challenge)
+            return refusal(401, "Invalid or revoked API key.", "authentication_failed", challenge)
+        if admitted.wait is not None:
+            message = f"Request was throttled. Expected available in {admitted.wait} seconds."
+            return refusal(429, message, "rate_limited", {"Retry-After": str(admitted.wait)})
+        caller = caller_for_key(admitted.key)
         try:
-            caller, agent = await read_off_loop(caller_and_agent, header, parts[2], parts[3])
+            agent = await find_agent(caller, parts[2], parts[3])
         except DomainError as exc:
             return refused(exc, 404)
-        if caller is None:
-            return JSONResponse(
-                error_body("Send 'Authorization: Bearer <Agent Org API key>'.", "unauthenticated"),
-                status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="a2a"'},
-            )
         scope.setdefault("state", {}).update(caller=caller, agent=agent)
         return None

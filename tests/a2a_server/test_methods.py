@@ -242,3 +242,11 @@ def test_a_message_the_database_cannot_hold_is_invalid_params(live_url, acme, bi
     with pytest.raises(InvalidParamsError):
         run(scenario())
     assert not Task.objects.exists()
+
+
+def test_failed_authentications_lock_the_address_out_as_on_every_door(live_url, acme, settings):
+    settings.AUTH_FAILURE_LIMIT = 2
+    base = agent_url(live_url, acme, "ada")
+    headers = {"Authorization": "Bearer ao_nope_nope"}
+    codes = [httpx.get(base + "/tasks/1", headers=headers).status_code for _ in range(3)]
+    assert codes == [401, 401, 429]
