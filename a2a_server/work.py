@@ -18,7 +18,14 @@ from organization.history import acting_as
 from organization.models import Agent
 from organization.selectors import agent_by_handle
 from tasks import services
-from tasks.models import DecisionStatus, HumanDecision, Task, TaskEvent, TaskStatus
+from tasks.models import (
+    FINISHED_STATUSES,
+    DecisionStatus,
+    HumanDecision,
+    Task,
+    TaskEvent,
+    TaskStatus,
+)
 from tasks.rules import Actor
 from tasks.selectors import task_for, tasks_visible_to, visible_task
 from tasks.serializers import TaskCreateSerializer
@@ -63,20 +70,25 @@ def reason_of(task: Task) -> str:
     return event.message if event else task.status
 
 
-def waits_on_a_human(task: Task) -> bool:
-    return HumanDecision.objects.filter(task=task, status=DecisionStatus.PENDING).exists()
+def waiting_on_a_human(tasks: list[Task]) -> set[int]:
+    """Which of `tasks` a pending human decision holds up (one query)."""
+    rows = HumanDecision.objects.filter(task__in=tasks, status=DecisionStatus.PENDING)
+    return set(rows.values_list("task_id", flat=True))
 
 
-def a2a_task(task: Task) -> pb.Task:
-    """The engine's task as an A2A task: id and contextId are the task's id."""
+def a2a_task(task: Task, waiting: set[int] | None = None) -> pb.Task:
+    """The engine's task as an A2A task: id and contextId are the task's id. `waiting`: the
+    tasks a pending decision holds up, when known."""
     task_id = str(task.pk)
+    if waiting is None:
+        waiting = waiting_on_a_human([task])
     state = STATES.get(task.status, pb.TASK_STATE_SUBMITTED)
+    if task.status not in FINISHED_STATUSES and task.pk in waiting:
+        state = pb.TASK_STATE_INPUT_REQUIRED
     status = pb.TaskStatus(state=state)
     status.timestamp.FromDatetime(task.updated_at)
     if state == pb.TASK_STATE_FAILED:
         status.message.CopyFrom(agent_message(reason_of(task), task_id=task_id))
-    elif task.status not in (TaskStatus.COMPLETED, TaskStatus.CANCELLED) and waits_on_a_human(task):
-        status.state = pb.TASK_STATE_INPUT_REQUIRED
     found = pb.Task(id=task_id, context_id=task_id, status=status)
     if task.status == TaskStatus.COMPLETED:
         parts = [pb.Part(text=task.result)]
@@ -161,8 +173,9 @@ def listed(caller: Caller, agent: Agent, page_size: int) -> pb.ListTasksResponse
     )
     total = rows.count()
     page = list(rows[: page_size or 50])
+    waiting = waiting_on_a_human(page)
     return pb.ListTasksResponse(
-        tasks=[a2a_task(task) for task in page], page_size=len(page), total_size=total
+        tasks=[a2a_task(task, waiting) for task in page], page_size=len(page), total_size=total
     )
 
 

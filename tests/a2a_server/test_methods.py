@@ -10,8 +10,9 @@ import pytest
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 
-from tasks.models import Task, TaskComment, TaskStatus
+from tasks.models import HumanDecision, Task, TaskComment, TaskStatus
 from tests.factories import give_tasks, make_agent, make_key, make_org
+from tests.infrastructure.test_auth_throttling import an_address
 from tests.organization.mcp.live import run
 
 from .conftest import agent_url, client_for
@@ -247,6 +248,27 @@ def test_a_message_the_database_cannot_hold_is_invalid_params(live_url, acme, bi
 def test_failed_authentications_lock_the_address_out_as_on_every_door(live_url, acme, settings):
     settings.AUTH_FAILURE_LIMIT = 2
     base = agent_url(live_url, acme, "ada")
-    headers = {"Authorization": "Bearer ao_nope_nope"}
+    # An address of its own (the counter lives in the cache, shared by the whole run), taken
+    # by uvicorn from X-Forwarded-For of a trusted proxy (127.0.0.1).
+    headers = {"Authorization": "Bearer ao_nope_nope", "X-Forwarded-For": an_address()}
     codes = [httpx.get(base + "/tasks/1", headers=headers).status_code for _ in range(3)]
     assert codes == [401, 401, 429]
+
+
+def test_states_a_pending_decision_and_a_failure_map_to(live_url, acme):
+    ada = acme.agents.get(handle="ada")
+    asking, failed = give_tasks(ada, 2, status=TaskStatus.IN_PROGRESS)
+    HumanDecision.objects.create(
+        organization=acme, kind="question", requester_label="ada", task=asking, question="Which?"
+    )
+    Task.objects.filter(pk=failed.pk).update(status=TaskStatus.FAILED, result="No access")
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key)
+        return await client.list_tasks(pb.ListTasksRequest())
+
+    listed = {task.id: task.status for task in run(scenario()).tasks}
+    assert listed[str(asking.pk)].state == pb.TASK_STATE_INPUT_REQUIRED
+    assert listed[str(failed.pk)].state == pb.TASK_STATE_FAILED
+    assert listed[str(failed.pk)].message.parts[0].text == "No access"
