@@ -272,3 +272,21 @@ def test_states_a_pending_decision_and_a_failure_map_to(live_url, acme):
     assert listed[str(asking.pk)].state == pb.TASK_STATE_INPUT_REQUIRED
     assert listed[str(failed.pk)].state == pb.TASK_STATE_FAILED
     assert listed[str(failed.pk)].message.parts[0].text == "No access"
+
+
+def test_an_agent_lists_only_the_tasks_it_may_see_a_human_all(live_url, acme):
+    ada, bob = acme.agents.get(handle="ada"), acme.agents.get(handle="bob")
+    (unseen,) = give_tasks(ada, 1)
+    url, bobs_key, org_key = agent_url(live_url, acme, "ada"), make_key(acme, bob), make_key(acme)
+
+    async def scenario():
+        as_bob = await client_for(url, bobs_key)
+        sent = await send(as_bob, message("Review my draft"))
+        seen_by_bob = await as_bob.list_tasks(pb.ListTasksRequest())
+        as_human = await client_for(url, org_key)
+        seen_by_human = await as_human.list_tasks(pb.ListTasksRequest())
+        return sent, seen_by_bob, seen_by_human
+
+    sent, seen_by_bob, seen_by_human = run(scenario())
+    assert [t.id for t in seen_by_bob.tasks] == [sent.id]
+    assert [t.id for t in seen_by_human.tasks] == [sent.id, str(unseen.pk)]
