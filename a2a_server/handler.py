@@ -114,7 +114,7 @@ class OrganizationRequestHandler(RequestHandler):
         return await get(context.state["caller"], params.id)
 
     async def on_list_tasks(self, params: pb.ListTasksRequest, context: ServerCallContext):
-        return await listed(context.state["caller"], context.state["agent"], params.page_size)
+        return await listed(context.state["caller"], context.state["agent"], params)
 
     async def on_cancel_task(self, params: pb.CancelTaskRequest, context: ServerCallContext):
         return await cancel(context.state["caller"], params.id)

@@ -7,12 +7,12 @@ import uuid
 
 from a2a.types import a2a_pb2 as pb
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Value
 
 from infrastructure.errors import DomainError, Invalid, NotFound, first_validation_message
-from infrastructure.inputs import check_input
+from infrastructure.inputs import check_input, parse_id
 from organization.caller import Caller
 from organization.history import acting_as
 from organization.models import Agent
@@ -164,15 +164,26 @@ def get(caller: Caller, task_id: str) -> pb.Task:
     return a2a_task(task_for(caller, task_id))
 
 
-def listed(caller: Caller, agent: Agent, page_size: int) -> pb.ListTasksResponse:
-    """The tasks held by or queued for `agent` that the caller may see, newest first."""
-    rows = (
-        tasks_visible_to(caller)
-        .filter(Q(assignee=agent) | Q(queued_for=agent))
-        .order_by("-created_at", "-pk")
-    )
+def in_state(rows: QuerySet[Task], state: int) -> QuerySet[Task]:
+    """`rows` whose A2A state is `state` (STATES, and a pending decision for INPUT_REQUIRED)."""
+    pending = Q(decisions__status=DecisionStatus.PENDING) & ~Q(status__in=FINISHED_STATUSES)
+    if state == pb.TASK_STATE_INPUT_REQUIRED:
+        return rows.filter(pending).distinct()
+    statuses = [status for status, mapped in STATES.items() if mapped == state]
+    return rows.filter(status__in=statuses).exclude(pending)
+
+
+def listed(caller: Caller, agent: Agent, request: pb.ListTasksRequest) -> pb.ListTasksResponse:
+    """The tasks held by or queued for `agent` that the caller may see, newest first; by
+    `contextId` (a task id) and `status` when asked."""
+    rows = tasks_visible_to(caller).filter(Q(assignee=agent) | Q(queued_for=agent))
+    if request.context_id:
+        rows = rows.filter(pk=parse_id(request.context_id) or 0)
+    if request.status:
+        rows = in_state(rows, request.status)
+    rows = rows.order_by("-created_at", "-pk")
     total = rows.count()
-    page = list(rows[: page_size or 50])
+    page = list(rows[: request.page_size or 50])
     waiting = waiting_on_a_human(page)
     return pb.ListTasksResponse(
         tasks=[a2a_task(task, waiting) for task in page], page_size=len(page), total_size=total

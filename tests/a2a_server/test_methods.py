@@ -290,3 +290,28 @@ def test_an_agent_lists_only_the_tasks_it_may_see_a_human_all(live_url, acme):
     sent, seen_by_bob, seen_by_human = run(scenario())
     assert [t.id for t in seen_by_bob.tasks] == [sent.id]
     assert [t.id for t in seen_by_human.tasks] == [sent.id, str(unseen.pk)]
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_list_tasks_filters_by_status_and_context_id(live_url, acme, binding):
+    ada = acme.agents.get(handle="ada")
+    open_one, asking = give_tasks(ada, 2, status=TaskStatus.IN_PROGRESS)
+    HumanDecision.objects.create(
+        organization=acme, kind="question", requester_label="ada", task=asking, question="?"
+    )
+    (done,) = give_tasks(ada, 1, status=TaskStatus.COMPLETED)
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key, binding)
+        return [
+            [t.id for t in (await client.list_tasks(request)).tasks]
+            for request in (
+                pb.ListTasksRequest(status=pb.TASK_STATE_WORKING),
+                pb.ListTasksRequest(status=pb.TASK_STATE_INPUT_REQUIRED),
+                pb.ListTasksRequest(status=pb.TASK_STATE_COMPLETED),
+                pb.ListTasksRequest(context_id=str(done.pk)),
+            )
+        ]
+
+    assert run(scenario()) == [[str(open_one.pk)], [str(asking.pk)], [str(done.pk)], [str(done.pk)]]
