@@ -6,7 +6,6 @@ Synchronous (the ORM); the request handler runs these off the event loop.
 import uuid
 
 from a2a.types import a2a_pb2 as pb
-from django.db import transaction
 from django.db.models import Q, QuerySet
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Value
@@ -145,7 +144,9 @@ def send(caller: Caller, agent: Agent, message: pb.Message) -> pb.Task:
     task = known_task(caller, message.context_id or message.task_id)
     fields = task_fields(text)
     try:
-        with acting_as(caller), transaction.atomic():
+        # No transaction around: the services hold their own, as at the REST door (a gated
+        # move's decision is kept when it raises AwaitingApproval).
+        with acting_as(caller):
             if task is not None:
                 services.task_comment(task=task, actor=Actor.of(caller), body=text)
                 return a2a_task(task_for(caller, task.pk))
@@ -191,7 +192,7 @@ def listed(caller: Caller, agent: Agent, request: pb.ListTasksRequest) -> pb.Lis
 
 
 def cancel(caller: Caller, task_id: str) -> pb.Task:
-    with acting_as(caller), transaction.atomic():
+    with acting_as(caller):
         task = services.task_cancel(task=visible_task(caller, task_id), actor=Actor.of(caller))
     return a2a_task(task)
 
