@@ -10,7 +10,8 @@ import pytest
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 
-from tasks.models import HumanDecision, Task, TaskComment, TaskStatus
+from tasks import services
+from tasks.models import HumanDecision, PolicyTrigger, Task, TaskComment, TaskStatus
 from tests.factories import give_tasks, make_agent, make_key, make_org
 from tests.infrastructure.test_auth_throttling import an_address
 from tests.organization.mcp.live import run
@@ -315,3 +316,21 @@ def test_list_tasks_filters_by_status_and_context_id(live_url, acme, binding):
         ]
 
     assert run(scenario()) == [[str(open_one.pk)], [str(asking.pk)], [str(done.pk)], [str(done.pk)]]
+
+
+def test_a_creation_an_approval_policy_gates_is_rejected_awaiting_approval(live_url, acme):
+    services.policy_create(
+        org=acme, name="Everything waits", trigger=PolicyTrigger.URGENCY, urgencies=["normal"]
+    )
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme, acme.agents.get(handle="bob"))
+
+    async def scenario():
+        client = await client_for(url, key)
+        return await send(client, message("Ship it"))
+
+    rejected = run(scenario())
+    assert rejected.status.state == pb.TASK_STATE_REJECTED
+    assert dict(rejected.status.message.metadata) == {"code": "awaiting_approval"}
+    assert not Task.objects.exists()
+    (decision,) = HumanDecision.objects.all()
+    assert decision.status == "pending" and decision.action["name"] == "create_task"
