@@ -1,5 +1,5 @@
 """ASGI entry point (`python -m config.serve`): Django as WSGI on the event loop's own thread for
-everything, the MCP server at /mcp; the MCP session manager runs in the lifespan."""
+everything, the MCP server at /mcp, the agents' A2A servers under /a2a/; the MCP session manager runs in the lifespan."""
 
 import asyncio
 import contextvars
@@ -21,18 +21,21 @@ from config.guards import guarded  # noqa: E402
 
 wsgi_application = guarded(django_application)
 
+from a2a_server.app import A2A_PREFIX, A2AApp  # noqa: E402
 from costs.pricing import load_price_table  # noqa: E402
 from infrastructure.errors import error_body  # noqa: E402
 from organization.mcp_server.gate import MCP_PATH, McpHttpApp  # noqa: E402
 
 
 class AgentOrgASGI:
-    """The service's ASGI application: /mcp to the MCP server, everything else to Django. It owns
-    the lifespan: the MCP session manager must run for the server's whole life (python-sdk#1467)."""
+    """The service's ASGI application: /mcp to the MCP server, /a2a/ to the agents' A2A servers,
+    everything else to Django. It owns the lifespan: the MCP session manager must run for the
+    server's whole life (python-sdk#1467)."""
 
-    def __init__(self, django_app, mcp_app: McpHttpApp):
+    def __init__(self, django_app, mcp_app: McpHttpApp, a2a_app: A2AApp | None = None):
         self.django_app = django_app
         self.mcp_app = mcp_app
+        self.a2a_app = a2a_app or A2AApp()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -41,6 +44,9 @@ class AgentOrgASGI:
         path = scope.get("path", "")
         if scope["type"] == "http" and (path == MCP_PATH or path == MCP_PATH + "/"):
             await self.mcp_app(scope, receive, send)
+            return
+        if scope["type"] == "http" and path.startswith(A2A_PREFIX):
+            await self.a2a_app(scope, receive, send)
             return
         await self.django_app(scope, receive, send)
 

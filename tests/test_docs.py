@@ -20,6 +20,7 @@ DOCS = [
 TOP_LEVEL = (
     "config",
     "console",
+    "a2a_server",
     "organization",
     "tasks",
     "collaboration",

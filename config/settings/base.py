@@ -99,6 +99,8 @@ MCP_ALLOWED_ORIGINS = env_list(
 # /mcp keeps no session between requests by default, so that every worker of `config.serve`
 # can answer every request; false gives stateful sessions (then serve one worker only).
 MCP_STATELESS = env_bool("MCP_STATELESS", True)
+# How long a blocking A2A SendMessage waits for its task to end or need input (docs/a2a.md).
+A2A_BLOCKING_TIMEOUT_SECONDS = env_int("A2A_BLOCKING_TIMEOUT_SECONDS", 30, minimum=0, maximum=600)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS") + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
 
 INSTALLED_APPS = [
