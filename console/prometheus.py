@@ -37,18 +37,25 @@ def _grouped(queryset, *keys: str, **values):
     return queryset.order_by().values(*keys).annotate(**values)
 
 
+def _counts(family, queryset, *keys: str):
+    """`family` with the rows of `queryset` counted by organization and `keys`."""
+    for row in _grouped(queryset, ORG, *keys, n=Count("pk")):
+        family.add_metric([row[ORG], *(row[key] for key in keys)], row["n"])
+    return family
+
+
 class OrganizationCollector(Collector):
     """Every organization's series, one statement each."""
 
     def collect(self):
         now = timezone.now()
-        tasks = GaugeMetricFamily(
-            "agent_org_tasks", "Tasks by status.", labels=["organization", "status"]
+        yield _counts(
+            GaugeMetricFamily(
+                "agent_org_tasks", "Tasks by status.", labels=["organization", "status"]
+            ),
+            Task.objects.all(),
+            "status",
         )
-        for row in _grouped(Task.objects.all(), ORG, "status", n=Count("pk")):
-            tasks.add_metric([row[ORG], row["status"]], row["n"])
-        yield tasks
-
         oldest = GaugeMetricFamily(
             "agent_org_queue_oldest_seconds",
             "How long the oldest queued task has waited.",
@@ -58,37 +65,14 @@ class OrganizationCollector(Collector):
         for row in _grouped(queued, ORG, at=Min("queued_at")):
             oldest.add_metric([row[ORG]], max(0.0, (now - row["at"]).total_seconds()))
         yield oldest
-
-        runs = GaugeMetricFamily(
-            "agent_org_runs", "Managed runs by status.", labels=["organization", "status"]
+        yield _counts(
+            GaugeMetricFamily(
+                "agent_org_runs", "Managed runs by status.", labels=["organization", "status"]
+            ),
+            Run.objects.all(),
+            "status",
         )
-        for row in _grouped(Run.objects.all(), ORG, "status", n=Count("pk")):
-            runs.add_metric([row[ORG], row["status"]], row["n"])
-        yield runs
-
-        calls = CounterMetricFamily(
-            "agent_org_model_calls",
-            "Model calls booked in the cost ledger.",
-            labels=["organization", "provider", "model"],
-        )
-        cost = CounterMetricFamily(
-            "agent_org_cost_usd",
-            "What the model calls cost, in USD.",
-            labels=["organization", "model"],
-        )
-        by_model: dict[tuple[str, str], float] = {}
-        ledger = _grouped(
-            UsageRecord.objects.all(), ORG, "provider", "model", n=Count("pk"), usd=Sum("cost_usd")
-        )
-        for row in ledger:
-            calls.add_metric([row[ORG], row["provider"], row["model"]], row["n"])
-            key = (row[ORG], row["model"])
-            by_model[key] = by_model.get(key, 0.0) + float(row["usd"] or 0)
-        for labels, usd in by_model.items():
-            cost.add_metric(list(labels), usd)
-        yield calls
-        yield cost
-
+        yield from _ledger()
         refusals = CounterMetricFamily(
             "agent_org_refusals",
             "Refused moves, by the rule's code.",
@@ -97,34 +81,52 @@ class OrganizationCollector(Collector):
         for row in RefusalCount.objects.order_by().values(ORG, "code", "count"):
             refusals.add_metric([row[ORG], row["code"]], row["count"])
         yield refusals
-
-        escalations = CounterMetricFamily(
-            "agent_org_escalations", "Escalations in the audit trail.", labels=["organization"]
+        yield _counts(
+            CounterMetricFamily(
+                "agent_org_escalations", "Escalations in the audit trail.", labels=["organization"]
+            ),
+            TaskEvent.objects.filter(kind=EventKind.ESCALATED),
         )
-        escalated = TaskEvent.objects.filter(kind=EventKind.ESCALATED)
-        for row in _grouped(escalated, ORG, n=Count("pk")):
-            escalations.add_metric([row[ORG]], row["n"])
-        yield escalations
-
-        pending = GaugeMetricFamily(
-            "agent_org_decisions_pending", "Decisions waiting for a human.", labels=["organization"]
+        yield _counts(
+            GaugeMetricFamily(
+                "agent_org_decisions_pending",
+                "Decisions waiting for a human.",
+                labels=["organization"],
+            ),
+            HumanDecision.objects.filter(status=DecisionStatus.PENDING),
         )
-        waiting = HumanDecision.objects.filter(status=DecisionStatus.PENDING)
-        for row in _grouped(waiting, ORG, n=Count("pk")):
-            pending.add_metric([row[ORG]], row["n"])
-        yield pending
-
-        failures = CounterMetricFamily(
-            "agent_org_webhook_failures",
-            "Webhook deliveries given up after their attempts.",
-            labels=["organization"],
+        yield _counts(
+            CounterMetricFamily(
+                "agent_org_webhook_failures",
+                "Webhook deliveries given up after their attempts.",
+                labels=["organization"],
+            ),
+            WebhookDelivery.objects.filter(status=DeliveryStatus.FAILED),
         )
-        failed = WebhookDelivery.objects.filter(status=DeliveryStatus.FAILED)
-        for row in _grouped(failed, ORG, n=Count("pk")):
-            failures.add_metric([row[ORG]], row["n"])
-        yield failures
-
         yield _budgets_remaining(now)
+
+
+def _ledger():
+    """Model calls by provider and model, and their cost by model, from one statement."""
+    calls = CounterMetricFamily(
+        "agent_org_model_calls",
+        "Model calls booked in the cost ledger.",
+        labels=["organization", "provider", "model"],
+    )
+    cost = CounterMetricFamily(
+        "agent_org_cost_usd", "What the model calls cost, in USD.", labels=["organization", "model"]
+    )
+    by_model: dict[tuple[str, str], float] = {}
+    rows = _grouped(
+        UsageRecord.objects.all(), ORG, "provider", "model", n=Count("pk"), usd=Sum("cost_usd")
+    )
+    for row in rows:
+        calls.add_metric([row[ORG], row["provider"], row["model"]], row["n"])
+        key = (row[ORG], row["model"])
+        by_model[key] = by_model.get(key, 0.0) + float(row["usd"] or 0)
+    for labels, usd in by_model.items():
+        cost.add_metric(list(labels), usd)
+    return calls, cost
 
 
 def _budgets_remaining(now) -> GaugeMetricFamily:
