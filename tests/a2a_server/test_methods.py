@@ -334,3 +334,21 @@ def test_a_creation_an_approval_policy_gates_is_rejected_awaiting_approval(live_
     assert not Task.objects.exists()
     (decision,) = HumanDecision.objects.all()
     assert decision.status == "pending" and decision.action["name"] == "create_task"
+
+
+def test_a_message_to_a_managed_agent_wakes_it(live_url, acme):
+    """An A2A message is work like any other: the managed agent it reaches gets a run."""
+    from runtime.models import Run
+
+    ada = acme.agents.get(handle="ada")
+    ada.runtime = "managed"
+    ada.save(update_fields=["runtime"])
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key, "JSONRPC")
+        return await send(client, message("Rotate the keys"))
+
+    sent = run(scenario())
+    woken = Run.objects.get(agent=ada)
+    assert (woken.status, woken.task_id) == ("queued", int(sent.id))
