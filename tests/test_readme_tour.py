@@ -30,6 +30,7 @@ TOUR = [
     ("README.md", "## A 5-minute tour", 0),
     ("README.md", "## A 5-minute tour", 1),
     ("README.md", "## A 5-minute tour", 2),
+    ("README.md", "## A 5-minute tour", 3),
     ("docs/api.md", "## Roster and tools", 0),
     ("docs/api.md", "## Agents and teams", 0),
     ("docs/api.md", "## Team hierarchy (seed 003)", 0),
@@ -126,3 +127,7 @@ def test_the_readme_tour_works_when_followed_literally_in_order(tmp_path, settin
     assert mockup.assignee.handle == "agent-taylor"
     assert mockup.decisions.get().outcome == {"result": "executed", "reason": ""}
     assert mockup.runs.filter(trigger="decision", agent__handle="agent-sarah").exists()
+    # The A2A step: Jordan, at capacity, refuses the message as POST /api/tasks would.
+    answer = done.stdout.replace(" ", "")
+    assert '"state":"TASK_STATE_REJECTED"' in answer and '"code":"capacity_exceeded"' in answer
+    assert not Task.objects.filter(title="Rotate the staging keys").exists()
