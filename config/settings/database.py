@@ -81,8 +81,8 @@ if _POSTGRESQL and env_bool("DATABASE_PREPARED", True):
         server_side_binding=True, prepare_threshold=5
     )
 # PostgreSQL compiles a plan to machine code (JIT) once its estimated cost passes
-# jit_above_cost, which a big organization's statements all do: 15-90 ms a statement, more than
-# the statement itself on its index (bench/README.md, bigorg). The service's statements are short
+# jit_above_cost, which a big organization's statements all do, and compiling costs more than the
+# statement itself on its index (bench/README.md, bigorg). The service's statements are short
 # reads and writes, not reports: JIT off unless DATABASE_JIT=true.
 # (After any `options` DATABASE_URL gives.)
 if _POSTGRESQL and not env_bool("DATABASE_JIT", False):

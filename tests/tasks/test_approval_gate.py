@@ -446,8 +446,9 @@ def test_an_escalation_nobody_picked_a_taker_for_stays_escalated(cast):
 def test_the_stale_sweep_escalating_to_humans_asks_a_human_to_pick_the_taker(cast):
     from tasks.sweep import sweep_stale_queued
 
-    policy(cast, name="Pick a taker", trigger="escalation_to_humans", scope="agent",
-           agent="agent-boss")  # fmt: skip
+    policy(
+        cast, name="Pick a taker", trigger="escalation_to_humans", scope="agent", agent="agent-boss"
+    )
     # Queued for the boss (who has no senior and no default supervisor above) long ago.
     task = Task.objects.create(
         organization=cast.org,
