@@ -10,7 +10,13 @@ from django.db.models import Q, QuerySet
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Value
 
-from infrastructure.errors import DomainError, Invalid, NotFound, first_validation_message
+from infrastructure.errors import (
+    DomainError,
+    Invalid,
+    NotFound,
+    first_validation_message,
+    tell_refused,
+)
 from infrastructure.inputs import check_input, parse_id
 from organization.caller import Caller
 from organization.history import acting_as
@@ -157,6 +163,7 @@ def send(caller: Caller, agent: Agent, message: pb.Message) -> pb.Task:
                 **fields,
             )
     except DomainError as exc:
+        tell_refused(exc, caller=caller)  # counted by code, as at the other doors
         return rejected(exc)
     return a2a_task(created)
 

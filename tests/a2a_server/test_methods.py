@@ -11,7 +11,14 @@ from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 
 from tasks import services
-from tasks.models import HumanDecision, PolicyTrigger, Task, TaskComment, TaskStatus
+from tasks.models import (
+    HumanDecision,
+    PolicyTrigger,
+    RefusalCount,
+    Task,
+    TaskComment,
+    TaskStatus,
+)
 from tests.factories import give_tasks, make_agent, make_key, make_org
 from tests.infrastructure.test_auth_throttling import an_address
 from tests.organization.mcp.live import run
@@ -89,6 +96,8 @@ def test_an_agent_at_capacity_is_rejected_with_the_rules_code(live_url, acme, bi
     assert dict(rejected.status.message.metadata) == {"code": "capacity_exceeded"}
     assert "at capacity" in rejected.status.message.parts[0].text
     assert Task.objects.count() == before
+    # Counted by code, as a refusal at any other door (agent_org_refusals_total).
+    assert RefusalCount.objects.get(organization=acme, code="capacity_exceeded").count == 1
 
 
 def test_a_message_with_a_known_context_id_is_a_comment(live_url, acme):
