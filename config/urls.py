@@ -16,6 +16,7 @@ urlpatterns = [
     path("api/", include("organization.discovery.urls")),
     path("api/", include("organization.a2a.urls")),
     path("api/", include("costs.urls")),
+    path("api/", include("routines.urls")),
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
     path(
         "api/docs/",

@@ -33,7 +33,10 @@ class Caller:
             return self.agent.handle
         if self.user is not None:
             return f"user:{self.user.get_username()}"
-        return f"org-key:{self.api_key.prefix}"
+        if self.api_key is not None:
+            return f"org-key:{self.api_key.prefix}"
+        # The organization acting of its own accord: an approved move a routine asked for.
+        return "organization"
 
     def require_agent(self) -> Agent:
         if self.agent is None:

@@ -125,6 +125,7 @@ INSTALLED_APPS = [
     "tasks",
     "costs",
     "collaboration",
+    "routines",
     "runtime",
     "console",
 ]

@@ -131,6 +131,13 @@ RUNTIME_MAX_AGENT_RUNS_PER_HOUR = env_int("RUNTIME_MAX_AGENT_RUNS_PER_HOUR", 120
 # Empty: no files are written and the on-commit manifest refresh is off.
 AGENT_ORG_MANIFEST_DIR = env_str("AGENT_ORG_MANIFEST_DIR")
 
+# --- routines: recurring work on the beat (docs/routines.md) ---
+# How late a scheduled occurrence may start and still count as on time (at most one period);
+# later, it is missed and the routine's catch_up decides.
+ROUTINES_MISFIRE_GRACE = env_interval("ROUTINES_MISFIRE_GRACE_SECONDS", 300)
+# How often the beat's sweep looks for missed and held occurrences (seeded once, then editable).
+ROUTINES_SWEEP_INTERVAL = env_interval("ROUTINES_SWEEP_SECONDS", 30)
+
 # --- decisions: humans decide before it happens (docs/decisions.md) ---
 # How often the beat's sweep warns deciders, expires decisions and supersedes moved ones.
 DECISIONS_SWEEP_INTERVAL = env_interval("DECISIONS_SWEEP_SECONDS", 15)

@@ -1,0 +1,137 @@
+"""A routine's schedule: cron (five fields, in a timezone) or an interval, its next times, and
+its PeriodicTask in django-celery-beat (one per routine, kept in step by the services)."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from celery.schedules import crontab
+from django.conf import settings
+
+from infrastructure.errors import Invalid
+
+from .models import MIN_INTERVAL_SECONDS, Routine
+
+FIRE_TASK = "routines.fire"
+CRON_FIELDS = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+# Counting missed cron times stops here: "more than" this many is said as such.
+MAX_COUNTED = 1000
+
+
+def zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise Invalid(f"timezone: unknown time zone {name!r}.", "invalid") from None
+
+
+def cron_fields(cron: str) -> dict[str, str]:
+    parts = cron.split()
+    if len(parts) != len(CRON_FIELDS):
+        raise Invalid("cron: five fields are needed (minute hour day month weekday).", "invalid")
+    return dict(zip(CRON_FIELDS, parts, strict=True))
+
+
+def check(*, cron: str, timezone: str, interval_seconds: int | None) -> None:
+    """Exactly one schedule, and a valid one (400 `invalid`)."""
+    if bool(cron) == (interval_seconds is not None):
+        raise Invalid("Give either cron (with timezone) or interval_seconds.", "invalid")
+    zone(timezone)
+    if interval_seconds is not None:
+        if interval_seconds < MIN_INTERVAL_SECONDS:
+            raise Invalid(f"interval_seconds: at least {MIN_INTERVAL_SECONDS}.", "invalid")
+        return
+    try:
+        crontab(**cron_fields(cron))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise Invalid(f"cron: {exc}", "invalid") from None
+
+
+def next_after(routine: Routine, moment: datetime) -> datetime:
+    """The routine's first scheduled time strictly after `moment`."""
+    if routine.interval_seconds is not None:
+        return moment + timedelta(seconds=routine.interval_seconds)
+    local = moment.astimezone(zone(routine.timezone))
+    last, delta, _ = crontab(**cron_fields(routine.cron)).remaining_delta(local)
+    return last + delta
+
+
+def period(routine: Routine, moment: datetime) -> timedelta:
+    """How far apart the scheduled times around `moment` are."""
+    following = next_after(routine, moment)
+    return next_after(routine, following) - following
+
+
+def grace(routine: Routine, moment: datetime) -> timedelta:
+    """How late a tick may be and still count as on time: ROUTINES_MISFIRE_GRACE, at most a
+    period (APScheduler's misfire grace time)."""
+    return min(settings.ROUTINES_MISFIRE_GRACE, period(routine, moment))
+
+
+def due_between(routine: Routine, start: datetime, end: datetime) -> int:
+    """How many scheduled times, from `start` (itself one), fall at or before `end`."""
+    if end < start:
+        return 0
+    if routine.interval_seconds is not None:
+        return math.floor((end - start).total_seconds() / routine.interval_seconds) + 1
+    count, moment = 1, start
+    while count <= MAX_COUNTED:
+        moment = next_after(routine, moment)
+        if moment > end:
+            return count
+        count += 1
+    return count
+
+
+# --- the beat's side: one PeriodicTask per routine ---------------------------------------------
+
+
+def periodic_task_name(routine: Routine) -> str:
+    return f"Routine {routine.pk}"
+
+
+def sync_periodic_task(routine: Routine, now: datetime) -> None:
+    """Create or update the routine's PeriodicTask to fire `routines.fire` on its schedule.
+
+    Its messages expire after the grace: a tick a stopped worker did not take in time is dropped,
+    and the next tick finds its time missed. `last_run_at` is now, so an interval starts from
+    the same moment as `next_run_at`."""
+    from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
+
+    interval = crontab_row = None
+    if routine.interval_seconds is not None:
+        same = {"every": routine.interval_seconds, "period": IntervalSchedule.SECONDS}
+        interval = IntervalSchedule.objects.filter(**same).order_by("pk").first()
+        interval = interval or IntervalSchedule.objects.create(**same)
+    else:
+        same = {**cron_fields(routine.cron), "timezone": routine.timezone}
+        crontab_row = CrontabSchedule.objects.filter(**same).order_by("pk").first()
+        crontab_row = crontab_row or CrontabSchedule.objects.create(**same)
+    values = {
+        "name": periodic_task_name(routine),
+        "task": FIRE_TASK,
+        "kwargs": json.dumps({"routine": routine.pk}),
+        "interval": interval,
+        "crontab": crontab_row,
+        "enabled": routine.enabled,
+        "expire_seconds": max(int(grace(routine, now).total_seconds()), 1),
+        "last_run_at": now,
+        "description": f"Fires the routine {routine.title!r} (routines app; edit it there).",
+    }
+    task = routine.periodic_task
+    if task is None:
+        task = PeriodicTask.objects.create(**values)
+        Routine.objects.filter(pk=routine.pk).update(periodic_task=task)
+        routine.periodic_task = task
+        return
+    for name, value in values.items():
+        setattr(task, name, value)
+    task.save()
+
+
+def delete_periodic_task(routine: Routine) -> None:
+    if routine.periodic_task_id is not None:
+        routine.periodic_task.delete()
