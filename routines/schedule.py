@@ -71,19 +71,42 @@ def grace(routine: Routine, moment: datetime) -> timedelta:
     return min(settings.ROUTINES_MISFIRE_GRACE, period(routine, moment))
 
 
-def due_between(routine: Routine, start: datetime, end: datetime) -> int:
-    """How many scheduled times, from `start` (itself one), fall at or before `end`."""
+def slots_through(routine: Routine, start: datetime, end: datetime) -> tuple[int, datetime]:
+    """How many scheduled times from `start` (itself one) fall at or before `end`, and the first
+    one after `end`."""
     if end < start:
-        return 0
+        return 0, start
     if routine.interval_seconds is not None:
-        return math.floor((end - start).total_seconds() / routine.interval_seconds) + 1
-    count, moment = 1, start
-    while count <= MAX_COUNTED:
-        moment = next_after(routine, moment)
-        if moment > end:
-            return count
+        count = math.floor((end - start).total_seconds() / routine.interval_seconds) + 1
+        return count, start + timedelta(seconds=count * routine.interval_seconds)
+    count, moment = 0, start
+    while moment <= end:
         count += 1
-    return count
+        if count > MAX_COUNTED:
+            return count, next_after(routine, end)
+        moment = next_after(routine, moment)
+    return count, moment
+
+
+def tick_verdict(routine: Routine, sent_at: datetime) -> tuple[int, bool] | None:
+    """What a tick the beat sent at `sent_at` means: None when it is early (no scheduled time
+    has come), else (how many scheduled times were missed, whether one is on time).
+
+    An interval's tick is on time within the grace after `next_run_at`; later, it stands for
+    every time since, all missed. A cron's tick is on time when a scheduled time lies within the
+    grace before it; the times before that are missed."""
+    late, nxt = grace(routine, sent_at), routine.next_run_at
+    if routine.interval_seconds is not None:
+        if sent_at + late / 2 < nxt:
+            return None
+        if sent_at <= nxt + late:
+            return 0, True
+        return slots_through(routine, nxt, sent_at)[0], False
+    came, _ = slots_through(routine, nxt, sent_at + late / 2)
+    if not came:
+        return None
+    missed, _ = slots_through(routine, nxt, sent_at - late)
+    return missed, came > missed
 
 
 # --- the beat's side: one PeriodicTask per routine ---------------------------------------------

@@ -278,18 +278,15 @@ def routine_run(*, routine: Routine, source: str = Source.RUN) -> Occurrence:
 # --- the schedule: ticks, missed times, held occurrences -------------------------------------
 
 
-def _missed(routine: Routine, count: int, at: datetime, on_time: bool) -> None:
+def _missed(routine: Routine, count: int, at: datetime, on_time: bool) -> Occurrence:
     """`count` scheduled times passed unfired: `catch_up` says what they become."""
     words = f"{count}{'+' if count > schedule.MAX_COUNTED else ''} missed occurrence(s)"
     if routine.catch_up == CatchUp.RUN_ONCE and not on_time:
-        _occur(routine, at, Source.SCHEDULE, reason=f"catch_up run_once: {words}")
-    else:
-        reason = (
-            f"missed: {words} while the beat or the worker was away (catch_up {routine.catch_up})"
-        )
-        if routine.catch_up == CatchUp.RUN_ONCE:
-            reason = f"missed: {words}, caught up by the occurrence on time"
-        _record(routine, at, Source.SCHEDULE, Outcome.SKIPPED, reason=reason)
+        return _occur(routine, at, Source.SCHEDULE, reason=f"catch_up run_once: {words}")
+    reason = f"missed: {words} while the beat or the worker was away (catch_up {routine.catch_up})"
+    if routine.catch_up == CatchUp.RUN_ONCE:
+        reason = f"missed: {words}, caught up by the occurrence on time"
+    return _record(routine, at, Source.SCHEDULE, Outcome.SKIPPED, reason=reason)
 
 
 @transaction.atomic
@@ -305,15 +302,13 @@ def routine_tick(*, routine_id: int, expires: datetime | None = None) -> Occurre
         lifetime = routine.periodic_task.expire_seconds or 0
         sent_at = min(sent_at, expires - timedelta(seconds=lifetime))
     _release_held(routine)
-    grace = schedule.grace(routine, sent_at)
-    came = schedule.due_between(routine, routine.next_run_at, sent_at + grace / 2)
-    if not came:
-        return None  # early: the beat's phase differs from ours after a change; the next one
-    missed = schedule.due_between(routine, routine.next_run_at, sent_at - grace)
-    on_time = came > missed
+    verdict = schedule.tick_verdict(routine, sent_at)
+    if verdict is None:
+        return None  # early: a scheduled time it stands for was handled already
+    missed, on_time = verdict
     occurrence = None
     if missed:
-        _missed(routine, missed, sent_at, on_time)
+        occurrence = _missed(routine, missed, sent_at, on_time)
     if on_time:
         occurrence = _occur(routine, sent_at, Source.SCHEDULE)
     routine.next_run_at = schedule.next_after(routine, sent_at)
@@ -331,13 +326,13 @@ def routine_catch_up(*, routine_id: int, now: datetime) -> None:
         _release_held(routine)
         if not routine.enabled or routine.next_run_at is None:
             return
-        missed = schedule.due_between(
-            routine, routine.next_run_at, now - schedule.grace(routine, now)
-        )
+        grace = schedule.grace(routine, now)
+        missed, following = schedule.slots_through(routine, routine.next_run_at, now - grace)
         if not missed:
             return
         _missed(routine, missed, now, on_time=False)
-        routine.next_run_at = schedule.next_after(routine, now)
+        # The times still within their grace keep their ticks (the beat's phase is kept).
+        routine.next_run_at = following
         routine.save(update_fields=["next_run_at"])
 
 
