@@ -23,6 +23,9 @@ The contract of a row:
   too, so a body can point at the other organization's object.
 - `kind`: "object" (another organization → 404) or "collection" (→ never shows theirs).
 - `callers`: which keys of the other organization are tried ("agent", "org").
+- `auth`: "key" (an API key), or "signature" for an endpoint a signature authenticates instead
+  (the routines' inbound webhook): there every call here, with or without a key, answers 401
+  `invalid_signature`.
 
 Example (a task endpoint, in tests/tasks/endpoints.py)::
 
@@ -45,6 +48,8 @@ from organization.models import Organization
 
 OBJECT = "object"
 COLLECTION = "collection"
+KEY = "key"
+SIGNATURE = "signature"
 
 
 @dataclass(frozen=True)
@@ -55,10 +60,13 @@ class Endpoint:
     body: dict | None = None
     kind: str = OBJECT
     callers: tuple[str, ...] = field(default=("agent", "org"))
+    auth: str = KEY
 
     def __post_init__(self):
         if self.kind not in (OBJECT, COLLECTION):
             raise ValueError(f"kind must be 'object' or 'collection', not {self.kind!r}")
+        if self.auth not in (KEY, SIGNATURE):
+            raise ValueError(f"auth must be 'key' or 'signature', not {self.auth!r}")
 
     @property
     def id(self) -> str:
