@@ -56,7 +56,8 @@ def _owner(organization: Organization, team: str | None, agent: str | None) -> d
     return {"team": None, "agent": agent_by_handle(org=organization, handle=agent)}
 
 
-def _check(routine: Routine) -> None:
+def check_routine(routine: Routine) -> None:
+    """Its schedule, choices and owner's needs (400 `invalid`): the API's and the admin's check."""
     schedule.check(
         cron=routine.cron, timezone=routine.timezone, interval_seconds=routine.interval_seconds
     )
@@ -98,7 +99,7 @@ def routine_create(
         **_owner(organization, team, agent),
         **fields,
     )
-    _check(routine)
+    check_routine(routine)
     _scheduled(routine, timezone.now())
     return routine, signing.secret_of(routine.webhook_nonce)
 
@@ -125,7 +126,7 @@ def routine_update(*, routine: Routine, **changes) -> Routine:
     )
     for name, value in changes.items():
         setattr(routine, name, value)
-    _check(routine)
+    check_routine(routine)
     if rescheduled:
         _scheduled(routine, timezone.now())
     else:
