@@ -19,6 +19,9 @@ from costs.holds import held_agents_condition
 from costs.models import BudgetAlert, UsageRecord
 from organization.models import Agent, Organization
 from organization.workload import held_statuses, offline_with_work
+from routines.models import Routine
+from routines.schedule import describe
+from routines.selectors import routines_of
 from runtime.models import Run, RunStatus
 from runtime.selectors import held_wakes_condition, tasks_with_held_wakes
 from tasks.admin import Attention, register_attention
@@ -350,3 +353,19 @@ register_panel(
         _top_spenders,
     )
 )
+
+
+# --- routines: recurring work, when it runs next and how it went last (docs/routines.md) ---
+
+ROUTINES_SHOWN = 8
+
+
+def _routines(org: Organization) -> dict:
+    """The routines that run soonest, each with its last occurrence and outcome (one query)."""
+    rows = list(routines_of(org)[:ROUTINES_SHOWN])
+    for routine in rows:
+        routine.schedule_words = describe(routine)
+    return {"routines": rows, "all": changelist(Routine, org)}
+
+
+register_panel(Panel("routines", "Routines", "admin/console/panel_routines.html", _routines))

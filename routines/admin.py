@@ -4,7 +4,6 @@ the routine's page with a rotate action. Every write goes through `routines.serv
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.db.models import OuterRef, Subquery
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -13,8 +12,9 @@ from organization.admin.display import STATUS_COLOURS, badge, human, two_lines
 from organization.admin.scoping import OrgOwnedAdmin
 
 from . import services
-from .models import Occurrence, Routine
-from .selectors import LISTED
+from .models import Routine
+from .schedule import describe
+from .selectors import LISTED, with_last
 
 STATUS_COLOURS["occurrence"] = {"created": "#198754", "skipped": "#6c757d", "held": "#fd7e14"}
 RECENT_SHOWN = 20
@@ -33,12 +33,6 @@ EDITABLE = [
     "catch_up",
     "enabled",
 ]
-
-
-def schedule_words(routine: Routine) -> str:
-    if routine.interval_seconds is not None:
-        return f"every {routine.interval_seconds} s"
-    return f"{routine.cron} ({routine.timezone})"
 
 
 class RoutineForm(forms.ModelForm):
@@ -82,17 +76,7 @@ class RoutineAdmin(OrgOwnedAdmin):
     actions = ["rotate_secret"]
 
     def get_queryset(self, request):
-        newest = Occurrence.objects.filter(routine=OuterRef("pk"), outcome__in=LISTED).order_by(
-            "-at", "-pk"
-        )
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                last_at=Subquery(newest.values("at")[:1]),
-                last_outcome=Subquery(newest.values("outcome")[:1]),
-            )
-        )
+        return with_last(super().get_queryset(request))
 
     def get_fields(self, request, obj=None):
         extra = ["next_run_at", "webhook_secret", "recent_occurrences"] if obj else []
@@ -108,7 +92,7 @@ class RoutineAdmin(OrgOwnedAdmin):
 
     @admin.display(description="schedule")
     def schedule(self, routine):
-        return schedule_words(routine)
+        return describe(routine)
 
     @admin.display(description="next run", ordering="next_run_at")
     def next_run(self, routine):

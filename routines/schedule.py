@@ -50,6 +50,13 @@ def check(*, cron: str, timezone: str, interval_seconds: int | None) -> None:
         raise Invalid(f"cron: {exc}", "invalid") from None
 
 
+def describe(routine: Routine) -> str:
+    """The schedule in a few words, for the admin and the console."""
+    if routine.interval_seconds is not None:
+        return f"every {routine.interval_seconds} s"
+    return f"{routine.cron} ({routine.timezone})"
+
+
 def next_after(routine: Routine, moment: datetime) -> datetime:
     """The routine's first scheduled time strictly after `moment`."""
     if routine.interval_seconds is not None:

@@ -1,7 +1,7 @@
 """Reads of routines, scoped to the caller: the organization sees all, an agent those its team
 or itself owns."""
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 
 from infrastructure.errors import NotFound
 from infrastructure.inputs import parse_id
@@ -56,3 +56,22 @@ def routine_by_id(pk) -> Routine | None:
 def occurrences_of(routine: Routine) -> QuerySet[Occurrence]:
     """Its history, newest first (held occurrences appear once they are created)."""
     return routine.occurrences.filter(outcome__in=LISTED).order_by("-at", "-pk")
+
+
+def with_last(rows: QuerySet[Routine]) -> QuerySet[Routine]:
+    """Each routine annotated with its newest listed occurrence's `last_at`, `last_outcome` and
+    `last_task`, in the same statement (the admin's list and the console's panel)."""
+    newest = Occurrence.objects.filter(routine=OuterRef("pk"), outcome__in=LISTED).order_by(
+        "-at", "-pk"
+    )
+    return rows.annotate(
+        last_at=Subquery(newest.values("at")[:1]),
+        last_outcome=Subquery(newest.values("outcome")[:1]),
+        last_task=Subquery(newest.values("task_id")[:1]),
+    )
+
+
+def routines_of(org) -> QuerySet[Routine]:
+    """The organization's routines, soonest next run first, with their last occurrence."""
+    rows = Routine.objects.filter(organization=org).select_related("team", "agent")
+    return with_last(rows).order_by(F("next_run_at").asc(nulls_last=True), "title", "pk")
