@@ -214,3 +214,16 @@ def test_a_budget_for_a_new_agent_of_the_demo_wakes_nobody():
         list(Task.objects.order_by("pk").values_list("pk", "status")),
     )
     assert after == before
+
+
+def test_seed_demo_adds_a_weekly_dependency_review_development_owns():
+    from routines.models import Routine
+
+    seed()
+    (routine,) = Routine.objects.filter(organization__slug="demo")
+    assert (routine.team.name, routine.cron, routine.enabled) == ("Development", "0 9 * * 1", True)
+    assert routine.periodic_task.enabled and routine.next_run_at.weekday() == 0
+    routine.enabled = False  # the user's change stays
+    routine.save()
+    seed()
+    assert Routine.objects.get().enabled is False
