@@ -7,6 +7,7 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
 from infrastructure.errors import DomainError
+from infrastructure.throttling import ApiKeyRateThrottle
 from organization.caller import CallerMixin
 from organization.schema import ERRORS, conflict, errors
 
@@ -130,11 +131,21 @@ class InvalidSignature(DomainError):
         )
 
 
+class TriggerThrottle(ApiKeyRateThrottle):
+    """API_THROTTLE_RATE per routine for its signed calls: a sender holding the secret cannot
+    create work without bound (bad signatures are bounded by address, as failed keys are)."""
+
+    def get_cache_key(self, request, view) -> str:
+        return self.cache_format % {"scope": "routine-trigger", "ident": view.routine_id}
+
+
 class RoutineTriggerView(APIView):
     """The signed inbound webhook: no key, the routine's secret signs "<timestamp>.<body>"."""
 
     authentication_classes = []
     permission_classes = []
+    # Counted once the signature holds (below): unsigned calls must not use up a sender's rate.
+    throttle_classes = []
 
     @extend_schema(
         request=None,
@@ -174,4 +185,8 @@ class RoutineTriggerView(APIView):
             body=body,
         ):
             raise InvalidSignature()
+        self.routine_id = routine.pk
+        throttle = TriggerThrottle()
+        if not throttle.allow_request(request, self):
+            self.throttled(request, throttle.wait())
         return fired(services.routine_run(routine=routine, source=Source.TRIGGER))

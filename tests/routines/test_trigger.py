@@ -11,6 +11,10 @@ from rest_framework.test import APIClient
 from routines import services
 from routines.models import Occurrence, Routine
 from tasks.models import Task
+from tests.infrastructure.test_throttling import (  # noqa: F401  (a fixture)
+    assert_rate_limited,
+    fresh_counters,
+)
 
 from .conftest import assert_error
 
@@ -111,3 +115,18 @@ def test_an_api_key_is_no_signature(cast):
     made = cast.routine()
     response = cast.client.post(f"/api/routines/{made['id']}/trigger", {}, format="json")
     assert_error(response, 401, "invalid_signature")
+
+
+def test_a_sender_past_the_rate_is_429_and_unsigned_calls_use_none_of_it(
+    cast,
+    settings,
+    fresh_counters,  # noqa: F811  (the fixture imported above)
+):
+    settings.API_THROTTLE_RATE = "2/min"
+    made = cast.routine(concurrency="allow")
+    for _ in range(3):
+        assert_error(trigger(made["id"], {}), 401, "invalid_signature")
+    for _ in range(2):
+        assert trigger(made["id"], signed(made["webhook_secret"])).status_code == 201
+    assert_rate_limited(trigger(made["id"], signed(made["webhook_secret"])))
+    assert Task.objects.count() == 2
