@@ -165,3 +165,9 @@ def sync_periodic_task(routine: Routine, now: datetime) -> None:
 def delete_periodic_task(routine: Routine) -> None:
     if routine.periodic_task_id is not None:
         routine.periodic_task.delete()
+
+
+def delete_orphan_periodic_task(routine_id: int) -> None:
+    from django_celery_beat.models import PeriodicTask
+
+    PeriodicTask.objects.filter(name=f"Routine {routine_id}", task=FIRE_TASK).delete()

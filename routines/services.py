@@ -270,8 +270,11 @@ def _locked(routine_id: int) -> Routine | None:
 @transaction.atomic
 def routine_run(*, routine: Routine, source: str = Source.RUN) -> Occurrence:
     """Fire now, on demand (`run`) or from the signed webhook (`trigger`): 409 `routine_busy`
-    for a `skip` routine whose last occurrence is open."""
+    for a `skip` routine whose last occurrence is open; 409 `routine_disabled` for a disabled
+    routine's trigger (a human's run still fires it)."""
     routine = _locked(routine.pk)
+    if source == Source.TRIGGER and not routine.enabled:
+        raise Conflict("The routine is disabled: its webhook creates nothing.", "routine_disabled")
     _release_held(routine)
     return _occur(routine, timezone.now(), source)
 
@@ -296,7 +299,11 @@ def routine_tick(*, routine_id: int, expires: datetime | None = None) -> Occurre
     `expire_seconds`): an occurrence if a scheduled time came, the missed times before it handled
     by `catch_up`; nothing for a tick before its time."""
     routine = _locked(routine_id)
-    if routine is None or not routine.enabled or routine.next_run_at is None:
+    if routine is None:
+        # Deleted with its owner (a cascade does not reach the beat): its entry goes too.
+        schedule.delete_orphan_periodic_task(routine_id)
+        return None
+    if not routine.enabled or routine.next_run_at is None:
         return None
     sent_at = timezone.now()
     if expires is not None and routine.periodic_task_id is not None:

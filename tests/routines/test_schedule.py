@@ -130,3 +130,13 @@ def test_enabling_again_starts_from_now(cast):
     response = cast.client.patch(f"/api/routines/{made['id']}", {"enabled": True}, format="json")
     next_run = datetime.fromisoformat(response.json()["next_run_at"])
     assert before + timedelta(seconds=60) <= next_run <= timezone.now() + timedelta(seconds=60)
+
+
+def test_a_routine_deleted_with_its_owner_takes_its_beat_entry_at_its_next_tick(cast):
+    from django_celery_beat.models import PeriodicTask
+
+    made = cast.routine(agent="agent-sarah")
+    cast.sarah.delete()  # the cascade deletes the routine, not the beat's entry
+    assert not Routine.objects.filter(pk=made["id"]).exists()
+    assert services.routine_tick(routine_id=made["id"]) is None
+    assert not PeriodicTask.objects.filter(name=f"Routine {made['id']}").exists()

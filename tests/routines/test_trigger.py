@@ -130,3 +130,10 @@ def test_a_sender_past_the_rate_is_429_and_unsigned_calls_use_none_of_it(
         assert trigger(made["id"], signed(made["webhook_secret"])).status_code == 201
     assert_rate_limited(trigger(made["id"], signed(made["webhook_secret"])))
     assert Task.objects.count() == 2
+
+
+def test_a_disabled_routines_webhook_creates_nothing_but_a_run_does(cast):
+    made = cast.routine(enabled=False, concurrency="allow")
+    assert_error(trigger(made["id"], signed(made["webhook_secret"])), 409, "routine_disabled")
+    assert not Task.objects.exists()
+    assert cast.run(made).json()["outcome"] == "created"
