@@ -28,7 +28,13 @@ from .serializers import (
     RoutineSerializer,
 )
 
-FIRE_ERRORS = {**ERRORS, 409: conflict("routine_busy: a skip routine's last occurrence is open")}
+FIRE_ERRORS = {
+    **ERRORS,
+    409: conflict(
+        "routine_busy: a skip routine's last occurrence is open; routine_disabled: a disabled "
+        "routine's trigger"
+    ),
+}
 
 
 def shaped(routines: list[Routine]) -> list[dict]:

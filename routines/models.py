@@ -64,6 +64,10 @@ class Routine(models.Model):
 
     class Meta:
         ordering = ["title", "pk"]
+        # The beat's sweep reads the enabled routines whose awaited time is past.
+        indexes = [
+            models.Index(fields=["next_run_at"], condition=Q(enabled=True), name="routine_due")
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=(Q(team__isnull=False) & Q(agent__isnull=True))

@@ -45,9 +45,11 @@ def check(*, cron: str, timezone: str, interval_seconds: int | None) -> None:
             raise Invalid(f"interval_seconds: at least {MIN_INTERVAL_SECONDS}.", "invalid")
         return
     try:
-        crontab(**cron_fields(cron))
+        crontab(**cron_fields(cron)).remaining_delta(datetime.now(zone(timezone)))
     except (ValueError, TypeError, IndexError) as exc:
         raise Invalid(f"cron: {exc}", "invalid") from None
+    except RuntimeError:  # celery's "unable to rollover": a date that never comes (31 February)
+        raise Invalid("cron: the schedule never comes.", "invalid") from None
 
 
 def describe(routine: Routine) -> str:

@@ -61,6 +61,7 @@ def test_a_routine_has_one_periodic_task_on_the_beat_in_step_with_it(cast):
         ({"cron": ""}, "either cron"),
         ({"cron": "0 9 * *"}, "five fields"),
         ({"cron": "61 9 * * *"}, "cron"),
+        ({"cron": "0 0 31 2 *"}, "never comes"),
         ({"cron": "0 9 * * 1", "timezone": "Mars/Olympus"}, "time zone"),
         ({"required_expertise": ""}, "required_expertise"),
     ],
