@@ -125,12 +125,12 @@ def periodic_task_name(routine: Routine) -> str:
     return f"Routine {routine.pk}"
 
 
-def sync_periodic_task(routine: Routine, now: datetime) -> None:
+def sync_periodic_task(routine: Routine, now: datetime, *, restart: bool) -> None:
     """Create or update the routine's PeriodicTask to fire `routines.fire` on its schedule.
 
     Its messages expire after the grace: a tick a stopped worker did not take in time is dropped,
-    and the next tick finds its time missed. `last_run_at` is now, so an interval starts from
-    the same moment as `next_run_at`."""
+    and the time it stood for is found missed. `restart` (a new or changed schedule) starts the
+    beat's interval from `now`, as `next_run_at`; otherwise the beat's own `last_run_at` stays."""
     from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
     interval = crontab_row = None
@@ -150,18 +150,20 @@ def sync_periodic_task(routine: Routine, now: datetime) -> None:
         "crontab": crontab_row,
         "enabled": routine.enabled,
         "expire_seconds": max(int(grace(routine, now).total_seconds()), 1),
-        "last_run_at": now,
         "description": f"Fires the routine {routine.title!r} (routines app; edit it there).",
     }
     task = routine.periodic_task
     if task is None:
-        task = PeriodicTask.objects.create(**values)
+        task = PeriodicTask.objects.create(**values, last_run_at=now)
         Routine.objects.filter(pk=routine.pk).update(periodic_task=task)
         routine.periodic_task = task
         return
+    if restart:
+        values["last_run_at"] = now
     for name, value in values.items():
         setattr(task, name, value)
-    task.save()
+    # Only these: the beat writes `last_run_at` and its counts to the same row.
+    task.save(update_fields=[*values, "date_changed"])
 
 
 def delete_periodic_task(routine: Routine) -> None:

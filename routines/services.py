@@ -76,7 +76,7 @@ def _scheduled(routine: Routine, now: datetime) -> None:
     """Save the routine's next time and its PeriodicTask after a change of schedule or state."""
     routine.next_run_at = schedule.next_after(routine, now) if routine.enabled else None
     routine.save()
-    schedule.sync_periodic_task(routine, now)
+    schedule.sync_periodic_task(routine, now, restart=True)
 
 
 @transaction.atomic
@@ -131,7 +131,7 @@ def routine_update(*, routine: Routine, **changes) -> Routine:
         _scheduled(routine, timezone.now())
     else:
         routine.save()
-        schedule.sync_periodic_task(routine, timezone.now())
+        schedule.sync_periodic_task(routine, timezone.now(), restart=False)
     return routine
 
 
@@ -212,16 +212,20 @@ def _record(routine, at, source, outcome, task=None, reason="") -> Occurrence:
     )
 
 
+def _refusal(exc: DomainError) -> str:
+    """Why no task was created: the rule's code and sentence, or the decision that waits."""
+    decision = getattr(exc, "decision", None)
+    if decision is not None:
+        return f"{exc.code}: decision {decision.pk} waits for a human's approval"
+    return f"{exc.code}: {exc.message}"
+
+
 def _create(routine: Routine, at: datetime, source: str, reason: str = "") -> Occurrence:
     """The occurrence's task, or a skipped occurrence saying which rule refused it."""
     try:
         task = _route(routine, at)
     except DomainError as exc:
-        why = f"{exc.code}: {exc.message}"
-        decision = getattr(exc, "decision", None)
-        if decision is not None:
-            why = f"{exc.code}: decision {decision.pk} waits for a human's approval"
-        return _record(routine, at, source, Outcome.SKIPPED, reason=why)
+        return _record(routine, at, source, Outcome.SKIPPED, reason=_refusal(exc))
     return _record(routine, at, source, Outcome.CREATED, task=task, reason=reason)
 
 
@@ -364,7 +368,7 @@ def _release_held(routine: Routine) -> None:
     try:
         task = _route(routine, held.at)
     except DomainError as exc:
-        held.outcome, held.reason = Outcome.SKIPPED, f"{exc.code}: {exc.message}"[:500]
+        held.outcome, held.reason = Outcome.SKIPPED, _refusal(exc)[:500]
     else:
         held.outcome, held.task = Outcome.CREATED, task
         held.reason = "held until the previous occurrence's task finished"

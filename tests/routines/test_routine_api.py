@@ -154,3 +154,19 @@ def test_the_list_reads_a_fixed_number_of_statements(cast, django_assert_max_num
         response = cast.client.get("/api/routines")
     assert response.status_code == 200
     assert all(r["last_occurrence"]["outcome"] == "created" for r in response.json()["results"])
+
+
+def test_a_change_that_keeps_the_schedule_keeps_the_beats_phase(cast):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    made = cast.routine(interval_seconds=60)
+    ran_at = timezone.now() - timedelta(seconds=20)
+    PeriodicTask.objects.filter(name=f"Routine {made['id']}").update(last_run_at=ran_at)
+
+    response = cast.client.patch(f"/api/routines/{made['id']}", {"title": "New"}, format="json")
+
+    assert response.json()["next_run_at"] == made["next_run_at"]
+    task = PeriodicTask.objects.get(name=f"Routine {made['id']}")
+    assert task.last_run_at == ran_at and "New" in task.description
