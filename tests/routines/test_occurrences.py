@@ -43,6 +43,25 @@ def test_a_team_routine_goes_to_the_teams_expert_the_recommendation_names(cast):
     assert task.events.get(kind="created").actor_label == f"routine:{made['id']}"
 
 
+def test_a_team_routine_passes_over_a_teammate_a_budget_holds_back(cast):
+    # Alex (managed, PostgreSQL) has spent his budget; Dana, in Development too, has room.
+    from costs.models import Budget
+    from costs.periods import current_period
+
+    dana = make_agent(cast.org, "agent-dana", team=cast.alex.team, expertise=["PostgreSQL"])
+    give_tasks(dana, 2)  # busier than Alex: chosen only because he is held
+    Budget.objects.create(
+        organization=cast.org,
+        scope="agent",
+        agent=cast.alex,
+        limit_usd=1,
+        spent_usd=1,
+        period=current_period(),
+    )
+    task_id = cast.run(cast.routine()).json()["task"]
+    assert Task.objects.get(pk=task_id).assignee == dana
+
+
 def test_a_team_routine_queues_for_its_busy_expert(cast):
     cast.alex.workload_capacity = 1
     cast.alex.save()
