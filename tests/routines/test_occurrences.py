@@ -128,6 +128,25 @@ def test_the_approved_decision_creates_the_task(cast):
     assert Task.objects.get().assignee == cast.alex
 
 
+def test_a_scheduled_occurrence_held_for_approval_creates_its_task_as_the_organization(cast):
+    ApprovalPolicy.objects.create(
+        organization=cast.org, name="Critical waits", trigger="urgency", urgencies=["critical"]
+    )
+    cast.org.has_approval_policies = True
+    cast.org.save()
+    made = cast.routine(urgency="critical", interval_seconds=60)
+    Routine.objects.filter(pk=made["id"]).update(next_run_at=timezone.now())
+    assert services.routine_tick(routine_id=made["id"]).outcome == "skipped"
+    decision = HumanDecision.objects.get()
+    assert decision.requester_label == f"routine:{made['id']}"
+
+    response = cast.client.post(f"/api/decisions/{decision.pk}/approve", {}, format="json")
+    assert response.status_code == 200, response.content
+    task = Task.objects.get()
+    assert task.assignee == cast.alex
+    assert task.events.get(kind="created").actor_label == "organization"
+
+
 def test_a_managed_agent_is_woken_by_its_routines_task(cast, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         task_id = cast.run(cast.routine(agent="agent-alex")).json()["task"]
