@@ -14,7 +14,14 @@ from organization.models import Agent, Organization, Team
 from organization.selectors import agent_by_handle
 from organization.workload import agents_with_workload
 from tasks import services as task_services
-from tasks.models import FINISHED_STATUSES, ActorKind, Decision, Task, Urgency
+from tasks.models import (
+    DESCRIPTION_MAX_LENGTH,
+    FINISHED_STATUSES,
+    ActorKind,
+    Decision,
+    Task,
+    Urgency,
+)
 from tasks.recommend import recommend
 from tasks.rules import Actor
 
@@ -174,7 +181,7 @@ def _route(routine: Routine, at: datetime) -> Task:
     org, actor = routine.organization, actor_of(routine)
     fields = {
         "title": _render(routine.title, routine, at)[:300],
-        "description": _render(routine.description, routine, at),
+        "description": _render(routine.description, routine, at)[:DESCRIPTION_MAX_LENGTH],
         "required_expertise": routine.required_expertise,
         "urgency": routine.urgency,
     }
