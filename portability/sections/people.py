@@ -94,10 +94,12 @@ def export_agents(org: Organization) -> list[dict]:
     return [
         {
             "id": agent.handle,
+            "name": agent.name,
+            "role": agent.role,
             "team": agent.team.name if agent.team_id else None,
             "senior": agent.senior.handle if agent.senior_id else None,
-            **{name: getattr(agent, attr) for attr, name in AGENT_SETTINGS.items()},
         }
+        | {name: getattr(agent, attr) for attr, name in AGENT_SETTINGS.items()}
         for agent in agents.order_by("handle")
     ]
 
