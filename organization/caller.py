@@ -52,7 +52,7 @@ class Caller:
 
 
 # One builder per door: an API key (REST and MCP), a member (the REST session, the admin), a
-# management command, and code that acts as an agent of its own accord (the demo seeding a session).
+# management command, and code that acts as an agent of its own accord (the demo's sessions).
 
 
 def caller_for_key(key: ApiKey) -> Caller:

@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework.exceptions import ValidationError as SerializerError
 
 from infrastructure.errors import DomainError
-from organization.caller import Caller
+from organization.caller import caller_for_command, caller_for_member
 from organization.history import acting_as
 from organization.models import Organization
 
@@ -103,7 +103,7 @@ def org_import(
         report = ImportReport(organization=org, dry_run=dry_run)
         exists = org is not None
         org = _organization(report, org, slug, document["organization"])
-        caller = Caller(organization=org, user=user)
+        caller = caller_for_member(user, org) if user is not None else caller_for_command(org)
         context = Context(caller=caller, document=document)
         with acting_as(caller):
             for section in SECTIONS:

@@ -13,8 +13,7 @@ from .base import Context, Entry
 
 def usd(amount: Decimal) -> str:
     """An amount in its shortest exact form: "50", "0.25"."""
-    text = format(amount.normalize(), "f")
-    return text
+    return format(amount.normalize(), "f")
 
 
 def export_budgets(org: Organization) -> list[dict]:
