@@ -95,6 +95,7 @@ class PortableOrganizationAdmin(OrganizationAdmin):
                 context["refusal"] = exc.message
             else:
                 if confirm:
+                    self.log_change(request, report.organization, "Imported from a file.")
                     self.message_user(request, f"Imported {report.summary()}", messages.SUCCESS)
                     url = reverse(
                         "admin:organization_organization_change", args=[report.organization.pk]

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
@@ -86,6 +87,9 @@ def test_the_import_page_shows_the_changes_then_imports_on_confirmation(settled_
         "admin:organization_organization_change", args=[settled_demo.pk]
     )
     assert Agent.objects.get(organization=settled_demo, handle="agent-alex").workload_capacity == 2
+    assert LogEntry.objects.get(object_id=str(settled_demo.pk)).change_message == (
+        "Imported from a file."
+    )
     # Who changed it: Bob, in the agent's history.
     last = Agent.objects.get(organization=settled_demo, handle="agent-alex").history.first()
     assert (last.history_actor_kind, last.history_actor_label) == ("user", "bob")

@@ -1,6 +1,7 @@
 """Issue 40 §2: the organization as a file — `export_org` and `import_org`."""
 
 import json
+from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -352,3 +353,20 @@ def test_reporting_lines_the_file_swaps_are_judged_as_they_end(demo, tmp_path):
     import_file(tmp_path, document)
     seniors = dict(demo.agents.values_list("handle", "senior__handle"))
     assert (seniors["agent-sam"], seniors["agent-jordan"]) == ("agent-jordan", "agent-alice")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_seeded_demo_with_its_managed_agents_round_trips(tmp_path):
+    """`seed_demo` as `make run` plays it (managed agents on the offline provider, their work
+    done): its file imports as another organization and exports the same again."""
+    call_command("seed_demo", stdout=StringIO())
+    first = export("demo")
+    assert {a["id"] for a in first["agents"] if a["runtime"] == "managed"} == {
+        "agent-alice",
+        "agent-sarah",
+        "agent-alex",
+        "agent-taylor",
+    }
+    import_file(tmp_path, first, "--as", "demo-copy")
+    assert without_identity(export("demo-copy")) == without_identity(first)
+    assert not Task.objects.filter(organization__slug="demo-copy").exists()
