@@ -220,6 +220,12 @@ def test_a_dry_run_of_a_new_organization_creates_none(settled_demo, tmp_path):
             "budgets[3] (team Nope): Team not found: Nope",
         ),
         (
+            lambda d: d["budgets"].append(
+                {"scope": "organization", "team": "Design", "limit_usd": "1"}
+            ),
+            "budgets[3].team: 'Design' is not of type 'null'",
+        ),
+        (
             lambda d: d["approval_policies"].append(
                 {"name": "T", "trigger": "tool", "tools": ["fly"]}
             ),
