@@ -1,5 +1,6 @@
 """Issue 40 §2: the organization as a file — `export_org` and `import_org`."""
 
+import io
 import json
 from io import StringIO
 
@@ -89,6 +90,10 @@ def test_the_demo_round_trips_under_a_new_slug(settled_demo, tmp_path):
     assert not copy.api_keys.exists()
     assert copy.webhook_secret != settled_demo.webhook_secret
     assert copy.has_approval_policies is True
+    # Set by the command: the budgets say so, as the history does.
+    assert set(Budget.objects.filter(organization=copy).values_list("created_by", flat=True)) == {
+        "system"
+    }
     assert rows_of(settled_demo) == demo_rows
     # Importing the same file again changes nothing.
     again = import_file(tmp_path, first, "--as", "demo-copy")
@@ -376,3 +381,14 @@ def test_the_seeded_demo_with_its_managed_agents_round_trips(tmp_path):
     import_file(tmp_path, first, "--as", "demo-copy")
     assert without_identity(export("demo-copy")) == without_identity(first)
     assert not Task.objects.filter(organization__slug="demo-copy").exists()
+
+
+def test_the_commands_read_stdin_and_refuse_a_directory_to_write(demo, tmp_path, monkeypatch):
+    with pytest.raises(CommandError, match="is a directory: --out takes the file to write"):
+        call_command("export_org", "demo", "--out", str(tmp_path))
+    document = export("demo")
+    document["agents"][0]["name"] = "Alexander"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(json.dumps(document).encode())))
+    out = StringIO()
+    call_command("import_org", "-", stdout=out)
+    assert out.getvalue().startswith('update agent agent-alex: name: "Alex" → "Alexander"')
