@@ -166,12 +166,19 @@ def deployment(network, fake, transactional_db, tmp_path):
         balancer = relay.listen("127.0.0.1", 0, [(web.address, WEB_PORT) for web in webs])
         up = Deployment(webs, workers, beat, balancer, model, tmp_path)
 
-        for web in webs:  # with a Host header the service accepts
-            health = f"http://{web.address}:{WEB_PORT}/healthz"
-            wait_for(lambda u=health: http("GET", u, headers={"Host": "localhost"})[0] == 200, 60)
-        for role in ("worker-a", "worker-b"):
-            wait_for(lambda role=role: " ready." in up.log(role), 60, interval=0.1)
-        yield up
+        try:
+            for web in webs:  # with a Host header the service accepts
+                health = f"http://{web.address}:{WEB_PORT}/healthz"
+                wait_for(
+                    lambda u=health: http("GET", u, headers={"Host": "localhost"})[0] == 200, 60
+                )
+            for role in ("worker-a", "worker-b"):
+                wait_for(lambda role=role: " ready." in up.log(role), 60, interval=0.1)
+            yield up
+        finally:
+            # The hosts go before the relays, so they never see their database cut off.
+            for host in network.hosts.values():
+                host.kill()
 
 
 def start_own_task(call) -> list[ToolUse]:
