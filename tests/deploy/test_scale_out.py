@@ -126,6 +126,7 @@ def fake():
 @pytest.fixture
 def deployment(network, fake, transactional_db, tmp_path):
     """Two web hosts behind the balancer, two worker hosts and a beat host, started and ready."""
+    # The beat's run sweep every second (seeded every RUNTIME_SWEEP_SECONDS, 30 by default).
     every, _ = IntervalSchedule.objects.get_or_create(every=1, period=IntervalSchedule.SECONDS)
     assert PeriodicTask.objects.filter(name=RUN_SWEEP_NAME).update(interval=every) == 1
     flush_redis()
@@ -230,9 +231,11 @@ def test_a_burst_survives_a_dead_worker_host(deployment, fake):
         created.append(body["id"])
     assert sorted(deployment.balancer.served.values()) == [TASKS // 2, TASKS // 2]
 
-    # Every run has started its task and waits for its answer, on both worker hosts.
+    # Every run has started its task and waits for its answer (its second call), on both worker
+    # hosts: each call passes the relay, where it waits, before the model sees it.
     model = deployment.model
-    wait_for(lambda: sum(model.awaiting_answer().values()) == TASKS, 60)
+    wait_for(lambda: len(fake.calls) == 2 * TASKS, 60)
+    assert sum(model.awaiting_answer().values()) == TASKS
     in_flight = model.awaiting_answer()
     assert set(in_flight) == {host.address for host in deployment.workers}, in_flight
     victim = max(deployment.workers, key=lambda host: in_flight[host.address])
