@@ -177,9 +177,11 @@ def deployment(network, fake, transactional_db, tmp_path):
                 wait_for(lambda role=role: " ready." in up.log(role), 60, interval=0.1)
             yield up
         finally:
-            # The hosts go before the relays, so they never see their database cut off.
+            # The hosts go before the relays, so they never see their database cut off; what
+            # they left in Redis (a sweep queued, work unacked) goes with them.
             for host in network.hosts.values():
                 host.kill()
+            flush_redis()
 
 
 def start_own_task(call) -> list[ToolUse]:
