@@ -16,6 +16,7 @@ import re
 import sys
 import urllib.error
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -237,8 +238,8 @@ def test_a_burst_survives_a_dead_worker_host(deployment, fake):
     # hosts: each call passes the relay, where it waits, before the model sees it.
     model = deployment.model
     wait_for(lambda: len(fake.calls) == 2 * TASKS, 60)
-    assert sum(model.awaiting_answer().values()) == TASKS
     in_flight = model.awaiting_answer()
+    assert sum(in_flight.values()) == TASKS
     assert set(in_flight) == {host.address for host in deployment.workers}, in_flight
     victim = max(deployment.workers, key=lambda host: in_flight[host.address])
     lost = in_flight[victim.address]
@@ -276,6 +277,8 @@ def test_a_burst_survives_a_dead_worker_host(deployment, fake):
     ledger = UsageRecord.objects.filter(organization=org)
     assert sorted(ledger.values_list("state", flat=True)) == ["recorded"] * len(answered)
     assert sum(ledger.values_list("cost_usd", flat=True)) == CALL_USD * len(answered)
+    per_run = Counter(ledger.values_list("run_id", flat=True))
+    assert per_run == {run.pk: 2 for run in runs}  # its tool call's turn and its answer
 
     # One beat in the deployment, alive throughout ...
     hosts = [*deployment.webs, *deployment.workers, deployment.beat]
