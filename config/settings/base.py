@@ -101,6 +101,15 @@ MCP_ALLOWED_ORIGINS = env_list(
 MCP_STATELESS = env_bool("MCP_STATELESS", True)
 # How long a blocking A2A SendMessage waits for its task to end or need input (docs/a2a.md).
 A2A_BLOCKING_TIMEOUT_SECONDS = env_int("A2A_BLOCKING_TIMEOUT_SECONDS", 30, minimum=0, maximum=600)
+# A remote A2A agent (runtime a2a, docs/a2a.md#remote-a2a-agents): each call's timeout, how long
+# a task sent to it is followed at most, and the most bytes one of its answers may have.
+A2A_REMOTE_TIMEOUT_SECONDS = env_int("A2A_REMOTE_TIMEOUT_SECONDS", 10, minimum=1, maximum=120)
+A2A_REMOTE_MAX_WAIT_SECONDS = env_int(
+    "A2A_REMOTE_MAX_WAIT_SECONDS", 900, minimum=1, maximum=24 * 3600
+)
+A2A_REMOTE_MAX_RESPONSE_BYTES = env_int(
+    "A2A_REMOTE_MAX_RESPONSE_BYTES", 1024 * 1024, minimum=1024, maximum=64 * 1024 * 1024
+)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS") + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
 
 INSTALLED_APPS = [
