@@ -89,26 +89,28 @@ def fetch_card(url: str) -> dict:
         card = parse_agent_card(data)
     except (ValueError, ParseError) as exc:
         raise CardRefused(f"{url} is not an A2A agent card: {exc}") from exc
-    check_card(card)
+    check_card(card, url)
     return MessageToDict(card)
 
 
-def check_card(card: pb.AgentCard) -> None:
+def check_card(card: pb.AgentCard, url: str) -> None:
     """A card we can send work to: a name, and an interface in a binding we speak whose URL
     the outbound rule allows."""
     if not card.name:
-        raise CardRefused("not an A2A agent card: it has no name")
+        raise CardRefused(f"{url} is not an A2A agent card: it has no name")
     usable = [i for i in card.supported_interfaces if i.protocol_binding in BINDINGS and i.url]
     if not usable:
         raise CardRefused(
-            "not an A2A agent card we can use: no JSON-RPC or HTTP+JSON interface "
+            f"{url} is not an A2A agent card we can use: no JSON-RPC or HTTP+JSON interface "
             "(supportedInterfaces)"
         )
     for interface in usable:
         try:
             check_url(interface.url)
         except WebhookRefused as exc:
-            raise CardRefused(f"its interface {interface.url} is not allowed: {exc}") from exc
+            raise CardRefused(
+                f"{url}: its interface {interface.url} is not allowed: {exc}"
+            ) from exc
 
 
 def card_of(stored: dict) -> pb.AgentCard:

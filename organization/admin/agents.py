@@ -210,6 +210,7 @@ class AgentForm(OrgUniqueNameForm):
                 card = remote_a2a.fetch_card(url)
             except remote_a2a.CardRefused as exc:
                 self.add_error("a2a_card_url", str(exc))
+                cleaned["a2a_card_url"] = url  # the model's own checks read it: one error
                 return cleaned
             cleaned["expertise"] = agent_take_card(self.instance, card)
         return cleaned

@@ -1,0 +1,116 @@
+"""A remote A2A agent's card is fetched and checked when the admin saves the agent (issue 38 §2):
+a card is stored with its skills as expertise; a URL that is no card, or a private address while
+WEBHOOK_ALLOW_PRIVATE_NETWORKS is off, is refused with the reason and nothing is saved."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+
+from organization.models import Agent, AgentRuntime
+from tests.factories import make_agent, make_org
+from tests.organization.test_admin import change_url
+from tests.organization.test_agent_handle import ADD, add_form
+from tests.runtime.a2a_remote import RemoteAgent
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def root_client(client, db):
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(root)
+    return client
+
+
+def add_remote(root_client, org, url: str, **fields):
+    data = add_form(
+        root_client,
+        org,
+        handle="agent-gopher",
+        runtime=AgentRuntime.A2A,
+        a2a_card_url=url,
+        **fields,
+    )
+    return root_client.post(ADD, data)
+
+
+def errors_of(response) -> dict:
+    assert response.status_code == 200
+    return response.context["adminform"].form.errors
+
+
+def test_a_card_is_fetched_at_save_and_its_skills_become_the_expertise(root_client, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    org = make_org("acme")
+    with RemoteAgent() as remote:
+        response = add_remote(
+            root_client, org, remote.card_url, expertise="Python", a2a_token_env="GOPHER_TOKEN"
+        )
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    agent = Agent.objects.get(organization=org, handle="agent-gopher")
+    assert agent.runtime == AgentRuntime.A2A
+    assert agent.expertise == ["Go", "gRPC"]
+    assert agent.a2a_card["name"] == "Gopher"
+    assert agent.a2a_card["supportedInterfaces"][0] == {
+        "url": f"{remote.url}/rpc",
+        "protocolBinding": "JSONRPC",
+        "protocolVersion": "1.0",
+    }
+    assert agent.a2a_card_fetched_at is not None
+    assert agent.a2a_token_env == "GOPHER_TOKEN"
+    # The change page shows the settings (the card itself is not a form field).
+    page = root_client.get(change_url(agent)).content.decode()
+    assert remote.card_url in page and "GOPHER_TOKEN" in page
+
+
+def test_a_url_that_is_not_a_card_is_refused(root_client, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    org = make_org("acme")
+    with RemoteAgent() as remote:
+        not_json = add_remote(root_client, org, f"{remote.url}/health")
+        missing = add_remote(root_client, org, f"{remote.url}/nothing-here")
+    assert errors_of(not_json) == {
+        "a2a_card_url": [f"{remote.url}/health is not an A2A agent card: it has no name"]
+    }
+    # The SDK's routes redirect an unknown path: a redirect is not followed, and no card.
+    assert errors_of(missing) == {
+        "a2a_card_url": [f"{remote.url}/nothing-here answered HTTP 307, not a card"]
+    }
+    assert not org.agents.exists()
+
+
+def test_a_private_address_is_refused_unless_the_setting_allows_it(root_client, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = False
+    org = make_org("acme")
+    with RemoteAgent() as remote:
+        refused = add_remote(root_client, org, remote.card_url)
+        assert errors_of(refused) == {
+            "a2a_card_url": [
+                "A2A card URLs must be http(s) and point to a public address "
+                "(127.0.0.1 is not a public address)."
+            ]
+        }
+        assert not org.agents.exists()
+        settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+        allowed = add_remote(root_client, org, remote.card_url)
+    assert allowed.status_code == 302
+    assert org.agents.get().expertise == ["Go", "gRPC"]
+
+
+def test_a_remote_agent_needs_a_card_url_and_its_token_variable_is_a_name(root_client):
+    org = make_org("acme")
+    no_url = add_remote(root_client, org, "")
+    assert errors_of(no_url) == {
+        "a2a_card_url": ["A remote A2A agent needs the URL of its agent card."]
+    }
+    agent = make_agent(org, "agent-other")
+    agent.runtime, agent.a2a_card_url = AgentRuntime.A2A, "https://agents.example.com/card.json"
+    agent.a2a_token_env = "Bearer abc.def"
+    with pytest.raises(ValidationError) as refused:
+        agent.full_clean()
+    assert refused.value.message_dict == {
+        "a2a_token_env": [
+            "The name of an environment variable: letters, digits and underscores "
+            "(e.g. REMOTE_TOKEN)."
+        ]
+    }
