@@ -213,7 +213,11 @@ def _prepare(sending: Sending) -> Answer | None:
     agent = sending.agent
     budget = blocking_budget(agent)
     if budget is not None:
-        return Answer("blocked", reason=f"Not sent to the remote A2A agent: {budget} is spent.")
+        return Answer(
+            "blocked",
+            reason=f"Not sent to the remote A2A agent: the {budget} holds it back "
+            "(spent this month); raise it, then comment on the task to send it.",
+        )
     if agent.a2a_token_env:
         sending.token = os.environ.get(agent.a2a_token_env)
         if not sending.token:

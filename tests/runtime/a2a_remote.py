@@ -77,6 +77,7 @@ class ScriptedExecutor(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         text = context.get_user_input()
         self.received.append(text)
+        self.headers.append(context.call_context.state.get("headers", {}))
         task = context.current_task or new_task_from_user_message(context.message)
         await event_queue.enqueue_event(task)
         await self.script(TaskUpdater(event_queue, task.id, task.context_id), text)

@@ -2,16 +2,21 @@
 with a scripted executor: each way its task can end comes back onto our task, and a remote that
 hangs, refuses, answers malformed or too much ends the task blocked with the reason."""
 
-import pytest
+from datetime import timedelta
 
-from organization.caller import caller_for_agent
-from organization.models import AgentRuntime
-from organization.services import agent_card_refresh
-from runtime.remote_a2a import deliver
+import pytest
+from django.utils import timezone
+
+from costs.budgets import budget_set
+from infrastructure.models import OutboxMessage
+from organization.caller import Caller, caller_for_agent
+from organization.models import Agent, AgentRuntime
+from organization.services import agent_card_refresh, agent_set_paused
+from runtime.remote_a2a import SEND_TASK, UnderWay, deliver, time_limit
 from tasks import services
-from tasks.models import InboxItem, TaskComment, TaskEvent, TaskStatus
+from tasks.models import InboxItem, Task, TaskComment, TaskEvent, TaskStatus
 from tasks.rules import Actor
-from tests.factories import make_agent, make_org
+from tests.factories import make_admin_user, make_agent, make_org
 
 from .a2a_remote import RemoteAgent, answers_big, asks, completes, fails, never_finishes, rejects
 
@@ -171,4 +176,79 @@ def test_a_remote_that_is_gone_blocks_the_task():
     assert block_note(task) == (
         "The remote A2A agent could not be reached or answered malformed: "
         "A2AClientError: Network communication error: All connection attempts failed"
+    )
+
+
+def test_its_token_is_read_from_the_environment_variable_it_names(monkeypatch):
+    org = make_org("acme")
+    with RemoteAgent(completes) as remote:
+        gopher = remote_member(org, remote, a2a_token_env="GOPHER_TOKEN")
+        unset = sent_to(gopher, title="First")
+        monkeypatch.delenv("GOPHER_TOKEN", raising=False)
+        assert deliver(unset.pk, "created") == "blocked"
+        monkeypatch.setenv("GOPHER_TOKEN", "s3cret")
+        task = sent_to(gopher, title="Second")
+        assert deliver(task.pk, "created") == "completed"
+    assert block_note(unset) == (
+        "Not sent: the environment variable GOPHER_TOKEN holding the remote A2A agent's token "
+        "is not set."
+    )
+    assert remote.executor.received == ["Second\n\nIt is in Python today."]
+    assert remote.executor.headers[0]["authorization"] == "Bearer s3cret"
+
+
+def test_an_exhausted_budget_blocks_the_task_and_nothing_is_sent():
+    org = make_org("acme")
+    with RemoteAgent(completes) as remote:
+        gopher = remote_member(org, remote)
+        task = sent_to(gopher)
+        budget_set(
+            caller=Caller(organization=org, user=make_admin_user(org)),
+            scope="agent",
+            agent="agent-gopher",
+            limit_usd="0",
+        )
+        assert deliver(task.pk, "created") == "blocked"
+    assert block_note(task) == (
+        "Not sent to the remote A2A agent: the agent budget agent-gopher holds it back "
+        "(spent this month); raise it, then comment on the task to send it."
+    )
+    assert remote.executor.received == []
+
+
+def test_a_paused_remote_agent_is_sent_its_tasks_when_resumed(django_capture_on_commit_callbacks):
+    org = make_org("acme")
+    with RemoteAgent(completes) as remote:
+        gopher = remote_member(org, remote)
+        task = sent_to(gopher)
+        Agent.objects.filter(pk=gopher.pk).update(is_paused=True)
+        assert deliver(task.pk, "created") == "its agent is paused (resuming it sends the task)"
+        task.refresh_from_db()
+        assert task.status == TaskStatus.ASSIGNED
+        with django_capture_on_commit_callbacks(execute=True):
+            agent_set_paused(agents=Agent.objects.filter(pk=gopher.pk), paused=False)
+        sends = OutboxMessage.objects.filter(task_name=SEND_TASK).order_by("pk")
+        assert [m.args for m in sends][-1] == [task.pk, "resumed"]
+        assert deliver(task.pk, "resumed") == "completed"
+
+
+def test_a_delivery_finding_the_task_in_progress_waits_then_blocks_an_interrupted_one():
+    """A second delivery (its worker died under the first) looks again once the first must
+    have ended; finding the task still in progress then, it blocks it."""
+    org = make_org("acme")
+    with RemoteAgent(completes) as remote:
+        gopher = remote_member(org, remote)
+    task = sent_to(gopher)
+    services.task_set_status(
+        task=task, actor=Actor.of(caller_for_agent(gopher)), status=TaskStatus.IN_PROGRESS
+    )
+    again = deliver(task.pk, "created")
+    assert isinstance(again, UnderWay) and again.seconds > time_limit()
+    assert deliver(task.pk, "comment") == (
+        "under way: the comment is not sent (the remote already works on the task)"
+    )
+    Task.objects.filter(pk=task.pk).update(updated_at=timezone.now() - timedelta(hours=2))
+    assert deliver(task.pk, "created") == "interrupted: blocked"
+    assert block_note(task) == (
+        "Its delivery to the remote A2A agent was interrupted (its worker stopped)."
     )
