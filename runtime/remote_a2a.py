@@ -67,10 +67,10 @@ ENDED = {
     pb.TASK_STATE_AUTH_REQUIRED,
 }
 STATE_WORDS = {
-    pb.TASK_STATE_FAILED: "failed",
-    pb.TASK_STATE_CANCELED: "cancelled",
-    pb.TASK_STATE_REJECTED: "rejected",
-    pb.TASK_STATE_AUTH_REQUIRED: "needs authentication",
+    pb.TASK_STATE_FAILED: "failed the task",
+    pb.TASK_STATE_CANCELED: "cancelled the task",
+    pb.TASK_STATE_REJECTED: "rejected the task",
+    pb.TASK_STATE_AUTH_REQUIRED: "asks for authentication we cannot give",
 }
 
 
@@ -349,10 +349,8 @@ def answer_of_task(task: pb.Task) -> Answer:
             "it again with the comments).",
             question=question,
         )
-    word = STATE_WORDS.get(state, pb.TaskState.Name(state))
-    return Answer(
-        "blocked", reason=f"The remote A2A agent {word} the task: {said or 'no reason given'}"
-    )
+    what = STATE_WORDS.get(state, f"ended in {pb.TaskState.Name(state)}")
+    return Answer("blocked", reason=f"The remote A2A agent {what}: {said or 'no reason given'}")
 
 
 def _completed(texts: list[str], data: list) -> Answer:
