@@ -275,7 +275,7 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
                 "description": "For the runtime “remote A2A agent”: its tasks are sent to the A2A "
                 "agent of this card (docs/a2a.md, Remote A2A agents); its skills become the "
                 "expertise above.",
-                "fields": ["a2a_card_url", "a2a_token_env"],
+                "fields": ["a2a_card_url", "a2a_token_env", "a2a_card_summary"],
             },
         ),
     ]
@@ -285,7 +285,7 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
         return super().get_queryset(request).annotate(current_workload=workload_count())
 
     def get_readonly_fields(self, request, obj=None):
-        readonly = tuple(super().get_readonly_fields(request, obj))
+        readonly = (*super().get_readonly_fields(request, obj), "a2a_card_summary")
         # The id is the agent's identity in its tasks' audit trail: fixed once it exists (the
         # model refuses a changed one too, whatever the form posts).
         return readonly + ("handle",) if obj is not None else readonly
@@ -305,6 +305,23 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
             agent.name,
             agent.handle,
             format_html(' <span class="quiet">· {}</span>', runtime) if runtime else "",
+        )
+
+    @admin.display(description="card as fetched")
+    def a2a_card_summary(self, agent):
+        card = agent.a2a_card if agent is not None else None
+        if not card:
+            return "—"
+        interfaces = ", ".join(
+            f"{i.get('protocolBinding', '?')} {i.get('url', '')}"
+            for i in card.get("supportedInterfaces", [])
+        )
+        return format_html(
+            '<strong>{}</strong> {}<br>{}<br><span class="quiet">fetched {}</span>',
+            card.get("name", ""),
+            card.get("version", ""),
+            interfaces,
+            agent.a2a_card_fetched_at,
         )
 
     @admin.display(description="job title · team", ordering="role")

@@ -61,6 +61,10 @@ def test_a_card_is_fetched_at_save_and_its_skills_become_the_expertise(root_clie
     # The change page shows the settings (the card itself is not a form field).
     page = root_client.get(change_url(agent)).content.decode()
     assert remote.card_url in page and "GOPHER_TOKEN" in page
+    assert (
+        f"<strong>Gopher</strong> 1.0.0<br>JSONRPC {remote.url}/rpc, HTTP+JSON {remote.url}/rest"
+        in page
+    )
 
 
 def test_a_url_that_is_not_a_card_is_refused(root_client, settings):
