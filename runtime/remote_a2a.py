@@ -29,7 +29,7 @@ from infrastructure.connections import release_connection
 from infrastructure.errors import DomainError
 from organization import remote_a2a
 from organization.caller import caller_for_agent
-from organization.models import Agent
+from organization.models import Agent, AgentRuntime
 from organization.services import agent_card_refresh
 from tasks import services as task_services
 from tasks.models import (
@@ -94,7 +94,7 @@ def send_held(*, agent_id: int) -> int:
     resumed, while holding it); how many."""
     ids = list(
         Task.objects.filter(
-            assignee_id=agent_id, assignee__runtime="a2a", status=TaskStatus.ASSIGNED
+            assignee_id=agent_id, assignee__runtime=AgentRuntime.A2A, status=TaskStatus.ASSIGNED
         ).values_list("pk", flat=True)
     )
     with transaction.atomic():
@@ -197,9 +197,8 @@ def message_text(task: Task) -> str:
     parts = [task.title]
     if task.description:
         parts.append(task.description)
-    comments = list(TaskComment.objects.filter(task_id=task.pk).order_by("-pk")[:COMMENTS_SENT])[
-        ::-1
-    ]
+    latest = TaskComment.objects.filter(task_id=task.pk).order_by("-pk")[:COMMENTS_SENT]
+    comments = list(latest)[::-1]
     if comments:
         parts.append(
             "Comments on the task:\n" + "\n".join(f"- {c.author_label}: {c.body}" for c in comments)
