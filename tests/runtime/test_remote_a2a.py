@@ -5,6 +5,7 @@ hangs, refuses, answers malformed or too much ends the task blocked with the rea
 from datetime import timedelta
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 
 from costs.budgets import budget_set
@@ -252,3 +253,19 @@ def test_a_delivery_finding_the_task_in_progress_waits_then_blocks_an_interrupte
     assert block_note(task) == (
         "Its delivery to the remote A2A agent was interrupted (its worker stopped)."
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_database_connection_is_held_while_the_remote_works():
+    main = connections["default"]  # this thread's connection, looked at from the remote's
+    held = []
+
+    async def looks_then_completes(updater, text):
+        held.append(main.connection is not None)
+        await completes(updater, text)
+
+    org = make_org("acme")
+    with RemoteAgent(looks_then_completes) as remote:
+        task = sent_to(remote_member(org, remote))
+        assert deliver(task.pk, "created") == "completed"
+    assert held == [False]
