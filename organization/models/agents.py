@@ -53,10 +53,14 @@ def validate_allowed_tools(value) -> None:
         raise ValidationError(f"At most {ALLOWED_TOOLS_MAX_ITEMS} tool names, each listed once.")
 
 
-# The name of an environment variable, as a shell writes one.
+# The environment variables a remote A2A agent's token may come from: only those named for it,
+# so that no one editing an agent can have another secret of the service (SECRET_KEY, a
+# database URL, an LLM key) sent as a bearer token to a server of their choosing.
+TOKEN_ENV_PREFIX = "A2A_TOKEN_"
 TOKEN_ENV_VALIDATOR = RegexValidator(
-    r"^[A-Za-z_][A-Za-z0-9_]*$",
-    "The name of an environment variable: letters, digits and underscores (e.g. REMOTE_TOKEN).",
+    rf"^{TOKEN_ENV_PREFIX}[A-Z0-9_]+$",
+    f"The name of an environment variable starting with {TOKEN_ENV_PREFIX}, in capitals, "
+    f"digits and underscores (e.g. {TOKEN_ENV_PREFIX}BILLING).",
 )
 
 
@@ -170,8 +174,8 @@ class Agent(models.Model):
         max_length=100,
         blank=True,
         validators=[TOKEN_ENV_VALIDATOR],
-        help_text="Optional: the environment variable holding the remote agent's bearer token "
-        "(never the token itself).",
+        help_text="Optional: the environment variable holding the remote agent's bearer token, "
+        "named A2A_TOKEN_… (never the token itself).",
     )
     # The card as last fetched, and when: what requests are built from (refreshed when stale).
     a2a_card = models.JSONField(null=True, blank=True, editable=False)

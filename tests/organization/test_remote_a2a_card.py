@@ -44,7 +44,7 @@ def test_a_card_is_fetched_at_save_and_its_skills_become_the_expertise(root_clie
     org = make_org("acme")
     with RemoteAgent() as remote:
         response = add_remote(
-            root_client, org, remote.card_url, expertise="Python", a2a_token_env="GOPHER_TOKEN"
+            root_client, org, remote.card_url, expertise="Python", a2a_token_env="A2A_TOKEN_GOPHER"
         )
     assert response.status_code == 302, response.context["adminform"].form.errors
     agent = Agent.objects.get(organization=org, handle="agent-gopher")
@@ -57,10 +57,10 @@ def test_a_card_is_fetched_at_save_and_its_skills_become_the_expertise(root_clie
         "protocolVersion": "1.0",
     }
     assert agent.a2a_card_fetched_at is not None
-    assert agent.a2a_token_env == "GOPHER_TOKEN"
+    assert agent.a2a_token_env == "A2A_TOKEN_GOPHER"
     # The change page shows the settings (the card itself is not a form field).
     page = root_client.get(change_url(agent)).content.decode()
-    assert remote.card_url in page and "GOPHER_TOKEN" in page
+    assert remote.card_url in page and "A2A_TOKEN_GOPHER" in page
     assert (
         f"<strong>Gopher</strong> 1.0.0<br>JSONRPC {remote.url}/rpc, HTTP+JSON {remote.url}/rest"
         in page
@@ -109,12 +109,14 @@ def test_a_remote_agent_needs_a_card_url_and_its_token_variable_is_a_name(root_c
     }
     agent = make_agent(org, "agent-other")
     agent.runtime, agent.a2a_card_url = AgentRuntime.A2A, "https://agents.example.com/card.json"
-    agent.a2a_token_env = "Bearer abc.def"
-    with pytest.raises(ValidationError) as refused:
-        agent.full_clean()
-    assert refused.value.message_dict == {
-        "a2a_token_env": [
-            "The name of an environment variable: letters, digits and underscores "
-            "(e.g. REMOTE_TOKEN)."
-        ]
-    }
+    # Only a variable named for it: no other secret of the service can be sent as a token.
+    for name in ["Bearer abc.def", "SECRET_KEY", "a2a_token_x"]:
+        agent.a2a_token_env = name
+        with pytest.raises(ValidationError) as refused:
+            agent.full_clean()
+        assert refused.value.message_dict == {
+            "a2a_token_env": [
+                "The name of an environment variable starting with A2A_TOKEN_, in capitals, "
+                "digits and underscores (e.g. A2A_TOKEN_BILLING)."
+            ]
+        }

@@ -183,15 +183,15 @@ def test_a_remote_that_is_gone_blocks_the_task():
 def test_its_token_is_read_from_the_environment_variable_it_names(monkeypatch):
     org = make_org("acme")
     with RemoteAgent(completes) as remote:
-        gopher = remote_member(org, remote, a2a_token_env="GOPHER_TOKEN")
+        gopher = remote_member(org, remote, a2a_token_env="A2A_TOKEN_GOPHER")
         unset = sent_to(gopher, title="First")
-        monkeypatch.delenv("GOPHER_TOKEN", raising=False)
+        monkeypatch.delenv("A2A_TOKEN_GOPHER", raising=False)
         assert deliver(unset.pk, "created") == "blocked"
-        monkeypatch.setenv("GOPHER_TOKEN", "s3cret")
+        monkeypatch.setenv("A2A_TOKEN_GOPHER", "s3cret")
         task = sent_to(gopher, title="Second")
         assert deliver(task.pk, "created") == "completed"
     assert block_note(unset) == (
-        "Not sent: the environment variable GOPHER_TOKEN holding the remote A2A agent's token "
+        "Not sent: the environment variable A2A_TOKEN_GOPHER holding the remote A2A agent's token "
         "is not set."
     )
     assert remote.executor.received == ["Second\n\nIt is in Python today."]
