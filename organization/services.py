@@ -2,6 +2,7 @@
 
 from datetime import datetime
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.dispatch import Signal
@@ -94,6 +95,20 @@ def agent_take_card(agent: Agent, card: dict) -> list[str]:
     agent.a2a_card, agent.a2a_card_fetched_at = card, timezone.now()
     agent.expertise = remote_a2a.expertise_of(card)
     return agent.expertise
+
+
+def agent_card_checked(agent: Agent) -> None:
+    """A door saving a remote A2A agent (an import): its card fetched and checked now and put on
+    the agent for its save; a URL the outbound rule refuses, or no card, is a ValidationError
+    on `a2a_card_url`."""
+    try:
+        remote_a2a.validate_card_url(agent.a2a_card_url)
+        card = remote_a2a.fetch_card(agent.a2a_card_url)
+    except ValidationError as exc:
+        raise ValidationError({"a2a_card_url": exc.messages}) from exc
+    except remote_a2a.CardRefused as exc:
+        raise ValidationError({"a2a_card_url": str(exc)}) from exc
+    agent_take_card(agent, card)
 
 
 def agent_card_refresh(*, agent: Agent) -> Agent:

@@ -13,7 +13,7 @@ from organization import registry
 from organization.hierarchy import role_set, rules_set
 from organization.models import Agent, AgentRole, ExpertiseGroup, Organization, Team, TeamRule
 from organization.selectors import team_rule_of
-from organization.services import agent_room_changed
+from organization.services import agent_card_checked, agent_room_changed
 
 from .base import Context, Entry
 
@@ -35,6 +35,8 @@ AGENT_SETTINGS = {
     "runtime": "runtime",
     "max_turns": "max_turns",
     "allowed_tools": "allowed_tools",
+    "a2a_card_url": "a2a_card_url",
+    "a2a_token_env": "a2a_token_env",
 }
 # Changes after which an agent may take queued work (as the admin's agent page does).
 GAINS_ROOM = {"paused", "workload_capacity", "runtime"}
@@ -120,6 +122,9 @@ def apply_agent(context: Context, entry: Entry) -> None:
     unknown = [name for name in agent.allowed_tools or [] if name not in registry.REGISTRY]
     if unknown:
         raise ValidationError({"allowed_tools": f"Unknown tool(s): {', '.join(unknown)}."})
+    if agent.is_remote_a2a:
+        # As the admin's save: its card fetched and checked, its skills its expertise.
+        agent_card_checked(agent)
     agent.full_clean()
     agent.save()
     if not entry.is_new and GAINS_ROOM & entry.changed:

@@ -1,15 +1,18 @@
-"""A remote A2A agent's card is fetched and checked when the admin saves the agent (issue 38 §2):
-a card is stored with its skills as expertise; a URL that is no card, or a private address while
-WEBHOOK_ALLOW_PRIVATE_NETWORKS is off, is refused with the reason and nothing is saved."""
+"""A remote A2A agent's card is fetched and checked when the admin saves the agent, or an
+organization file imports it (issue 38 §2): a card is stored with its skills as expertise; a URL
+that is no card, or a private address while WEBHOOK_ALLOW_PRIVATE_NETWORKS is off, is refused
+with the reason and nothing is saved."""
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.core.management import CommandError
 
 from organization.models import Agent, AgentRuntime
 from tests.factories import make_agent, make_org
 from tests.organization.test_admin import change_url
 from tests.organization.test_agent_handle import ADD, add_form
+from tests.portability.conftest import export, import_file
 from tests.runtime.a2a_remote import RemoteAgent
 
 pytestmark = pytest.mark.django_db
@@ -120,3 +123,36 @@ def test_a_remote_agent_needs_a_card_url_and_its_token_variable_is_a_name(root_c
                 "digits and underscores (e.g. A2A_TOKEN_BILLING)."
             ]
         }
+
+
+def test_an_organization_file_carries_it_and_its_import_checks_the_card(settings, tmp_path):
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    org = make_org("acme")
+    with RemoteAgent() as remote:
+        make_agent(
+            org,
+            "agent-gopher",
+            runtime=AgentRuntime.A2A,
+            a2a_card_url=remote.card_url,
+            a2a_token_env="A2A_TOKEN_GOPHER",
+        )
+        document = export("acme")
+        (item,) = document["agents"]
+        assert (item["runtime"], item["a2a_card_url"], item["a2a_token_env"]) == (
+            "a2a",
+            remote.card_url,
+            "A2A_TOKEN_GOPHER",
+        )
+        assert "a2a_card" not in item
+        import_file(tmp_path, document, "--as", "copy")
+        copied = Agent.objects.get(organization__slug="copy", handle="agent-gopher")
+        assert (copied.expertise, copied.a2a_card["name"]) == (["Go", "gRPC"], "Gopher")
+
+        item["a2a_card_url"] = f"{remote.url}/health"
+        with pytest.raises(CommandError) as refused:
+            import_file(tmp_path, document, "--as", "other")
+    assert str(refused.value) == (
+        f"agents[0] (agent-gopher): a2a_card_url: {remote.url}/health is not an A2A agent "
+        "card: it has no name"
+    )
+    assert not Agent.objects.filter(organization__slug="other").exists()
