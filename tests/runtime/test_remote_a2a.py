@@ -17,6 +17,7 @@ from runtime.remote_a2a import SEND_TASK, UnderWay, deliver, time_limit
 from tasks import services
 from tasks.models import InboxItem, Task, TaskComment, TaskEvent, TaskStatus
 from tasks.rules import Actor
+from tests.console.pages import page_of
 from tests.factories import make_admin_user, make_agent, make_org
 
 from .a2a_remote import RemoteAgent, answers_big, asks, completes, fails, never_finishes, rejects
@@ -77,7 +78,9 @@ def test_a_completed_remote_task_completes_ours_with_the_artifacts_text_and_data
         (fails, "The remote A2A agent failed the task: The build server is down."),
     ],
 )
-def test_a_remote_that_refuses_or_fails_blocks_the_task_with_its_reason(script, reason):
+def test_a_remote_that_refuses_or_fails_blocks_the_task_with_its_reason(
+    script, reason, admin_client
+):
     org = make_org("acme")
     with RemoteAgent(script) as remote:
         task = sent_to(remote_member(org, remote))
@@ -85,6 +88,9 @@ def test_a_remote_that_refuses_or_fails_blocks_the_task_with_its_reason(script, 
     task.refresh_from_db()
     assert task.status == TaskStatus.BLOCKED
     assert block_note(task) == reason
+    # Needs attention: its page opens on the banner with the remote's words.
+    banner = page_of(admin_client, task).split('id="attention-banner"')[1].split("</section>")[0]
+    assert "Blocked by" in banner and reason in banner
 
 
 def test_a_remote_asking_for_input_comments_to_the_delegator_and_a_reply_sends_it_again():
