@@ -7,9 +7,13 @@ check-jsonschema's vendored copy, Kubernetes' from kubernetes-validate. KEDA's t
 published schema in either: KEDA_SCHEMAS below is written from KEDA's documentation."""
 
 import copy
+import fnmatch
 import json
+import os
 import shutil
 import subprocess
+import sys
+import urllib.request
 from importlib import resources
 from pathlib import Path
 
@@ -18,6 +22,9 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+
+from tests.config.test_serve import free_port, listening
+from tests.config.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -368,3 +375,72 @@ def test_the_dockerfile_is_multi_stage_non_root_and_runs_the_server():
     assert cmd and cmd[-1].json and list(cmd[-1].value) == ["python", "-m", "config.serve"]
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv", "var", "tests"} <= set(ignored)
+
+
+def docker_context(destination: Path) -> None:
+    """The repository as `docker build .` sends it: without what .dockerignore names (a name
+    matches at the root, `**/name` at any depth; the patterns this file uses)."""
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+
+    def ignored(relative: str) -> bool:
+        name = relative.rsplit("/", 1)[-1]
+        for pattern in patterns:
+            if pattern.startswith("**/"):
+                if fnmatch.fnmatch(name, pattern[3:]):
+                    return True
+            elif fnmatch.fnmatch(relative, pattern):
+                return True
+        return False
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        base = Path(directory).relative_to(ROOT).as_posix()
+        return {n for n in names if ignored(n if base == "." else f"{base}/{n}")}
+
+    shutil.copytree(ROOT, destination, ignore=ignore)
+
+
+def test_the_code_the_image_holds_collects_its_static_files_and_serves(tmp_path):
+    """What the Dockerfile's runtime stage does, on the build context without Docker: static
+    files collected, then `python -m config.serve` answers the health check, a page and a static
+    file (a path .dockerignore left out that the service needs fails here)."""
+    app = tmp_path / "app"
+    docker_context(app)
+    assert not (app / "tests").exists() and (app / "config" / "serve.py").exists()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME"):
+        env.pop(name, None)
+    env |= {
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "SECRET_KEY": "image-check",
+        "VAR_DIR": str(app / "var"),
+        "PYTHONPATH": "",
+    }
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+        cwd=app,
+        env=env,
+        check=True,
+    )
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "config.serve", "--port", str(port), "--workers", "1"],
+        cwd=app,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: listening(port), 60, "the server")
+        for path in ("/healthz", "/", "/admin/login/", "/static/admin/css/base.css"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as answer:
+                assert answer.status == 200, path
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        finally:
+            server.kill()
