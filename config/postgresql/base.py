@@ -35,7 +35,8 @@ class LivePool(ConnectionPool):
 class DatabaseWrapper(base.DatabaseWrapper):
     @property
     def pool(self):
-        # Django's own property (django-prometheus' wrapper leaves it as is), building a LivePool (settings.py keeps CONN_MAX_AGE off).
+        # Django's own property (django-prometheus' wrapper leaves it as is), building a LivePool
+        # (settings.py keeps CONN_MAX_AGE off).
         pool_options = self.settings_dict["OPTIONS"].get("pool")
         if self.alias == NO_DB_ALIAS or not pool_options:
             return None
