@@ -126,6 +126,8 @@ INSTALLED_APPS = [
     "costs",
     "collaboration",
     "runtime",
+    # An organization as a file (export_org, import_org, the admin's export and import).
+    "portability",
     "console",
 ]
 
