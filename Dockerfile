@@ -19,8 +19,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     VAR_DIR=/app/var \
     HOST=0.0.0.0 \
-    PORT=8000 \
-    PROMETHEUS_MULTIPROC_DIR=/tmp/agent-org-metrics
+    PORT=8000
 RUN groupadd --system --gid 10001 agentorg \
     && useradd --system --uid 10001 --gid agentorg --home-dir /app --shell /usr/sbin/nologin agentorg
 COPY --from=build /opt/venv /opt/venv

@@ -360,6 +360,17 @@ def test_every_pod_runs_as_non_root_with_resources_and_secrets_by_reference():
         assert any(selector.items() <= labels.items() for labels in labels_of_pods), selector
 
 
+def test_no_worker_writes_metric_files():
+    """PROMETHEUS_MULTIPROC_DIR is the server's (config.serve makes the directory): a worker or
+    beat given it would write every statement's sample there, and fail where it does not exist."""
+    environments = [service.get("environment", {}) for service in compose()["services"].values()]
+    for doc in render(K8S, components=("keda",)):
+        environments += [doc.get("data", {})] if doc["kind"] == "ConfigMap" else []
+        for container in containers(doc):
+            environments.append({v["name"]: v.get("value") for v in container.get("env", [])})
+    assert all("PROMETHEUS_MULTIPROC_DIR" not in environment for environment in environments)
+
+
 # --- Dockerfile -----------------------------------------------------------------------------
 
 
@@ -373,6 +384,9 @@ def test_the_dockerfile_is_multi_stage_non_root_and_runs_the_server():
     assert any(c.cmd == "COPY" and any(f.startswith("--from=") for f in c.flags) for c in final)
     cmd = [c for c in final if c.cmd == "CMD"]
     assert cmd and cmd[-1].json and list(cmd[-1].value) == ["python", "-m", "config.serve"]
+    assert not any("PROMETHEUS_MULTIPROC_DIR" in c.original for c in commands if c.cmd == "ENV"), (
+        "for the server alone (config.serve makes it): see test_no_worker_writes_metric_files"
+    )
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv", "var", "tests"} <= set(ignored)
 
