@@ -77,6 +77,24 @@ def test_the_compose_services_are_the_pinned_ones_with_pinned_images():
         assert "${" in environment[name], name
 
 
+def test_what_compose_mounts_exists_and_prometheus_reads_it_where_mounted():
+    services = compose()["services"]
+    mounted = {}
+    for service in services.values():
+        for volume in service.get("volumes", []):
+            source, target = volume.split(":")[:2]
+            if source.startswith("./"):
+                assert (DEPLOY / source).is_file(), source
+                mounted[target] = DEPLOY / source
+    config = yaml.safe_load(mounted["/etc/prometheus/prometheus.yml"].read_text())
+    assert all(rule in mounted for rule in config["rule_files"])
+    service = config["scrape_configs"][0]
+    assert service["authorization"]["credentials_file"] == "/run/secrets/metrics_token"
+    assert "metrics_token" in services["prometheus"]["secrets"]
+    host = service["static_configs"][0]["targets"][0].split(":")[0]
+    assert host in services and host in services["web"]["environment"]["ALLOWED_HOSTS"]
+
+
 # --- Kubernetes -----------------------------------------------------------------------------
 
 # KEDA's ScaledObject and TriggerAuthentication (keda.sh/v1alpha1), the fields these manifests
