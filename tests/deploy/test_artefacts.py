@@ -16,6 +16,7 @@ import sys
 import urllib.request
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dockerfile
 import jsonschema
@@ -333,6 +334,10 @@ def test_the_workloads_are_what_the_deployment_guide_says():
     assert set(deployments) == {"agent-org-web", "agent-org-worker-celery", "agent-org-beat"}
     web = deployments["agent-org-web"]["spec"]["template"]["spec"]["containers"][0]
     assert web["command"] == ["python", "-m", "config.serve"]
+    # A set ALLOWED_HOSTS is the whole list: the public host and the pod's address (the probes').
+    public = urlsplit(by_kind(documents, "ConfigMap")["agent-org"]["data"]["PUBLIC_BASE_URL"])
+    hosts = next(v["value"] for v in web["env"] if v["name"] == "ALLOWED_HOSTS").split(",")
+    assert public.hostname in hosts and "$(POD_IP)" in hosts
     assert web["readinessProbe"]["httpGet"]["path"] == "/healthz"
     assert web["startupProbe"]["httpGet"]["path"] == "/healthz"
     beat = deployments["agent-org-beat"]["spec"]
