@@ -141,6 +141,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Counts requests, responses and their latency for /metrics (django-prometheus); first and,
+    # with its pair below, around everything else.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's static files under uvicorn/gunicorn without a separate web server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -158,6 +161,9 @@ MIDDLEWARE = [
     "simple_history.middleware.HistoryRequestMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Requests by view, method and status (django-prometheus); before axes, so a lockout it
+    # answers is counted too.
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
     # Answers a locked-out admin login (django-axes); last, as its documentation asks.
     "axes.middleware.AxesMiddleware",
 ]
