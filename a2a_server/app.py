@@ -21,7 +21,7 @@ from organization.auth import bearer_token
 from organization.caller import Caller, caller_for_key
 from organization.mcp_server.server import admit
 
-from . import cards, work
+from . import cards, conformance, work
 from .handler import OrganizationRequestHandler
 
 A2A_PREFIX = "/a2a/"
@@ -53,6 +53,7 @@ class CallerContextBuilder(ServerCallContextBuilder):
             state={
                 "caller": caller,
                 "agent": request.state.agent,
+                "conformance": getattr(request.state, "conformance", False),
                 "headers": dict(request.headers),
             },
             requested_extensions=get_requested_extensions(
@@ -146,12 +147,31 @@ class A2AApp:
         )
 
     async def __call__(self, scope, receive, send) -> None:
-        if not is_public(scope["path"]):
+        if scope["path"].split("/")[2] == conformance.ORG_SLUG:
+            response = await self.conformance_gate(scope)
+        elif not is_public(scope["path"]):
             response = await self.gate(scope)
-            if response is not None:
-                await response(scope, receive, send)
-                return
+        else:
+            response = None
+        if response is not None:
+            await response(scope, receive, send)
+            return
         await self.routes(scope, receive, send)
+
+    async def conformance_gate(self, scope) -> JSONResponse | None:
+        """The conformance kit's agent: no key, only with A2A_CONFORMANCE (404 otherwise)."""
+        parts = scope["path"].split("/")
+        if not settings.A2A_CONFORMANCE:
+            return refusal(404, "Not found.", "not_found")
+        caller, agent = await read_off_loop(conformance.members)
+        if is_public(scope["path"]):
+            return None
+        if len(parts) < 4 or parts[3] != agent.handle:
+            return refusal(
+                404, f"Agent not found: {parts[3] if len(parts) > 3 else ''}", "agent_not_found"
+            )
+        scope.setdefault("state", {}).update(caller=caller, agent=agent, conformance=True)
+        return None
 
     async def gate(self, scope) -> JSONResponse | None:
         """The key, as /mcp's gate checks it (the address's failures, the key's rate, shared with

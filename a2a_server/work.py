@@ -6,6 +6,11 @@ Synchronous (the ORM); the request handler runs these off the event loop.
 import uuid
 
 from a2a.types import a2a_pb2 as pb
+from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    UnsupportedOperationError,
+)
 from django.db.models import Q, QuerySet
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Value
@@ -96,7 +101,9 @@ def a2a_task(task: Task, waiting: set[int] | None = None) -> pb.Task:
         status.message.CopyFrom(agent_message(reason_of(task), task_id=task_id))
     found = pb.Task(id=task_id, context_id=task_id, status=status)
     if task.status == TaskStatus.COMPLETED:
-        parts = [pb.Part(text=task.result)]
+        parts = []
+        if task.result or task.result_data is None:
+            parts.append(pb.Part(text=task.result))
         if task.result_data is not None:
             parts.append(pb.Part(data=json_value(task.result_data)))
         found.artifacts.append(
@@ -117,6 +124,18 @@ def rejected(exc: DomainError) -> pb.Task:
 
 def text_of(message: pb.Message) -> str:
     return "\n".join(part.text for part in message.parts if part.HasField("text")).strip()
+
+
+def check_message(message: pb.Message) -> None:
+    """A message's parts are text (and JSON data): a file is not taken, nor a message without
+    text."""
+    for part in message.parts:
+        if part.HasField("raw") or part.HasField("url"):
+            raise ContentTypeNotSupportedError(
+                f"This agent takes text, not files ({part.media_type or 'no media type'})."
+            )
+    if not text_of(message):
+        raise InvalidParamsError("The message has no text.")
 
 
 def known_task(caller: Caller, context_id: str) -> Task | None:
@@ -144,10 +163,26 @@ def task_fields(text: str) -> dict:
     }
 
 
+def continued_task(caller: Caller, message: pb.Message) -> Task | None:
+    """The task a message continues: the one its taskId names (not found if the caller may not
+    see it; its contextId, when given, must be the task's; an ended task takes no message), else
+    the one its contextId names, if any."""
+    if not message.task_id:
+        return known_task(caller, message.context_id)
+    task = task_for(caller, message.task_id)
+    if message.context_id and message.context_id != str(task.pk):
+        raise InvalidParamsError(
+            f"contextId {message.context_id} is not the context of task {task.pk}."
+        )
+    if task.status in FINISHED_STATUSES:
+        raise UnsupportedOperationError(f"Task {task.pk} is {task.status}: it takes no message.")
+    return task
+
+
 def send(caller: Caller, agent: Agent, message: pb.Message) -> pb.Task:
-    """A message to `agent`: a comment on the task its contextId names, else a new task for it."""
+    """A message to `agent`: a comment on the task it continues, else a new task for it."""
     text = text_of(message)
-    task = known_task(caller, message.context_id or message.task_id)
+    task = continued_task(caller, message)
     fields = task_fields(text)
     try:
         # No transaction around: the services hold their own, as at the REST door (a gated

@@ -101,6 +101,9 @@ MCP_ALLOWED_ORIGINS = env_list(
 MCP_STATELESS = env_bool("MCP_STATELESS", True)
 # How long a blocking A2A SendMessage waits for its task to end or need input (docs/a2a.md).
 A2A_BLOCKING_TIMEOUT_SECONDS = env_int("A2A_BLOCKING_TIMEOUT_SECONDS", 30, minimum=0, maximum=600)
+# The A2A conformance kit's agent at /a2a/_conformance/tck/, which takes no key (docs/a2a.md):
+# for running the kit, never on a public server.
+A2A_CONFORMANCE = env_bool("A2A_CONFORMANCE", False)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS") + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
 
 INSTALLED_APPS = [
