@@ -136,8 +136,9 @@ class A2AApp:
         builder = CallerContextBuilder()
         agent_routes = [
             Route(CARD_PATH, agent_card, methods=["GET"]),
-            *create_jsonrpc_routes(handler, "/", context_builder=builder),
-            *create_rest_routes(handler, context_builder=builder),
+            # Both also take protocol 0.3 (its method names and /v1/ paths) for 0.3 clients.
+            *create_jsonrpc_routes(handler, "/", context_builder=builder, enable_v0_3_compat=True),
+            *create_rest_routes(handler, context_builder=builder, enable_v0_3_compat=True),
         ]
         self.routes = Starlette(
             routes=[
