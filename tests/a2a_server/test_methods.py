@@ -8,7 +8,13 @@ import uuid
 import httpx
 import pytest
 from a2a.types import a2a_pb2 as pb
-from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 
 from tasks import services
 from tasks.models import (
@@ -361,3 +367,58 @@ def test_a_message_to_a_managed_agent_wakes_it(live_url, acme):
     sent = run(scenario())
     woken = Run.objects.get(agent=ada)
     assert (woken.status, woken.task_id) == ("queued", int(sent.id))
+
+
+def continuing(text: str, task_id: str, context_id: str = "") -> pb.SendMessageRequest:
+    request = message(text, context_id)
+    request.message.task_id = task_id
+    return request
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_message_continues_only_an_open_task_it_names_rightly(live_url, acme, binding):
+    ada = acme.agents.get(handle="ada")
+    (done,) = give_tasks(ada, 1, status=TaskStatus.COMPLETED)
+    (other_org_task,) = give_tasks(make_agent(make_org("other"), "eve"), 1)
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def answer(request):
+        client = await client_for(url, key, binding)
+        try:
+            return await send(client, request)
+        except Exception as exc:  # the SDK raises the protocol's error
+            return exc
+
+    async def scenario():
+        opened = await send(await client_for(url, key, binding), message("Write the report"))
+        return opened, [
+            await answer(continuing("More", "9999999")),
+            await answer(continuing("More", str(other_org_task.pk))),
+            await answer(continuing("More", str(done.pk))),
+            await answer(continuing("More", opened.id, context_id="another-context")),
+            await answer(continuing("Add the Q3 numbers", opened.id, context_id=opened.id)),
+        ]
+
+    opened, (unknown, theirs, ended, mismatched, continued) = run(scenario())
+    assert isinstance(unknown, TaskNotFoundError) and isinstance(theirs, TaskNotFoundError)
+    assert isinstance(ended, UnsupportedOperationError)
+    assert isinstance(mismatched, InvalidParamsError)
+    assert continued.id == opened.id
+    (comment,) = TaskComment.objects.all()
+    assert comment.task_id == int(opened.id) and comment.body == "Add the Q3 numbers"
+    assert Task.objects.filter(organization=acme).count() == 2
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_file_part_is_an_unsupported_content_type(live_url, acme, binding):
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+    request = message("See the attached sheet")
+    request.message.parts.append(pb.Part(raw=b"a,b", media_type="text/csv", filename="q3.csv"))
+
+    async def scenario():
+        client = await client_for(url, key, binding)
+        await send(client, request)
+
+    with pytest.raises(ContentTypeNotSupportedError):
+        run(scenario())
+    assert not Task.objects.exists()
