@@ -13,8 +13,6 @@ from tasks.models import Task, TaskStatus
 from .conformance import ORG_SLUG
 
 PROTOCOL_VERSION = "1.0"
-# The 0.3 clients' version, answered by the SDK's compat routes (`enable_v0_3_compat`).
-LEGACY_VERSION = "0.3"
 CARD_VERSION = "0.1.0"
 AVAILABILITY_URI = "urn:agent-org:availability:v1"
 SCHEME = "bearer"
@@ -87,14 +85,15 @@ def agent_card(agent: Agent, queue: int, site: str) -> pb.AgentCard:
     card = pb.AgentCard(
         name=agent.name,
         description=f"{agent.role or 'Agent'} at {org.name}.",
-        # v1.0 first (clients take the first of a binding); the same URLs speak 0.3 too.
+        # Only the 1.0 interfaces: a 0.3 one would add the 0.3 card's fields (`url`,
+        # `preferredTransport`…), which the v1.0 card schema does not admit.
         supported_interfaces=[
-            pb.AgentInterface(url=f"{base}/", protocol_binding="JSONRPC", protocol_version=version)
-            for version in (PROTOCOL_VERSION, LEGACY_VERSION)
-        ]
-        + [
-            pb.AgentInterface(url=base, protocol_binding="HTTP+JSON", protocol_version=version)
-            for version in (PROTOCOL_VERSION, LEGACY_VERSION)
+            pb.AgentInterface(
+                url=f"{base}/", protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION
+            ),
+            pb.AgentInterface(
+                url=base, protocol_binding="HTTP+JSON", protocol_version=PROTOCOL_VERSION
+            ),
         ],
         provider=pb.AgentProvider(organization=org.name, url=site),
         version=CARD_VERSION,

@@ -38,9 +38,7 @@ def test_an_agents_card_is_public_and_resolves_with_the_sdk(live_url):
     ]
     assert [(i.protocol_binding, i.url, i.protocol_version) for i in card.supported_interfaces] == [
         ("JSONRPC", base + "/", "1.0"),
-        ("JSONRPC", base + "/", "0.3"),
         ("HTTP+JSON", base, "1.0"),
-        ("HTTP+JSON", base, "0.3"),
     ]
     assert card.security_schemes["bearer"].http_auth_security_scheme.scheme == "Bearer"
     (extension,) = card.capabilities.extensions
