@@ -4,6 +4,7 @@ Synchronous (the ORM); the request handler runs these off the event loop.
 """
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import (
@@ -216,20 +217,56 @@ def in_state(rows: QuerySet[Task], state: int) -> QuerySet[Task]:
     return rows.filter(status__in=statuses).exclude(pending)
 
 
+PAGE_SIZE, PAGE_MAX = 50, 100
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
+
+
+def page_token(task: Task) -> str:
+    """Where the next page starts: after this task, in status-timestamp order."""
+    return f"{(task.updated_at - EPOCH) // MICROSECOND}.{task.pk}"
+
+
+def after_token(rows: QuerySet[Task], token: str) -> QuerySet[Task]:
+    try:
+        micros, pk = (int(part) for part in token.split("."))
+        updated = EPOCH + micros * MICROSECOND
+    except (ValueError, OverflowError):
+        raise InvalidParamsError(f"pageToken {token[:50]!r} is not one this server gave.") from None
+    return rows.filter(Q(updated_at__lt=updated) | Q(updated_at=updated, pk__lt=pk))
+
+
 def listed(caller: Caller, agent: Agent, request: pb.ListTasksRequest) -> pb.ListTasksResponse:
-    """The tasks held by or queued for `agent` that the caller may see, newest first; by
-    `contextId` (a task id) and `status` when asked."""
+    """The tasks held by or queued for `agent` that the caller may see, the latest status change
+    first, a page at a time (`pageToken`); by `contextId` (a task id), `status` and
+    `statusTimestampAfter` when asked; artifacts only with `includeArtifacts`."""
+    if request.page_size < 0:
+        raise InvalidParamsError("pageSize must be between 1 and 100.")
     rows = tasks_visible_to(caller).filter(Q(assignee=agent) | Q(queued_for=agent))
     if request.context_id:
         rows = rows.filter(pk=parse_id(request.context_id) or 0)
     if request.status:
         rows = in_state(rows, request.status)
-    rows = rows.order_by("-created_at", "-pk")
+    if request.HasField("status_timestamp_after"):
+        after = request.status_timestamp_after.ToDatetime(tzinfo=UTC)
+        rows = rows.filter(updated_at__gt=after)
     total = rows.count()
-    page = list(rows[: request.page_size or 50])
+    rows = rows.order_by("-updated_at", "-pk")
+    if request.page_token:
+        rows = after_token(rows, request.page_token)
+    size = min(request.page_size or PAGE_SIZE, PAGE_MAX)
+    page = list(rows[: size + 1])
+    more, page = len(page) > size, page[:size]
     waiting = waiting_on_a_human(page)
+    tasks = [a2a_task(task, waiting) for task in page]
+    if not request.include_artifacts:
+        for task in tasks:
+            del task.artifacts[:]
     return pb.ListTasksResponse(
-        tasks=[a2a_task(task, waiting) for task in page], page_size=len(page), total_size=total
+        tasks=tasks,
+        next_page_token=page_token(page[-1]) if more else "",
+        page_size=len(tasks),
+        total_size=total,
     )
 
 

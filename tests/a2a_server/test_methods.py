@@ -4,6 +4,7 @@ tasks engine's rules and visibility, refusals as REJECTED with their code, 401 w
 import threading
 import time
 import uuid
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -15,6 +16,7 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from django.utils import timezone
 
 from tasks import services
 from tasks.models import (
@@ -422,3 +424,44 @@ def test_a_file_part_is_an_unsupported_content_type(live_url, acme, binding):
     with pytest.raises(ContentTypeNotSupportedError):
         run(scenario())
     assert not Task.objects.exists()
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_list_tasks_pages_by_the_latest_status_change(live_url, acme, binding):
+    ada = acme.agents.get(handle="ada")
+    tasks = give_tasks(ada, 4, status=TaskStatus.COMPLETED)
+    Task.objects.filter(pk__in=[t.pk for t in tasks]).update(result="Done")
+    # Two share their status timestamp: the id breaks the tie.
+    same = timezone.now()
+    for task, moment in zip(
+        tasks, [same - timedelta(hours=1), same, same, same - timedelta(hours=2)], strict=True
+    ):
+        Task.objects.filter(pk=task.pk).update(updated_at=moment)
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key, binding)
+        pages, token = [], ""
+        while True:
+            page = await client.list_tasks(pb.ListTasksRequest(page_size=3, page_token=token))
+            pages.append(page)
+            if not page.next_page_token:
+                break
+            token = page.next_page_token
+        with_artifacts = await client.list_tasks(pb.ListTasksRequest(include_artifacts=True))
+        try:
+            await client.list_tasks(pb.ListTasksRequest(page_token="not-a-token"))
+        except InvalidParamsError as exc:
+            refused = exc
+        return pages, with_artifacts, refused
+
+    pages, with_artifacts, refused = run(scenario())
+    first, second, third, fourth = tasks
+    assert [[t.id for t in page.tasks] for page in pages] == [
+        [str(third.pk), str(second.pk), str(first.pk)],
+        [str(fourth.pk)],
+    ]
+    assert [page.total_size for page in pages] == [4, 4]
+    assert all(not t.artifacts for page in pages for t in page.tasks)
+    assert [t.artifacts[0].parts[0].text for t in with_artifacts.tasks] == ["Done"] * 4
+    assert isinstance(refused, InvalidParamsError)
