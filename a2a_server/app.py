@@ -1,6 +1,8 @@
 """The /a2a door: public cards, then the bearer key of every other request, then the SDK's
 JSON-RPC and HTTP+JSON routes of one agent. Routed to by config/asgi.py."""
 
+import hashlib
+
 from a2a.auth.user import User
 from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
 from a2a.server.context import ServerCallContext
@@ -12,7 +14,7 @@ from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from infrastructure.errors import DomainError, error_body
@@ -27,6 +29,8 @@ from .handler import OrganizationRequestHandler
 A2A_PREFIX = "/a2a/"
 CARD_PATH = "/.well-known/agent-card.json"
 DIRECTORY_PATH = "/.well-known/agent-cards.json"
+# Seconds a card may be reused: short, for its availability extension.
+CARD_MAX_AGE = 30
 
 
 class CallerUser(User):
@@ -98,7 +102,18 @@ async def serve_card(request: Request, read_card, *args) -> JSONResponse:
         found = await read_off_loop(read_card, *args, site)
     except DomainError as exc:
         return refused(exc, 404)
-    return JSONResponse(found)
+    return cached(request, JSONResponse(found))
+
+
+def cached(request: Request, response: JSONResponse) -> Response:
+    """A card with its validator (ETag) and a short freshness: it carries live availability.
+    A request that holds the same card already is 304."""
+    etag = f'"{hashlib.sha256(response.body).hexdigest()[:32]}"'
+    headers = {"ETag": etag, "Cache-Control": f"public, max-age={CARD_MAX_AGE}"}
+    if etag in request.headers.get("if-none-match", ""):
+        return Response(status_code=304, headers=headers)
+    response.headers.update(headers)
+    return response
 
 
 async def agent_card(request: Request) -> JSONResponse:
