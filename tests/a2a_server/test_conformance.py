@@ -20,6 +20,7 @@ import pytest
 
 from a2a_server import conformance
 from organization.models import Organization
+from tasks.models import DecisionStatus, HumanDecision, Task
 from tests.organization.mcp.live import LiveServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -144,3 +145,32 @@ def test_the_conformance_agent_is_not_served_without_the_setting(live_url, setti
     answer = httpx.request(method, live_url + path, json={})
     assert answer.status_code == 404
     assert answer.json() == {"success": False, "code": "not_found", "error": "Not found."}
+
+
+def test_the_conformance_agent_takes_no_key_and_plays_on_real_tasks(live_url, settings):
+    settings.A2A_CONFORMANCE = True
+    base = f"{live_url}/a2a/{conformance.ORG_SLUG}/{conformance.AGENT_HANDLE}"
+    card = httpx.get(f"{base}/.well-known/agent-card.json").json()
+    assert "securityRequirements" not in card and "securitySchemes" not in card
+
+    def send(message_id: str, **extra) -> dict:
+        message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "Hi"}]}
+        body = {"message": {**message, **extra}}
+        answer = httpx.post(f"{base}/message:send", json=body, headers={"A2A-Version": "1.0"})
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    done = send("tck-complete-task-1")["task"]
+    asking = send("tck-input-required-1")["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert asking["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    task = Task.objects.get(pk=done["id"])
+    assert task.organization.slug == conformance.ORG_SLUG and task.assignee.handle == "tck"
+    assert task.created_by_agent is None and task.result == "Hello from TCK"
+    # A follow-up completes the waiting task; its question is withdrawn.
+    finished = send("tck-complete-task-2", taskId=asking["id"])["task"]
+    assert finished["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert HumanDecision.objects.get(task_id=asking["id"]).status == DecisionStatus.CANCELLED
+    assert send("tck-message-response-1")["message"]["parts"] == [
+        {"text": "Direct message response"}
+    ]
