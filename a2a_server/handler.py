@@ -123,7 +123,8 @@ class OrganizationRequestHandler(RequestHandler):
         return await settled(caller, task)
 
     async def on_get_task(self, params: pb.GetTaskRequest, context: ServerCallContext):
-        return await get(context.state["caller"], params.id)
+        length = params.history_length if params.HasField("history_length") else None
+        return await get(context.state["caller"], params.id, length)
 
     async def on_list_tasks(self, params: pb.ListTasksRequest, context: ServerCallContext):
         return await listed(context.state["caller"], context.state["agent"], params)

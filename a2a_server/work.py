@@ -34,6 +34,7 @@ from tasks.models import (
     DecisionStatus,
     HumanDecision,
     Task,
+    TaskComment,
     TaskEvent,
     TaskStatus,
 )
@@ -42,6 +43,8 @@ from tasks.selectors import task_for, tasks_visible_to, visible_task
 from tasks.serializers import TaskCreateSerializer
 
 TITLE_MAX = 200
+# The most messages of a task's conversation one answer carries.
+HISTORY_MAX = 100
 STATES = {
     TaskStatus.QUEUED: pb.TASK_STATE_SUBMITTED,
     TaskStatus.ASSIGNED: pb.TASK_STATE_SUBMITTED,
@@ -204,8 +207,52 @@ def send(caller: Caller, agent: Agent, message: pb.Message) -> pb.Task:
     return a2a_task(created)
 
 
-def get(caller: Caller, task_id: str) -> pb.Task:
-    return a2a_task(task_for(caller, task_id))
+def get(caller: Caller, task_id: str, history_length: int | None = 0) -> pb.Task:
+    """A task the caller may see, with the last `history_length` messages of its conversation
+    (None: all of them, up to HISTORY_MAX)."""
+    task = task_for(caller, task_id)
+    found = a2a_task(task)
+    if history_length != 0:
+        found.history.extend(histories([task], history_length)[task.pk])
+    return found
+
+
+def histories(tasks: list[Task], length: int | None) -> dict[int, list[pb.Message]]:
+    """Each task's conversation as messages, oldest first: the message that opened it (its
+    description, else its title) then its comments, the assignee's as the agent's; the last
+    `length` of them, at most HISTORY_MAX (one query)."""
+    if length is not None and length < 0:
+        raise InvalidParamsError("historyLength must not be negative.")
+    length = min(length if length is not None else HISTORY_MAX, HISTORY_MAX)
+    found = {
+        task.pk: [
+            pb.Message(
+                message_id=f"{task.pk}-opening",
+                role=pb.ROLE_USER,
+                task_id=str(task.pk),
+                context_id=str(task.pk),
+                parts=[pb.Part(text=task.description or task.title)],
+            )
+        ]
+        for task in tasks
+    }
+    holders = {task.pk: task.assignee_id for task in tasks}
+    for comment in TaskComment.objects.filter(task__in=tasks).order_by(
+        "task_id", "created_at", "pk"
+    ):
+        spoke = comment.author_id is not None and comment.author_id == holders[comment.task_id]
+        found[comment.task_id].append(
+            pb.Message(
+                message_id=f"comment-{comment.pk}",
+                role=pb.ROLE_AGENT if spoke else pb.ROLE_USER,
+                task_id=str(comment.task_id),
+                context_id=str(comment.task_id),
+                parts=[pb.Part(text=comment.body)],
+            )
+        )
+    return {
+        pk: messages[len(messages) - length :] if length else [] for pk, messages in found.items()
+    }
 
 
 def in_state(rows: QuerySet[Task], state: int) -> QuerySet[Task]:
@@ -239,7 +286,8 @@ def after_token(rows: QuerySet[Task], token: str) -> QuerySet[Task]:
 def listed(caller: Caller, agent: Agent, request: pb.ListTasksRequest) -> pb.ListTasksResponse:
     """The tasks held by or queued for `agent` that the caller may see, the latest status change
     first, a page at a time (`pageToken`); by `contextId` (a task id), `status` and
-    `statusTimestampAfter` when asked; artifacts only with `includeArtifacts`."""
+    `statusTimestampAfter` when asked; artifacts only with `includeArtifacts`, the conversation
+    only with `historyLength`."""
     if request.page_size < 0:
         raise InvalidParamsError("pageSize must be between 1 and 100.")
     rows = tasks_visible_to(caller).filter(Q(assignee=agent) | Q(queued_for=agent))
@@ -262,6 +310,10 @@ def listed(caller: Caller, agent: Agent, request: pb.ListTasksRequest) -> pb.Lis
     if not request.include_artifacts:
         for task in tasks:
             del task.artifacts[:]
+    if request.history_length:
+        conversations = histories(page, request.history_length)
+        for row, task in zip(page, tasks, strict=True):
+            task.history.extend(conversations[row.pk])
     return pb.ListTasksResponse(
         tasks=tasks,
         next_page_token=page_token(page[-1]) if more else "",

@@ -18,8 +18,10 @@ from a2a.utils.errors import (
 )
 from django.utils import timezone
 
+from organization.caller import caller_for_agent
 from tasks import services
 from tasks.models import (
+    ActorKind,
     HumanDecision,
     PolicyTrigger,
     RefusalCount,
@@ -27,6 +29,7 @@ from tasks.models import (
     TaskComment,
     TaskStatus,
 )
+from tasks.rules import Actor
 from tests.factories import give_tasks, make_agent, make_key, make_org
 from tests.infrastructure.test_auth_throttling import an_address
 from tests.organization.mcp.live import run
@@ -465,3 +468,30 @@ def test_list_tasks_pages_by_the_latest_status_change(live_url, acme, binding):
     assert all(not t.artifacts for page in pages for t in page.tasks)
     assert [t.artifacts[0].parts[0].text for t in with_artifacts.tasks] == ["Done"] * 4
     assert isinstance(refused, InvalidParamsError)
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_tasks_history_is_its_conversation_the_last_messages_asked(live_url, acme, binding):
+    ada = acme.agents.get(handle="ada")
+    (task,) = give_tasks(ada, 1)
+    Task.objects.filter(pk=task.pk).update(description="Write the report")
+    services.task_comment(task=task, actor=Actor.of(caller_for_agent(ada)), body="Which quarter?")
+    human = Actor(ActorKind.USER, "org-key:test")
+    services.task_comment(task=task, actor=human, body="Q3")
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key, binding)
+        return [
+            await client.get_task(pb.GetTaskRequest(id=str(task.pk), **length))
+            for length in ({}, {"history_length": 2}, {"history_length": 0})
+        ]
+
+    whole, last_two, none = run(scenario())
+    assert [(m.role, m.parts[0].text) for m in whole.history] == [
+        (pb.ROLE_USER, "Write the report"),
+        (pb.ROLE_AGENT, "Which quarter?"),
+        (pb.ROLE_USER, "Q3"),
+    ]
+    assert [m.parts[0].text for m in last_two.history] == ["Which quarter?", "Q3"]
+    assert list(none.history) == []
