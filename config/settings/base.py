@@ -110,6 +110,9 @@ A2A_REMOTE_MAX_WAIT_SECONDS = env_int(
 A2A_REMOTE_MAX_RESPONSE_BYTES = env_int(
     "A2A_REMOTE_MAX_RESPONSE_BYTES", 1024 * 1024, minimum=1024, maximum=64 * 1024 * 1024
 )
+# The A2A conformance kit's agent at /a2a/_conformance/tck/, which takes no key (docs/a2a.md):
+# for running the kit, never on a public server.
+A2A_CONFORMANCE = env_bool("A2A_CONFORMANCE", False)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS") + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
 
 INSTALLED_APPS = [
