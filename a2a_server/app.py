@@ -1,6 +1,8 @@
 """The /a2a door: public cards, then the bearer key of every other request, then the SDK's
 JSON-RPC and HTTP+JSON routes of one agent. Routed to by config/asgi.py."""
 
+import hashlib
+
 from a2a.auth.user import User
 from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
 from a2a.server.context import ServerCallContext
@@ -12,7 +14,7 @@ from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from infrastructure.errors import DomainError, error_body
@@ -21,12 +23,14 @@ from organization.auth import bearer_token
 from organization.caller import Caller, caller_for_key
 from organization.mcp_server.server import admit
 
-from . import cards, work
+from . import cards, conformance, work
 from .handler import OrganizationRequestHandler
 
 A2A_PREFIX = "/a2a/"
 CARD_PATH = "/.well-known/agent-card.json"
 DIRECTORY_PATH = "/.well-known/agent-cards.json"
+# Seconds a card may be reused: short, for its availability extension.
+CARD_MAX_AGE = 30
 
 
 class CallerUser(User):
@@ -53,6 +57,7 @@ class CallerContextBuilder(ServerCallContextBuilder):
             state={
                 "caller": caller,
                 "agent": request.state.agent,
+                "conformance": getattr(request.state, "conformance", False),
                 "headers": dict(request.headers),
             },
             requested_extensions=get_requested_extensions(
@@ -97,7 +102,18 @@ async def serve_card(request: Request, read_card, *args) -> JSONResponse:
         found = await read_off_loop(read_card, *args, site)
     except DomainError as exc:
         return refused(exc, 404)
-    return JSONResponse(found)
+    return cached(request, JSONResponse(found))
+
+
+def cached(request: Request, response: JSONResponse) -> Response:
+    """A card with its validator (ETag) and a short freshness: it carries live availability.
+    A request that holds the same card already is 304."""
+    etag = f'"{hashlib.sha256(response.body).hexdigest()[:32]}"'
+    headers = {"ETag": etag, "Cache-Control": f"public, max-age={CARD_MAX_AGE}"}
+    if etag in request.headers.get("if-none-match", ""):
+        return Response(status_code=304, headers=headers)
+    response.headers.update(headers)
+    return response
 
 
 async def agent_card(request: Request) -> JSONResponse:
@@ -135,8 +151,9 @@ class A2AApp:
         builder = CallerContextBuilder()
         agent_routes = [
             Route(CARD_PATH, agent_card, methods=["GET"]),
-            *create_jsonrpc_routes(handler, "/", context_builder=builder),
-            *create_rest_routes(handler, context_builder=builder),
+            # Both also take protocol 0.3 (its method names and /v1/ paths) for 0.3 clients.
+            *create_jsonrpc_routes(handler, "/", context_builder=builder, enable_v0_3_compat=True),
+            *create_rest_routes(handler, context_builder=builder, enable_v0_3_compat=True),
         ]
         self.routes = Starlette(
             routes=[
@@ -146,12 +163,31 @@ class A2AApp:
         )
 
     async def __call__(self, scope, receive, send) -> None:
-        if not is_public(scope["path"]):
+        if scope["path"].split("/")[2] == conformance.ORG_SLUG:
+            response = await self.conformance_gate(scope)
+        elif not is_public(scope["path"]):
             response = await self.gate(scope)
-            if response is not None:
-                await response(scope, receive, send)
-                return
+        else:
+            response = None
+        if response is not None:
+            await response(scope, receive, send)
+            return
         await self.routes(scope, receive, send)
+
+    async def conformance_gate(self, scope) -> JSONResponse | None:
+        """The conformance kit's agent: no key, only with A2A_CONFORMANCE (404 otherwise)."""
+        parts = scope["path"].split("/")
+        if not settings.A2A_CONFORMANCE:
+            return refusal(404, "Not found.", "not_found")
+        caller, agent = await read_off_loop(conformance.members)
+        if is_public(scope["path"]):
+            return None
+        if len(parts) < 4 or parts[3] != agent.handle:
+            return refusal(
+                404, f"Agent not found: {parts[3] if len(parts) > 3 else ''}", "agent_not_found"
+            )
+        scope.setdefault("state", {}).update(caller=caller, agent=agent, conformance=True)
+        return None
 
     async def gate(self, scope) -> JSONResponse | None:
         """The key, as /mcp's gate checks it (the address's failures, the key's rate, shared with

@@ -10,6 +10,8 @@ from organization.models import Agent, Organization
 from organization.workload import agents_with_workload, status_for
 from tasks.models import Task, TaskStatus
 
+from .conformance import ORG_SLUG
+
 PROTOCOL_VERSION = "1.0"
 CARD_VERSION = "0.1.0"
 AVAILABILITY_URI = "urn:agent-org:availability:v1"
@@ -80,9 +82,11 @@ def agent_card(agent: Agent, queue: int, site: str) -> pb.AgentCard:
     """The v1.0 card of `agent` (annotated with `current_workload`), its URLs under `site`."""
     org = agent.organization
     base = base_url_of(site, org, agent)
-    return pb.AgentCard(
+    card = pb.AgentCard(
         name=agent.name,
         description=f"{agent.role or 'Agent'} at {org.name}.",
+        # Only the 1.0 interfaces: a 0.3 one would add the 0.3 card's fields (`url`,
+        # `preferredTransport`…), which the v1.0 card schema does not admit.
         supported_interfaces=[
             pb.AgentInterface(
                 url=f"{base}/", protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION
@@ -97,20 +101,22 @@ def agent_card(agent: Agent, queue: int, site: str) -> pb.AgentCard:
         capabilities=pb.AgentCapabilities(
             streaming=True, push_notifications=False, extensions=[availability(agent, queue)]
         ),
-        security_schemes={
-            SCHEME: pb.SecurityScheme(
+        default_input_modes=MODES,
+        default_output_modes=MODES,
+        skills=skills_of(agent),
+    )
+    if org.slug != ORG_SLUG:  # the conformance kit's agent takes no key
+        card.security_schemes[SCHEME].CopyFrom(
+            pb.SecurityScheme(
                 http_auth_security_scheme=pb.HTTPAuthSecurityScheme(
                     scheme="Bearer",
                     bearer_format="ao_<prefix>_<secret>",
                     description="An Agent Org API key: an agent's acts as it, an organization's as a human.",
                 )
             )
-        },
-        security_requirements=[pb.SecurityRequirement(schemes={SCHEME: pb.StringList()})],
-        default_input_modes=MODES,
-        default_output_modes=MODES,
-        skills=skills_of(agent),
-    )
+        )
+        card.security_requirements.append(pb.SecurityRequirement(schemes={SCHEME: pb.StringList()}))
+    return card
 
 
 def card_json(org_slug: str, handle: str, site: str) -> dict:

@@ -21,7 +21,7 @@ from django.db import close_old_connections
 
 from infrastructure.errors import DomainError, NotFound
 
-from . import work
+from . import conformance, work
 
 
 def off_the_loop(function):
@@ -101,17 +101,30 @@ class OrganizationRequestHandler(RequestHandler):
     """SendMessage, GetTask, ListTasks, CancelTask, SendStreamingMessage and SubscribeToTask;
     push notification configs unsupported."""
 
+    async def sent(self, params: pb.SendMessageRequest, context: ServerCallContext) -> pb.Task:
+        """The message as a task (or a comment on one); the conformance agent then plays its
+        part on it."""
+        work.check_message(params.message)
+        caller, agent = context.state["caller"], context.state["agent"]
+        task = await send(caller, agent, params.message)
+        if context.state.get("conformance") and task.status.state != pb.TASK_STATE_REJECTED:
+            message_id = params.message.message_id
+            await conformance.play(agent, task.id, message_id)
+            task = conformance.dressed(await get(caller, task.id), message_id)
+        return task
+
     async def on_message_send(self, params: pb.SendMessageRequest, context: ServerCallContext):
-        if not work.text_of(params.message):
-            raise InvalidParamsError("The message has no text.")
+        if context.state.get("conformance") and (reply := conformance.reply_to(params.message)):
+            return reply
         caller = context.state["caller"]
-        task = await send(caller, context.state["agent"], params.message)
+        task = await self.sent(params, context)
         if params.configuration.return_immediately:
             return task
         return await settled(caller, task)
 
     async def on_get_task(self, params: pb.GetTaskRequest, context: ServerCallContext):
-        return await get(context.state["caller"], params.id)
+        length = params.history_length if params.HasField("history_length") else None
+        return await get(context.state["caller"], params.id, length)
 
     async def on_list_tasks(self, params: pb.ListTasksRequest, context: ServerCallContext):
         return await listed(context.state["caller"], context.state["agent"], params)
@@ -120,10 +133,11 @@ class OrganizationRequestHandler(RequestHandler):
         return await cancel(context.state["caller"], params.id)
 
     async def on_message_send_stream(self, params: pb.SendMessageRequest, context):
-        if not work.text_of(params.message):
-            raise InvalidParamsError("The message has no text.")
+        if context.state.get("conformance") and (reply := conformance.reply_to(params.message)):
+            yield reply
+            return
         caller = context.state["caller"]
-        task = await send(caller, context.state["agent"], params.message)
+        task = await self.sent(params, context)
         async for event in following(caller, task):
             yield event
 

@@ -4,8 +4,14 @@ Synchronous (the ORM); the request handler runs these off the event loop.
 """
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 from a2a.types import a2a_pb2 as pb
+from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    UnsupportedOperationError,
+)
 from django.db.models import Q, QuerySet
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Value
@@ -28,6 +34,7 @@ from tasks.models import (
     DecisionStatus,
     HumanDecision,
     Task,
+    TaskComment,
     TaskEvent,
     TaskStatus,
 )
@@ -36,6 +43,8 @@ from tasks.selectors import task_for, tasks_visible_to, visible_task
 from tasks.serializers import TaskCreateSerializer
 
 TITLE_MAX = 200
+# The most messages of a task's conversation one answer carries.
+HISTORY_MAX = 100
 STATES = {
     TaskStatus.QUEUED: pb.TASK_STATE_SUBMITTED,
     TaskStatus.ASSIGNED: pb.TASK_STATE_SUBMITTED,
@@ -96,7 +105,9 @@ def a2a_task(task: Task, waiting: set[int] | None = None) -> pb.Task:
         status.message.CopyFrom(agent_message(reason_of(task), task_id=task_id))
     found = pb.Task(id=task_id, context_id=task_id, status=status)
     if task.status == TaskStatus.COMPLETED:
-        parts = [pb.Part(text=task.result)]
+        parts = []
+        if task.result or task.result_data is None:
+            parts.append(pb.Part(text=task.result))
         if task.result_data is not None:
             parts.append(pb.Part(data=json_value(task.result_data)))
         found.artifacts.append(
@@ -117,6 +128,18 @@ def rejected(exc: DomainError) -> pb.Task:
 
 def text_of(message: pb.Message) -> str:
     return "\n".join(part.text for part in message.parts if part.HasField("text")).strip()
+
+
+def check_message(message: pb.Message) -> None:
+    """A message's parts are text (and JSON data): a file is not taken, nor a message without
+    text."""
+    for part in message.parts:
+        if part.HasField("raw") or part.HasField("url"):
+            raise ContentTypeNotSupportedError(
+                f"This agent takes text, not files ({part.media_type or 'no media type'})."
+            )
+    if not text_of(message):
+        raise InvalidParamsError("The message has no text.")
 
 
 def known_task(caller: Caller, context_id: str) -> Task | None:
@@ -144,10 +167,26 @@ def task_fields(text: str) -> dict:
     }
 
 
+def continued_task(caller: Caller, message: pb.Message) -> Task | None:
+    """The task a message continues: the one its taskId names (not found if the caller may not
+    see it; its contextId, when given, must be the task's; an ended task takes no message), else
+    the one its contextId names, if any."""
+    if not message.task_id:
+        return known_task(caller, message.context_id)
+    task = task_for(caller, message.task_id)
+    if message.context_id and message.context_id != str(task.pk):
+        raise InvalidParamsError(
+            f"contextId {message.context_id} is not the context of task {task.pk}."
+        )
+    if task.status in FINISHED_STATUSES:
+        raise UnsupportedOperationError(f"Task {task.pk} is {task.status}: it takes no message.")
+    return task
+
+
 def send(caller: Caller, agent: Agent, message: pb.Message) -> pb.Task:
-    """A message to `agent`: a comment on the task its contextId names, else a new task for it."""
+    """A message to `agent`: a comment on the task it continues, else a new task for it."""
     text = text_of(message)
-    task = known_task(caller, message.context_id or message.task_id)
+    task = continued_task(caller, message)
     fields = task_fields(text)
     try:
         # No transaction around: the services hold their own, as at the REST door (a gated
@@ -168,8 +207,52 @@ def send(caller: Caller, agent: Agent, message: pb.Message) -> pb.Task:
     return a2a_task(created)
 
 
-def get(caller: Caller, task_id: str) -> pb.Task:
-    return a2a_task(task_for(caller, task_id))
+def get(caller: Caller, task_id: str, history_length: int | None = 0) -> pb.Task:
+    """A task the caller may see, with the last `history_length` messages of its conversation
+    (None: all of them, up to HISTORY_MAX)."""
+    task = task_for(caller, task_id)
+    found = a2a_task(task)
+    if history_length != 0:
+        found.history.extend(histories([task], history_length)[task.pk])
+    return found
+
+
+def histories(tasks: list[Task], length: int | None) -> dict[int, list[pb.Message]]:
+    """Each task's conversation as messages, oldest first: the message that opened it (its
+    description, else its title) then its comments, the assignee's as the agent's; the last
+    `length` of them, at most HISTORY_MAX (one query)."""
+    if length is not None and length < 0:
+        raise InvalidParamsError("historyLength must not be negative.")
+    length = min(length if length is not None else HISTORY_MAX, HISTORY_MAX)
+    found = {
+        task.pk: [
+            pb.Message(
+                message_id=f"{task.pk}-opening",
+                role=pb.ROLE_USER,
+                task_id=str(task.pk),
+                context_id=str(task.pk),
+                parts=[pb.Part(text=task.description or task.title)],
+            )
+        ]
+        for task in tasks
+    }
+    holders = {task.pk: task.assignee_id for task in tasks}
+    for comment in TaskComment.objects.filter(task__in=tasks).order_by(
+        "task_id", "created_at", "pk"
+    ):
+        spoke = comment.author_id is not None and comment.author_id == holders[comment.task_id]
+        found[comment.task_id].append(
+            pb.Message(
+                message_id=f"comment-{comment.pk}",
+                role=pb.ROLE_AGENT if spoke else pb.ROLE_USER,
+                task_id=str(comment.task_id),
+                context_id=str(comment.task_id),
+                parts=[pb.Part(text=comment.body)],
+            )
+        )
+    return {
+        pk: messages[len(messages) - length :] if length else [] for pk, messages in found.items()
+    }
 
 
 def in_state(rows: QuerySet[Task], state: int) -> QuerySet[Task]:
@@ -181,20 +264,61 @@ def in_state(rows: QuerySet[Task], state: int) -> QuerySet[Task]:
     return rows.filter(status__in=statuses).exclude(pending)
 
 
+PAGE_SIZE, PAGE_MAX = 50, 100
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
+
+
+def page_token(task: Task) -> str:
+    """Where the next page starts: after this task, in status-timestamp order."""
+    return f"{(task.updated_at - EPOCH) // MICROSECOND}.{task.pk}"
+
+
+def after_token(rows: QuerySet[Task], token: str) -> QuerySet[Task]:
+    try:
+        micros, pk = (int(part) for part in token.split("."))
+        updated = EPOCH + micros * MICROSECOND
+    except (ValueError, OverflowError):
+        raise InvalidParamsError(f"pageToken {token[:50]!r} is not one this server gave.") from None
+    return rows.filter(Q(updated_at__lt=updated) | Q(updated_at=updated, pk__lt=pk))
+
+
 def listed(caller: Caller, agent: Agent, request: pb.ListTasksRequest) -> pb.ListTasksResponse:
-    """The tasks held by or queued for `agent` that the caller may see, newest first; by
-    `contextId` (a task id) and `status` when asked."""
+    """The tasks held by or queued for `agent` that the caller may see, the latest status change
+    first, a page at a time (`pageToken`); by `contextId` (a task id), `status` and
+    `statusTimestampAfter` when asked; artifacts only with `includeArtifacts`, the conversation
+    only with `historyLength`."""
+    if request.page_size < 0:
+        raise InvalidParamsError("pageSize must be between 1 and 100.")
     rows = tasks_visible_to(caller).filter(Q(assignee=agent) | Q(queued_for=agent))
     if request.context_id:
         rows = rows.filter(pk=parse_id(request.context_id) or 0)
     if request.status:
         rows = in_state(rows, request.status)
-    rows = rows.order_by("-created_at", "-pk")
+    if request.HasField("status_timestamp_after"):
+        after = request.status_timestamp_after.ToDatetime(tzinfo=UTC)
+        rows = rows.filter(updated_at__gt=after)
     total = rows.count()
-    page = list(rows[: request.page_size or 50])
+    rows = rows.order_by("-updated_at", "-pk")
+    if request.page_token:
+        rows = after_token(rows, request.page_token)
+    size = min(request.page_size or PAGE_SIZE, PAGE_MAX)
+    page = list(rows[: size + 1])
+    more, page = len(page) > size, page[:size]
     waiting = waiting_on_a_human(page)
+    tasks = [a2a_task(task, waiting) for task in page]
+    if not request.include_artifacts:
+        for task in tasks:
+            del task.artifacts[:]
+    if request.history_length:
+        conversations = histories(page, request.history_length)
+        for row, task in zip(page, tasks, strict=True):
+            task.history.extend(conversations[row.pk])
     return pb.ListTasksResponse(
-        tasks=[a2a_task(task, waiting) for task in page], page_size=len(page), total_size=total
+        tasks=tasks,
+        next_page_token=page_token(page[-1]) if more else "",
+        page_size=len(tasks),
+        total_size=total,
     )
 
 

@@ -2,17 +2,22 @@
 
 `--workers` uvicorn processes, each on its own SO_REUSEPORT socket, under a parent that restarts
 one that dies (all stop if one dies early: a broken configuration) and stops them on SIGTERM.
+The workers write their Prometheus samples to one directory the parent empties at start, so any
+of them answers `/metrics` for all (prometheus_client's multiprocess mode).
 """
 
 import argparse
 import ctypes
 import errno
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 EARLY_DEATH_SECONDS = 5
 STOP_GRACE_SECONDS = 15
@@ -107,8 +112,22 @@ def die_with_parent() -> None:
         pass
 
 
+def metrics_directory() -> tuple[Path, bool]:
+    """PROMETHEUS_MULTIPROC_DIR emptied of the samples a previous server left (counters start
+    from zero with the server, as Prometheus expects), or a new directory of our own (True: the
+    server removes it when it stops)."""
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip()
+    if not given:
+        return Path(tempfile.mkdtemp(prefix="agent-org-metrics-")), True
+    directory = Path(given)
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        stale.unlink()
+    return directory, False
+
+
 class Workers:
-    def __init__(self, host: str, port: int, count: int):
+    def __init__(self, host: str, port: int, count: int, metrics_dir: Path):
         self.command = [
             sys.executable,
             "-m",
@@ -121,9 +140,12 @@ class Workers:
         ]
         self.processes: list[tuple[subprocess.Popen, float]] = []
         self.count = count
+        self.metrics_dir = metrics_dir
+        self.env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
 
     def start_one(self) -> tuple[subprocess.Popen, float]:
-        return subprocess.Popen(self.command, preexec_fn=die_with_parent), time.monotonic()
+        process = subprocess.Popen(self.command, env=self.env, preexec_fn=die_with_parent)
+        return process, time.monotonic()
 
     def start(self) -> None:
         self.processes = [self.start_one() for _ in range(self.count)]
@@ -139,6 +161,7 @@ class Workers:
             print(
                 f"serve: worker {process.pid} exited ({process.returncode}), restarting", flush=True
             )
+            mark_dead(self.metrics_dir, process.pid)
             self.processes[index] = self.start_one()
         return True
 
@@ -154,6 +177,13 @@ class Workers:
                 process.kill()
 
 
+def mark_dead(metrics_dir: Path, pid: int) -> None:
+    """Drops a dead worker's live gauges; its counters stay in the sums."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(pid, str(metrics_dir))
+
+
 def supervise(host: str, port: int, count: int) -> int:
     problem = cannot_listen(host, port)
     if problem:
@@ -162,14 +192,19 @@ def supervise(host: str, port: int, count: int) -> int:
     stopping: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
     signal.signal(signal.SIGINT, lambda signum, frame: stopping.append(signum))
-    workers = Workers(host, port, count)
-    workers.start()
-    print(f"serve: {count} worker(s) on http://{host}:{port}", flush=True)
-    healthy = True
-    while not stopping and healthy:
-        healthy = workers.replace_dead()
-        time.sleep(0.2)
-    workers.stop()
+    metrics_dir, own = metrics_directory()
+    workers = Workers(host, port, count, metrics_dir)
+    try:
+        workers.start()
+        print(f"serve: {count} worker(s) on http://{host}:{port}", flush=True)
+        healthy = True
+        while not stopping and healthy:
+            healthy = workers.replace_dead()
+            time.sleep(0.2)
+        workers.stop()
+    finally:
+        if own:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0 if healthy else 1
 
 

@@ -1,17 +1,20 @@
 """`/metrics`: the organizations' own series in Prometheus' text format, read from the database at
-scrape time, so every web process answers the same whatever process did the work.
+scrape time, so every web process answers the same whatever process did the work; with them the
+HTTP and database series of django-prometheus, summed over the server's processes.
 
 Served only with METRICS_TOKEN set, and only to `Authorization: Bearer <METRICS_TOKEN>`
 (docs/observability.md lists the series)."""
 
 import hmac
+import os
 
 from django.conf import settings
 from django.db.models import Count, Min, Sum
 from django.http import Http404, HttpResponse
 from django.utils import timezone
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from costs.models import MONTHLY_SCOPES, Budget, UsageRecord
@@ -152,8 +155,19 @@ def _budgets_remaining(now) -> GaugeMetricFamily:
     return remaining
 
 
-REGISTRY = CollectorRegistry(auto_describe=False)
-REGISTRY.register(OrganizationCollector())
+ORGANIZATIONS = CollectorRegistry(auto_describe=False)
+ORGANIZATIONS.register(OrganizationCollector())
+
+
+def process_series() -> bytes:
+    """django-prometheus' series: under `config.serve` (PROMETHEUS_MULTIPROC_DIR, which it sets)
+    every server process's samples summed from their files, else this process's own."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not directory:
+        return generate_latest(REGISTRY)
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=directory)
+    return generate_latest(registry)
 
 
 def metrics(request) -> HttpResponse:
@@ -169,4 +183,6 @@ def metrics(request) -> HttpResponse:
             content_type="text/plain",
             headers={"WWW-Authenticate": 'Bearer realm="metrics"'},
         )
-    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(
+        generate_latest(ORGANIZATIONS) + process_series(), content_type=CONTENT_TYPE_LATEST
+    )

@@ -35,8 +35,7 @@ class Caller:
             return f"user:{self.user.get_username()}"
         if self.api_key is not None:
             return f"org-key:{self.api_key.prefix}"
-        # The organization acting of its own accord: an approved move a routine asked for.
-        return "organization"
+        return "system"
 
     def require_agent(self) -> Agent:
         if self.agent is None:
@@ -52,8 +51,8 @@ class Caller:
             )
 
 
-# One builder per door: an API key (REST and MCP), a member (the REST session, the admin), and
-# code that acts as an agent of its own accord (the demo seeding a session).
+# One builder per door: an API key (REST and MCP), a member (the REST session, the admin), a
+# management command, and code that acts as an agent of its own accord (the demo's sessions).
 
 
 def caller_for_key(key: ApiKey) -> Caller:
@@ -69,6 +68,11 @@ def caller_for_member(user, organization: Organization) -> Caller:
 def caller_for_admin(request, organization: Organization) -> Caller:
     """A staff user acting in the admin for `organization` (its scoping is the admin's)."""
     return caller_for_member(request.user, organization)
+
+
+def caller_for_command(organization: Organization) -> Caller:
+    """The organization's humans acting from a management command (no key, no user): "system"."""
+    return Caller(organization=organization)
 
 
 def caller_for_agent(agent: Agent) -> Caller:

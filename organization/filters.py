@@ -34,7 +34,8 @@ class AgentFilter(django_filters.FilterSet):
         method="filter_hierarchy_role",
     )
     runtime = django_filters.ChoiceFilter(
-        choices=AgentRuntime.choices, help_text="external (it calls us) or managed (we run it)."
+        choices=AgentRuntime.choices,
+        help_text="external (it calls us), managed (we run it) or a2a (a remote A2A agent).",
     )
 
     class Meta:

@@ -2,6 +2,7 @@
 
 from datetime import datetime
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.dispatch import Signal
@@ -9,7 +10,7 @@ from django.utils import timezone
 
 from infrastructure.errors import Conflict
 
-from . import workload
+from . import remote_a2a, workload
 from .auth import generate_key
 from .caller import Caller
 from .hierarchy import drop_default_supervisor
@@ -86,6 +87,45 @@ def agent_room_changed(*, agent: Agent) -> None:
     """An agent was resumed or given more capacity by hand: hand it the queued tasks that fit."""
     with transaction.atomic():
         agent_gained_room.send(sender=Agent, agent=agent)
+
+
+def agent_take_card(agent: Agent, card: dict) -> list[str]:
+    """A remote A2A agent's card just fetched (`remote_a2a.fetch_card`), put on the agent for
+    its save to write; returns the card's skills as the agent's expertise."""
+    agent.a2a_card, agent.a2a_card_fetched_at = card, timezone.now()
+    agent.expertise = remote_a2a.expertise_of(card)
+    return agent.expertise
+
+
+def agent_card_checked(agent: Agent) -> None:
+    """A door saving a remote A2A agent (an import): its card fetched and checked now and put on
+    the agent for its save; a URL the outbound rule refuses, or no card, is a ValidationError
+    on `a2a_card_url`."""
+    try:
+        remote_a2a.validate_card_url(agent.a2a_card_url)
+        card = remote_a2a.fetch_card(agent.a2a_card_url)
+    except ValidationError as exc:
+        raise ValidationError({"a2a_card_url": exc.messages}) from exc
+    except remote_a2a.CardRefused as exc:
+        raise ValidationError({"a2a_card_url": str(exc)}) from exc
+    agent_take_card(agent, card)
+
+
+def agent_card_refresh(*, agent: Agent) -> Agent:
+    """Fetch a remote A2A agent's card again and store it, its skills as expertise (CardRefused
+    when it no longer is a card we can use: the stored one is kept). Fetched before the
+    transaction: no connection is held while the remote answers."""
+    card = remote_a2a.fetch_card(agent.a2a_card_url)
+    agent_take_card(agent, card)
+    with transaction.atomic():
+        Agent.objects.filter(pk=agent.pk).update(
+            a2a_card=agent.a2a_card,
+            a2a_card_fetched_at=agent.a2a_card_fetched_at,
+            expertise=agent.expertise,
+            updated_at=timezone.now(),
+        )
+        record_changes(Agent.objects.filter(pk=agent.pk))
+    return agent
 
 
 @transaction.atomic

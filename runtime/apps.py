@@ -16,6 +16,7 @@ def check_run_time_limit() -> None:
     """A run's task must end before Redis would deliver it again (its lease makes a copy back
     off, but every long run would be sent twice)."""
     check_visibility_outlasts("RUNTIME_RUN_TIME_LIMIT", "runs")
+    check_visibility_outlasts("A2A_REMOTE_MAX_WAIT_SECONDS", "deliveries to remote A2A agents")
 
 
 class RuntimeConfig(AppConfig):

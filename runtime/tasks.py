@@ -12,6 +12,7 @@ from infrastructure.atomic import DATABASE_GONE
 
 from .apps import SWEEP_RUNS_TASK
 from .models import RUN_AGENT_TASK
+from .remote_a2a import SEND_TASK, time_limit
 
 
 @shared_task(
@@ -47,6 +48,25 @@ def run_agent(self, run_id: int) -> str:
         backoff = settings.RUNTIME_BUDGET_WAIT_SECONDS * 2 ** min(self.request.retries, 16)
         countdown = min(backoff, settings.RUNTIME_LEASE_SECONDS) * random.uniform(0.5, 1.0)  # noqa: S311
         raise self.retry(countdown=countdown)
+    return outcome
+
+
+@shared_task(
+    bind=True,
+    name=SEND_TASK,
+    # At-least-once, as a run: a delivery whose worker died is taken again, and finds the task
+    # in progress (runtime/remote_a2a.py blocks it once no delivery can still be under way).
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,
+    time_limit=time_limit(),
+)
+def send_to_remote_a2a(self, task_id: int, trigger: str = "") -> str:
+    from .remote_a2a import UnderWay, deliver
+
+    outcome = deliver(task_id, trigger)
+    if isinstance(outcome, UnderWay):
+        raise self.retry(countdown=outcome.seconds)
     return outcome
 
 

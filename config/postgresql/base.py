@@ -1,12 +1,13 @@
 """Django's PostgreSQL backend, with a pool that never hands out a connection the server closed:
 each is checked as it leaves the pool by polling its socket (no round trip), since after a
-restart psycopg's pool gives out dead connections unchecked.
+restart psycopg's pool gives out dead connections unchecked. Counted by django-prometheus
+(connections, statements, errors, durations: docs/observability.md).
 """
 
 import select
 
 from django.db.backends.base.base import NO_DB_ALIAS
-from django.db.backends.postgresql import base
+from django_prometheus.db.backends.postgresql import base
 from psycopg_pool import ConnectionPool
 
 
@@ -34,7 +35,8 @@ class LivePool(ConnectionPool):
 class DatabaseWrapper(base.DatabaseWrapper):
     @property
     def pool(self):
-        # Django's own property, building a LivePool (settings.py keeps CONN_MAX_AGE off).
+        # Django's own property (django-prometheus' wrapper leaves it as is), building a LivePool
+        # (settings.py keeps CONN_MAX_AGE off).
         pool_options = self.settings_dict["OPTIONS"].get("pool")
         if self.alias == NO_DB_ALIAS or not pool_options:
             return None

@@ -101,6 +101,18 @@ MCP_ALLOWED_ORIGINS = env_list(
 MCP_STATELESS = env_bool("MCP_STATELESS", True)
 # How long a blocking A2A SendMessage waits for its task to end or need input (docs/a2a.md).
 A2A_BLOCKING_TIMEOUT_SECONDS = env_int("A2A_BLOCKING_TIMEOUT_SECONDS", 30, minimum=0, maximum=600)
+# A remote A2A agent (runtime a2a, docs/a2a.md#remote-a2a-agents): each call's timeout, how long
+# a task sent to it is followed at most, and the most bytes one of its answers may have.
+A2A_REMOTE_TIMEOUT_SECONDS = env_int("A2A_REMOTE_TIMEOUT_SECONDS", 10, minimum=1, maximum=120)
+A2A_REMOTE_MAX_WAIT_SECONDS = env_int(
+    "A2A_REMOTE_MAX_WAIT_SECONDS", 900, minimum=1, maximum=24 * 3600
+)
+A2A_REMOTE_MAX_RESPONSE_BYTES = env_int(
+    "A2A_REMOTE_MAX_RESPONSE_BYTES", 1024 * 1024, minimum=1024, maximum=64 * 1024 * 1024
+)
+# The A2A conformance kit's agent at /a2a/_conformance/tck/, which takes no key (docs/a2a.md):
+# for running the kit, never on a public server.
+A2A_CONFORMANCE = env_bool("A2A_CONFORMANCE", False)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS") + ([PUBLIC_ORIGIN] if PUBLIC_ORIGIN else [])
 
 INSTALLED_APPS = [
@@ -127,10 +139,15 @@ INSTALLED_APPS = [
     "collaboration",
     "routines",
     "runtime",
+    # An organization as a file (export_org, import_org, the admin's export and import).
+    "portability",
     "console",
 ]
 
 MIDDLEWARE = [
+    # Counts requests, responses and their latency for /metrics (django-prometheus); first and,
+    # with its pair below, around everything else.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's static files under uvicorn/gunicorn without a separate web server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -148,6 +165,9 @@ MIDDLEWARE = [
     "simple_history.middleware.HistoryRequestMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Requests by view, method and status (django-prometheus); before axes, so a lockout it
+    # answers is counted too.
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
     # Answers a locked-out admin login (django-axes); last, as its documentation asks.
     "axes.middleware.AxesMiddleware",
 ]

@@ -91,7 +91,14 @@ if _POSTGRESQL and not env_bool("DATABASE_JIT", False):
 # Lets several test runs share one PostgreSQL server without dropping each other's database.
 if env_str("TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME")}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+# The backends counted by django-prometheus (connections, statements, errors, durations on
+# /metrics); config.postgresql is one already.
+DATABASES["default"]["ENGINE"] = {
+    "django.db.backends.postgresql": "django_prometheus.db.backends.postgresql",
+    "django.db.backends.sqlite3": "django_prometheus.db.backends.sqlite3",
+}.get(DATABASES["default"]["ENGINE"], DATABASES["default"]["ENGINE"])
+if _SQLITE:
     # SQLite serialises writers; a busy timeout lets the worker and the server share the file.
     # A transaction takes the write lock as it begins (IMMEDIATE): one that read first and then
     # wrote could not upgrade its lock while another process wrote, and failed at once ("database

@@ -10,11 +10,17 @@ from django.utils.html import format_html
 from infrastructure.errors import DomainError
 from infrastructure.inputs import parse_id
 
-from .. import registry
+from .. import registry, remote_a2a
 from ..caller import caller_for_admin
 from ..hierarchy import role_delete, role_set
 from ..models import Agent, AgentRole, AgentRuntime, AgentStatus, HierarchyRole, Organization
-from ..services import agent_delete, agent_open_work, agent_room_changed, agent_set_paused
+from ..services import (
+    agent_delete,
+    agent_open_work,
+    agent_room_changed,
+    agent_set_paused,
+    agent_take_card,
+)
 from ..workload import at_capacity, offline_with_work, status_for, with_status, workload_count
 from .display import HumanChoicesFilter, badge, human, two_lines
 from .forms import ExpertiseField, OrgUniqueNameForm, expertise_words
@@ -131,6 +137,13 @@ class AgentForm(OrgUniqueNameForm):
         help_text="Optional: notified of new work (signed with the organization's secret).",
     )
     allowed_tools = AllowedToolsField()
+    a2a_card_url = forms.URLField(
+        label="A2A card URL",
+        required=False,
+        max_length=500,
+        assume_scheme="https",
+        help_text=Agent._meta.get_field("a2a_card_url").help_text,
+    )
 
     class Meta:
         model = Agent
@@ -155,6 +168,8 @@ class AgentForm(OrgUniqueNameForm):
             "runtime",
             "max_turns",
             "allowed_tools",
+            "a2a_card_url",
+            "a2a_token_env",
         ]
 
     def __init__(self, *args, **kwargs):
@@ -176,6 +191,29 @@ class AgentForm(OrgUniqueNameForm):
         if unknown:
             raise forms.ValidationError(f"Unknown tool(s): {', '.join(unknown)}.")
         return names
+
+    def clean(self):
+        cleaned = super().clean()
+        # A remote A2A agent's card is fetched and checked at every save; its skills are the
+        # agent's expertise. A URL the outbound rule refuses is the model's error to report.
+        url = cleaned.get("a2a_card_url")
+        if (
+            cleaned.get("runtime") == AgentRuntime.A2A
+            and url
+            and not self.has_error("a2a_card_url")
+        ):
+            try:
+                remote_a2a.validate_card_url(url)
+            except forms.ValidationError:
+                return cleaned
+            try:
+                card = remote_a2a.fetch_card(url)
+            except remote_a2a.CardRefused as exc:
+                self.add_error("a2a_card_url", str(exc))
+                cleaned["a2a_card_url"] = url  # the model's own checks read it: one error
+                return cleaned
+            cleaned["expertise"] = agent_take_card(self.instance, card)
+        return cleaned
 
 
 @admin.register(Agent)
@@ -231,6 +269,15 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
                 ],
             },
         ),
+        (
+            "Remote A2A agent",
+            {
+                "description": "For the runtime “remote A2A agent”: its tasks are sent to the A2A "
+                "agent of this card (docs/a2a.md, Remote A2A agents); its skills become the "
+                "expertise above.",
+                "fields": ["a2a_card_url", "a2a_token_env", "a2a_card_summary"],
+            },
+        ),
     ]
 
     def get_queryset(self, request):
@@ -238,7 +285,7 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
         return super().get_queryset(request).annotate(current_workload=workload_count())
 
     def get_readonly_fields(self, request, obj=None):
-        readonly = tuple(super().get_readonly_fields(request, obj))
+        readonly = (*super().get_readonly_fields(request, obj), "a2a_card_summary")
         # The id is the agent's identity in its tasks' audit trail: fixed once it exists (the
         # model refuses a changed one too, whatever the form posts).
         return readonly + ("handle",) if obj is not None else readonly
@@ -251,12 +298,30 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
 
     @admin.display(description="agent", ordering="name")
     def agent_cell(self, agent):
-        managed = agent.runtime == AgentRuntime.MANAGED
+        runs = {AgentRuntime.MANAGED: "managed", AgentRuntime.A2A: "remote A2A"}
+        runtime = runs.get(agent.runtime)
         return format_html(
             '<strong>{}</strong><br><span class="quiet">{}</span>{}',
             agent.name,
             agent.handle,
-            format_html(' <span class="quiet">· managed</span>') if managed else "",
+            format_html(' <span class="quiet">· {}</span>', runtime) if runtime else "",
+        )
+
+    @admin.display(description="card as fetched")
+    def a2a_card_summary(self, agent):
+        card = agent.a2a_card if agent is not None else None
+        if not card:
+            return "—"
+        interfaces = ", ".join(
+            f"{i.get('protocolBinding', '?')} {i.get('url', '')}"
+            for i in card.get("supportedInterfaces", [])
+        )
+        return format_html(
+            '<strong>{}</strong> {}<br>{}<br><span class="quiet">fetched {}</span>',
+            card.get("name", ""),
+            card.get("version", ""),
+            interfaces,
+            agent.a2a_card_fetched_at,
         )
 
     @admin.display(description="job title · team", ordering="role")

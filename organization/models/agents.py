@@ -8,6 +8,7 @@ from django.db import models
 from infrastructure.prepared import quoted_in_json_text
 
 from ..history import audited
+from ..remote_a2a import validate_card_url
 from ..webhooks import validate_webhook_url
 from .expertise import validate_expertise
 from .organizations import Organization, Team
@@ -27,10 +28,12 @@ class AgentStatus(models.TextChoices):
 
 class AgentRuntime(models.TextChoices):
     """Who runs the agent (issue 11 §2): `external` calls us over REST, call-tool or MCP;
-    `managed` is woken by the runtime app when work reaches it, and driven with its LLM settings."""
+    `managed` is woken by the runtime app when work reaches it, and driven with its LLM settings;
+    `a2a` is a remote A2A agent its work is sent to (issue 38 §2, runtime/remote_a2a.py)."""
 
     EXTERNAL = "external"
     MANAGED = "managed"
+    A2A = "a2a", "remote A2A agent"
 
 
 # A managed agent's model calls per run (issue 11 §2: 8 by default).
@@ -48,6 +51,17 @@ def validate_allowed_tools(value) -> None:
         raise ValidationError("Allowed tools must be a list of tool names (or empty for all).")
     if len(value) > ALLOWED_TOOLS_MAX_ITEMS or len(set(value)) != len(value):
         raise ValidationError(f"At most {ALLOWED_TOOLS_MAX_ITEMS} tool names, each listed once.")
+
+
+# The environment variables a remote A2A agent's token may come from: only those named for it,
+# so that no one editing an agent can have another secret of the service (SECRET_KEY, a
+# database URL, an LLM key) sent as a bearer token to a server of their choosing.
+TOKEN_ENV_PREFIX = "A2A_TOKEN_"
+TOKEN_ENV_VALIDATOR = RegexValidator(
+    rf"^{TOKEN_ENV_PREFIX}[A-Z0-9_]+$",
+    f"The name of an environment variable starting with {TOKEN_ENV_PREFIX}, in capitals, "
+    f"digits and underscores (e.g. {TOKEN_ENV_PREFIX}BILLING).",
+)
 
 
 def handle_is_fixed_message(handle: str) -> str:
@@ -143,8 +157,29 @@ class Agent(models.Model):
         choices=AgentRuntime.choices,
         default=AgentRuntime.EXTERNAL,
         help_text="external: the agent calls us. managed: we run it with its LLM settings, "
-        "woken when work reaches it.",
+        "woken when work reaches it. remote A2A agent: its tasks are sent to the A2A agent of "
+        "the card URL below.",
     )
+    # Issue 38 §2: a remote A2A agent, known by its card; its bearer token stays in the
+    # environment (the variable's name only is stored).
+    a2a_card_url = models.URLField(
+        "A2A card URL",
+        max_length=500,
+        blank=True,
+        help_text="A remote A2A agent's card, e.g. https://agents.example.com/.well-known/"
+        "agent-card.json: fetched and checked when saved; its skills become the expertise.",
+    )
+    a2a_token_env = models.CharField(
+        "A2A token variable",
+        max_length=100,
+        blank=True,
+        validators=[TOKEN_ENV_VALIDATOR],
+        help_text="Optional: the environment variable holding the remote agent's bearer token, "
+        "named A2A_TOKEN_… (never the token itself).",
+    )
+    # The card as last fetched, and when: what requests are built from (refreshed when stale).
+    a2a_card = models.JSONField(null=True, blank=True, editable=False)
+    a2a_card_fetched_at = models.DateTimeField(null=True, blank=True, editable=False)
     max_turns = models.PositiveSmallIntegerField(
         default=DEFAULT_MAX_TURNS,
         validators=[MinValueValidator(1), MaxValueValidator(MAX_TURNS_LIMIT)],
@@ -161,7 +196,11 @@ class Agent(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     # Who changed what (organization/history.py); the runtime status is reported, not configured.
-    history = audited("agent", exclude=["runtime_status", "runtime_status_at"])
+    # The remote card is fetched, not configured.
+    history = audited(
+        "agent",
+        exclude=["runtime_status", "runtime_status_at", "a2a_card", "a2a_card_fetched_at"],
+    )
 
     class Meta:
         ordering = ["handle"]
@@ -249,12 +288,23 @@ class Agent(models.Model):
             validate_webhook_url(self.webhook_url)
         except ValidationError as exc:
             errors["webhook_url"] = exc.messages
+        if self.runtime == AgentRuntime.A2A and not self.a2a_card_url:
+            errors["a2a_card_url"] = "A remote A2A agent needs the URL of its agent card."
+        elif self.a2a_card_url:
+            try:
+                validate_card_url(self.a2a_card_url)
+            except ValidationError as exc:
+                errors["a2a_card_url"] = exc.messages
         if errors:
             raise ValidationError(errors)
 
     @property
     def is_managed(self) -> bool:
         return self.runtime == AgentRuntime.MANAGED
+
+    @property
+    def is_remote_a2a(self) -> bool:
+        return self.runtime == AgentRuntime.A2A
 
     def senior_chain_has_cycle(self) -> bool:
         """True if following seniors from this agent's senior leads back to this agent."""

@@ -38,6 +38,9 @@ class Organization(models.Model):
 
     def clean(self):
         super().clean()
+        if self.slug.startswith("_"):
+            # The service's own organizations (the A2A conformance kit's `_conformance`).
+            raise ValidationError({"slug": "A slug starting with “_” is reserved for the service."})
         if self.webhook_url:
             try:
                 validate_webhook_url(self.webhook_url)

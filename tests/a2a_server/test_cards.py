@@ -36,9 +36,9 @@ def test_an_agents_card_is_public_and_resolves_with_the_sdk(live_url):
         ("python", "Python"),
         ("etl-pipelines", "ETL pipelines"),
     ]
-    assert [(i.protocol_binding, i.url) for i in card.supported_interfaces] == [
-        ("JSONRPC", base + "/"),
-        ("HTTP+JSON", base),
+    assert [(i.protocol_binding, i.url, i.protocol_version) for i in card.supported_interfaces] == [
+        ("JSONRPC", base + "/", "1.0"),
+        ("HTTP+JSON", base, "1.0"),
     ]
     assert card.security_schemes["bearer"].http_auth_security_scheme.scheme == "Bearer"
     (extension,) = card.capabilities.extensions
@@ -93,3 +93,20 @@ def test_without_public_base_url_the_urls_are_the_requests_own(live_url, setting
         f"{live_url}/a2a/acme/ada/.well-known/agent-card.json", headers={"Host": "evil.example"}
     )
     assert forged.status_code == 400
+
+
+def test_a_card_is_fresh_for_30_seconds_and_revalidated_by_its_etag(live_url):
+    org = make_org("acme")
+    ada = make_agent(org, "ada", workload_capacity=3)
+    url = f"{live_url}/a2a/acme/ada/.well-known/agent-card.json"
+    first = httpx.get(url)
+    assert first.headers["cache-control"] == "public, max-age=30"
+    etag = first.headers["etag"]
+    same = httpx.get(url, headers={"If-None-Match": etag})
+    assert same.status_code == 304 and same.content == b"" and same.headers["etag"] == etag
+    give_tasks(ada, 1)  # its availability changed: another card
+    changed = httpx.get(url, headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed.headers["etag"] != etag
+    assert changed.json()["capabilities"]["extensions"][0]["params"]["workload"] == 1
+    directory = httpx.get(f"{live_url}/a2a/acme/.well-known/agent-cards.json")
+    assert directory.headers["cache-control"] == "public, max-age=30" and directory.headers["etag"]

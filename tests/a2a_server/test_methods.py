@@ -4,14 +4,24 @@ tasks engine's rules and visibility, refusals as REJECTED with their code, 401 w
 import threading
 import time
 import uuid
+from datetime import timedelta
 
 import httpx
 import pytest
 from a2a.types import a2a_pb2 as pb
-from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from django.utils import timezone
 
+from organization.caller import caller_for_agent
 from tasks import services
 from tasks.models import (
+    ActorKind,
     HumanDecision,
     PolicyTrigger,
     RefusalCount,
@@ -19,6 +29,7 @@ from tasks.models import (
     TaskComment,
     TaskStatus,
 )
+from tasks.rules import Actor
 from tests.factories import give_tasks, make_agent, make_key, make_org
 from tests.infrastructure.test_auth_throttling import an_address
 from tests.organization.mcp.live import run
@@ -361,3 +372,126 @@ def test_a_message_to_a_managed_agent_wakes_it(live_url, acme):
     sent = run(scenario())
     woken = Run.objects.get(agent=ada)
     assert (woken.status, woken.task_id) == ("queued", int(sent.id))
+
+
+def continuing(text: str, task_id: str, context_id: str = "") -> pb.SendMessageRequest:
+    request = message(text, context_id)
+    request.message.task_id = task_id
+    return request
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_message_continues_only_an_open_task_it_names_rightly(live_url, acme, binding):
+    ada = acme.agents.get(handle="ada")
+    (done,) = give_tasks(ada, 1, status=TaskStatus.COMPLETED)
+    (other_org_task,) = give_tasks(make_agent(make_org("other"), "eve"), 1)
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def answer(request):
+        client = await client_for(url, key, binding)
+        try:
+            return await send(client, request)
+        except Exception as exc:  # the SDK raises the protocol's error
+            return exc
+
+    async def scenario():
+        opened = await send(await client_for(url, key, binding), message("Write the report"))
+        return opened, [
+            await answer(continuing("More", "9999999")),
+            await answer(continuing("More", str(other_org_task.pk))),
+            await answer(continuing("More", str(done.pk))),
+            await answer(continuing("More", opened.id, context_id="another-context")),
+            await answer(continuing("Add the Q3 numbers", opened.id, context_id=opened.id)),
+        ]
+
+    opened, (unknown, theirs, ended, mismatched, continued) = run(scenario())
+    assert isinstance(unknown, TaskNotFoundError) and isinstance(theirs, TaskNotFoundError)
+    assert isinstance(ended, UnsupportedOperationError)
+    assert isinstance(mismatched, InvalidParamsError)
+    assert continued.id == opened.id
+    (comment,) = TaskComment.objects.all()
+    assert comment.task_id == int(opened.id) and comment.body == "Add the Q3 numbers"
+    assert Task.objects.filter(organization=acme).count() == 2
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_file_part_is_an_unsupported_content_type(live_url, acme, binding):
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+    request = message("See the attached sheet")
+    request.message.parts.append(pb.Part(raw=b"a,b", media_type="text/csv", filename="q3.csv"))
+
+    async def scenario():
+        client = await client_for(url, key, binding)
+        await send(client, request)
+
+    with pytest.raises(ContentTypeNotSupportedError):
+        run(scenario())
+    assert not Task.objects.exists()
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_list_tasks_pages_by_the_latest_status_change(live_url, acme, binding):
+    ada = acme.agents.get(handle="ada")
+    tasks = give_tasks(ada, 4, status=TaskStatus.COMPLETED)
+    Task.objects.filter(pk__in=[t.pk for t in tasks]).update(result="Done")
+    # Two share their status timestamp: the id breaks the tie.
+    same = timezone.now()
+    for task, moment in zip(
+        tasks, [same - timedelta(hours=1), same, same, same - timedelta(hours=2)], strict=True
+    ):
+        Task.objects.filter(pk=task.pk).update(updated_at=moment)
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key, binding)
+        pages, token = [], ""
+        while True:
+            page = await client.list_tasks(pb.ListTasksRequest(page_size=3, page_token=token))
+            pages.append(page)
+            if not page.next_page_token:
+                break
+            token = page.next_page_token
+        with_artifacts = await client.list_tasks(pb.ListTasksRequest(include_artifacts=True))
+        try:
+            await client.list_tasks(pb.ListTasksRequest(page_token="not-a-token"))
+        except InvalidParamsError as exc:
+            refused = exc
+        return pages, with_artifacts, refused
+
+    pages, with_artifacts, refused = run(scenario())
+    first, second, third, fourth = tasks
+    assert [[t.id for t in page.tasks] for page in pages] == [
+        [str(third.pk), str(second.pk), str(first.pk)],
+        [str(fourth.pk)],
+    ]
+    assert [page.total_size for page in pages] == [4, 4]
+    assert all(not t.artifacts for page in pages for t in page.tasks)
+    assert [t.artifacts[0].parts[0].text for t in with_artifacts.tasks] == ["Done"] * 4
+    assert isinstance(refused, InvalidParamsError)
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_tasks_history_is_its_conversation_the_last_messages_asked(live_url, acme, binding):
+    ada = acme.agents.get(handle="ada")
+    (task,) = give_tasks(ada, 1)
+    Task.objects.filter(pk=task.pk).update(description="Write the report")
+    services.task_comment(task=task, actor=Actor.of(caller_for_agent(ada)), body="Which quarter?")
+    human = Actor(ActorKind.USER, "org-key:test")
+    services.task_comment(task=task, actor=human, body="Q3")
+    url, key = agent_url(live_url, acme, "ada"), make_key(acme)
+
+    async def scenario():
+        client = await client_for(url, key, binding)
+        return [
+            await client.get_task(pb.GetTaskRequest(id=str(task.pk), **length))
+            for length in ({}, {"history_length": 2}, {"history_length": 0})
+        ]
+
+    whole, last_two, none = run(scenario())
+    assert [(m.role, m.parts[0].text) for m in whole.history] == [
+        (pb.ROLE_USER, "Write the report"),
+        (pb.ROLE_AGENT, "Which quarter?"),
+        (pb.ROLE_USER, "Q3"),
+    ]
+    assert [m.parts[0].text for m in last_two.history] == ["Which quarter?", "Q3"]
+    assert list(none.history) == []

@@ -5,7 +5,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from organization.models import Agent, ApiKey, ExpertiseGroup, TeamRule
+from organization.models import Agent, ApiKey, ExpertiseGroup, Organization, TeamRule
 from tests.factories import make_agent, make_org, make_team
 
 pytestmark = pytest.mark.django_db
@@ -115,3 +115,11 @@ def test_the_default_supervisor_must_hold_the_supervisor_role(org, rival):
 def test_a_key_agent_must_be_of_the_keys_organization(org, rival):
     key = ApiKey(organization=org, agent=make_agent(rival), prefix="p", digest="d")
     assert errors_of(key) == {"agent": ["The agent must belong to the key's organization."]}
+
+
+@pytest.mark.parametrize("slug", ["_conformance", "_ops"])
+def test_a_slug_starting_with_an_underscore_is_reserved_for_the_service(slug):
+    assert errors_of(Organization(name="Kit", slug=slug)) == {
+        "slug": ["A slug starting with “_” is reserved for the service."]
+    }
+    Organization(name="Kit", slug=slug.lstrip("_")).full_clean()

@@ -128,7 +128,7 @@ def test_the_approved_decision_creates_the_task(cast):
     assert Task.objects.get().assignee == cast.alex
 
 
-def test_a_scheduled_occurrence_held_for_approval_creates_its_task_as_the_organization(cast):
+def test_a_scheduled_occurrence_held_for_approval_creates_its_task_as_the_system(cast):
     ApprovalPolicy.objects.create(
         organization=cast.org, name="Critical waits", trigger="urgency", urgencies=["critical"]
     )
@@ -144,7 +144,7 @@ def test_a_scheduled_occurrence_held_for_approval_creates_its_task_as_the_organi
     assert response.status_code == 200, response.content
     task = Task.objects.get()
     assert task.assignee == cast.alex
-    assert task.events.get(kind="created").actor_label == "organization"
+    assert task.events.get(kind="created").actor_label == "system"
 
 
 def test_a_managed_agent_is_woken_by_its_routines_task(cast, django_capture_on_commit_callbacks):

@@ -1,0 +1,158 @@
+"""A remote A2A agent's card is fetched and checked when the admin saves the agent, or an
+organization file imports it (issue 38 §2): a card is stored with its skills as expertise; a URL
+that is no card, or a private address while WEBHOOK_ALLOW_PRIVATE_NETWORKS is off, is refused
+with the reason and nothing is saved."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError
+
+from organization.models import Agent, AgentRuntime
+from tests.factories import make_agent, make_org
+from tests.organization.test_admin import change_url
+from tests.organization.test_agent_handle import ADD, add_form
+from tests.portability.conftest import export, import_file
+from tests.runtime.a2a_remote import RemoteAgent
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def root_client(client, db):
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(root)
+    return client
+
+
+def add_remote(root_client, org, url: str, **fields):
+    data = add_form(
+        root_client,
+        org,
+        handle="agent-gopher",
+        runtime=AgentRuntime.A2A,
+        a2a_card_url=url,
+        **fields,
+    )
+    return root_client.post(ADD, data)
+
+
+def errors_of(response) -> dict:
+    assert response.status_code == 200
+    return response.context["adminform"].form.errors
+
+
+def test_a_card_is_fetched_at_save_and_its_skills_become_the_expertise(root_client, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    org = make_org("acme")
+    with RemoteAgent() as remote:
+        response = add_remote(
+            root_client, org, remote.card_url, expertise="Python", a2a_token_env="A2A_TOKEN_GOPHER"
+        )
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    agent = Agent.objects.get(organization=org, handle="agent-gopher")
+    assert agent.runtime == AgentRuntime.A2A
+    assert agent.expertise == ["Go", "gRPC"]
+    assert agent.a2a_card["name"] == "Gopher"
+    assert agent.a2a_card["supportedInterfaces"][0] == {
+        "url": f"{remote.url}/rpc",
+        "protocolBinding": "JSONRPC",
+        "protocolVersion": "1.0",
+    }
+    assert agent.a2a_card_fetched_at is not None
+    assert agent.a2a_token_env == "A2A_TOKEN_GOPHER"
+    # The change page shows the settings (the card itself is not a form field).
+    page = root_client.get(change_url(agent)).content.decode()
+    assert remote.card_url in page and "A2A_TOKEN_GOPHER" in page
+    assert (
+        f"<strong>Gopher</strong> 1.0.0<br>JSONRPC {remote.url}/rpc, HTTP+JSON {remote.url}/rest"
+        in page
+    )
+
+
+def test_a_url_that_is_not_a_card_is_refused(root_client, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    org = make_org("acme")
+    with RemoteAgent() as remote:
+        not_json = add_remote(root_client, org, f"{remote.url}/health")
+        missing = add_remote(root_client, org, f"{remote.url}/nothing-here")
+    assert errors_of(not_json) == {
+        "a2a_card_url": [f"{remote.url}/health is not an A2A agent card: it has no name"]
+    }
+    # The SDK's routes redirect an unknown path: a redirect is not followed, and no card.
+    assert errors_of(missing) == {
+        "a2a_card_url": [f"{remote.url}/nothing-here answered HTTP 307, not a card"]
+    }
+    assert not org.agents.exists()
+
+
+def test_a_private_address_is_refused_unless_the_setting_allows_it(root_client, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = False
+    org = make_org("acme")
+    with RemoteAgent() as remote:
+        refused = add_remote(root_client, org, remote.card_url)
+        assert errors_of(refused) == {
+            "a2a_card_url": [
+                "A2A card URLs must be http(s) and point to a public address "
+                "(127.0.0.1 is not a public address)."
+            ]
+        }
+        assert not org.agents.exists()
+        settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+        allowed = add_remote(root_client, org, remote.card_url)
+    assert allowed.status_code == 302
+    assert org.agents.get().expertise == ["Go", "gRPC"]
+
+
+def test_a_remote_agent_needs_a_card_url_and_its_token_variable_is_a_name(root_client):
+    org = make_org("acme")
+    no_url = add_remote(root_client, org, "")
+    assert errors_of(no_url) == {
+        "a2a_card_url": ["A remote A2A agent needs the URL of its agent card."]
+    }
+    agent = make_agent(org, "agent-other")
+    agent.runtime, agent.a2a_card_url = AgentRuntime.A2A, "https://agents.example.com/card.json"
+    # Only a variable named for it: no other secret of the service can be sent as a token.
+    for name in ["Bearer abc.def", "SECRET_KEY", "a2a_token_x"]:
+        agent.a2a_token_env = name
+        with pytest.raises(ValidationError) as refused:
+            agent.full_clean()
+        assert refused.value.message_dict == {
+            "a2a_token_env": [
+                "The name of an environment variable starting with A2A_TOKEN_, in capitals, "
+                "digits and underscores (e.g. A2A_TOKEN_BILLING)."
+            ]
+        }
+
+
+def test_an_organization_file_carries_it_and_its_import_checks_the_card(settings, tmp_path):
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    org = make_org("acme")
+    with RemoteAgent() as remote:
+        make_agent(
+            org,
+            "agent-gopher",
+            runtime=AgentRuntime.A2A,
+            a2a_card_url=remote.card_url,
+            a2a_token_env="A2A_TOKEN_GOPHER",
+        )
+        document = export("acme")
+        (item,) = document["agents"]
+        assert (item["runtime"], item["a2a_card_url"], item["a2a_token_env"]) == (
+            "a2a",
+            remote.card_url,
+            "A2A_TOKEN_GOPHER",
+        )
+        assert "a2a_card" not in item
+        import_file(tmp_path, document, "--as", "copy")
+        copied = Agent.objects.get(organization__slug="copy", handle="agent-gopher")
+        assert (copied.expertise, copied.a2a_card["name"]) == (["Go", "gRPC"], "Gopher")
+
+        item["a2a_card_url"] = f"{remote.url}/health"
+        with pytest.raises(CommandError) as refused:
+            import_file(tmp_path, document, "--as", "other")
+    assert str(refused.value) == (
+        f"agents[0] (agent-gopher): a2a_card_url: {remote.url}/health is not an A2A agent "
+        "card: it has no name"
+    )
+    assert not Agent.objects.filter(organization__slug="other").exists()
