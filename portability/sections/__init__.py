@@ -71,5 +71,7 @@ SECTIONS = [
         "approval_policies", "approval policy", export_policies, apply_policy, ("name",),
         repeatable=True, canonical=policy_canonical,
     ),
-    Section("routines", "routine", export_routines, apply_routine, ("title",)),
+    Section(
+        "routines", "routine", export_routines, apply_routine, ("title",), repeatable=True,
+    ),
 ]  # fmt: skip

@@ -11,6 +11,7 @@ from costs.budgets import budget_set
 from organization.caller import Caller
 from organization.hierarchy import rules_set
 from organization.models import Organization
+from routines.services import routine_create
 from tasks import services as task_services
 
 
@@ -59,8 +60,25 @@ def rows_of(org: Organization) -> dict:
 @pytest.fixture
 def settled_demo(demo):
     """The demo with what it lacks of the file's kinds: budgets, approval policies, team rules
-    that are not the defaults, and a managed agent's allow-list."""
+    that are not the defaults, a managed agent's allow-list, and routines."""
     human = Caller(organization=demo)
+    routine_create(
+        organization=demo,
+        title="Weekly dependency review ({date})",
+        team="Development",
+        required_expertise="Node.js",
+        cron="0 9 * * 1",
+        timezone="Europe/Paris",
+    )
+    routine_create(
+        organization=demo,
+        title="Backups checked",
+        agent="agent-database-lead",
+        interval_seconds=3600,
+        concurrency="queue",
+        catch_up="run_once",
+        enabled=False,
+    )
     budget_set(caller=human, scope="organization", limit_usd="500")
     budget_set(caller=human, scope="team", team="Development", limit_usd="120.50")
     budget_set(caller=human, scope="agent", agent="agent-alex", limit_usd="25")

@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 from costs.models import Budget
 from organization.models import Agent, Organization, Team
 from portability.document import schema
+from routines.services import webhook_secret
 from tasks.models import ApprovalPolicy, Task
 from tests.factories import make_agent, make_key, make_org, make_team
 
@@ -45,7 +46,36 @@ def test_the_export_is_an_agent_org_document_its_schema_accepts(settled_demo):
         ("Critical work", None),
     ]
     assert document["team_rules"]["default_supervisor"] == "agent-alice"
-    assert document["routines"] == []
+    assert document["routines"] == [
+        {
+            "title": "Backups checked",
+            "description": "",
+            "required_expertise": "",
+            "urgency": "normal",
+            "team": None,
+            "agent": "agent-database-lead",
+            "cron": "",
+            "timezone": "UTC",
+            "interval_seconds": 3600,
+            "concurrency": "queue",
+            "catch_up": "run_once",
+            "enabled": False,
+        },
+        {
+            "title": "Weekly dependency review ({date})",
+            "description": "",
+            "required_expertise": "Node.js",
+            "urgency": "normal",
+            "team": "Development",
+            "agent": None,
+            "cron": "0 9 * * 1",
+            "timezone": "Europe/Paris",
+            "interval_seconds": None,
+            "concurrency": "skip",
+            "catch_up": "skip",
+            "enabled": True,
+        },
+    ]
 
 
 def test_the_export_carries_no_secret_and_no_database_id(settled_demo, tmp_path):
@@ -53,10 +83,13 @@ def test_the_export_carries_no_secret_and_no_database_id(settled_demo, tmp_path)
     keys = [make_key(settled_demo), make_key(settled_demo, alex)]
     call_command("export_org", "demo", "--out", str(tmp_path / "demo.json"))
     text = (tmp_path / "demo.json").read_text()
+    routines = list(settled_demo.routines.all())
     for secret in [
         settled_demo.webhook_secret,
         *keys,
         *alex.api_keys.values_list("digest", flat=True),
+        *(webhook_secret(routine) for routine in routines),
+        *(routine.webhook_nonce for routine in routines),
     ]:
         assert secret not in text
     for prefix in settled_demo.api_keys.values_list("prefix", flat=True):
@@ -70,7 +103,15 @@ def test_the_export_carries_no_secret_and_no_database_id(settled_demo, tmp_path)
         return set()
 
     names = keys_of(json.loads(text))
-    assert not names & {"pk", "webhook_secret", "api_keys", "digest", "prefix", "organization_id"}
+    assert not names & {
+        "pk",
+        "webhook_secret",
+        "webhook_nonce",
+        "api_keys",
+        "digest",
+        "prefix",
+        "organization_id",
+    }
 
 
 def test_the_demo_round_trips_under_a_new_slug(settled_demo, tmp_path):
@@ -245,8 +286,8 @@ def test_a_dry_run_of_a_new_organization_creates_none(settled_demo, tmp_path):
             "teams[4] (Design): listed twice.",
         ),
         (
-            lambda d: d["routines"].append({"title": "Weekly review"}),
-            "routines[0] (Weekly review): This install has no routines",
+            lambda d: d["routines"].append({"title": "Weekly review", "cron": "0 9 * *"}),
+            "routines[2] (Weekly review): Give the owner: either team (its name) or agent",
         ),
         (
             lambda d: d.update(extra=1),
@@ -392,3 +433,33 @@ def test_the_commands_read_stdin_and_refuse_a_directory_to_write(demo, tmp_path,
     out = StringIO()
     call_command("import_org", "-", stdout=out)
     assert out.getvalue().startswith('update agent agent-alex: name: "Alex" → "Alexander"')
+
+
+def test_an_imported_routine_is_on_the_beat_with_a_secret_of_its_own(settled_demo, tmp_path):
+    from django_celery_beat.models import PeriodicTask
+
+    from routines.models import Routine
+
+    import_file(tmp_path, export("demo"), "--as", "demo-copy")
+    copied = Routine.objects.get(organization__slug="demo-copy", title__startswith="Weekly")
+    original = Routine.objects.get(organization=settled_demo, title__startswith="Weekly")
+    assert copied.team.organization.slug == "demo-copy"
+    assert PeriodicTask.objects.get(name=f"Routine {copied.pk}").crontab.day_of_week == "1"
+    assert webhook_secret(copied) != webhook_secret(original)
+
+
+def test_an_import_changes_a_routine_it_matches_by_title(settled_demo, tmp_path):
+    document = export("demo")
+    weekly = next(r for r in document["routines"] if r["title"].startswith("Weekly"))
+    weekly.update(cron="30 8 * * 1", concurrency="allow")
+    out = import_file(tmp_path, document)
+    assert out.splitlines()[0] == (
+        'update routine Weekly dependency review ({date}): cron: "0 9 * * 1" → "30 8 * * 1", '
+        'concurrency: "skip" → "allow"'
+    )
+    routine = settled_demo.routines.get(title__startswith="Weekly")
+    assert (routine.cron, routine.concurrency, routine.team.name) == (
+        "30 8 * * 1",
+        "allow",
+        "Development",
+    )
