@@ -2,9 +2,11 @@
 for the past instants not yet counted, each audit row of a task valid until its next (`LEAD`),
 over the tasks that moved since the earliest of them or are held now, never the whole trail."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db import connection
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from organization.models import Agent
 from tasks.models import Task, TaskEvent
@@ -64,11 +66,14 @@ def held_now_and_intervals(
         rows = cursor.fetchall()
     held = next(n for _, _, n in rows if n is not None)
     rows = [(a, b) for a, b, n in rows if n is None]
-    if connection.vendor == "sqlite":  # its driver hands text back for these columns
-        from django.utils.dateparse import parse_datetime
-
-        rows = [(parse_datetime(str(a)), parse_datetime(str(b)) if b else None) for a, b in rows]
+    if connection.vendor == "sqlite":  # its driver hands back naive UTC text for these columns
+        rows = [(_sqlite_time(a), _sqlite_time(b) if b else None) for a, b in rows]
     return held, rows
+
+
+def _sqlite_time(value) -> datetime:
+    moment = parse_datetime(str(value))
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment, UTC)
 
 
 def at_capacity_count(*, organization_id: int, statuses) -> int:
