@@ -375,7 +375,8 @@ def _completed(texts: list[str], data: list) -> Answer:
 
 def _settle(task_id: int, actor: Actor, answer: Answer) -> str:
     """The remote's end as the agent's moves: completed, or blocked with the reason (after a
-    comment with the remote's question). A task moved meanwhile is left as it is."""
+    comment with the remote's question, in one transaction). A task moved meanwhile (cancelled,
+    given to another agent) is left as it is, with no comment."""
     task = Task.objects.filter(pk=task_id).first()
     if task is None:
         return "gone"
@@ -389,16 +390,17 @@ def _settle(task_id: int, actor: Actor, answer: Answer) -> str:
                 result_data=answer.result_data,
             )
             return "completed"
-        if answer.question:
-            task_services.task_comment(
-                task=task, actor=actor, body=f"The remote agent asks: {answer.question}"[:5000]
+        with transaction.atomic():
+            if answer.question:
+                task_services.task_comment(
+                    task=task, actor=actor, body=f"The remote agent asks: {answer.question}"[:5000]
+                )
+            task_services.task_set_status(
+                task=task,
+                actor=actor,
+                status=TaskStatus.BLOCKED,
+                note=answer.reason[:NOTE_MAX_LENGTH],
             )
-        task_services.task_set_status(
-            task=task,
-            actor=actor,
-            status=TaskStatus.BLOCKED,
-            note=answer.reason[:NOTE_MAX_LENGTH],
-        )
         return "blocked"
     except DomainError as exc:
         log.info("task %s: the remote's end is not applied (%s)", task_id, exc)

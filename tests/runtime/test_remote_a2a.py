@@ -2,6 +2,7 @@
 with a scripted executor: each way its task can end comes back onto our task, and a remote that
 hangs, refuses, answers malformed or too much ends the task blocked with the reason."""
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -275,3 +276,31 @@ def test_no_database_connection_is_held_while_the_remote_works():
         task = sent_to(remote_member(org, remote))
         assert deliver(task.pk, "created") == "completed"
     assert held == [False]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_remote_answer_landing_after_the_task_was_reassigned_leaves_it_untouched():
+    """The remote asks for input while a human gives the task to someone else: its question is
+    no comment on a task its agent no longer holds, and the task is left with its new holder."""
+    org = make_org("acme")
+    ana = make_agent(org, "agent-ana", name="Ana")
+
+    def reassign(task_id):
+        try:
+            task = Task.objects.get(pk=task_id)
+            services.task_assign(task=task, actor=HUMAN, to=ana)
+        finally:
+            connections.close_all()
+
+    async def reassigned_then_asks(updater, text):
+        await asyncio.to_thread(reassign, moved["task"])
+        await asks(updater, text)
+
+    moved = {}
+    with RemoteAgent(reassigned_then_asks) as remote:
+        task = sent_to(remote_member(org, remote))
+        moved["task"] = task.pk
+        assert deliver(task.pk, "created").startswith("not applied:")
+    task.refresh_from_db()
+    assert (task.status, task.assignee) == (TaskStatus.ASSIGNED, ana)
+    assert not TaskComment.objects.filter(task=task).exists()
