@@ -20,6 +20,7 @@ from organization.models import Organization
 
 from . import document as doc
 from .sections import SECTIONS, Context, Entry, Section
+from .sections.people import fetch_cards
 
 ORGANIZATION_SETTINGS = ("name", "webhook_url")
 
@@ -98,13 +99,14 @@ def org_import(
     a management command). Refused (`document.Refused`) with nothing written if any item is."""
     doc.check(document)
     slug = target_slug(document, as_slug)
+    cards = fetch_cards(Organization.objects.filter(slug=slug).first(), document.get("agents", []))
     with transaction.atomic():
         org = Organization.objects.select_for_update().filter(slug=slug).first()
         report = ImportReport(organization=org, dry_run=dry_run)
         exists = org is not None
         org = _organization(report, org, slug, document["organization"])
         caller = caller_for_member(user, org) if user is not None else caller_for_command(org)
-        context = Context(caller=caller, document=document)
+        context = Context(caller=caller, document=document, cards=cards)
         with acting_as(caller):
             for section in SECTIONS:
                 if section.name in document:

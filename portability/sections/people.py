@@ -11,9 +11,17 @@ from django.core.exceptions import ValidationError
 from infrastructure.errors import Invalid, NotFound
 from organization import registry
 from organization.hierarchy import role_set, rules_set
-from organization.models import Agent, AgentRole, ExpertiseGroup, Organization, Team, TeamRule
+from organization.models import (
+    Agent,
+    AgentRole,
+    AgentRuntime,
+    ExpertiseGroup,
+    Organization,
+    Team,
+    TeamRule,
+)
 from organization.selectors import team_rule_of
-from organization.services import agent_card_checked, agent_room_changed
+from organization.services import agent_card_checked, agent_room_changed, card_checked
 
 from .base import Context, Entry
 
@@ -124,11 +132,35 @@ def apply_agent(context: Context, entry: Entry) -> None:
         raise ValidationError({"allowed_tools": f"Unknown tool(s): {', '.join(unknown)}."})
     if agent.is_remote_a2a:
         # As the admin's save: its card fetched and checked, its skills its expertise.
-        agent_card_checked(agent)
+        card = context.cards.get(agent.a2a_card_url)
+        if isinstance(card, ValidationError):
+            raise card
+        agent_card_checked(agent, card)
     agent.full_clean()
     agent.save()
     if not entry.is_new and GAINS_ROOM & entry.changed:
         agent_room_changed(agent=agent)
+
+
+def fetch_cards(org: Organization | None, items: list[dict]) -> dict:
+    """The cards of the remote A2A agents the file creates or changes, by URL (a refusal as its
+    ValidationError): fetched before the import's transaction, so no row stays locked while a
+    remote answers."""
+    before = {}
+    if org is not None:
+        before = {item["id"]: item for item in export_agents(org)}
+    cards = {}
+    for item in items:
+        old = before.get(item.get("id"))
+        runtime = item.get("runtime", old["runtime"] if old else None)
+        url = item.get("a2a_card_url", old["a2a_card_url"] if old else None)
+        changed = old is None or any(old.get(name) != value for name, value in item.items())
+        if runtime == AgentRuntime.A2A and url and changed and url not in cards:
+            try:
+                cards[url] = card_checked(url)
+            except ValidationError as exc:
+                cards[url] = exc
+    return cards
 
 
 def finish_agent(context: Context, entry: Entry) -> None:

@@ -7,13 +7,19 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError
+from django.db import connections
+from google.protobuf.json_format import MessageToDict
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from organization.models import Agent, AgentRuntime
 from tests.factories import make_agent, make_org
+from tests.organization.mcp.live import LiveServer
 from tests.organization.test_admin import change_url
 from tests.organization.test_agent_handle import ADD, add_form
 from tests.portability.conftest import export, import_file
-from tests.runtime.a2a_remote import RemoteAgent
+from tests.runtime.a2a_remote import CARD_PATH, RemoteAgent, card_for
 
 pytestmark = pytest.mark.django_db
 
@@ -156,3 +162,25 @@ def test_an_organization_file_carries_it_and_its_import_checks_the_card(settings
         "card: it has no name"
     )
     assert not Agent.objects.filter(organization__slug="other").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_import_fetches_the_cards_before_its_transaction(settings, tmp_path):
+    """No transaction is open (nor the organization's row locked) while a remote answers."""
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    main = connections["default"]  # this thread's connection, looked at from the remote's
+    in_transaction = []
+
+    async def card(request):
+        in_transaction.append(main.in_atomic_block)
+        return JSONResponse(MessageToDict(card_for(str(request.base_url).rstrip("/"))))
+
+    org = make_org("acme")
+    with LiveServer(app=Starlette(routes=[Route(CARD_PATH, card)]), lifespan="off") as server:
+        make_agent(
+            org, "agent-gopher", runtime=AgentRuntime.A2A, a2a_card_url=server.url + CARD_PATH
+        )
+        import_file(tmp_path, export("acme"), "--as", "copy")
+    assert in_transaction == [False]
+    copied = Agent.objects.get(organization__slug="copy", handle="agent-gopher")
+    assert (copied.expertise, copied.a2a_card["name"]) == (["Go", "gRPC"], "Gopher")
