@@ -3,6 +3,12 @@ organization file imports it (issue 38 §2): a card is stored with its skills as
 that is no card, or a private address while WEBHOOK_ALLOW_PRIVATE_NETWORKS is off, is refused
 with the reason and nothing is saved."""
 
+import asyncio
+import json
+import socket
+import threading
+import time
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -10,10 +16,11 @@ from django.core.management import CommandError
 from django.db import connections
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from organization.models import Agent, AgentRuntime
+from organization.remote_a2a import CardRefused, fetch_card
 from tests.factories import make_agent, make_org
 from tests.organization.mcp.live import LiveServer
 from tests.organization.test_admin import change_url
@@ -184,3 +191,80 @@ def test_an_import_fetches_the_cards_before_its_transaction(settings, tmp_path):
     assert in_transaction == [False]
     copied = Agent.objects.get(organization__slug="copy", handle="agent-gopher")
     assert (copied.expertise, copied.a2a_card["name"]) == (["Go", "gRPC"], "Gopher")
+
+
+def test_a_card_that_trickles_in_is_given_up_after_the_timeout(settings):
+    """The timeout bounds the whole fetch, not each read: a server sending its card a few bytes
+    at a time, each within the timeout, is not waited for."""
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    settings.A2A_REMOTE_TIMEOUT_SECONDS = 1
+
+    async def trickles(request):
+        body = json.dumps(MessageToDict(card_for(str(request.base_url).rstrip("/"))))
+
+        async def chunks():
+            yield " " * 10
+            for _ in range(12):  # 3 s in all, each chunk well within the 1 s timeout
+                await asyncio.sleep(0.25)
+                yield " "
+            yield body
+
+        return StreamingResponse(chunks(), media_type="application/json")
+
+    with LiveServer(app=Starlette(routes=[Route(CARD_PATH, trickles)]), lifespan="off") as server:
+        with pytest.raises(CardRefused) as refused:
+            fetch_card(server.url + CARD_PATH)
+    assert str(refused.value) == (
+        f"{server.url}{CARD_PATH} did not answer: ReadTimeout: the card took longer than 1 s "
+        "(A2A_REMOTE_TIMEOUT_SECONDS)"
+    )
+
+
+def test_a_card_whose_headers_trickle_in_is_given_up_after_the_timeout(settings):
+    """The same for an answer whose status line and headers come a byte at a time."""
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    settings.A2A_REMOTE_TIMEOUT_SECONDS = 1
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            # 0.25 s apart, for 6 s, then the connection closed with the headers unfinished.
+            for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 7:
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return  # the client gave up
+                time.sleep(0.25)
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    url = f"http://127.0.0.1:{port}{CARD_PATH}"
+    try:
+        with pytest.raises(CardRefused) as refused:
+            fetch_card(url)
+    finally:
+        server.join(timeout=10)
+        listener.close()
+    assert str(refused.value) == (
+        f"{url} did not answer: ReadTimeout: the card took longer than 1 s "
+        "(A2A_REMOTE_TIMEOUT_SECONDS)"
+    )
+
+
+def test_a_card_over_its_size_limit_is_not_read(settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+
+    async def large(request):
+        card = MessageToDict(card_for(str(request.base_url).rstrip("/")))
+        return JSONResponse(card | {"description": "x" * 300_000})
+
+    with LiveServer(app=Starlette(routes=[Route(CARD_PATH, large)]), lifespan="off") as server:
+        with pytest.raises(CardRefused) as refused:
+            fetch_card(server.url + CARD_PATH)
+    assert str(refused.value) == (
+        f"{server.url}{CARD_PATH} did not answer: ResponseTooLarge: the answer is longer than "
+        "262144 bytes"
+    )
