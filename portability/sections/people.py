@@ -20,6 +20,7 @@ from organization.models import (
     Team,
     TeamRule,
 )
+from organization.models.agents import TOKEN_ENV_SUPERUSER_ONLY
 from organization.selectors import team_rule_of
 from organization.services import agent_card_checked, agent_room_changed, card_checked
 
@@ -122,9 +123,13 @@ def apply_agent(context: Context, entry: Entry) -> None:
         agent = Agent(organization=org, handle=item["id"])
     else:
         agent = _agent(org, item["id"])
+    token_env = agent.a2a_token_env
     for attr, name in AGENT_SETTINGS.items():
         if name in item:
             setattr(agent, attr, item[name])
+    user = context.caller.user
+    if agent.a2a_token_env != token_env and user is not None and not user.is_superuser:
+        raise ValidationError({"a2a_token_env": TOKEN_ENV_SUPERUSER_ONLY})
     if "team" in item:
         agent.team = _team(org, item["team"])
     unknown = [name for name in agent.allowed_tools or [] if name not in registry.REGISTRY]

@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError
 from django.db import connections
+from django.urls import reverse
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, StreamingResponse
@@ -21,7 +22,7 @@ from starlette.routing import Route
 
 from organization.models import Agent, AgentRuntime
 from organization.remote_a2a import CardRefused, fetch_card
-from tests.factories import make_agent, make_org
+from tests.factories import make_admin_user, make_agent, make_org
 from tests.organization.mcp.live import LiveServer
 from tests.organization.test_admin import change_url
 from tests.organization.test_agent_handle import ADD, add_form
@@ -268,3 +269,32 @@ def test_a_card_over_its_size_limit_is_not_read(settings):
         f"{server.url}{CARD_PATH} did not answer: ResponseTooLarge: the answer is longer than "
         "262144 bytes"
     )
+
+
+def test_only_a_superuser_names_the_token_variable(client, settings, tmp_path):
+    """The A2A_TOKEN_… variables are the install's, shared by its organizations: an
+    organization's staff naming one would have another organization's token sent to a server
+    of their choosing. Their form shows it read-only; their import may not set or change it."""
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    org = make_org("acme")
+    client.force_login(make_admin_user(org, username="bob"))
+    with RemoteAgent() as remote:
+        answer = add_remote(client, org, remote.card_url, a2a_token_env="A2A_TOKEN_OTHERS")
+        assert answer.status_code == 302
+        gopher = Agent.objects.get(organization=org, handle="agent-gopher")
+        assert gopher.a2a_token_env == ""
+        page = client.get(change_url(gopher))
+        assert "a2a_token_env" in page.context["adminform"].readonly_fields
+
+        document = export("acme")
+        document["agents"][0]["a2a_token_env"] = "A2A_TOKEN_OTHERS"
+        answer = client.post(
+            reverse("admin:organization_organization_import"),
+            {"document": json.dumps(document), "confirm": "1"},
+        )
+    assert (
+        "Nothing was imported: agents[0] (agent-gopher): a2a_token_env: Only a superuser names "
+        "the token&#x27;s environment variable"
+    ) in answer.content.decode()
+    gopher.refresh_from_db()
+    assert gopher.a2a_token_env == ""
