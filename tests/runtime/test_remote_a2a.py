@@ -6,8 +6,10 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+from a2a.types import a2a_pb2 as pb
 from django.db import connections
 from django.utils import timezone
+from google.protobuf.struct_pb2 import Value
 
 from costs.budgets import budget_set
 from infrastructure.models import OutboxMessage
@@ -304,3 +306,26 @@ def test_a_remote_answer_landing_after_the_task_was_reassigned_leaves_it_untouch
     task.refresh_from_db()
     assert (task.status, task.assignee) == (TaskStatus.ASSIGNED, ana)
     assert not TaskComment.objects.filter(task=task).exists()
+
+
+@pytest.mark.parametrize("part", ["text", "data"])
+def test_an_answer_the_database_cannot_hold_blocks_the_task(part):
+    """A NUL character (PostgreSQL text and jsonb hold none) in the remote's result: the task is
+    blocked with the reason, not left in progress."""
+
+    async def answers_nul(updater, text):
+        data = Value()
+        data.struct_value.update({"note": "a\x00b"})
+        await updater.start_work()
+        await updater.add_artifact(
+            [pb.Part(text="Done\x00") if part == "text" else pb.Part(data=data)]
+        )
+        await updater.complete()
+
+    org = make_org("acme")
+    with RemoteAgent(answers_nul) as remote:
+        task = sent_to(remote_member(org, remote))
+        assert deliver(task.pk, "created") == "blocked"
+    task.refresh_from_db()
+    assert task.status == TaskStatus.BLOCKED
+    assert block_note(task).startswith("The remote A2A agent's answer could not be stored: ")
