@@ -4,6 +4,7 @@ Written as the admin writes them: the model's validation (`full_clean`), seed 00
 roles and rules, and `agent_room_changed` when an agent is resumed, given room or made managed.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from django.core.exceptions import ValidationError
@@ -49,6 +50,10 @@ AGENT_SETTINGS = {
 }
 # Changes after which an agent may take queued work (as the admin's agent page does).
 GAINS_ROOM = {"paused", "workload_capacity", "runtime"}
+# Each card may take A2A_REMOTE_TIMEOUT_SECONDS: an import fetches at most this many, this many
+# at a time.
+MAX_CARDS_PER_IMPORT = 50
+CARD_FETCHES_AT_ONCE = 10
 ROLE_FLAGS = ("can_assign_to_peers", "can_escalate_to_supervisor")
 RULE_FLAGS = ("allow_peer_assignment", "require_supervisor_for_tasks")
 STALE_AFTER = ("critical", "high", "normal", "low")
@@ -147,25 +152,34 @@ def apply_agent(context: Context, entry: Entry) -> None:
         agent_room_changed(agent=agent)
 
 
-def fetch_cards(org: Organization | None, items: list[dict]) -> dict:
-    """The cards of the remote A2A agents the file creates or changes, by URL (a refusal as its
-    ValidationError): fetched before the import's transaction, so no row stays locked while a
-    remote answers."""
+def cards_to_fetch(org: Organization | None, items: list[dict]) -> list[str]:
+    """The card URLs of the remote A2A agents the file creates or changes, once each."""
     before = {}
     if org is not None:
         before = {item["id"]: item for item in export_agents(org)}
-    cards = {}
+    urls = []
     for item in items:
         old = before.get(item.get("id"))
         runtime = item.get("runtime", old["runtime"] if old else None)
         url = item.get("a2a_card_url", old["a2a_card_url"] if old else None)
         changed = old is None or any(old.get(name) != value for name, value in item.items())
-        if runtime == AgentRuntime.A2A and url and changed and url not in cards:
-            try:
-                cards[url] = card_checked(url)
-            except ValidationError as exc:
-                cards[url] = exc
-    return cards
+        if runtime == AgentRuntime.A2A and url and changed and url not in urls:
+            urls.append(url)
+    return urls
+
+
+def fetch_cards(urls: list[str]) -> dict:
+    """The cards by URL (a refusal as its ValidationError), fetched side by side before the
+    import's transaction, so no row stays locked while a remote answers."""
+
+    def fetched(url: str):
+        try:
+            return card_checked(url)
+        except ValidationError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=CARD_FETCHES_AT_ONCE) as pool:
+        return dict(zip(urls, pool.map(fetched, urls), strict=True))
 
 
 def finish_agent(context: Context, entry: Entry) -> None:

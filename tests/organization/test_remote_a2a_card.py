@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from organization.models import Agent, AgentRuntime
 from organization.remote_a2a import CardRefused, fetch_card
+from portability.sections.people import MAX_CARDS_PER_IMPORT
 from tests.factories import make_admin_user, make_agent, make_org
 from tests.organization.mcp.live import LiveServer
 from tests.organization.test_admin import change_url
@@ -298,3 +299,36 @@ def test_only_a_superuser_names_the_token_variable(client, settings, tmp_path):
     ) in answer.content.decode()
     gopher.refresh_from_db()
     assert gopher.a2a_token_env == ""
+
+
+def test_an_import_fetches_a_bounded_number_of_cards(settings, tmp_path):
+    """Each card may take A2A_REMOTE_TIMEOUT_SECONDS: a file making the import fetch more than
+    MAX_CARDS_PER_IMPORT of them is refused before any is fetched."""
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    fetched = []
+
+    async def card(request):
+        fetched.append(request.url.query)
+        return JSONResponse(MessageToDict(card_for(str(request.base_url).rstrip("/"))))
+
+    with LiveServer(app=Starlette(routes=[Route(CARD_PATH, card)]), lifespan="off") as server:
+        agents = [
+            {
+                "id": f"agent-r{n}",
+                "name": f"Remote {n}",
+                "runtime": "a2a",
+                "a2a_card_url": f"{server.url}{CARD_PATH}?n={n}",
+            }
+            for n in range(MAX_CARDS_PER_IMPORT + 1)
+        ]
+        document = {"format": "agent-org", "version": 1, "organization": {"slug": "acme"}}
+        with pytest.raises(CommandError) as refused:
+            import_file(tmp_path, document | {"agents": agents})
+        assert fetched == []
+        assert str(refused.value) == (
+            f"agents: the file would have {MAX_CARDS_PER_IMPORT + 1} remote A2A agents' cards "
+            f"fetched; an import fetches at most {MAX_CARDS_PER_IMPORT} (import the file in parts)."
+        )
+        import_file(tmp_path, document | {"agents": agents[:MAX_CARDS_PER_IMPORT]})
+    assert len(fetched) == MAX_CARDS_PER_IMPORT
+    assert Agent.objects.filter(organization__slug="acme").count() == MAX_CARDS_PER_IMPORT
