@@ -281,30 +281,39 @@ def test_no_database_connection_is_held_while_the_remote_works():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_remote_answer_landing_after_the_task_was_reassigned_leaves_it_untouched():
-    """The remote asks for input while a human gives the task to someone else: its question is
-    no comment on a task its agent no longer holds, and the task is left with its new holder."""
+@pytest.mark.parametrize("move", ["reassigned", "cancelled"])
+def test_a_remote_answer_landing_after_the_task_moved_leaves_it_untouched(move):
+    """The remote asks for input while a human gives the task to someone else or cancels it:
+    its question is no comment on a task its agent no longer works on, and the task is left
+    as the human left it."""
     org = make_org("acme")
     ana = make_agent(org, "agent-ana", name="Ana")
 
-    def reassign(task_id):
+    def human_moves(task_id):
         try:
             task = Task.objects.get(pk=task_id)
-            services.task_assign(task=task, actor=HUMAN, to=ana)
+            if move == "reassigned":
+                services.task_assign(task=task, actor=HUMAN, to=ana)
+            else:
+                services.task_cancel(task=task, actor=HUMAN, reason="Not needed.")
         finally:
             connections.close_all()
 
-    async def reassigned_then_asks(updater, text):
-        await asyncio.to_thread(reassign, moved["task"])
+    async def moved_then_asks(updater, text):
+        await asyncio.to_thread(human_moves, sent["task"])
         await asks(updater, text)
 
-    moved = {}
-    with RemoteAgent(reassigned_then_asks) as remote:
-        task = sent_to(remote_member(org, remote))
-        moved["task"] = task.pk
+    sent = {}
+    with RemoteAgent(moved_then_asks) as remote:
+        gopher = remote_member(org, remote)
+        task = sent_to(gopher)
+        sent["task"] = task.pk
         assert deliver(task.pk, "created").startswith("not applied:")
     task.refresh_from_db()
-    assert (task.status, task.assignee) == (TaskStatus.ASSIGNED, ana)
+    if move == "reassigned":
+        assert (task.status, task.assignee) == (TaskStatus.ASSIGNED, ana)
+    else:
+        assert (task.status, task.assignee) == (TaskStatus.CANCELLED, gopher)
     assert not TaskComment.objects.filter(task=task).exists()
 
 
