@@ -73,10 +73,26 @@ def fetch_card(url: str) -> dict:
     try:
         data = json.loads(body)
         card = parse_agent_card(data)
-    except (ValueError, ParseError) as exc:
+    except (ValueError, ParseError, RecursionError) as exc:
         raise CardRefused(f"{url} is not an A2A agent card: {exc}") from exc
     check_card(card, url)
-    return MessageToDict(card)
+    stored = MessageToDict(card)
+    if _holds_nul(stored):
+        raise CardRefused(
+            f"{url} is not an A2A agent card: it holds a NUL character, which we cannot store"
+        )
+    return stored
+
+
+def _holds_nul(value) -> bool:
+    """Whether a NUL character is in the JSON value (PostgreSQL's text and jsonb hold none)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
 
 
 async def _card_body(url: str) -> bytes:

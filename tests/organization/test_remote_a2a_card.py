@@ -17,7 +17,7 @@ from django.db import connections
 from django.urls import reverse
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
 from organization.models import Agent, AgentRuntime
@@ -332,3 +332,27 @@ def test_an_import_fetches_a_bounded_number_of_cards(settings, tmp_path):
         import_file(tmp_path, document | {"agents": agents[:MAX_CARDS_PER_IMPORT]})
     assert len(fetched) == MAX_CARDS_PER_IMPORT
     assert Agent.objects.filter(organization__slug="acme").count() == MAX_CARDS_PER_IMPORT
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        ("[" * 100_000, "is not an A2A agent card: maximum recursion depth exceeded"),
+        ("NUL", "is not an A2A agent card: it holds a NUL character, which we cannot store"),
+    ],
+)
+def test_a_card_we_cannot_read_or_store_is_refused(settings, body, reason):
+    """Deeply nested JSON, or a NUL character (PostgreSQL's text and jsonb hold none): refused
+    with the reason, never an error of the page saving it."""
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+
+    async def card(request):
+        if body == "NUL":
+            data = MessageToDict(card_for(str(request.base_url).rstrip("/"), name="Go\x00pher"))
+            return JSONResponse(data)
+        return PlainTextResponse(body, media_type="application/json")
+
+    with LiveServer(app=Starlette(routes=[Route(CARD_PATH, card)]), lifespan="off") as server:
+        with pytest.raises(CardRefused) as refused:
+            fetch_card(server.url + CARD_PATH)
+    assert str(refused.value).startswith(f"{server.url}{CARD_PATH} {reason}")
