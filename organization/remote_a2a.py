@@ -19,6 +19,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
+from infrastructure.inputs import value_problem
+
 from .webhooks import WebhookRefused, check_url, resolve_checked
 
 # A card is a small document; anything larger is not one we take.
@@ -77,22 +79,10 @@ def fetch_card(url: str) -> dict:
         raise CardRefused(f"{url} is not an A2A agent card: {exc}") from exc
     check_card(card, url)
     stored = MessageToDict(card)
-    if _holds_nul(stored):
-        raise CardRefused(
-            f"{url} is not an A2A agent card: it holds a NUL character, which we cannot store"
-        )
+    problem = value_problem(stored, "card")
+    if problem:  # what the database cannot hold (a NUL character)
+        raise CardRefused(f"{url} is not an A2A agent card we can store: {problem}")
     return stored
-
-
-def _holds_nul(value) -> bool:
-    """Whether a NUL character is in the JSON value (PostgreSQL's text and jsonb hold none)."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(v) for v in value)
-    return False
 
 
 async def _card_body(url: str) -> bytes:

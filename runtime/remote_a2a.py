@@ -19,7 +19,7 @@ from a2a.client import ClientConfig, create_client
 from a2a.client.errors import A2AClientTimeoutError
 from a2a.types import a2a_pb2 as pb
 from django.conf import settings
-from django.db import DataError, transaction
+from django.db import transaction
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
 
@@ -27,6 +27,7 @@ from costs.budgets import blocking_budget
 from infrastructure import outbox
 from infrastructure.connections import release_connection
 from infrastructure.errors import DomainError
+from infrastructure.inputs import value_problem
 from organization import remote_a2a
 from organization.caller import caller_for_agent
 from organization.models import Agent, AgentRuntime
@@ -147,11 +148,12 @@ def deliver(task_id: int, trigger: str = "") -> str | UnderWay:
     except Exception as exc:  # whatever breaks, the task must not be left in progress
         log.exception("task %s: the remote A2A agent's exchange broke", task_id)
         answer = Answer("blocked", reason=f"internal error: {type(exc).__name__}: {exc}")
-    try:
-        return _settle(task_id, actor, answer)
-    except DataError as exc:  # text the database cannot hold (a NUL character)
-        reason = f"The remote A2A agent's answer could not be stored: {str(exc).splitlines()[0]}"
-        return _settle(task_id, actor, Answer("blocked", reason=reason))
+    said = [answer.result, answer.result_data, answer.reason, answer.question]
+    problem = value_problem(said, "answer")
+    if problem:  # what the database cannot hold (a NUL character)
+        reason = f"The remote A2A agent's answer could not be stored: {problem}."
+        answer = Answer("blocked", reason=reason)
+    return _settle(task_id, actor, answer)
 
 
 def _claim(task_id: int, trigger: str) -> Sending | UnderWay | str:

@@ -338,7 +338,7 @@ def test_an_import_fetches_a_bounded_number_of_cards(settings, tmp_path):
     "body, reason",
     [
         ("[" * 100_000, "is not an A2A agent card: maximum recursion depth exceeded"),
-        ("NUL", "is not an A2A agent card: it holds a NUL character, which we cannot store"),
+        ("NUL", "is not an A2A agent card we can store: card.name: contains a NUL character"),
     ],
 )
 def test_a_card_we_cannot_read_or_store_is_refused(settings, body, reason):
