@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -58,6 +59,8 @@ CARD_FRESH_FOR = timedelta(hours=1)
 POLL_FIRST_SECONDS, POLL_LAST_SECONDS = 0.2, 5.0
 # The comments a message carries (the latest, oldest first): what was said since it was sent.
 COMMENTS_SENT = 10
+# What PostgreSQL's text and jsonb cannot hold.
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 # The remote's answers that end the exchange.
 ENDED = {
     pb.TASK_STATE_COMPLETED,
@@ -150,7 +153,7 @@ def deliver(task_id: int, trigger: str = "") -> str | UnderWay:
         answer = Answer("blocked", reason=f"internal error: {type(exc).__name__}: {exc}")
     said = [answer.result, answer.result_data, answer.reason, answer.question]
     problem = value_problem(said, "answer")
-    if problem:  # what the database cannot hold (a NUL character)
+    if problem:  # what the database cannot hold and _storable leaves (a number out of range)
         reason = f"The remote A2A agent's answer could not be stored: {problem}."
         answer = Answer("blocked", reason=reason)
     return _settle(task_id, actor, answer)
@@ -326,12 +329,24 @@ async def _cancel(client, task_id: str, timeout: float) -> None:
         log.info("remote task %s: cancel not taken (%s)", task_id, exc)
 
 
+def _storable(value):
+    """`value` with every NUL and lone surrogate in its strings (keys too) as U+FFFD: what
+    PostgreSQL cannot hold, replaced as in a model's answer (collaboration/providers/base.py)."""
+    if isinstance(value, str):
+        return UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    return value
+
+
 def _texts(parts) -> list[str]:
-    return [p.text for p in parts if p.WhichOneof("content") == "text" and p.text]
+    return [_storable(p.text) for p in parts if p.WhichOneof("content") == "text" and p.text]
 
 
 def _data(parts) -> list:
-    return [MessageToDict(p.data) for p in parts if p.WhichOneof("content") == "data"]
+    return [_storable(MessageToDict(p.data)) for p in parts if p.WhichOneof("content") == "data"]
 
 
 def answer_of_message(message: pb.Message) -> Answer:

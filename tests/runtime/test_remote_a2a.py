@@ -6,6 +6,7 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+from a2a.helpers.proto_helpers import new_text_message
 from a2a.types import a2a_pb2 as pb
 from django.db import connections
 from django.utils import timezone
@@ -317,24 +318,30 @@ def test_a_remote_answer_landing_after_the_task_moved_leaves_it_untouched(move):
     assert not TaskComment.objects.filter(task=task).exists()
 
 
-@pytest.mark.parametrize("part", ["text", "data"])
-def test_an_answer_the_database_cannot_hold_blocks_the_task(part):
-    """A NUL character (PostgreSQL text and jsonb hold none) in the remote's result: the task is
-    blocked with the reason, not left in progress."""
+@pytest.mark.parametrize("part", ["text", "data", "reason"])
+def test_what_the_database_cannot_hold_in_an_answer_is_replaced(part):
+    """A NUL character (PostgreSQL's text and jsonb hold none) in the remote's words comes back
+    as U+FFFD, as in a model's answer: its work is kept, not an error leaving the task in
+    progress."""
 
     async def answers_nul(updater, text):
+        if part == "reason":
+            await updater.reject(new_text_message("No\x00pe."))
+            return
         data = Value()
-        data.struct_value.update({"note": "a\x00b"})
+        data.struct_value.update({"no\x00te": "a\x00b"})
         await updater.start_work()
-        await updater.add_artifact(
-            [pb.Part(text="Done\x00") if part == "text" else pb.Part(data=data)]
-        )
+        await updater.add_artifact([pb.Part(text="Done\x00"), pb.Part(data=data)])
         await updater.complete()
 
     org = make_org("acme")
     with RemoteAgent(answers_nul) as remote:
         task = sent_to(remote_member(org, remote))
-        assert deliver(task.pk, "created") == "blocked"
+        deliver(task.pk, "created")
     task.refresh_from_db()
-    assert task.status == TaskStatus.BLOCKED
-    assert block_note(task).startswith("The remote A2A agent's answer could not be stored: ")
+    if part == "reason":
+        assert task.status == TaskStatus.BLOCKED
+        assert block_note(task) == "The remote A2A agent rejected the task: No\ufffdpe."
+    else:
+        assert task.status == TaskStatus.COMPLETED
+        assert (task.result, task.result_data) == ("Done\ufffd", {"no\ufffdte": "a\ufffdb"})
