@@ -356,3 +356,45 @@ def test_a_card_we_cannot_read_or_store_is_refused(settings, body, reason):
         with pytest.raises(CardRefused) as refused:
             fetch_card(server.url + CARD_PATH)
     assert str(refused.value).startswith(f"{server.url}{CARD_PATH} {reason}")
+
+
+def resolving(monkeypatch, answers: dict[str, list[str]]) -> list[str]:
+    """Names resolved as `answers` says (each lookup takes the next address list, the last
+    one staying); the lookups made, in order."""
+    real, lookups = socket.getaddrinfo, []
+
+    def resolver(host, port, *args, **kwargs):
+        if host not in answers:
+            return real(host, port, *args, **kwargs)
+        lookups.append(host)
+        ips = answers[host][min(len(lookups), len(answers[host])) - 1]
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port)) for ip in ips.split()]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    return lookups
+
+
+def test_a_name_resolving_to_a_private_address_is_refused(monkeypatch, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = False
+    resolving(monkeypatch, {"mixed.test": ["93.184.215.14 127.0.0.1"]})
+    with pytest.raises(CardRefused) as refused:
+        fetch_card(f"http://mixed.test{CARD_PATH}")
+    assert str(refused.value) == (
+        f"http://mixed.test{CARD_PATH} is not allowed: mixed.test resolves to 127.0.0.1"
+    )
+
+
+def test_the_card_is_fetched_from_the_address_checked_keeping_the_host(monkeypatch, settings):
+    """DNS rebinding: a second lookup would answer elsewhere; the checked address is used."""
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True  # the server is on 127.0.0.1
+    lookups = resolving(monkeypatch, {"rebind.test": ["127.0.0.1", "10.255.255.1"]})
+    hosts = []
+
+    async def card(request):
+        hosts.append(request.headers["host"])
+        return JSONResponse(MessageToDict(card_for(str(request.base_url).rstrip("/"))))
+
+    with LiveServer(app=Starlette(routes=[Route(CARD_PATH, card)]), lifespan="off") as server:
+        fetched = fetch_card(f"http://rebind.test:{server.port}{CARD_PATH}")
+    assert fetched["name"] == "Gopher"
+    assert (lookups, hosts) == (["rebind.test"], [f"rebind.test:{server.port}"])
