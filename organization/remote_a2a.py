@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 from a2a.client.card_resolver import parse_agent_card
@@ -19,7 +19,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
-from .webhooks import PinnedTransport, WebhookRefused, check_url, resolve_checked
+from infrastructure.inputs import value_problem
+
+from .webhooks import WebhookRefused, check_url, resolve_checked
 
 # A card is a small document; anything larger is not one we take.
 MAX_CARD_BYTES = 256 * 1024
@@ -52,45 +54,50 @@ def validate_card_url(value: str) -> None:
         ) from exc
 
 
-def _limited(chunks: Iterator[bytes], limit: int) -> bytes:
-    body = bytearray()
-    for chunk in chunks:
-        body += chunk
-        if len(body) > limit:
-            raise ResponseTooLarge(f"the answer is longer than {limit} bytes")
-    return bytes(body)
-
-
 def fetch_card(url: str) -> dict:
     """The card at `url`, checked and as A2A v1.0 JSON; CardRefused says why not.
 
     Connects only to addresses the rule allows, follows no redirect, reads at most
-    MAX_CARD_BYTES within A2A_REMOTE_TIMEOUT_SECONDS."""
+    MAX_CARD_BYTES, all within A2A_REMOTE_TIMEOUT_SECONDS (the whole fetch, not each read)."""
+    timeout = settings.A2A_REMOTE_TIMEOUT_SECONDS
     try:
         check_url(url)
-        with (
-            httpx.Client(
-                transport=PinnedTransport(),
-                trust_env=False,
-                follow_redirects=False,
-                timeout=settings.A2A_REMOTE_TIMEOUT_SECONDS,
-            ) as client,
-            client.stream("GET", url, headers={"Accept": "application/json"}) as response,
-        ):
-            if response.status_code != 200:
-                raise CardRefused(f"{url} answered HTTP {response.status_code}, not a card")
-            body = _limited(response.iter_bytes(), MAX_CARD_BYTES)
+        body = asyncio.run(asyncio.wait_for(_card_body(url), timeout))
     except WebhookRefused as exc:
         raise CardRefused(f"{url} is not allowed: {exc}") from exc
+    except TimeoutError as exc:
+        raise CardRefused(
+            f"{url} did not answer: ReadTimeout: the card took longer than {timeout} s "
+            "(A2A_REMOTE_TIMEOUT_SECONDS)"
+        ) from exc
     except httpx.HTTPError as exc:
         raise CardRefused(f"{url} did not answer: {type(exc).__name__}: {exc}") from exc
     try:
         data = json.loads(body)
         card = parse_agent_card(data)
-    except (ValueError, ParseError) as exc:
+    except (ValueError, ParseError, RecursionError) as exc:
         raise CardRefused(f"{url} is not an A2A agent card: {exc}") from exc
     check_card(card, url)
-    return MessageToDict(card)
+    stored = MessageToDict(card)
+    problem = value_problem(stored, "card")
+    if problem:  # what the database cannot hold (a NUL character)
+        raise CardRefused(f"{url} is not an A2A agent card we can store: {problem}")
+    return stored
+
+
+async def _card_body(url: str) -> bytes:
+    async with (
+        httpx.AsyncClient(
+            transport=RemoteTransport(max_bytes=MAX_CARD_BYTES),
+            trust_env=False,
+            follow_redirects=False,
+            timeout=settings.A2A_REMOTE_TIMEOUT_SECONDS,
+        ) as client,
+        client.stream("GET", url, headers={"Accept": "application/json"}) as response,
+    ):
+        if response.status_code != 200:
+            raise CardRefused(f"{url} answered HTTP {response.status_code}, not a card")
+        return await response.aread()
 
 
 def check_card(card: pb.AgentCard, url: str) -> None:

@@ -97,18 +97,22 @@ def agent_take_card(agent: Agent, card: dict) -> list[str]:
     return agent.expertise
 
 
-def agent_card_checked(agent: Agent) -> None:
-    """A door saving a remote A2A agent (an import): its card fetched and checked now and put on
-    the agent for its save; a URL the outbound rule refuses, or no card, is a ValidationError
-    on `a2a_card_url`."""
+def card_checked(url: str) -> dict:
+    """The card at `url`, fetched and checked; a URL the outbound rule refuses, or no card, is
+    a ValidationError on `a2a_card_url`."""
     try:
-        remote_a2a.validate_card_url(agent.a2a_card_url)
-        card = remote_a2a.fetch_card(agent.a2a_card_url)
+        remote_a2a.validate_card_url(url)
+        return remote_a2a.fetch_card(url)
     except ValidationError as exc:
         raise ValidationError({"a2a_card_url": exc.messages}) from exc
     except remote_a2a.CardRefused as exc:
         raise ValidationError({"a2a_card_url": str(exc)}) from exc
-    agent_take_card(agent, card)
+
+
+def agent_card_checked(agent: Agent, card: dict | None = None) -> None:
+    """A door saving a remote A2A agent (an import): its card (`card_checked`, or fetched now)
+    put on the agent for its save."""
+    agent_take_card(agent, card if card is not None else card_checked(agent.a2a_card_url))
 
 
 def agent_card_refresh(*, agent: Agent) -> Agent:

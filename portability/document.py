@@ -9,6 +9,7 @@ from jsonschema import Draft202012Validator
 from rest_framework.exceptions import ValidationError as SerializerError
 
 from infrastructure.errors import DomainError, Invalid
+from infrastructure.inputs import value_problem
 
 FORMAT = "agent-org"
 VERSION = 1
@@ -46,6 +47,9 @@ def check(document) -> None:
             f"Version {document.get('version')!r} of the agent-org format is not read here: "
             f"this install reads version {VERSION}."
         )
+    problem = value_problem(document, "")
+    if problem:  # what no column can hold (a NUL character): refused as the API refuses it
+        raise Refused(f"{problem.lstrip('.')}.")
     errors = sorted(
         Draft202012Validator(schema()).iter_errors(document), key=lambda e: list(e.path)
     )

@@ -20,6 +20,7 @@ from organization.models import Organization
 
 from . import document as doc
 from .sections import SECTIONS, Context, Entry, Section
+from .sections.people import MAX_CARDS_PER_IMPORT, cards_to_fetch, fetch_cards
 
 ORGANIZATION_SETTINGS = ("name", "webhook_url")
 
@@ -98,13 +99,22 @@ def org_import(
     a management command). Refused (`document.Refused`) with nothing written if any item is."""
     doc.check(document)
     slug = target_slug(document, as_slug)
+    urls = cards_to_fetch(
+        Organization.objects.filter(slug=slug).first(), document.get("agents", [])
+    )
+    if len(urls) > MAX_CARDS_PER_IMPORT:
+        raise doc.Refused(
+            f"agents: the file would have {len(urls)} remote A2A agents' cards fetched; an import "
+            f"fetches at most {MAX_CARDS_PER_IMPORT} (import the file in parts)."
+        )
+    cards = fetch_cards(urls)
     with transaction.atomic():
         org = Organization.objects.select_for_update().filter(slug=slug).first()
         report = ImportReport(organization=org, dry_run=dry_run)
         exists = org is not None
         org = _organization(report, org, slug, document["organization"])
         caller = caller_for_member(user, org) if user is not None else caller_for_command(org)
-        context = Context(caller=caller, document=document)
+        context = Context(caller=caller, document=document, cards=cards)
         with acting_as(caller):
             for section in SECTIONS:
                 if section.name in document:

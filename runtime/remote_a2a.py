@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -27,6 +28,7 @@ from costs.budgets import blocking_budget
 from infrastructure import outbox
 from infrastructure.connections import release_connection
 from infrastructure.errors import DomainError
+from infrastructure.inputs import value_problem
 from organization import remote_a2a
 from organization.caller import caller_for_agent
 from organization.models import Agent, AgentRuntime
@@ -57,6 +59,8 @@ CARD_FRESH_FOR = timedelta(hours=1)
 POLL_FIRST_SECONDS, POLL_LAST_SECONDS = 0.2, 5.0
 # The comments a message carries (the latest, oldest first): what was said since it was sent.
 COMMENTS_SENT = 10
+# What PostgreSQL's text and jsonb cannot hold.
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 # The remote's answers that end the exchange.
 ENDED = {
     pb.TASK_STATE_COMPLETED,
@@ -147,6 +151,11 @@ def deliver(task_id: int, trigger: str = "") -> str | UnderWay:
     except Exception as exc:  # whatever breaks, the task must not be left in progress
         log.exception("task %s: the remote A2A agent's exchange broke", task_id)
         answer = Answer("blocked", reason=f"internal error: {type(exc).__name__}: {exc}")
+    said = [answer.result, answer.result_data, answer.reason, answer.question]
+    problem = value_problem(said, "answer")
+    if problem:  # what the database cannot hold and _storable leaves (a number out of range)
+        reason = f"The remote A2A agent's answer could not be stored: {problem}."
+        answer = Answer("blocked", reason=reason)
     return _settle(task_id, actor, answer)
 
 
@@ -320,12 +329,24 @@ async def _cancel(client, task_id: str, timeout: float) -> None:
         log.info("remote task %s: cancel not taken (%s)", task_id, exc)
 
 
+def _storable(value):
+    """`value` with every NUL and lone surrogate in its strings (keys too) as U+FFFD: what
+    PostgreSQL cannot hold, replaced as in a model's answer (collaboration/providers/base.py)."""
+    if isinstance(value, str):
+        return UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    return value
+
+
 def _texts(parts) -> list[str]:
-    return [p.text for p in parts if p.WhichOneof("content") == "text" and p.text]
+    return [_storable(p.text) for p in parts if p.WhichOneof("content") == "text" and p.text]
 
 
 def _data(parts) -> list:
-    return [MessageToDict(p.data) for p in parts if p.WhichOneof("content") == "data"]
+    return [_storable(MessageToDict(p.data)) for p in parts if p.WhichOneof("content") == "data"]
 
 
 def answer_of_message(message: pb.Message) -> Answer:
@@ -375,7 +396,8 @@ def _completed(texts: list[str], data: list) -> Answer:
 
 def _settle(task_id: int, actor: Actor, answer: Answer) -> str:
     """The remote's end as the agent's moves: completed, or blocked with the reason (after a
-    comment with the remote's question). A task moved meanwhile is left as it is."""
+    comment with the remote's question, in one transaction). A task moved meanwhile (cancelled,
+    given to another agent) is left as it is, with no comment."""
     task = Task.objects.filter(pk=task_id).first()
     if task is None:
         return "gone"
@@ -389,16 +411,17 @@ def _settle(task_id: int, actor: Actor, answer: Answer) -> str:
                 result_data=answer.result_data,
             )
             return "completed"
-        if answer.question:
-            task_services.task_comment(
-                task=task, actor=actor, body=f"The remote agent asks: {answer.question}"[:5000]
+        with transaction.atomic():
+            if answer.question:
+                task_services.task_comment(
+                    task=task, actor=actor, body=f"The remote agent asks: {answer.question}"[:5000]
+                )
+            task_services.task_set_status(
+                task=task,
+                actor=actor,
+                status=TaskStatus.BLOCKED,
+                note=answer.reason[:NOTE_MAX_LENGTH],
             )
-        task_services.task_set_status(
-            task=task,
-            actor=actor,
-            status=TaskStatus.BLOCKED,
-            note=answer.reason[:NOTE_MAX_LENGTH],
-        )
         return "blocked"
     except DomainError as exc:
         log.info("task %s: the remote's end is not applied (%s)", task_id, exc)

@@ -286,6 +286,8 @@ class AgentAdmin(HistoryAdmin, OrgOwnedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         readonly = (*super().get_readonly_fields(request, obj), "a2a_card_summary")
+        if not request.user.is_superuser:
+            readonly += ("a2a_token_env",)  # TOKEN_ENV_SUPERUSER_ONLY
         # The id is the agent's identity in its tasks' audit trail: fixed once it exists (the
         # model refuses a changed one too, whatever the form posts).
         return readonly + ("handle",) if obj is not None else readonly

@@ -62,6 +62,12 @@ TOKEN_ENV_VALIDATOR = RegexValidator(
     f"The name of an environment variable starting with {TOKEN_ENV_PREFIX}, in capitals, "
     f"digits and underscores (e.g. {TOKEN_ENV_PREFIX}BILLING).",
 )
+# The variables are the install's, shared by its organizations: only a superuser (who sets them
+# on the workers) names one, or an organization's staff could have another's token sent out.
+TOKEN_ENV_SUPERUSER_ONLY = (
+    "Only a superuser names the token's environment variable: the A2A_TOKEN_… variables are "
+    "the install's, shared by its organizations."
+)
 
 
 def handle_is_fixed_message(handle: str) -> str:

@@ -13,6 +13,8 @@ class Context:
     caller: Caller
     document: dict
     cache: dict = field(default_factory=dict)
+    # The remote A2A agents' cards by URL, fetched before the import's transaction (or why not).
+    cards: dict = field(default_factory=dict)
 
     @property
     def org(self) -> Organization:

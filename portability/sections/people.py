@@ -4,6 +4,7 @@ Written as the admin writes them: the model's validation (`full_clean`), seed 00
 roles and rules, and `agent_room_changed` when an agent is resumed, given room or made managed.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from django.core.exceptions import ValidationError
@@ -11,9 +12,18 @@ from django.core.exceptions import ValidationError
 from infrastructure.errors import Invalid, NotFound
 from organization import registry
 from organization.hierarchy import role_set, rules_set
-from organization.models import Agent, AgentRole, ExpertiseGroup, Organization, Team, TeamRule
+from organization.models import (
+    Agent,
+    AgentRole,
+    AgentRuntime,
+    ExpertiseGroup,
+    Organization,
+    Team,
+    TeamRule,
+)
+from organization.models.agents import TOKEN_ENV_SUPERUSER_ONLY
 from organization.selectors import team_rule_of
-from organization.services import agent_card_checked, agent_room_changed
+from organization.services import agent_card_checked, agent_room_changed, card_checked
 
 from .base import Context, Entry
 
@@ -40,6 +50,10 @@ AGENT_SETTINGS = {
 }
 # Changes after which an agent may take queued work (as the admin's agent page does).
 GAINS_ROOM = {"paused", "workload_capacity", "runtime"}
+# Each card may take A2A_REMOTE_TIMEOUT_SECONDS: an import fetches at most this many, this many
+# at a time.
+MAX_CARDS_PER_IMPORT = 50
+CARD_FETCHES_AT_ONCE = 10
 ROLE_FLAGS = ("can_assign_to_peers", "can_escalate_to_supervisor")
 RULE_FLAGS = ("allow_peer_assignment", "require_supervisor_for_tasks")
 STALE_AFTER = ("critical", "high", "normal", "low")
@@ -114,9 +128,13 @@ def apply_agent(context: Context, entry: Entry) -> None:
         agent = Agent(organization=org, handle=item["id"])
     else:
         agent = _agent(org, item["id"])
+    token_env = agent.a2a_token_env
     for attr, name in AGENT_SETTINGS.items():
         if name in item:
             setattr(agent, attr, item[name])
+    user = context.caller.user
+    if agent.a2a_token_env != token_env and user is not None and not user.is_superuser:
+        raise ValidationError({"a2a_token_env": TOKEN_ENV_SUPERUSER_ONLY})
     if "team" in item:
         agent.team = _team(org, item["team"])
     unknown = [name for name in agent.allowed_tools or [] if name not in registry.REGISTRY]
@@ -124,11 +142,44 @@ def apply_agent(context: Context, entry: Entry) -> None:
         raise ValidationError({"allowed_tools": f"Unknown tool(s): {', '.join(unknown)}."})
     if agent.is_remote_a2a:
         # As the admin's save: its card fetched and checked, its skills its expertise.
-        agent_card_checked(agent)
+        card = context.cards.get(agent.a2a_card_url)
+        if isinstance(card, ValidationError):
+            raise card
+        agent_card_checked(agent, card)
     agent.full_clean()
     agent.save()
     if not entry.is_new and GAINS_ROOM & entry.changed:
         agent_room_changed(agent=agent)
+
+
+def cards_to_fetch(org: Organization | None, items: list[dict]) -> list[str]:
+    """The card URLs of the remote A2A agents the file creates or changes, once each."""
+    before = {}
+    if org is not None:
+        before = {item["id"]: item for item in export_agents(org)}
+    urls = []
+    for item in items:
+        old = before.get(item.get("id"))
+        runtime = item.get("runtime", old["runtime"] if old else None)
+        url = item.get("a2a_card_url", old["a2a_card_url"] if old else None)
+        changed = old is None or any(old.get(name) != value for name, value in item.items())
+        if runtime == AgentRuntime.A2A and url and changed and url not in urls:
+            urls.append(url)
+    return urls
+
+
+def fetch_cards(urls: list[str]) -> dict:
+    """The cards by URL (a refusal as its ValidationError), fetched side by side before the
+    import's transaction, so no row stays locked while a remote answers."""
+
+    def fetched(url: str):
+        try:
+            return card_checked(url)
+        except ValidationError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=CARD_FETCHES_AT_ONCE) as pool:
+        return dict(zip(urls, pool.map(fetched, urls), strict=True))
 
 
 def finish_agent(context: Context, entry: Entry) -> None:

@@ -463,3 +463,22 @@ def test_an_import_changes_a_routine_it_matches_by_title(settled_demo, tmp_path)
         "allow",
         "Development",
     )
+
+
+def test_a_file_holding_what_the_database_cannot_store_is_refused(settled_demo, tmp_path):
+    """A NUL character or a lone surrogate in any text of the file: refused naming where, as
+    the API refuses such input, never a database error."""
+    before = rows_of(settled_demo)
+    document = export("demo")
+    document["teams"].append({"name": "Design\x00"})
+    with pytest.raises(CommandError) as refused:
+        import_file(tmp_path, document)
+    assert (
+        str(refused.value) == f"teams[{len(document['teams']) - 1}].name: contains a NUL character."
+    )
+    document = export("demo")
+    document["agents"][0]["system_prompt"] = "\ud800"
+    with pytest.raises(CommandError) as refused:
+        import_file(tmp_path, document)
+    assert str(refused.value) == "agents[0].system_prompt: contains a lone surrogate."
+    assert rows_of(settled_demo) == before

@@ -2,11 +2,15 @@
 with a scripted executor: each way its task can end comes back onto our task, and a remote that
 hangs, refuses, answers malformed or too much ends the task blocked with the reason."""
 
+import asyncio
 from datetime import timedelta
 
 import pytest
+from a2a.helpers.proto_helpers import new_text_message
+from a2a.types import a2a_pb2 as pb
 from django.db import connections
 from django.utils import timezone
+from google.protobuf.struct_pb2 import Value
 
 from costs.budgets import budget_set
 from infrastructure.models import OutboxMessage
@@ -275,3 +279,69 @@ def test_no_database_connection_is_held_while_the_remote_works():
         task = sent_to(remote_member(org, remote))
         assert deliver(task.pk, "created") == "completed"
     assert held == [False]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("move", ["reassigned", "cancelled"])
+def test_a_remote_answer_landing_after_the_task_moved_leaves_it_untouched(move):
+    """The remote asks for input while a human gives the task to someone else or cancels it:
+    its question is no comment on a task its agent no longer works on, and the task is left
+    as the human left it."""
+    org = make_org("acme")
+    ana = make_agent(org, "agent-ana", name="Ana")
+
+    def human_moves(task_id):
+        try:
+            task = Task.objects.get(pk=task_id)
+            if move == "reassigned":
+                services.task_assign(task=task, actor=HUMAN, to=ana)
+            else:
+                services.task_cancel(task=task, actor=HUMAN, reason="Not needed.")
+        finally:
+            connections.close_all()
+
+    async def moved_then_asks(updater, text):
+        await asyncio.to_thread(human_moves, sent["task"])
+        await asks(updater, text)
+
+    sent = {}
+    with RemoteAgent(moved_then_asks) as remote:
+        gopher = remote_member(org, remote)
+        task = sent_to(gopher)
+        sent["task"] = task.pk
+        assert deliver(task.pk, "created").startswith("not applied:")
+    task.refresh_from_db()
+    if move == "reassigned":
+        assert (task.status, task.assignee) == (TaskStatus.ASSIGNED, ana)
+    else:
+        assert (task.status, task.assignee) == (TaskStatus.CANCELLED, gopher)
+    assert not TaskComment.objects.filter(task=task).exists()
+
+
+@pytest.mark.parametrize("part", ["text", "data", "reason"])
+def test_what_the_database_cannot_hold_in_an_answer_is_replaced(part):
+    """A NUL character (PostgreSQL's text and jsonb hold none) in the remote's words comes back
+    as U+FFFD, as in a model's answer: its work is kept, not an error leaving the task in
+    progress."""
+
+    async def answers_nul(updater, text):
+        if part == "reason":
+            await updater.reject(new_text_message("No\x00pe."))
+            return
+        data = Value()
+        data.struct_value.update({"no\x00te": "a\x00b"})
+        await updater.start_work()
+        await updater.add_artifact([pb.Part(text="Done\x00"), pb.Part(data=data)])
+        await updater.complete()
+
+    org = make_org("acme")
+    with RemoteAgent(answers_nul) as remote:
+        task = sent_to(remote_member(org, remote))
+        deliver(task.pk, "created")
+    task.refresh_from_db()
+    if part == "reason":
+        assert task.status == TaskStatus.BLOCKED
+        assert block_note(task) == "The remote A2A agent rejected the task: No\ufffdpe."
+    else:
+        assert task.status == TaskStatus.COMPLETED
+        assert (task.result, task.result_data) == ("Done\ufffd", {"no\ufffdte": "a\ufffdb"})
