@@ -8,6 +8,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from django.conf import settings
 from django.db import connection
 
+from infrastructure import tracing
+
 from .context import RunContext, Slot
 
 # One pool of agent threads per worker process, shared by its sessions. With psycopg's pool (the
@@ -46,7 +48,14 @@ def _fresh_connection() -> None:
 def in_agent_thread(work, ctx: RunContext, slot: Slot, permits: threading.BoundedSemaphore):
     _fresh_connection()
     try:
-        with permits:
+        with (
+            permits,
+            tracing.invoke_agent(
+                slot.contribution.agent,  # None for an ad-hoc specialist
+                name=slot.contribution.display_name or slot.contribution.agent_key,
+                agent_id=slot.contribution.agent_key,
+            ),
+        ):
             work(ctx, slot)
     except Exception:
         # The connection may be broken (e.g. the server restarted): start clean next time.

@@ -1,0 +1,335 @@
+"""One trace (issue 39 §1): an MCP call creates a task for a managed agent, whose run delegates
+it to another managed agent, whose run completes it — one trace id from the MCP request (the
+client's `params._meta.traceparent`) through both Celery runs, their model calls and tool calls,
+exported over OTLP/HTTP to a fake collector on 127.0.0.1.
+
+The web server (`python -m config.serve`) and the Celery worker (`celery worker -B`) are real
+processes started with OTEL_EXPORTER_OTLP_ENDPOINT, so their own start-up sets tracing up. The web
+server publishes to a broker that is away: its message waits in the outbox with its trace context
+and the worker's relay sends it, so the first run continues the request's trace through the
+outbox; the second run is sent by the first one's commit hook, in its headers.
+"""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx2
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from infrastructure.models import OutboxMessage
+from organization.models import AgentRuntime, TeamRule
+from runtime.models import ACTIVE_STATUSES, Run
+from tasks.models import Task
+from tests.collaboration.conftest import fake_llm, wait_for  # noqa: F401  (fixtures)
+from tests.conftest import requires_postgres
+from tests.factories import make_agent, make_key, make_org, make_team
+from tests.fake_llm import Reply, ToolUse
+from tests.infrastructure.test_broker_outage import relay_every_second  # noqa: F401  (fixture)
+from tests.organization.mcp.live import http_client
+from tests.runtime.scripts import managed_by, script
+from tests.tasks.test_sweep import database_url, needs_redis, stop_process
+
+from .otlp import OtlpReceiver
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, needs_redis]
+
+ROOT = Path(__file__).resolve().parents[2]
+TITLE = "Ship the release notes"
+# The MCP client's own trace: everything the call causes continues it.
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN = "00f067aa0ba902b7"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def the_task_id() -> int:
+    """The task the MCP call made (read from the fake model's thread, which then lets go of its
+    connection)."""
+    try:
+        return Task.objects.get(title=TITLE).pk
+    finally:
+        connection.close()
+
+
+class Cast:
+    """Jordan (external, reached over MCP) leads Lena, who leads Alex and Sam (paused); Lena and
+    Alex are managed, on the fake model."""
+
+    def __init__(self):
+        self.org = make_org("acme")
+        TeamRule.objects.create(organization=self.org)
+        team = make_team(self.org, "Product")
+        self.jordan = make_agent(self.org, "agent-jordan", team=team)
+        self.lena = make_agent(
+            self.org, "agent-lena", team=team, senior=self.jordan, runtime=AgentRuntime.MANAGED
+        )
+        report = {"team": team, "senior": self.lena, "runtime": AgentRuntime.MANAGED}
+        self.alex = make_agent(self.org, "agent-alex", **report)
+        self.sam = make_agent(self.org, "agent-sam", is_paused=True, **report)
+        managed_by(self.lena, model="fake-model")
+        managed_by(self.alex, model="fake-model")
+
+
+def start(command: list[str], env: dict, log: Path) -> subprocess.Popen:
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+@pytest.fixture
+def services(fake_llm, relay_every_second, tmp_path):  # noqa: F811
+    """A fake collector, then the web server and a `celery worker -B`, both exporting to it."""
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    with OtlpReceiver() as otlp:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "LOG_FORMAT": "json",
+            "LLM_PROVIDER": "openai",
+        }
+        env.pop("TEST_DATABASE_NAME", None)
+        port = free_port()
+        # The web server's broker is away (nothing listens there): its work waits in the outbox.
+        web_env = {**env, "CELERY_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0"}
+        processes = [
+            start(
+                [sys.executable, "-m", "config.serve", "--workers", "1", "--port", str(port)],
+                web_env,
+                tmp_path / "web.log",
+            ),
+            start(
+                [sys.executable, "-m", "celery", "-A", "config", "worker", "-B", "--pidfile", ""]
+                + "-P threads -c 2 -l info --without-gossip --without-mingle".split()
+                + ["--schedule", str(tmp_path / "beat-schedule")],
+                env,
+                tmp_path / "worker.log",
+            ),
+        ]
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_for(lambda: answers(url + "/healthz"), timeout=60, interval=0.2)
+            wait_for(lambda: "ready." in (tmp_path / "worker.log").read_text(), timeout=60)
+            yield url, otlp, tmp_path
+        finally:
+            for process in processes:
+                stop_process(process)
+
+
+def answers(url: str) -> bool:
+    """The server answers (503 here: /healthz finds its broker away, as it is meant to be)."""
+    try:
+        return httpx2.get(url, timeout=5).status_code in (200, 503)
+    except httpx2.HTTPError:
+        return False
+
+
+async def create_task(url: str, key: str) -> dict:
+    meta = {"traceparent": f"00-{TRACE_ID}-{CLIENT_SPAN}-01"}
+    async with http_client(url, key, read_timeout_seconds=60) as client:
+        result = await client.call_tool(
+            "create_task", {"title": TITLE, "agent_id": "agent-lena"}, meta=meta
+        )
+    assert result.is_error is False, result.content[0].text
+    return json.loads(result.content[0].text)
+
+
+def one(spans, **where):
+    """The one span whose name and attributes are as given (`name=` for the name)."""
+    name = where.pop("name", None)
+    found = [
+        s
+        for s in spans
+        if (name is None or s.name == name) and all(s.get(k) == v for k, v in where.items())
+    ]
+    assert len(found) == 1, (name, where, [(s.name, s.attributes) for s in found])
+    return found[0]
+
+
+def named(spans, name: str) -> list:
+    return [s for s in spans if s.name == name]
+
+
+@requires_postgres()
+def test_one_trace_from_the_mcp_call_through_both_runs_to_the_last_tool_call(
+    services,
+    fake_llm,  # noqa: F811
+):
+    url, otlp, logs = services
+    cast = Cast()
+    key = make_key(cast.org, cast.jordan)
+
+    def delegate_to(handle):
+        return Reply(
+            tool_calls=lambda call: [
+                ToolUse("delegate_task", {"task_id": the_task_id(), "agent_id": handle})
+            ]
+        )
+
+    # Lena tries paused Sam (refused: agent_offline), then Alex; Alex starts and completes it.
+    script(fake_llm, cast.lena, delegate_to("agent-sam"), delegate_to("agent-alex"), "Alex has it.")
+    script(
+        fake_llm,
+        cast.alex,
+        Reply(
+            tool_calls=lambda c: [
+                ToolUse("update_task_status", {"task_id": the_task_id(), "status": "in_progress"})
+            ]
+        ),
+        Reply(
+            tool_calls=lambda c: [
+                ToolUse("complete_task", {"task_id": the_task_id(), "result": "Shipped."})
+            ]
+        ),
+        "Done.",
+    )
+
+    created = asyncio.run(create_task(url, key))
+    task = Task.objects.get(pk=created["id"])
+    # The broker was away for the web server: the run's message waits, with the trace.
+    waiting = OutboxMessage.objects.get(task_name="runtime.run_agent")
+    assert waiting.trace_context["traceparent"].split("-")[1] == TRACE_ID
+
+    def finished():
+        task.refresh_from_db()
+        quiet = not Run.objects.filter(status__in=ACTIVE_STATUSES).exists()
+        return task.status == "completed" and quiet
+
+    wait_for(finished, timeout=120, interval=0.2)
+    assert (task.assignee, task.result) == (cast.alex, "Shipped.")
+    lenas_run = Run.objects.filter(agent=cast.lena).earliest("pk")
+    alexs_run = Run.objects.get(agent=cast.alex)
+
+    def exported():
+        spans = otlp.spans_of(TRACE_ID)
+        ended = {s.name for s in spans}
+        return (
+            spans
+            if {"invoke_agent Alex", "invoke_agent Lena"} <= ended
+            and len(named(spans, "execute_tool complete_task"))
+            else None
+        )
+
+    spans = wait_for(exported, timeout=30, interval=0.2)
+    by_id = {s.span_id: s for s in spans}
+
+    # The MCP request: the SDK's server span, a child of the client's, naming the caller.
+    request = one(spans, name="tools/call create_task")
+    assert (request.kind, request.parent_id, request.service) == (
+        "SPAN_KIND_SERVER",
+        CLIENT_SPAN,
+        "agent-org",
+    )
+    assert request["mcp.method.name"] == "tools/call"
+    assert request["gen_ai.tool.name"] == "create_task"
+    assert request["jsonrpc.request.id"]
+    assert (request["agent_org.organization"], request["agent_org.agent"]) == (
+        "acme",
+        "agent-jordan",
+    )
+    made = one(spans, name="execute_tool create_task")
+    assert made.parent_id == request.span_id
+    assert made["gen_ai.tool.call.id"] == request["jsonrpc.request.id"]
+    assert (made["agent_org.organization"], made["agent_org.agent"], made["agent_org.task"]) == (
+        "acme",
+        "agent-jordan",
+        task.pk,
+    )
+
+    # Both runs, each a Celery task span of the worker and an invoke_agent span inside it.
+    celery_runs = named(spans, "run/runtime.run_agent")
+    assert len(celery_runs) == Run.objects.count() >= 2
+    lena = one(spans, name="invoke_agent Lena")
+    alex = one(spans, name="invoke_agent Alex")
+    for agent_span, handle, run in (
+        (lena, "agent-lena", lenas_run),
+        (alex, "agent-alex", alexs_run),
+    ):
+        assert by_id[agent_span.parent_id].name == "run/runtime.run_agent"
+        assert agent_span["gen_ai.operation.name"] == "invoke_agent"
+        assert agent_span["gen_ai.agent.id"] == handle
+        assert agent_span["agent_org.agent"] == handle
+        assert agent_span["agent_org.organization"] == "acme"
+        assert agent_span["agent_org.task"] == run.task_id == task.pk
+
+    # Their model calls: `chat {model}` with the provider, the usage and why each stopped.
+    def within(span, ancestor) -> bool:
+        while span.parent_id in by_id:
+            span = by_id[span.parent_id]
+            if span.span_id == ancestor.span_id:
+                return True
+        return False
+
+    chats = named(spans, "chat fake-model")
+    assert len(chats) == len(fake_llm.calls) == 6
+    # (Alex's run continues Lena's trace, under her run: hers are those not under his.)
+    assert sum(within(c, alex) for c in chats) == 3
+    assert sum(within(c, lena) and not within(c, alex) for c in chats) == 3
+    for chat in chats:
+        assert chat.kind == "SPAN_KIND_CLIENT"
+        assert (chat["gen_ai.operation.name"], chat["gen_ai.provider.name"]) == ("chat", "openai")
+        assert chat["gen_ai.request.model"] == "fake-model"
+        assert chat["gen_ai.usage.input_tokens"] > 0
+        # The fake model counts a reply's words: a reply of tool calls only has none.
+        words = chat["gen_ai.usage.output_tokens"]
+        assert (chat["gen_ai.response.finish_reasons"], words > 0) in (
+            (["tool_calls"], False),
+            (["stop"], True),
+        )
+        assert chat["agent_org.task"] == task.pk
+        assert "gen_ai.input.messages" not in chat.attributes  # contents only when asked for
+    # …each over HTTP (the httpx2 instrumentation) to the fake model server.
+    assert all(
+        any(s.parent_id == chat.span_id and s.kind == "SPAN_KIND_CLIENT" for s in spans)
+        for chat in chats
+    )
+
+    # Their tool calls, with the model's call ids; the refused one says by which rule.
+    refused, delegated = sorted(
+        named(spans, "execute_tool delegate_task"),
+        key=lambda s: "agent_org.refusal" in s.attributes,
+    )[::-1]
+    assert (refused["agent_org.refusal"], refused["error.type"]) == (
+        "agent_offline",
+        "agent_offline",
+    )
+    assert "agent_org.refusal" not in delegated.attributes
+    completed = one(spans, name="execute_tool complete_task")
+    for tool_span, agent_span in ((refused, lena), (delegated, lena), (completed, alex)):
+        assert within(tool_span, agent_span) and (agent_span is alex or not within(tool_span, alex))
+        assert tool_span["gen_ai.tool.call.id"].startswith("call_fake_")
+        assert tool_span["agent_org.task"] == task.pk
+        assert tool_span["agent_org.agent"] == agent_span["agent_org.agent"]
+    # Lena's run was sent by the relay in the MCP call's trace; Alex's by her run's commit hook.
+    assert within(lena, made) and within(alex, lena)
+
+    # PostgreSQL and Redis calls are in the trace too, and every span of ours names the tenant.
+    assert any(s.get("db.system.name", s.get("db.system")) == "postgresql" for s in spans)
+    assert any(s.get("db.system.name", s.get("db.system")) == "redis" for s in spans)
+    ours = [s for s in spans if s.scope == "agent_org"]
+    assert ours and all(s["agent_org.organization"] == "acme" for s in ours)
+
+    # The worker's JSON log lines written inside a span carry its trace and span ids.
+    lines = [
+        json.loads(line)
+        for line in (logs / "worker.log").read_text().splitlines()
+        if line.startswith("{")
+    ]
+    in_trace = [line for line in lines if line.get("trace_id") == TRACE_ID]
+    assert in_trace and all(line["span_id"] in by_id for line in in_trace)
