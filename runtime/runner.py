@@ -61,7 +61,8 @@ def run_agent(run_id: int) -> str:
         if run.attempts > settings.RUNTIME_MAX_ATTEMPTS:
             _give_up(run, token)
         else:
-            with tracing.invoke_agent(run.agent, task=run.task_id, provider=run.provider):
+            provider = run.provider or run.agent.llm_provider
+            with tracing.invoke_agent(run.agent, task=run.task_id, provider=provider):
                 execute(run, token)
     except LeaseLost:
         log.warning("run %s: the lease was lost to another worker; stopping here", run_id)

@@ -217,14 +217,10 @@ def test_one_trace_from_the_mcp_call_through_both_runs_to_the_last_tool_call(
     alexs_run = Run.objects.get(agent=cast.alex)
 
     def exported():
+        """Every run's Celery span is in (each ends after what it contains)."""
         spans = otlp.spans_of(TRACE_ID)
-        ended = {s.name for s in spans}
-        return (
-            spans
-            if {"invoke_agent Alex", "invoke_agent Lena"} <= ended
-            and len(named(spans, "execute_tool complete_task"))
-            else None
-        )
+        runs = named(spans, "run/runtime.run_agent")
+        return spans if len(runs) == Run.objects.count() else None
 
     spans = wait_for(exported, timeout=30, interval=0.2)
     by_id = {s.span_id: s for s in spans}
@@ -333,3 +329,32 @@ def test_one_trace_from_the_mcp_call_through_both_runs_to_the_last_tool_call(
     ]
     in_trace = [line for line in lines if line.get("trace_id") == TRACE_ID]
     assert in_trace and all(line["span_id"] in by_id for line in in_trace)
+
+    # A REST call-tool continues its caller's trace too: Django's server span, then the tool's;
+    # a move the rules refuse says by which rule.
+    rest_trace = "0af7651916cd43dd8448eb211c80319c"
+    answer = httpx2.post(
+        f"{url}/api/agent-engine/call-tool",
+        json={"toolName": "create_task", "params": {"title": "Later", "agent_id": "agent-sam"}},
+        headers={
+            "Authorization": f"Bearer {key}",
+            "traceparent": f"00-{rest_trace}-b7ad6b7169203331-01",
+        },
+        timeout=30,
+    )
+    assert (answer.status_code, answer.json()["code"]) == (409, "agent_offline")
+
+    def rest_spans():
+        spans = otlp.spans_of(rest_trace)
+        return spans if any(s.kind == "SPAN_KIND_SERVER" for s in spans) else None
+
+    spans = wait_for(rest_spans, timeout=30, interval=0.2)
+    (server,) = [s for s in spans if s.kind == "SPAN_KIND_SERVER"]
+    assert (server.scope, server.parent_id) == (
+        "opentelemetry.instrumentation.django",
+        "b7ad6b7169203331",
+    )
+    assert server.get("http.response.status_code", server.get("http.status_code")) == 409
+    tool = one(spans, name="execute_tool create_task")
+    assert tool.parent_id == server.span_id
+    assert (tool["agent_org.refusal"], tool["agent_org.agent"]) == ("agent_offline", "agent-jordan")
