@@ -27,7 +27,8 @@ from infrastructure.models import OutboxMessage
 from organization.models import AgentRuntime, TeamRule
 from runtime.models import ACTIVE_STATUSES, Run
 from tasks.models import Task
-from tests.collaboration.conftest import fake_llm, wait_for  # noqa: F401  (fixtures)
+from tests.collaboration.conftest import fake_llm, specialists, wait_for  # noqa: F401
+from tests.collaboration.starts import started
 from tests.conftest import requires_postgres
 from tests.factories import make_agent, make_key, make_org, make_team
 from tests.fake_llm import Reply, ToolUse
@@ -103,6 +104,7 @@ def services(fake_llm, relay_every_second, tmp_path):  # noqa: F811
             "OTEL_BSP_SCHEDULE_DELAY": "100",
             "LOG_FORMAT": "json",
             "LLM_PROVIDER": "openai",
+            "LLM_MODEL": "fake-model",
         }
         env.pop("TEST_DATABASE_NAME", None)
         port = free_port()
@@ -358,3 +360,34 @@ def test_one_trace_from_the_mcp_call_through_both_runs_to_the_last_tool_call(
     tool = one(spans, name="execute_tool create_task")
     assert tool.parent_id == server.span_id
     assert (tool["agent_org.refusal"], tool["agent_org.agent"]) == ("agent_offline", "agent-jordan")
+
+
+@requires_postgres()
+def test_a_collaboration_session_is_one_workflow_of_its_specialists(services, fake_llm):  # noqa: F811
+    _, otlp, _ = services
+    org = make_org("acme")
+    session = started(org, specialists("security-reviewer", "perf-reviewer"))
+
+    def finished():
+        session.refresh_from_db()
+        return session.is_finished
+
+    wait_for(finished, timeout=120, interval=0.2)
+    assert session.status == "completed", session.error
+
+    def exported():
+        runs = [s for s in otlp.spans if s.name == "run/collaboration.run_session"]
+        return otlp.spans_of(runs[0].trace_id) if runs else None
+
+    spans = wait_for(exported, timeout=30, interval=0.2)
+    workflow = one(spans, name="invoke_workflow parallel")
+    assert workflow["gen_ai.operation.name"] == "invoke_workflow"
+    assert workflow["gen_ai.conversation.id"] == str(session.pk)
+    assert workflow["agent_org.organization"] == "acme"
+    # Each specialist, in the pool's threads, is an agent of the workflow with its model call.
+    for name in ("security-reviewer", "perf-reviewer"):
+        agent = one(spans, name=f"invoke_agent {name}")
+        assert (agent.parent_id, agent["gen_ai.agent.id"]) == (workflow.span_id, name)
+        assert agent["agent_org.organization"] == "acme"
+        (chat,) = [s for s in spans if s.parent_id == agent.span_id and s.scope == "agent_org"]
+        assert chat.name == "chat fake-model" and chat["gen_ai.usage.input_tokens"] > 0
