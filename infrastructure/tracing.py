@@ -340,20 +340,20 @@ def execute_tool(
     )
 
 
-def server(name: str, attributes: dict, *, headers: dict | None = None):
+def server(name: str, attributes: dict, *, headers: dict | None = None, **ours):
     """A server span of a protocol we serve (A2A), continuing the caller's trace from
-    `headers` (`traceparent`) when it sends one."""
+    `headers` (`traceparent`) when it sends one; `ours`: organization, agent, task."""
     if not _enabled:
         return contextlib.nullcontext(_OFF)
     parent = propagate.extract(headers) if headers else None
-    return _server_span(name, attributes, parent)
+    return _server_span(name, attributes, parent, ours)
 
 
 @contextlib.contextmanager
-def _server_span(name: str, attributes: dict, parent) -> Iterator[Span]:
+def _server_span(name: str, attributes: dict, parent, ours: dict) -> Iterator[Span]:
     token = otel_context.attach(parent) if parent is not None else None
     try:
-        with span(name, kind=SpanKind.SERVER, attributes=attributes) as current:
+        with span(name, kind=SpanKind.SERVER, attributes=attributes, **ours) as current:
             yield current
     finally:
         if token is not None:

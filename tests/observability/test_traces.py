@@ -361,6 +361,39 @@ def test_one_trace_from_the_mcp_call_through_both_runs_to_the_last_tool_call(
     assert tool.parent_id == server.span_id
     assert (tool["agent_org.refusal"], tool["agent_org.agent"]) == ("agent_offline", "agent-jordan")
 
+    # An A2A message is a server span of its own, continuing its caller's trace; the rules
+    # refuse this one (Sam is paused): the task answered is REJECTED, the span says by which rule.
+    a2a_trace = "5b8aa5a2d2c872e8321cf37308d69df2"
+    answer = httpx2.post(
+        f"{url}/a2a/acme/agent-sam/",
+        headers={
+            "Authorization": f"Bearer {key}",
+            "A2A-Version": "1.0",
+            "traceparent": f"00-{a2a_trace}-00f067aa0ba902b7-01",
+        },
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "Fix it"}]}
+            },
+        },
+        timeout=30,
+    )
+    rejected = answer.json()["result"]["task"]
+    assert rejected["status"]["state"] == "TASK_STATE_REJECTED"
+    a2a = wait_for(lambda: otlp.spans_of(a2a_trace), timeout=30, interval=0.2)
+    sent = one(a2a, name="a2a SendMessage")
+    assert (sent.kind, sent.parent_id) == ("SPAN_KIND_SERVER", "00f067aa0ba902b7")
+    assert (sent["a2a.method.name"], sent["a2a.task.id"], sent["a2a.task.state"]) == (
+        "SendMessage",
+        rejected["id"],
+        "TASK_STATE_REJECTED",
+    )
+    assert (sent["agent_org.organization"], sent["agent_org.agent"]) == ("acme", "agent-sam")
+    assert sent["agent_org.refusal"] == "agent_offline"
+
 
 @requires_postgres()
 def test_a_collaboration_session_is_one_workflow_of_its_specialists(services, fake_llm):  # noqa: F811
