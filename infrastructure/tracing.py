@@ -63,7 +63,10 @@ def setup(*, web: bool = False) -> bool:
             return True
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.instrumentation.celery import CeleryInstrumentor
-        from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
+        from opentelemetry.instrumentation.httpx import (
+            HTTPX2ClientInstrumentor,
+            HTTPXClientInstrumentor,
+        )
         from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
         from opentelemetry.instrumentation.redis import RedisInstrumentor
         from opentelemetry.sdk.resources import Resource
@@ -84,7 +87,8 @@ def setup(*, web: bool = False) -> bool:
         CeleryInstrumentor().instrument()
         PsycopgInstrumentor().instrument(enable_commenter=False)
         RedisInstrumentor().instrument()
-        HTTPX2ClientInstrumentor().instrument()
+        HTTPX2ClientInstrumentor().instrument()  # the model providers' SDKs
+        HTTPXClientInstrumentor().instrument()  # remote A2A agents, webhooks
         refused.connect(_mark_refusal, dispatch_uid="trace-refusals")
         _capture_content = settings.OTEL_CAPTURE_MESSAGE_CONTENT
         _enabled = True
@@ -254,14 +258,17 @@ def invoke_agent(
     agent_id: str | None = None,
     task=None,
     provider: str | None = None,
+    remote: bool = False,
 ):
     """`invoke_agent {gen_ai.agent.name}`: one agent's turn at work (a managed run, a session's
-    specialist); `name` and `agent_id` for one that is no agent of the organization."""
+    specialist; a client span for a `remote` agent); `name` and `agent_id` for one that is no
+    agent of the organization."""
     if not _enabled:
         return contextlib.nullcontext(_OFF)
     name = name or agent.name
     return span(
         f"invoke_agent {name}",
+        kind=SpanKind.CLIENT if remote else SpanKind.INTERNAL,
         attributes={
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": name,

@@ -25,7 +25,9 @@ from django.db import connection
 
 from infrastructure.models import OutboxMessage
 from organization.models import AgentRuntime, TeamRule
+from organization.services import agent_card_refresh
 from runtime.models import ACTIVE_STATUSES, Run
+from runtime.remote_a2a import SEND_TASK
 from tasks.models import Task
 from tests.collaboration.conftest import fake_llm, specialists, wait_for  # noqa: F401
 from tests.collaboration.starts import started
@@ -34,6 +36,7 @@ from tests.factories import make_agent, make_key, make_org, make_team
 from tests.fake_llm import Reply, ToolUse
 from tests.infrastructure.test_broker_outage import relay_every_second  # noqa: F401  (fixture)
 from tests.organization.mcp.live import http_client
+from tests.runtime.a2a_remote import RemoteAgent, completes
 from tests.runtime.scripts import managed_by, script
 from tests.tasks.test_sweep import database_url, needs_redis, stop_process
 
@@ -105,6 +108,7 @@ def services(fake_llm, relay_every_second, tmp_path):  # noqa: F811
             "LOG_FORMAT": "json",
             "LLM_PROVIDER": "openai",
             "LLM_MODEL": "fake-model",
+            "WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",  # the remote A2A agent is on 127.0.0.1
         }
         env.pop("TEST_DATABASE_NAME", None)
         port = free_port()
@@ -142,11 +146,11 @@ def answers(url: str) -> bool:
         return False
 
 
-async def create_task(url: str, key: str) -> dict:
+async def create_task(url: str, key: str, agent_id: str = "agent-lena") -> dict:
     meta = {"traceparent": f"00-{TRACE_ID}-{CLIENT_SPAN}-01"}
     async with http_client(url, key, read_timeout_seconds=60) as client:
         result = await client.call_tool(
-            "create_task", {"title": TITLE, "agent_id": "agent-lena"}, meta=meta
+            "create_task", {"title": TITLE, "agent_id": agent_id}, meta=meta
         )
     assert result.is_error is False, result.content[0].text
     return json.loads(result.content[0].text)
@@ -430,3 +434,58 @@ def test_a_collaboration_session_is_one_workflow_of_its_specialists(services, fa
         assert agent["agent_org.organization"] == "acme"
         (chat,) = [s for s in spans if s.parent_id == agent.span_id and s.scope == "agent_org"]
         assert chat.name == "chat fake-model" and chat["gen_ai.usage.input_tokens"] > 0
+
+
+@requires_postgres()
+def test_a_remote_a2a_agent_is_invoked_as_a_client_and_told_the_trace(services, settings):
+    _, otlp, _ = services
+    url = services[0]
+    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True  # the remote listens on 127.0.0.1
+    org = make_org("acme")
+    jordan = make_agent(org, "agent-jordan")
+    with RemoteAgent(completes) as remote:
+        gopher = make_agent(
+            org,
+            "agent-gopher",
+            name="Gopher",
+            senior=jordan,
+            runtime=AgentRuntime.A2A,
+            a2a_card_url=remote.card_url,
+        )
+        agent_card_refresh(agent=gopher)
+        created = asyncio.run(create_task(url, make_key(org, jordan), "agent-gopher"))
+        task = Task.objects.get(pk=created["id"])
+
+        def completed():
+            task.refresh_from_db()
+            return task.status == "completed"
+
+        wait_for(completed, timeout=60, interval=0.2)
+        # The remote was told the trace it works in (W3C traceparent, by the httpx instrumentation).
+        (headers,) = remote.executor.headers
+        assert headers["traceparent"].split("-")[1] == TRACE_ID
+
+    def exported():
+        spans = otlp.spans_of(TRACE_ID)
+        return spans if named(spans, f"run/{SEND_TASK}") else None
+
+    spans = wait_for(exported, timeout=30, interval=0.2)
+    invoked = one(spans, name="invoke_agent Gopher")
+    assert invoked.kind == "SPAN_KIND_CLIENT"
+    assert (invoked["gen_ai.agent.id"], invoked["agent_org.agent"], invoked["agent_org.task"]) == (
+        "agent-gopher",
+        "agent-gopher",
+        task.pk,
+    )
+    # Under it, the A2A SDK's client spans and the HTTP requests they made.
+    by_id = {s.span_id: s for s in spans}
+
+    def under_invoked(span) -> bool:
+        while span.parent_id in by_id:
+            span = by_id[span.parent_id]
+            if span is invoked:
+                return True
+        return False
+
+    scopes = {s.scope for s in spans if under_invoked(s) and s.kind == "SPAN_KIND_CLIENT"}
+    assert {"a2a-python-sdk", "opentelemetry.instrumentation.httpx"} <= scopes
