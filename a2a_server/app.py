@@ -25,6 +25,7 @@ from organization.mcp_server.server import admit
 
 from . import cards, conformance, work
 from .handler import OrganizationRequestHandler
+from .tracing import traced
 
 A2A_PREFIX = "/a2a/"
 CARD_PATH = "/.well-known/agent-card.json"
@@ -147,7 +148,7 @@ class A2AApp:
     """Every agent's A2A server under `/a2a/<org slug>/<agent id>/`."""
 
     def __init__(self):
-        handler = OrganizationRequestHandler()
+        handler = traced(OrganizationRequestHandler)()
         builder = CallerContextBuilder()
         agent_routes = [
             Route(CARD_PATH, agent_card, methods=["GET"]),

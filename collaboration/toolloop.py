@@ -404,7 +404,7 @@ class _Loop:
         try:
             # As one request at the REST door: a refused call leaves nothing half-written.
             with undone_whole() if own_transaction else contextlib.nullcontext():
-                result = registry.call_tool(self.caller, call.name, call.arguments)
+                result = registry.call_tool(self.caller, call.name, call.arguments, call_id=call.id)
         except DomainError as exc:
             return _refusal(exc.message, exc.code)
         except OperationalError:

@@ -10,8 +10,12 @@ import os
 from a2wsgi.wsgi import build_environ
 from django.core.wsgi import get_wsgi_application
 
+from infrastructure.tracing import setup as setup_tracing
+
 if not os.environ.get("DJANGO_SETTINGS_MODULE", "").strip():  # unset or empty: the default
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+# Traces, when OTEL_EXPORTER_OTLP_ENDPOINT is set: before Django builds its middleware.
+setup_tracing(web=True)
 django_application = get_wsgi_application()
 
 # Imported after Django is set up: the MCP server reads the tool registry and the models.

@@ -14,6 +14,16 @@ app.autodiscover_tasks()
 
 
 @signals.worker_init.connect
+@signals.worker_process_init.connect
+def start_tracing(**kwargs) -> None:
+    """Traces, when OTEL_EXPORTER_OTLP_ENDPOINT is set: in the worker, and again in each child a
+    prefork pool forks (set up once per process; the span exporter's thread survives a fork)."""
+    from infrastructure.tracing import setup
+
+    setup()
+
+
+@signals.worker_init.connect
 def wait_longer_for_connections(**kwargs) -> None:
     """A worker's threads wait WORKER_DATABASE_POOL_TIMEOUT for a pooled connection (set before
     the pool is made, at the first query): a burst of runs queues rather than fails."""

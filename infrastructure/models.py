@@ -23,6 +23,9 @@ class OutboxMessage(models.Model):
     last_error = models.TextField(blank=True, default="")
     # The message's priority on the broker (Redis: 0, the default, is taken first).
     priority = models.PositiveSmallIntegerField(null=True, blank=True)
+    # The trace context of the write that queued it (`traceparent`), restored when it is sent:
+    # the task continues the request's trace even when the relay sends it later.
+    trace_context = models.JSONField(default=dict, blank=True)
 
     class Meta:
         db_table = "organization_outboxmessage"

@@ -30,6 +30,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
+from . import tracing
 from .models import OutboxMessage
 from .prepared import insert_new
 
@@ -53,8 +54,15 @@ def enqueue_many(
     task_name: str, args_list: list, *, priority: int | None = None, **kwargs
 ) -> list[OutboxMessage]:
     """One message per argument tuple, written in one statement (compiled once for one)."""
+    trace_context = tracing.carrier()
     messages = [
-        OutboxMessage(task_name=task_name, args=list(args), kwargs=kwargs, priority=priority)
+        OutboxMessage(
+            task_name=task_name,
+            args=list(args),
+            kwargs=kwargs,
+            priority=priority,
+            trace_context=trace_context,
+        )
         for args in args_list
     ]
     if len(messages) == 1:
@@ -81,18 +89,8 @@ def _send(message: OutboxMessage) -> Exception | None:
     if message.priority is not None:
         options["priority"] = message.priority
     try:
-        if task is not None:
-            task.apply_async(
-                args=message.args, kwargs=message.kwargs, task_id=str(message.task_id), **options
-            )
-        else:
-            current_app.send_task(
-                message.task_name,
-                args=message.args,
-                kwargs=message.kwargs,
-                task_id=str(message.task_id),
-                **options,
-            )
+        with tracing.restored(message.trace_context):
+            _publish(message, task, options)
     except Exception as exc:
         log.warning(
             "Outbox message %s (%s) not sent, the relay will retry: %s",
@@ -103,6 +101,23 @@ def _send(message: OutboxMessage) -> Exception | None:
         )
         return exc
     return None
+
+
+def _publish(message: OutboxMessage, task, options: dict) -> None:
+    from celery import current_app
+
+    if task is not None:
+        task.apply_async(
+            args=message.args, kwargs=message.kwargs, task_id=str(message.task_id), **options
+        )
+    else:
+        current_app.send_task(
+            message.task_name,
+            args=message.args,
+            kwargs=message.kwargs,
+            task_id=str(message.task_id),
+            **options,
+        )
 
 
 def waiting_in_broker() -> int | None:

@@ -12,6 +12,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
+from infrastructure import tracing
 from infrastructure.errors import (
     DomainError,
     Forbidden,
@@ -307,9 +308,21 @@ def validate_params(tool: Tool, params: dict, caller: Caller) -> dict:
     return dict(body.validated_data)
 
 
-def call_tool(caller: Caller, name: str, params: dict | None) -> Any:
+def call_tool(caller: Caller, name: str, params: dict | None, *, call_id: str | None = None) -> Any:
     """Run tool `name` as `caller`: unknown → 404, not allowed → 403 (`check_access`),
-    bad params → 400, identity from the key."""
+    bad params → 400, identity from the key. `call_id`: the model's (or the client's) id of
+    the call, for its span."""
+    with tracing.execute_tool(
+        name,
+        call_id=call_id,
+        arguments=params,
+        organization=caller.organization,
+        agent=caller.agent,
+    ) as span:
+        return span.tool_result(_call_tool(caller, name, params))
+
+
+def _call_tool(caller: Caller, name: str, params: dict | None) -> Any:
     tool = REGISTRY.get(name)
     if tool is None:
         raise NotFound(f"Unknown tool: {name}", "unknown_tool")

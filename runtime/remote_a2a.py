@@ -25,7 +25,7 @@ from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
 
 from costs.budgets import blocking_budget
-from infrastructure import outbox
+from infrastructure import outbox, tracing
 from infrastructure.connections import release_connection
 from infrastructure.errors import DomainError
 from infrastructure.inputs import value_problem
@@ -147,7 +147,8 @@ def deliver(task_id: int, trigger: str = "") -> str | UnderWay:
         answer = _prepare(sending)
         if answer is None:
             release_connection()  # nothing is held while the remote works
-            answer = asyncio.run(exchange(sending))
+            with tracing.invoke_agent(sending.agent, task=task_id, remote=True):
+                answer = asyncio.run(exchange(sending))
     except Exception as exc:  # whatever breaks, the task must not be left in progress
         log.exception("task %s: the remote A2A agent's exchange broke", task_id)
         answer = Answer("blocked", reason=f"internal error: {type(exc).__name__}: {exc}")

@@ -13,6 +13,7 @@ from django.db import connection
 from collaboration import providers
 from collaboration.providers import LLMRequest, Purpose
 from collaboration.toolloop import run_tool_loop
+from infrastructure import tracing
 from infrastructure.atomic import DATABASE_GONE, once_reconnected
 from infrastructure.prepared import update_where
 from organization import registry
@@ -60,7 +61,9 @@ def run_agent(run_id: int) -> str:
         if run.attempts > settings.RUNTIME_MAX_ATTEMPTS:
             _give_up(run, token)
         else:
-            execute(run, token)
+            provider = run.provider or run.agent.llm_provider
+            with tracing.invoke_agent(run.agent, task=run.task_id, provider=provider):
+                execute(run, token)
     except LeaseLost:
         log.warning("run %s: the lease was lost to another worker; stopping here", run_id)
     except AgentMadeExternal:

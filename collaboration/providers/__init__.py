@@ -9,6 +9,8 @@ from importlib import import_module
 
 from django.conf import settings
 
+from infrastructure import tracing
+
 from .base import (
     BudgetRefused,
     LLMReply,
@@ -159,7 +161,9 @@ def complete(provider: str, request: LLMRequest, meter=None) -> LLMReply:
 def _complete(provider: str, request: LLMRequest) -> LLMReply:
     from costs import metering
 
-    reply = import_module(PROVIDERS[provider].module).complete(request)
+    with tracing.chat(provider, request) as span:
+        reply = import_module(PROVIDERS[provider].module).complete(request)
+        span.answered(reply)
     reply.provider = reply.provider or provider
     reply.model = reply.model or request.model
     # What a server claims is not trusted either: the sessions' and runs' token columns (and the

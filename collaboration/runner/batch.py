@@ -5,6 +5,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, wait
 
+from infrastructure import tracing
 from infrastructure.connections import release_connection
 
 from ..models import Contribution, ContributionStatus
@@ -30,7 +31,10 @@ def run_batch(
     slots = [Slot(c) for c in contributions]
     permits = threading.BoundedSemaphore(parallel)
     for slot in slots:
-        slot.future = agent_pool().submit(in_agent_thread, work, ctx, slot, permits)
+        # The pool's thread continues this session's trace.
+        slot.future = agent_pool().submit(
+            tracing.in_context(in_agent_thread), work, ctx, slot, permits
+        )
     open_slots = list(slots)
     while open_slots:
         release_connection()  # the session waits on its agents holding none

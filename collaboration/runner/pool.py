@@ -1,5 +1,6 @@
 """The process-wide pool of agent threads, and the database connections its threads keep."""
 
+import contextlib
 import os
 import threading
 import time
@@ -7,6 +8,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from django.conf import settings
 from django.db import connection
+
+from infrastructure import tracing
 
 from .context import RunContext, Slot
 
@@ -43,10 +46,19 @@ def _fresh_connection() -> None:
     _thread_state.last_used = time.monotonic()
 
 
+def specialist_span(slot: Slot):
+    """The specialist's `invoke_agent` span (docs/observability.md): an agent of the
+    organization, or an ad-hoc one known by its name."""
+    if not tracing.enabled():
+        return contextlib.nullcontext()
+    c = slot.contribution
+    return tracing.invoke_agent(c.agent, name=c.display_name or c.agent_key, agent_id=c.agent_key)
+
+
 def in_agent_thread(work, ctx: RunContext, slot: Slot, permits: threading.BoundedSemaphore):
     _fresh_connection()
     try:
-        with permits:
+        with permits, specialist_span(slot):
             work(ctx, slot)
     except Exception:
         # The connection may be broken (e.g. the server restarted): start clean next time.

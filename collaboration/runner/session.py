@@ -6,6 +6,7 @@ import uuid
 from django.conf import settings
 from django.db import connection, transaction
 
+from infrastructure import tracing
 from infrastructure.atomic import DATABASE_GONE, once_reconnected
 
 from ..models import CollaborationSession, SessionStatus
@@ -34,7 +35,8 @@ def run_session(session_id) -> str:
         if session.attempts > settings.COLLAB_MAX_ATTEMPTS:
             give_up(ctx)
         else:
-            execute(ctx)
+            with tracing.invoke_workflow(session):
+                execute(ctx)
     except DATABASE_GONE:
         # The database went away under the run (a restart, a failover): the session is not
         # at fault. Its lease is handed back and the error raised, so that the task runs it

@@ -238,6 +238,10 @@ if LOG_LEVEL not in logging.getLevelNamesMapping():
 LOG_FORMAT = env_str("LOG_FORMAT", "text").lower()
 if LOG_FORMAT not in ("text", "json"):
     raise ImproperlyConfigured(f"LOG_FORMAT={os.environ['LOG_FORMAT']!r}: use text or json.")
+# Traces over OTLP/HTTP when set (infrastructure/tracing.py; the SDK reads its other OTEL_*
+# variables); the model calls' and tool calls' contents go on the spans only when asked for.
+OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+OTEL_CAPTURE_MESSAGE_CONTENT = env_bool("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", False)
 
 LOGGING = {
     "version": 1,

@@ -15,6 +15,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from infrastructure import tracing
 from infrastructure.throttling import address_locked_for, count_auth_failure, key_over_rate
 
 from .. import registry
@@ -49,7 +50,13 @@ async def caller_of_request(ctx: ServerRequestContext) -> Caller:
     key = request.scope.get(SCOPE_KEY) if request is not None else None
     if key is None:
         raise McpAuthError("No API key on this request.")
-    return caller_for_key(key)
+    return traced(caller_for_key(key))
+
+
+def traced(caller: Caller) -> Caller:
+    """The caller, named on the request's span (the SDK's MCP server span)."""
+    tracing.tag(organization=caller.organization, agent=caller.agent)
+    return caller
 
 
 def _find_key(plaintext: str) -> ApiKey | None:
@@ -110,7 +117,7 @@ def key_checked_caller(plaintext: str) -> CallerSource:
                 "Invalid or revoked API key.",
                 {"code": "authentication_failed", "status": 401},
             )
-        return caller_for_key(key)
+        return traced(caller_for_key(key))
 
     return source
 
@@ -134,7 +141,7 @@ def build_server(caller_source: CallerSource = caller_of_request) -> Server:
         ctx: ServerRequestContext, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         caller = await caller_source(ctx)
-        return await run_tool(caller, params.name, params.arguments)
+        return await run_tool(caller, params.name, params.arguments, ctx.request_id)
 
     async def list_prompts(ctx: ServerRequestContext, params) -> types.ListPromptsResult:
         caller = await caller_source(ctx)

@@ -36,9 +36,11 @@ def mcp_tool(tool: registry.Tool) -> types.Tool:
 # --- database work, off the event loop ----------------------------------------------
 
 
-def _run_tool(caller: Caller, name: str, arguments: dict | None) -> types.CallToolResult:
+def _run_tool(
+    caller: Caller, name: str, arguments: dict | None, call_id=None
+) -> types.CallToolResult:
     try:
-        return tool_result(registry.call_tool(caller, name, arguments))
+        return tool_result(registry.call_tool(caller, name, arguments, call_id=call_id))
     except Exception as exc:  # every failure becomes a tool error, never a dead session
         return error_for(exc)
     finally:

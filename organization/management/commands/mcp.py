@@ -3,6 +3,7 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
+from infrastructure import tracing
 from organization.auth import authenticate_key
 from organization.mcp_server.server import serve_stdio, stdio_configuration_problem
 
@@ -17,6 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--key", help="An agent key (an organization key gets read-only tools)")
 
     def handle(self, *args, **options):
+        tracing.setup()  # when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/observability.md)
         plaintext = options["key"] or os.environ.get("AGENT_ORG_KEY", "")
         if not plaintext:
             raise CommandError("Pass --key <agent key> or set AGENT_ORG_KEY.")
