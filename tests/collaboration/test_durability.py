@@ -59,6 +59,7 @@ def start_worker_process(name: str, fake, tmp_path) -> subprocess.Popen:
         "COLLAB_AGENT_TIMEOUT": "5",
         "COLLAB_SESSION_TIME_LIMIT": "9",
         "RUNTIME_RUN_TIME_LIMIT": "9",
+        "A2A_REMOTE_MAX_WAIT_SECONDS": "5",
         "CELERY_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
         "CELERY_UNACKED_RESTORE_INTERVAL": "1",
         "CELERY_UNACKED_RESTORE_THROTTLE": "1",
