@@ -12,27 +12,13 @@ from organization.admin.display import STATUS_COLOURS, badge, human, two_lines
 from organization.admin.scoping import OrgOwnedAdmin
 
 from . import services
-from .models import Routine
+from .models import ROUTINE_FIELDS, Routine
 from .schedule import describe
 from .selectors import LISTED, with_last
 
 STATUS_COLOURS["occurrence"] = {"created": "#198754", "skipped": "#6c757d", "held": "#fd7e14"}
 RECENT_SHOWN = 20
-EDITABLE = [
-    "organization",
-    "title",
-    "description",
-    "required_expertise",
-    "urgency",
-    "team",
-    "agent",
-    "cron",
-    "timezone",
-    "interval_seconds",
-    "concurrency",
-    "catch_up",
-    "enabled",
-]
+EDITABLE = ["organization", *ROUTINE_FIELDS]
 
 
 class RoutineForm(forms.ModelForm):

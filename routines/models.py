@@ -20,6 +20,23 @@ class CatchUp(models.TextChoices):
     RUN_ONCE = "run_once"
 
 
+# A routine's settings, as the API, the admin and the organization file name them.
+ROUTINE_FIELDS = (
+    "title",
+    "description",
+    "required_expertise",
+    "urgency",
+    "team",
+    "agent",
+    "cron",
+    "timezone",
+    "interval_seconds",
+    "concurrency",
+    "catch_up",
+    "enabled",
+)
+
+
 class Routine(models.Model):
     """The issue's fields, named as the API names them, so that an export is a plain mapping."""
 

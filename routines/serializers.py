@@ -5,7 +5,14 @@ from rest_framework import serializers
 
 from tasks.models import Urgency
 
-from .models import MIN_INTERVAL_SECONDS, CatchUp, Concurrency, Occurrence, Routine
+from .models import (
+    MIN_INTERVAL_SECONDS,
+    ROUTINE_FIELDS,
+    CatchUp,
+    Concurrency,
+    Occurrence,
+    Routine,
+)
 
 
 class OccurrenceSerializer(serializers.ModelSerializer):
@@ -55,18 +62,7 @@ class RoutineSerializer(serializers.ModelSerializer):
         model = Routine
         fields = [
             "id",
-            "title",
-            "description",
-            "required_expertise",
-            "urgency",
-            "team",
-            "agent",
-            "cron",
-            "timezone",
-            "interval_seconds",
-            "concurrency",
-            "catch_up",
-            "enabled",
+            *ROUTINE_FIELDS,
             "next_run_at",
             "last_occurrence",
             "created_at",

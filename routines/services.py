@@ -26,26 +26,22 @@ from tasks.recommend import recommend
 from tasks.rules import Actor
 
 from . import schedule, signing
-from .models import MIN_INTERVAL_SECONDS, CatchUp, Concurrency, Occurrence, Outcome, Routine, Source
+from .models import (
+    MIN_INTERVAL_SECONDS,
+    ROUTINE_FIELDS,
+    CatchUp,
+    Concurrency,
+    Occurrence,
+    Outcome,
+    Routine,
+    Source,
+)
 
 # At most this many occurrences a `queue` routine holds; past it they are skipped.
 MAX_HELD = 10
 # Routines one sweep looks at, at most (the rest at the next sweep).
 SWEEP_BATCH = 500
-FIELDS = (
-    "title",
-    "description",
-    "required_expertise",
-    "urgency",
-    "team",
-    "agent",
-    "cron",
-    "timezone",
-    "interval_seconds",
-    "concurrency",
-    "catch_up",
-    "enabled",
-)
+FIELDS = ROUTINE_FIELDS
 
 
 # --- the routine itself ---------------------------------------------------------------------
