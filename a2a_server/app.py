@@ -21,6 +21,7 @@ from infrastructure.errors import DomainError, error_body
 from infrastructure.throttling import locked_out_message
 from organization.auth import bearer_token
 from organization.caller import Caller, caller_for_key
+from organization.mcp_server.gate import TooLarge, header_of, read_body, replaying
 from organization.mcp_server.server import admit
 
 from . import cards, conformance, work
@@ -140,6 +141,20 @@ def refusal(status: int, message: str, code: str, headers: dict | None = None) -
     return JSONResponse(error_body(message, code), status_code=status, headers=headers)
 
 
+async def bounded(scope, receive) -> tuple:
+    """The request's body read first, at most DATA_UPLOAD_MAX_MEMORY_SIZE bytes as at every
+    other door: the `receive` that replays it, or a 413 `too_large` to answer."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    declared = header_of(scope, b"content-length")
+    try:
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise TooLarge
+        return replaying(await read_body(receive, limit), receive), None
+    except TooLarge:
+        message = f"The request body is over {limit} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)."
+        return receive, refusal(413, message, "too_large")
+
+
 def is_public(path: str) -> bool:
     return path.endswith(CARD_PATH) or path.endswith(DIRECTORY_PATH)
 
@@ -170,6 +185,8 @@ class A2AApp:
             response = await self.gate(scope)
         else:
             response = None
+        if response is None and scope["method"] != "GET":
+            receive, response = await bounded(scope, receive)
         if response is not None:
             await response(scope, receive, send)
             return
