@@ -4,6 +4,7 @@ with `a2a.method.name`, `a2a.task.id` and `a2a.task.state`, continuing the calle
 from a2a.types import a2a_pb2 as pb
 
 from infrastructure import tracing
+from infrastructure.inputs import parse_id
 
 
 def _span(method: str, context, task_id: str | None = None):
@@ -14,7 +15,7 @@ def _span(method: str, context, task_id: str | None = None):
         headers=state.get("headers"),
         organization=state["caller"].organization,
         agent=state.get("agent"),
-        task=int(task_id) if task_id and task_id.isdigit() else None,
+        task=parse_id(task_id),  # the caller's words: only an id a task could have
     )
 
 
@@ -25,7 +26,7 @@ def _answered(span, task) -> None:
             {
                 "a2a.task.id": task.id,
                 "a2a.task.state": pb.TaskState.Name(task.status.state),
-                tracing.TASK: int(task.id) if task.id.isdigit() else None,
+                tracing.TASK: parse_id(task.id),
             }
         )
 
