@@ -26,6 +26,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 # The revision of the semantic conventions our span names and attributes follow.
 SEMCONV_VERSION = "1.44.0"
 SERVICE_NAME = "agent-org"
+# Headers never recorded, whatever OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_* capture: the keys of
+# the requests we serve and of those we send (bearer keys, x-api-key, cookies), as regexes.
+SECRET_HEADERS = ("authorization", "cookie", "api.?key")
+SANITIZE_FIELDS = "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS"
 ORGANIZATION, AGENT, TASK, REFUSAL = (
     "agent_org.organization",
     "agent_org.agent",
@@ -77,6 +81,8 @@ def setup(*, web: bool = False) -> bool:
 
         # OTEL_SERVICE_NAME, when set, names the service; else it is ours, not "unknown_service".
         named = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": SERVICE_NAME}
+        given = [f.strip() for f in os.environ.get(SANITIZE_FIELDS, "").split(",") if f.strip()]
+        os.environ[SANITIZE_FIELDS] = ",".join([*given, *SECRET_HEADERS])
         provider = TracerProvider(resource=Resource.create(named))
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         trace.set_tracer_provider(provider)

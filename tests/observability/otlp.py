@@ -32,6 +32,7 @@ class ReceivedSpan:
     scope: str  # the instrumentation scope: "agent_org", "mcp-python-sdk", the instrumentations
     service: str
     attributes: dict
+    status_message: str = ""  # an error's description
 
     def __getitem__(self, name: str):
         return self.attributes[name]
@@ -67,6 +68,7 @@ def decode(body: bytes) -> list[ReceivedSpan]:
                         scope=scope_spans.scope.name,
                         service=resource.get("service.name", ""),
                         attributes={kv.key: _value(kv.value) for kv in span.attributes},
+                        status_message=span.status.message,
                     )
                 )
     return spans
