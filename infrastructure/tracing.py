@@ -236,7 +236,8 @@ def span(
                 yield Span(current)
             except DomainError as exc:
                 current.set_attribute("error.type", exc.code)
-                current.set_status(StatusCode.ERROR, exc.message)
+                # Its words may quote the arguments (a bad param's value): contents.
+                current.set_status(StatusCode.ERROR, exc.message if _capture_content else None)
                 raise
             except BaseException as exc:
                 current.record_exception(exc)
@@ -343,7 +344,10 @@ def execute_tool(
     if _capture_content and arguments is not None:
         attributes["gen_ai.tool.call.arguments"] = _json(arguments)
     if task is None and isinstance(arguments, dict):
-        task = arguments.get("task_id") if isinstance(arguments.get("task_id"), int) else None
+        from .inputs import parse_id
+
+        given = arguments.get("task_id")  # unchecked yet: only an id a task could have
+        task = parse_id(given) if isinstance(given, int) else None
     return span(
         f"execute_tool {name}",
         attributes=attributes,
