@@ -276,8 +276,10 @@ def page_token(task: Task) -> str:
 
 def after_token(rows: QuerySet[Task], token: str) -> QuerySet[Task]:
     try:
-        micros, pk = (int(part) for part in token.split("."))
-        updated = EPOCH + micros * MICROSECOND
+        micros, pk = token.split(".")
+        updated, pk = EPOCH + int(micros) * MICROSECOND, parse_id(pk)
+        if pk is None:  # no task has that id
+            raise ValueError(pk)
     except (ValueError, OverflowError):
         raise InvalidParamsError(f"pageToken {token[:50]!r} is not one this server gave.") from None
     return rows.filter(Q(updated_at__lt=updated) | Q(updated_at=updated, pk__lt=pk))

@@ -1,5 +1,5 @@
 """What a caller sends the A2A door is bounded and checked before it costs anything: the body's
-size; and a traced server answers a strange task id as an untraced one."""
+size, a page token's id; and a traced server answers a strange task id as an untraced one."""
 
 import httpx
 import pytest
@@ -46,6 +46,18 @@ def test_a_body_over_the_upload_limit_is_413_too_large(live_url, acme, settings,
         "error": "The request body is over 5000 bytes (DATA_UPLOAD_MAX_MEMORY_SIZE).",
     }
     assert not acme.tasks.exists()
+
+
+@pytest.mark.parametrize("token", ["1." + "9" * 30, "1.0", "1.²", "x.1"])
+def test_a_page_token_naming_no_task_id_is_invalid_params(live_url, acme, token):
+    base, key = agent_url(live_url, acme, "ada"), make_key(acme)
+    answer = httpx.post(
+        base + "/",
+        json=rpc("ListTasks", {"pageToken": token}),
+        headers={"Authorization": f"Bearer {key}", **V1},
+    )
+    assert answer.status_code == 200
+    assert answer.json()["error"]["code"] == -32602, answer.json()  # InvalidParamsError
 
 
 @pytest.mark.parametrize("task_id", ["²", "9" * 30])
