@@ -173,6 +173,7 @@ def test_the_judge_counts_any_other_must_failure():
         "/a2a/_conformance/.well-known/agent-cards.json",
         "/a2a/_conformance/tck/",
         "/a2a/_conformance/tck/tasks",
+        "/a2a/_conformance/tck/v1/tasks/1",  # protocol 0.3's paths too
     ],
 )
 def test_the_conformance_agent_is_not_served_without_the_setting(live_url, settings, path):

@@ -9,7 +9,7 @@ from a2a.client import ClientConfig, ClientFactory
 from a2a.types import a2a_pb2 as pb
 
 from tasks.models import Task
-from tests.factories import make_agent, make_key, make_org
+from tests.factories import give_tasks, make_agent, make_key, make_org
 from tests.organization.mcp.live import run
 
 from .conftest import agent_url
@@ -99,3 +99,15 @@ def test_a_raw_03_message_send_answers_in_03_shapes(live_url, acme):
     assert result["kind"] == "task" and result["id"] == str(task.pk)
     assert result["contextId"] == str(task.pk) and result["status"]["state"] == "submitted"
     assert task.title == "Rotate the keys"
+
+
+def test_the_03_http_paths_take_the_same_key_and_see_only_the_callers_tasks(live_url, acme):
+    theirs = make_agent(make_org("other"), "eve")
+    (task,) = give_tasks(theirs, 1)
+    base = agent_url(live_url, acme, "ada")
+    body = {"message": {"messageId": "m-03", "role": "user", "parts": [{"text": "Hi"}]}}
+    assert httpx.post(base + "/v1/message:send", json=body).status_code == 401
+    assert httpx.get(f"{base}/v1/tasks/{task.pk}").status_code == 401
+    key = {"Authorization": f"Bearer {make_key(acme)}"}
+    assert httpx.get(f"{base}/v1/tasks/{task.pk}", headers=key).status_code == 404
+    assert not acme.tasks.exists()
