@@ -470,6 +470,32 @@ def test_list_tasks_pages_by_the_latest_status_change(live_url, acme, binding):
     assert isinstance(refused, InvalidParamsError)
 
 
+def test_a_page_token_is_a_position_only_never_a_scope(live_url, acme):
+    """A token from Ada's list used at Bob's URL, or one crafted to start past every task, lists
+    only the tasks of that URL's agent the caller may see: never another agent's or organization's."""
+    ada, bob = acme.agents.get(handle="ada"), acme.agents.get(handle="bob")
+    # Older than Ada's: after her first page's token, in the list's order.
+    (theirs,) = give_tasks(make_agent(make_org("other"), "eve", name="Eve"), 1)
+    (bobs,) = give_tasks(bob, 1)
+    adas = give_tasks(ada, 3)
+    key = make_key(acme)
+    crafted = f"{10**17}.{theirs.pk + 1000}"  # after every task there is
+
+    async def scenario():
+        at_ada = await client_for(agent_url(live_url, acme, "ada"), key)
+        at_bob = await client_for(agent_url(live_url, acme, "bob"), key)
+        first = await at_ada.list_tasks(pb.ListTasksRequest(page_size=1))
+        token = first.next_page_token
+        on_bob = await at_bob.list_tasks(pb.ListTasksRequest(page_token=token))
+        from_the_end = await at_ada.list_tasks(pb.ListTasksRequest(page_token=crafted))
+        return first, on_bob, from_the_end
+
+    first, on_bob, from_the_end = run(scenario())
+    assert [t.id for t in first.tasks] == [str(adas[-1].pk)]
+    assert [t.id for t in on_bob.tasks] == [str(bobs.pk)]
+    assert [t.id for t in from_the_end.tasks] == [str(t.pk) for t in reversed(adas)]
+
+
 @pytest.mark.parametrize("binding", BINDINGS)
 def test_a_tasks_history_is_its_conversation_the_last_messages_asked(live_url, acme, binding):
     ada = acme.agents.get(handle="ada")
