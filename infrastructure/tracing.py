@@ -79,10 +79,10 @@ def setup(*, web: bool = False) -> bool:
 
         from .errors import refused
 
-        # OTEL_SERVICE_NAME, when set, names the service; else it is ours, not "unknown_service".
-        named = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": SERVICE_NAME}
         given = [f.strip() for f in os.environ.get(SANITIZE_FIELDS, "").split(",") if f.strip()]
         os.environ[SANITIZE_FIELDS] = ",".join([*given, *SECRET_HEADERS])
+        # OTEL_SERVICE_NAME, when set, names the service; else it is ours, not "unknown_service".
+        named = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": SERVICE_NAME}
         provider = TracerProvider(resource=Resource.create(named))
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         trace.set_tracer_provider(provider)
