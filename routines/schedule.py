@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from celery.schedules import crontab
@@ -60,12 +60,13 @@ def describe(routine: Routine) -> str:
 
 
 def next_after(routine: Routine, moment: datetime) -> datetime:
-    """The routine's first scheduled time strictly after `moment`."""
+    """The routine's first scheduled time strictly after `moment`, in UTC: a cron's wall time
+    in a DST gap is then one instant, not read again as the hour after it."""
     if routine.interval_seconds is not None:
         return moment + timedelta(seconds=routine.interval_seconds)
     local = moment.astimezone(zone(routine.timezone))
     last, delta, _ = crontab(**cron_fields(routine.cron)).remaining_delta(local)
-    return last + delta
+    return (last + delta).astimezone(UTC)
 
 
 def period(routine: Routine, moment: datetime) -> timedelta:

@@ -40,6 +40,18 @@ def test_a_cron_runs_at_its_times_in_its_timezone():
     assert summer.astimezone(UTC).hour == 7
 
 
+def test_a_cron_counts_each_time_once_across_a_dst_change():
+    # Paris skips from 02:00 to 03:00 on 29 March 2026: 01:00 UTC is one time, not two.
+    routine = Routine(cron="0 * * * *", timezone="Europe/Paris")
+    start = datetime(2026, 3, 28, 23, tzinfo=UTC)
+    hours = [start]
+    for _ in range(4):
+        hours.append(schedule.next_after(routine, hours[-1]))
+    assert hours == [start + timedelta(hours=n) for n in range(5)]
+    end = start + timedelta(hours=3)
+    assert schedule.slots_through(routine, start, end) == (4, end + timedelta(hours=1))
+
+
 def test_the_grace_is_the_setting_at_most_a_period(settings):
     settings.ROUTINES_MISFIRE_GRACE = timedelta(seconds=300)
     now = timezone.now()
