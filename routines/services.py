@@ -233,11 +233,13 @@ def _create(routine: Routine, at: datetime, source: str, reason: str = "") -> Oc
 
 
 def open_task(routine: Routine) -> Task | None:
-    """The last created occurrence's task while it is not finished."""
+    """The last created occurrence's task while it is not finished: the newest task, whatever
+    its occurrence's date (a held one keeps the time it came due; a tick may be dated before a
+    run it was taken after)."""
     last = (
         routine.occurrences.filter(outcome=Outcome.CREATED, task__isnull=False)
         .select_related("task")
-        .order_by("-at", "-pk")
+        .order_by("-task_id")
         .first()
     )
     if last is None or last.task.status in FINISHED_STATUSES:

@@ -201,6 +201,25 @@ def test_queue_holds_an_occurrence_until_the_open_one_finishes(cast):
     assert oldest["task"] == first
 
 
+def test_queue_waits_for_the_task_created_last_whatever_its_occurrences_date(cast):
+    made = cast.routine(concurrency="queue", interval_seconds=60)
+    first = cast.run(made).json()["task"]
+    # A tick the beat sent just before that run, taken after it: held, dated before it.
+    routine = Routine.objects.get(pk=made["id"])
+    sent = Occurrence.objects.get().at - timedelta(seconds=2)
+    Routine.objects.filter(pk=routine.pk).update(next_run_at=sent)
+    expires = sent + timedelta(seconds=routine.periodic_task.expire_seconds)
+    assert services.routine_tick(routine_id=routine.pk, expires=expires).outcome == "held"
+    finish(first)
+    services.routines_sweep()
+    released = Occurrence.objects.get(at=sent)
+    assert released.outcome == "created" and released.task.status == TaskStatus.ASSIGNED
+
+    response = cast.run(made)
+    assert response.status_code == 202, response.content
+    assert response.json()["outcome"] == "held"
+
+
 def test_queue_holds_at_most_ten(cast):
     made = cast.routine(concurrency="queue")
     cast.run(made)
