@@ -4,9 +4,10 @@ list with next run and last occurrence, the secret on the routine's page and its
 import pytest
 from django_celery_beat.models import PeriodicTask
 
+from organization.models import Membership
 from routines import services
 from routines.models import Routine
-from tests.factories import make_admin_user
+from tests.factories import make_admin_user, make_team
 
 pytestmark = pytest.mark.django_db
 
@@ -50,6 +51,21 @@ def test_the_admin_form_refuses_what_the_api_refuses(client, cast, change, error
     response = client.post("/admin/routines/routine/add/", body)
     assert response.status_code == 200
     assert error in str(response.context["adminform"].form.errors)
+    assert not Routine.objects.exists()
+
+
+@pytest.mark.parametrize("owner", ["team", "agent"])
+def test_the_admin_form_refuses_an_owner_of_another_organization(client, cast, owner):
+    # A staff member of both organizations: the form offers the owners of each.
+    user = make_admin_user(cast.org)
+    Membership.objects.create(user=user, organization=cast.other, is_admin=True)
+    make_team(cast.other, "Development")  # same name: the owner is the row chosen, not its name
+    client.force_login(user)
+    chosen = {"team": cast.alex.team.pk} if owner == "team" else {"agent": cast.alex.pk}
+    body = {**FORM, "organization": cast.other.pk, **chosen}
+    response = client.post("/admin/routines/routine/add/", body)
+    assert response.status_code == 200
+    assert f"This {owner} is not of" in str(response.context["adminform"].form.errors)
     assert not Routine.objects.exists()
 
 
