@@ -318,6 +318,9 @@ def routine_tick(*, routine_id: int, expires: datetime | None = None) -> Occurre
     if expires is not None and routine.periodic_task_id is not None:
         lifetime = routine.periodic_task.expire_seconds or 0
         sent_at = min(sent_at, expires - timedelta(seconds=lifetime))
+    if routine.occurrences.filter(source=Source.SCHEDULE, at=sent_at).exists():
+        # The same tick again (re-delivered, or taken by two workers): it was handled.
+        return None
     _release_held(routine)
     verdict = schedule.tick_verdict(routine, sent_at)
     if verdict is None:

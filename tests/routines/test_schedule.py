@@ -70,6 +70,20 @@ def test_a_tick_on_time_creates_the_occurrence(cast):
     assert routine.next_run_at == sent + timedelta(seconds=60)
 
 
+@pytest.mark.parametrize(
+    "fields", [{"interval_seconds": 60}, {"cron": "0 * * * *"}, {"cron": "0,1 * * * *"}]
+)
+def test_a_tick_delivered_twice_makes_one_occurrence(cast, fields):
+    # The same message taken twice (re-delivered, or by two workers) is dated the same.
+    routine = routine_of(cast, **fields)
+    sent = timezone.now().replace(minute=0, second=1, microsecond=0)  # a time of each
+    expires = sent + timedelta(seconds=routine.periodic_task.expire_seconds)
+    Routine.objects.filter(pk=routine.pk).update(next_run_at=sent - timedelta(seconds=1))
+    assert services.routine_tick(routine_id=routine.pk, expires=expires).outcome == "created"
+    assert services.routine_tick(routine_id=routine.pk, expires=expires) is None
+    assert outcomes(routine) == [("created", "")]
+
+
 def test_a_tick_before_its_time_does_nothing(cast):
     routine = routine_of(cast, interval_seconds=60)
     sent = timezone.now()
