@@ -43,6 +43,17 @@ def test_a_team_routine_goes_to_the_teams_expert_the_recommendation_names(cast):
     assert task.events.get(kind="created").actor_label == f"routine:{made['id']}"
 
 
+def test_only_date_is_replaced_in_the_templates_other_braces_stay_as_written(cast):
+    # No str.format on what a human wrote: "{0}", "{x}" or an attribute lookup neither crash
+    # nor read anything out.
+    title = "{0} {x} {date.__class__} {{date}} {date"
+    made = cast.routine(title=title, description="{__import__} {date} {}")
+    task = Task.objects.get(pk=cast.run(made).json()["task"])
+    today = timezone.now().date().isoformat()
+    assert task.title == "{0} {x} {date.__class__} {" + today + "} {date"
+    assert task.description == "{__import__} " + today + " {}"
+
+
 def test_a_team_routine_passes_over_a_teammate_a_budget_holds_back(cast):
     # Alex (managed, PostgreSQL) has spent his budget; Dana, in Development too, has room.
     from costs.models import Budget

@@ -91,6 +91,19 @@ def test_an_owner_of_another_organization_is_404(cast):
     assert_error(agent, 404, "agent_not_found")
 
 
+def test_patch_to_an_owner_of_another_organization_is_404_and_changes_nothing(cast):
+    make_team(cast.other, "Elsewhere")
+    made = cast.routine()
+    url = f"/api/routines/{made['id']}"
+    assert_error(
+        cast.client.patch(url, {"team": "Elsewhere"}, format="json"), 404, "team_not_found"
+    )
+    response = cast.client.patch(url, {"agent": "agent-bob"}, format="json")
+    assert_error(response, 404, "agent_not_found")
+    routine = Routine.objects.get(pk=made["id"])
+    assert (routine.team.name, routine.agent) == ("Development", None)
+
+
 def test_an_agent_reads_the_routines_of_its_team_and_its_own_and_writes_none(cast):
     development = cast.routine(title="Dependency review")
     mine = cast.routine(title="Alex's own", agent="agent-alex")
