@@ -231,6 +231,21 @@ def test_queue_waits_for_the_task_created_last_whatever_its_occurrences_date(cas
     assert response.json()["outcome"] == "held"
 
 
+def test_a_disabled_routine_keeps_its_held_occurrences_until_enabled_again(cast):
+    made = cast.routine(concurrency="queue")
+    first = cast.run(made).json()["task"]
+    assert cast.run(made).status_code == 202
+    url = f"/api/routines/{made['id']}"
+    assert cast.client.patch(url, {"enabled": False}, format="json").status_code == 200
+    finish(first)
+    services.routines_sweep()
+    assert Task.objects.count() == 1  # disabled: it is not swept, nothing is created
+
+    assert cast.client.patch(url, {"enabled": True}, format="json").status_code == 200
+    services.routines_sweep()
+    assert Task.objects.count() == 2 and not Occurrence.objects.filter(outcome="held").exists()
+
+
 def test_queue_holds_at_most_ten(cast):
     made = cast.routine(concurrency="queue")
     cast.run(made)
