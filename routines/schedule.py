@@ -44,8 +44,14 @@ def check(*, cron: str, timezone: str, interval_seconds: int | None) -> None:
         if interval_seconds < MIN_INTERVAL_SECONDS:
             raise Invalid(f"interval_seconds: at least {MIN_INTERVAL_SECONDS}.", "invalid")
         return
+    from django_celery_beat.models import CrontabSchedule
+
+    fields = cron_fields(cron)
+    for name, value in fields.items():
+        if len(value) > CrontabSchedule._meta.get_field(name).max_length:
+            raise Invalid(f"cron: its {name} field is too long for the beat.", "invalid")
     try:
-        crontab(**cron_fields(cron)).remaining_delta(datetime.now(zone(timezone)))
+        crontab(**fields).remaining_delta(datetime.now(zone(timezone)))
     except (ValueError, TypeError, IndexError) as exc:
         raise Invalid(f"cron: {exc}", "invalid") from None
     except RuntimeError:  # celery's "unable to rollover": a date that never comes (31 February)

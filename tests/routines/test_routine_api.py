@@ -63,6 +63,8 @@ def test_a_routine_has_one_periodic_task_on_the_beat_in_step_with_it(cast):
         ({"cron": "61 9 * * *"}, "cron"),
         ({"cron": "0 0 31 2 *"}, "never comes"),
         ({"cron": "0 9 * * 1", "timezone": "Mars/Olympus"}, "time zone"),
+        # Valid for celery, longer than the beat's column for the field (64).
+        ({"cron": "0 9 * * " + ",".join(["mon", "tue", "wed", "thu", "fri"] * 4)}, "too long"),
         ({"required_expertise": ""}, "required_expertise"),
     ],
 )
