@@ -80,7 +80,7 @@ def test_a_body_without_one_owner_and_one_valid_schedule_is_400(cast, fields, me
 def test_an_interval_under_five_seconds_is_400(cast):
     body = {"title": "t", "agent": "agent-alex", "interval_seconds": 4}
     response = cast.client.post("/api/routines", body, format="json")
-    assert response.status_code == 400, response.content
+    assert_error(response, 400, "invalid")
     assert not Routine.objects.exists()
 
 

@@ -70,6 +70,25 @@ def test_a_bad_signature_is_401_and_creates_nothing(cast, tamper):
     assert not Task.objects.exists() and not Occurrence.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "body, content_type",
+    [
+        (b'{"build":   1234,\n  "note": "caf\xc3\xa9"}  ', "application/json"),
+        (b"\xff\xfe not text at all", "application/octet-stream"),
+        (b"", "text/plain"),
+    ],
+)
+def test_the_raw_body_bytes_are_what_is_signed(cast, body, content_type):
+    made = cast.routine()
+    response = APIClient().post(
+        f"/api/routines/{made['id']}/trigger",
+        body,
+        content_type=content_type,
+        **signed(made["webhook_secret"], body),
+    )
+    assert response.status_code == 201, response.content
+
+
 def test_another_body_than_the_signed_one_is_401(cast):
     made = cast.routine()
     response = trigger(made["id"], signed(made["webhook_secret"]), body=b'{"build": 1235}')
