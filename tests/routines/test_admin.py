@@ -107,6 +107,9 @@ def test_another_organizations_routine_is_not_in_the_admin(client, cast):
     assert "Dependency review" not in client.get("/admin/routines/routine/").content.decode()
     client.post(f"/admin/routines/routine/{made['id']}/delete/", {"post": "yes"})
     assert Routine.objects.filter(pk=made["id"]).exists()
+    rotate = {"action": "rotate_secret", "_selected_action": [made["id"]]}
+    client.post("/admin/routines/routine/", rotate)
+    assert services.webhook_secret(Routine.objects.get(pk=made["id"])) == made["webhook_secret"]
 
 
 def test_deleting_in_the_admin_removes_the_periodic_task(client, cast):
