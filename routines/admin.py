@@ -30,6 +30,12 @@ class RoutineForm(forms.ModelForm):
         data = super().clean()
         if bool(data.get("team")) == bool(data.get("agent")):
             raise ValidationError("Choose the owner: a team or an agent.")
+        # The services find the owner by its name in the routine's organization.
+        organization = data.get("organization") or getattr(self.instance, "organization", None)
+        for name in ("team", "agent"):
+            owner = data.get(name)
+            if owner is not None and organization and owner.organization_id != organization.pk:
+                raise ValidationError({name: f"This {name} is not of {organization}."})
         draft = Routine(**{k: v for k, v in data.items() if k in EDITABLE})
         try:
             services.check_routine(draft)

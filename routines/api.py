@@ -131,7 +131,8 @@ class RoutineViewSet(CallerMixin, GenericViewSet):
 class InvalidSignature(DomainError):
     def __init__(self):
         super().__init__(
-            "A fresh X-Agent-Org-Timestamp and its X-Agent-Org-Signature are needed.",
+            "A fresh X-Agent-Org-Timestamp and its X-Agent-Org-Signature, not used before, are "
+            "needed.",
             "invalid_signature",
             401,
         )
@@ -181,14 +182,19 @@ class RoutineTriggerView(APIView):
         summary="Fire the routine from a signed webhook (no key)",
     )
     def post(self, request, pk=None):
-        body = request.body
+        body, sent = request.body, request.headers.get("X-Agent-Org-Signature")
         routine = routine_by_id(pk)
-        # An unknown routine answers as a bad signature does: the path is no oracle of ids.
-        if routine is None or not signing.is_valid(
-            nonce=routine.webhook_nonce,
-            timestamp=request.headers.get("X-Agent-Org-Timestamp"),
-            sent=request.headers.get("X-Agent-Org-Signature"),
-            body=body,
+        # An unknown routine answers as a bad signature does: the path is no oracle of ids; a
+        # signature used already (a replay) too.
+        if (
+            routine is None
+            or not signing.is_valid(
+                nonce=routine.webhook_nonce,
+                timestamp=request.headers.get("X-Agent-Org-Timestamp"),
+                sent=sent,
+                body=body,
+            )
+            or not signing.first_use(routine_id=routine.pk, sent=sent)
         ):
             raise InvalidSignature()
         self.routine_id = routine.pk

@@ -134,7 +134,11 @@ class Occurrence(models.Model):
 
     class Meta:
         ordering = ["-at", "-pk"]
-        indexes = [models.Index(fields=["routine", "-at", "-id"], name="occurrence_newest")]
+        indexes = [
+            models.Index(fields=["routine", "-at", "-id"], name="occurrence_newest"),
+            # The task a routine's concurrency waits on: its newest (services.open_task).
+            models.Index(fields=["routine", "-task"], name="occurrence_last_task"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.routine} at {self.at:%Y-%m-%d %H:%M:%S}: {self.outcome}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from celery.schedules import crontab
@@ -44,8 +44,14 @@ def check(*, cron: str, timezone: str, interval_seconds: int | None) -> None:
         if interval_seconds < MIN_INTERVAL_SECONDS:
             raise Invalid(f"interval_seconds: at least {MIN_INTERVAL_SECONDS}.", "invalid")
         return
+    from django_celery_beat.models import CrontabSchedule
+
+    fields = cron_fields(cron)
+    for name, value in fields.items():
+        if len(value) > CrontabSchedule._meta.get_field(name).max_length:
+            raise Invalid(f"cron: its {name} field is too long for the beat.", "invalid")
     try:
-        crontab(**cron_fields(cron)).remaining_delta(datetime.now(zone(timezone)))
+        crontab(**fields).remaining_delta(datetime.now(zone(timezone)))
     except (ValueError, TypeError, IndexError) as exc:
         raise Invalid(f"cron: {exc}", "invalid") from None
     except RuntimeError:  # celery's "unable to rollover": a date that never comes (31 February)
@@ -60,12 +66,13 @@ def describe(routine: Routine) -> str:
 
 
 def next_after(routine: Routine, moment: datetime) -> datetime:
-    """The routine's first scheduled time strictly after `moment`."""
+    """The routine's first scheduled time strictly after `moment`, in UTC: a cron's wall time
+    in a DST gap is then one instant, not read again as the hour after it."""
     if routine.interval_seconds is not None:
         return moment + timedelta(seconds=routine.interval_seconds)
     local = moment.astimezone(zone(routine.timezone))
     last, delta, _ = crontab(**cron_fields(routine.cron)).remaining_delta(local)
-    return last + delta
+    return (last + delta).astimezone(UTC)
 
 
 def period(routine: Routine, moment: datetime) -> timedelta:

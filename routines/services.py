@@ -233,11 +233,13 @@ def _create(routine: Routine, at: datetime, source: str, reason: str = "") -> Oc
 
 
 def open_task(routine: Routine) -> Task | None:
-    """The last created occurrence's task while it is not finished."""
+    """The last created occurrence's task while it is not finished: the newest task, whatever
+    its occurrence's date (a held one keeps the time it came due; a tick may be dated before a
+    run it was taken after)."""
     last = (
         routine.occurrences.filter(outcome=Outcome.CREATED, task__isnull=False)
         .select_related("task")
-        .order_by("-at", "-pk")
+        .order_by("-task_id")
         .first()
     )
     if last is None or last.task.status in FINISHED_STATUSES:
@@ -316,6 +318,9 @@ def routine_tick(*, routine_id: int, expires: datetime | None = None) -> Occurre
     if expires is not None and routine.periodic_task_id is not None:
         lifetime = routine.periodic_task.expire_seconds or 0
         sent_at = min(sent_at, expires - timedelta(seconds=lifetime))
+    if routine.occurrences.filter(source=Source.SCHEDULE, at=sent_at).exists():
+        # The same tick again (re-delivered, or taken by two workers): it was handled.
+        return None
     _release_held(routine)
     verdict = schedule.tick_verdict(routine, sent_at)
     if verdict is None:
@@ -332,15 +337,13 @@ def routine_tick(*, routine_id: int, expires: datetime | None = None) -> Occurre
 
 
 def routine_catch_up(*, routine_id: int, now: datetime) -> None:
-    """The sweep's look at one routine: release a held occurrence whose turn came, and handle
-    the scheduled times whose grace passed with no tick (a worker was away: they expired)."""
+    """The sweep's look at one enabled routine: release a held occurrence whose turn came, and
+    handle the scheduled times whose grace passed with no tick (a worker was away: they expired)."""
     with transaction.atomic():
         routine = _locked(routine_id)
-        if routine is None:
+        if routine is None or not routine.enabled or routine.next_run_at is None:
             return
         _release_held(routine)
-        if not routine.enabled or routine.next_run_at is None:
-            return
         grace = schedule.grace(routine, now)
         missed, following = schedule.slots_through(routine, routine.next_run_at, now - grace)
         if not missed:
@@ -356,7 +359,7 @@ def routines_sweep(*, now: datetime | None = None) -> None:
     now = now or timezone.now()
     least = min(settings.ROUTINES_MISFIRE_GRACE, timedelta(seconds=MIN_INTERVAL_SECONDS))
     late = Routine.objects.filter(enabled=True, next_run_at__lt=now - least)
-    holding = Occurrence.objects.filter(outcome=Outcome.HELD).values("routine_id")
+    holding = Occurrence.objects.filter(outcome=Outcome.HELD, routine__enabled=True)
     pks = set(late.values_list("pk", flat=True)[:SWEEP_BATCH])
     pks |= set(holding.order_by().distinct().values_list("routine_id", flat=True)[:SWEEP_BATCH])
     for pk in sorted(pks):

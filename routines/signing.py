@@ -8,13 +8,17 @@ do), and this keeps it out of the database and out of any export; rotating draws
 
 import hashlib
 import hmac
+import logging
 import secrets
 import time
 
 from django.conf import settings
+from django.core.cache import caches
+
+logger = logging.getLogger(__name__)
 
 # A signature older (or further in the future) than this is refused: a captured request cannot
-# be replayed later.
+# be replayed later; within it, a signature already used is refused (`first_use`).
 MAX_AGE_SECONDS = 300
 PREFIX = "sha256="
 
@@ -42,3 +46,15 @@ def is_valid(*, nonce: str, timestamp: str | None, sent: str | None, body: bytes
         return False
     expected = signature(secret_of(nonce), timestamp, body)
     return hmac.compare_digest(expected.encode(), sent.encode("utf-8", "replace"))
+
+
+def first_use(*, routine_id: int, sent: str) -> bool:
+    """Whether a valid signature is used for the first time: remembered in the shared cache for
+    as long as its timestamp is fresh, so a captured call cannot be replayed within it either."""
+    key = f"routine_trigger_seen:{routine_id}:{sent}"
+    try:
+        return caches["default"].add(key, 1, timeout=2 * MAX_AGE_SECONDS + 1)
+    except Exception:
+        # As the throttle: an absent cache must not take the webhook down (the age still holds).
+        logger.warning("Cache unavailable; a trigger's signature not checked for reuse")
+        return True

@@ -4,9 +4,10 @@ list with next run and last occurrence, the secret on the routine's page and its
 import pytest
 from django_celery_beat.models import PeriodicTask
 
+from organization.models import Membership
 from routines import services
 from routines.models import Routine
-from tests.factories import make_admin_user
+from tests.factories import make_admin_user, make_team
 
 pytestmark = pytest.mark.django_db
 
@@ -53,6 +54,21 @@ def test_the_admin_form_refuses_what_the_api_refuses(client, cast, change, error
     assert not Routine.objects.exists()
 
 
+@pytest.mark.parametrize("owner", ["team", "agent"])
+def test_the_admin_form_refuses_an_owner_of_another_organization(client, cast, owner):
+    # A staff member of both organizations: the form offers the owners of each.
+    user = make_admin_user(cast.org)
+    Membership.objects.create(user=user, organization=cast.other, is_admin=True)
+    make_team(cast.other, "Development")  # same name: the owner is the row chosen, not its name
+    client.force_login(user)
+    chosen = {"team": cast.alex.team.pk} if owner == "team" else {"agent": cast.alex.pk}
+    body = {**FORM, "organization": cast.other.pk, **chosen}
+    response = client.post("/admin/routines/routine/add/", body)
+    assert response.status_code == 200
+    assert f"This {owner} is not of" in str(response.context["adminform"].form.errors)
+    assert not Routine.objects.exists()
+
+
 def test_the_list_shows_next_run_and_the_last_occurrence_and_its_outcome(client, cast):
     made = cast.routine(title="Dependency review")
     cast.run(made)
@@ -91,6 +107,9 @@ def test_another_organizations_routine_is_not_in_the_admin(client, cast):
     assert "Dependency review" not in client.get("/admin/routines/routine/").content.decode()
     client.post(f"/admin/routines/routine/{made['id']}/delete/", {"post": "yes"})
     assert Routine.objects.filter(pk=made["id"]).exists()
+    rotate = {"action": "rotate_secret", "_selected_action": [made["id"]]}
+    client.post("/admin/routines/routine/", rotate)
+    assert services.webhook_secret(Routine.objects.get(pk=made["id"])) == made["webhook_secret"]
 
 
 def test_deleting_in_the_admin_removes_the_periodic_task(client, cast):

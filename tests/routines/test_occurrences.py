@@ -43,6 +43,17 @@ def test_a_team_routine_goes_to_the_teams_expert_the_recommendation_names(cast):
     assert task.events.get(kind="created").actor_label == f"routine:{made['id']}"
 
 
+def test_only_date_is_replaced_in_the_templates_other_braces_stay_as_written(cast):
+    # No str.format on what a human wrote: "{0}", "{x}" or an attribute lookup neither crash
+    # nor read anything out.
+    title = "{0} {x} {date.__class__} {{date}} {date"
+    made = cast.routine(title=title, description="{__import__} {date} {}")
+    task = Task.objects.get(pk=cast.run(made).json()["task"])
+    today = timezone.now().date().isoformat()
+    assert task.title == "{0} {x} {date.__class__} {" + today + "} {date"
+    assert task.description == "{__import__} " + today + " {}"
+
+
 def test_a_team_routine_passes_over_a_teammate_a_budget_holds_back(cast):
     # Alex (managed, PostgreSQL) has spent his budget; Dana, in Development too, has room.
     from costs.models import Budget
@@ -199,6 +210,40 @@ def test_queue_holds_an_occurrence_until_the_open_one_finishes(cast):
     newest, oldest = cast.occurrences(made)
     assert newest["outcome"] == "created" and newest["task"] not in (None, first)
     assert oldest["task"] == first
+
+
+def test_queue_waits_for_the_task_created_last_whatever_its_occurrences_date(cast):
+    made = cast.routine(concurrency="queue", interval_seconds=60)
+    first = cast.run(made).json()["task"]
+    # A tick the beat sent just before that run, taken after it: held, dated before it.
+    routine = Routine.objects.get(pk=made["id"])
+    sent = Occurrence.objects.get().at - timedelta(seconds=2)
+    Routine.objects.filter(pk=routine.pk).update(next_run_at=sent)
+    expires = sent + timedelta(seconds=routine.periodic_task.expire_seconds)
+    assert services.routine_tick(routine_id=routine.pk, expires=expires).outcome == "held"
+    finish(first)
+    services.routines_sweep()
+    released = Occurrence.objects.get(at=sent)
+    assert released.outcome == "created" and released.task.status == TaskStatus.ASSIGNED
+
+    response = cast.run(made)
+    assert response.status_code == 202, response.content
+    assert response.json()["outcome"] == "held"
+
+
+def test_a_disabled_routine_keeps_its_held_occurrences_until_enabled_again(cast):
+    made = cast.routine(concurrency="queue")
+    first = cast.run(made).json()["task"]
+    assert cast.run(made).status_code == 202
+    url = f"/api/routines/{made['id']}"
+    assert cast.client.patch(url, {"enabled": False}, format="json").status_code == 200
+    finish(first)
+    services.routines_sweep()
+    assert Task.objects.count() == 1  # disabled: it is not swept, nothing is created
+
+    assert cast.client.patch(url, {"enabled": True}, format="json").status_code == 200
+    services.routines_sweep()
+    assert Task.objects.count() == 2 and not Occurrence.objects.filter(outcome="held").exists()
 
 
 def test_queue_holds_at_most_ten(cast):

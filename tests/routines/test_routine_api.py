@@ -63,6 +63,8 @@ def test_a_routine_has_one_periodic_task_on_the_beat_in_step_with_it(cast):
         ({"cron": "61 9 * * *"}, "cron"),
         ({"cron": "0 0 31 2 *"}, "never comes"),
         ({"cron": "0 9 * * 1", "timezone": "Mars/Olympus"}, "time zone"),
+        # Valid for celery, longer than the beat's column for the field (64).
+        ({"cron": "0 9 * * " + ",".join(["mon", "tue", "wed", "thu", "fri"] * 4)}, "too long"),
         ({"required_expertise": ""}, "required_expertise"),
     ],
 )
@@ -78,7 +80,7 @@ def test_a_body_without_one_owner_and_one_valid_schedule_is_400(cast, fields, me
 def test_an_interval_under_five_seconds_is_400(cast):
     body = {"title": "t", "agent": "agent-alex", "interval_seconds": 4}
     response = cast.client.post("/api/routines", body, format="json")
-    assert response.status_code == 400, response.content
+    assert_error(response, 400, "invalid")
     assert not Routine.objects.exists()
 
 
@@ -89,6 +91,19 @@ def test_an_owner_of_another_organization_is_404(cast):
     assert_error(team, 404, "team_not_found")
     agent = cast.client.post("/api/routines", {**body, "agent": "agent-bob"}, format="json")
     assert_error(agent, 404, "agent_not_found")
+
+
+def test_patch_to_an_owner_of_another_organization_is_404_and_changes_nothing(cast):
+    make_team(cast.other, "Elsewhere")
+    made = cast.routine()
+    url = f"/api/routines/{made['id']}"
+    assert_error(
+        cast.client.patch(url, {"team": "Elsewhere"}, format="json"), 404, "team_not_found"
+    )
+    response = cast.client.patch(url, {"agent": "agent-bob"}, format="json")
+    assert_error(response, 404, "agent_not_found")
+    routine = Routine.objects.get(pk=made["id"])
+    assert (routine.team.name, routine.agent) == ("Development", None)
 
 
 def test_an_agent_reads_the_routines_of_its_team_and_its_own_and_writes_none(cast):

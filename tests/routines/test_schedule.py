@@ -40,6 +40,18 @@ def test_a_cron_runs_at_its_times_in_its_timezone():
     assert summer.astimezone(UTC).hour == 7
 
 
+def test_a_cron_counts_each_time_once_across_a_dst_change():
+    # Paris skips from 02:00 to 03:00 on 29 March 2026: 01:00 UTC is one time, not two.
+    routine = Routine(cron="0 * * * *", timezone="Europe/Paris")
+    start = datetime(2026, 3, 28, 23, tzinfo=UTC)
+    hours = [start]
+    for _ in range(4):
+        hours.append(schedule.next_after(routine, hours[-1]))
+    assert hours == [start + timedelta(hours=n) for n in range(5)]
+    end = start + timedelta(hours=3)
+    assert schedule.slots_through(routine, start, end) == (4, end + timedelta(hours=1))
+
+
 def test_the_grace_is_the_setting_at_most_a_period(settings):
     settings.ROUTINES_MISFIRE_GRACE = timedelta(seconds=300)
     now = timezone.now()
@@ -56,6 +68,20 @@ def test_a_tick_on_time_creates_the_occurrence(cast):
     assert occurrence.at == sent
     routine.refresh_from_db()
     assert routine.next_run_at == sent + timedelta(seconds=60)
+
+
+@pytest.mark.parametrize(
+    "fields", [{"interval_seconds": 60}, {"cron": "0 * * * *"}, {"cron": "0,1 * * * *"}]
+)
+def test_a_tick_delivered_twice_makes_one_occurrence(cast, fields):
+    # The same message taken twice (re-delivered, or by two workers) is dated the same.
+    routine = routine_of(cast, **fields)
+    sent = timezone.now().replace(minute=0, second=1, microsecond=0)  # a time of each
+    expires = sent + timedelta(seconds=routine.periodic_task.expire_seconds)
+    Routine.objects.filter(pk=routine.pk).update(next_run_at=sent - timedelta(seconds=1))
+    assert services.routine_tick(routine_id=routine.pk, expires=expires).outcome == "created"
+    assert services.routine_tick(routine_id=routine.pk, expires=expires) is None
+    assert outcomes(routine) == [("created", "")]
 
 
 def test_a_tick_before_its_time_does_nothing(cast):

@@ -70,6 +70,25 @@ def test_a_bad_signature_is_401_and_creates_nothing(cast, tamper):
     assert not Task.objects.exists() and not Occurrence.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "body, content_type",
+    [
+        (b'{"build":   1234,\n  "note": "caf\xc3\xa9"}  ', "application/json"),
+        (b"\xff\xfe not text at all", "application/octet-stream"),
+        (b"", "text/plain"),
+    ],
+)
+def test_the_raw_body_bytes_are_what_is_signed(cast, body, content_type):
+    made = cast.routine()
+    response = APIClient().post(
+        f"/api/routines/{made['id']}/trigger",
+        body,
+        content_type=content_type,
+        **signed(made["webhook_secret"], body),
+    )
+    assert response.status_code == 201, response.content
+
+
 def test_another_body_than_the_signed_one_is_401(cast):
     made = cast.routine()
     response = trigger(made["id"], signed(made["webhook_secret"]), body=b'{"build": 1235}')
@@ -104,10 +123,24 @@ def test_a_rotated_secret_stops_the_old_one_at_once(cast):
     assert trigger(made["id"], signed(new)).status_code == 201
 
 
+def test_a_signed_call_is_good_once(cast):
+    made = cast.routine(concurrency="allow")
+    captured = signed(made["webhook_secret"])
+    assert trigger(made["id"], captured).status_code == 201
+    # Replayed within its 300 s, it is refused as a bad signature is.
+    assert_error(trigger(made["id"], captured), 401, "invalid_signature")
+    assert Task.objects.count() == 1
+    # Another call (another body, or a later timestamp) is signed anew.
+    other = b'{"event": "ci_failed", "build": 1235}'
+    assert trigger(made["id"], signed(made["webhook_secret"], other), other).status_code == 201
+
+
 def test_concurrency_applies_to_the_trigger(cast):
     made = cast.routine()
-    assert trigger(made["id"], signed(made["webhook_secret"])).status_code == 201
-    assert_error(trigger(made["id"], signed(made["webhook_secret"])), 409, "routine_busy")
+    first, second = b'{"build": 1}', b'{"build": 2}'
+    assert trigger(made["id"], signed(made["webhook_secret"], first), first).status_code == 201
+    response = trigger(made["id"], signed(made["webhook_secret"], second), second)
+    assert_error(response, 409, "routine_busy")
     assert Task.objects.count() == 1
 
 
@@ -126,9 +159,10 @@ def test_a_sender_past_the_rate_is_429_and_unsigned_calls_use_none_of_it(
     made = cast.routine(concurrency="allow")
     for _ in range(3):
         assert_error(trigger(made["id"], {}), 401, "invalid_signature")
-    for _ in range(2):
-        assert trigger(made["id"], signed(made["webhook_secret"])).status_code == 201
-    assert_rate_limited(trigger(made["id"], signed(made["webhook_secret"])))
+    bodies = [f'{{"build": {n}}}'.encode() for n in range(3)]
+    for body in bodies[:2]:
+        assert trigger(made["id"], signed(made["webhook_secret"], body), body).status_code == 201
+    assert_rate_limited(trigger(made["id"], signed(made["webhook_secret"], bodies[2]), bodies[2]))
     assert Task.objects.count() == 2
 
 
