@@ -134,6 +134,25 @@ def test_it_serves_with_a_kept_secret_key_file_and_logs_under_var_log(running):
     assert "Admin user created" in log.read_text()
 
 
+def test_the_admin_logs_in_and_the_dashboard_of_the_demo_renders(running):
+    """The console's pages on SQLite, the database `make run` serves (the suite's own runs are on
+    PostgreSQL): the printed password logs in and the dashboard with its charts answers 200."""
+    proc, var, port, log = running
+    password = re.search(r"username: admin\s+password: (\S+)", log.read_text()).group(1)
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as browser:
+        form = browser.get("/admin/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+        answer = browser.post(
+            "/admin/login/?next=/admin/",
+            data={"csrfmiddlewaretoken": token, "username": "admin", "password": password},
+            headers={"Referer": f"http://127.0.0.1:{port}/admin/login/"},
+        )
+        assert answer.status_code == 302, answer.text[:500]
+        dashboard = browser.get("/admin/")
+    assert dashboard.status_code == 200, dashboard.text[:2000]
+    assert 'id="chart-card-load"' in dashboard.text
+
+
 def test_a_second_start_says_so_and_exits_non_zero_without_touching_the_first(running, tmp_path):
     proc, var, port, _ = running
     before = state(var)
@@ -210,22 +229,3 @@ def test_ctrl_c_stops_every_child_and_exits_0(running):
     assert "did not stop in time" not in said
     assert "stopped." in said
     assert not (var / "run.json").exists()
-
-
-def test_the_admin_logs_in_and_the_dashboard_of_the_demo_renders(running):
-    """The console's pages on SQLite, the database `make run` serves (the suite's own runs are on
-    PostgreSQL): the printed password logs in and the dashboard with its charts answers 200."""
-    proc, var, port, log = running
-    password = re.search(r"username: admin\s+password: (\S+)", log.read_text()).group(1)
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as browser:
-        form = browser.get("/admin/login/")
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
-        answer = browser.post(
-            "/admin/login/?next=/admin/",
-            data={"csrfmiddlewaretoken": token, "username": "admin", "password": password},
-            headers={"Referer": f"http://127.0.0.1:{port}/admin/login/"},
-        )
-        assert answer.status_code == 302, answer.text[:500]
-        dashboard = browser.get("/admin/")
-    assert dashboard.status_code == 200, dashboard.text[:2000]
-    assert 'id="chart-card-load"' in dashboard.text
