@@ -210,9 +210,30 @@ def _route(routine: Routine, at: datetime) -> Task:
 
 
 def _record(routine, at, source, outcome, task=None, reason="") -> Occurrence:
-    return Occurrence.objects.create(
+    occurrence = Occurrence.objects.create(
         routine=routine, at=at, source=source, outcome=outcome, task=task, reason=reason[:500]
     )
+    _forget_oldest(routine)
+    return occurrence
+
+
+def _forget_oldest(routine: Routine) -> None:
+    """The history keeps the newest ROUTINES_OCCURRENCES_KEPT occurrences, every held one and the
+    one whose task the concurrency waits on: a routine every few seconds would otherwise write
+    thousands of rows a day."""
+    kept = settings.ROUTINES_OCCURRENCES_KEPT
+    newest = routine.occurrences.order_by("-pk").values_list("pk", flat=True)
+    oldest_kept = next(iter(newest[kept - 1 : kept]), None)
+    if oldest_kept is None:
+        return
+    waited_on = (
+        routine.occurrences.filter(outcome=Outcome.CREATED, task__isnull=False)
+        .order_by("-task_id")
+        .values_list("pk", flat=True)[:1]
+    )
+    routine.occurrences.filter(pk__lt=oldest_kept).exclude(outcome=Outcome.HELD).exclude(
+        pk__in=list(waited_on)
+    ).delete()
 
 
 def _refusal(exc: DomainError) -> str:

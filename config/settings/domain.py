@@ -137,6 +137,8 @@ AGENT_ORG_MANIFEST_DIR = env_str("AGENT_ORG_MANIFEST_DIR")
 ROUTINES_MISFIRE_GRACE = env_interval("ROUTINES_MISFIRE_GRACE_SECONDS", 300)
 # How often the beat's sweep looks for missed and held occurrences (seeded once, then editable).
 ROUTINES_SWEEP_INTERVAL = env_interval("ROUTINES_SWEEP_SECONDS", 30)
+# How many occurrences a routine's history keeps: past it, the oldest go (held ones stay).
+ROUTINES_OCCURRENCES_KEPT = env_int("ROUTINES_OCCURRENCES_KEPT", 1000, minimum=10)
 
 # --- decisions: humans decide before it happens (docs/decisions.md) ---
 # How often the beat's sweep warns deciders, expires decisions and supersedes moved ones.

@@ -280,3 +280,26 @@ def test_the_tasks_of_a_deleted_routine_stay(cast):
     task_id = cast.run(made).json()["task"]
     cast.client.delete(f"/api/routines/{made['id']}")
     assert Task.objects.filter(pk=task_id).exists()
+
+
+def test_the_history_keeps_the_newest_occurrences_and_what_the_concurrency_waits_on(cast, settings):
+    settings.ROUTINES_OCCURRENCES_KEPT = 10
+    made = cast.routine(concurrency="allow")
+    tasks = [cast.run(made).json()["task"] for _ in range(12)]
+    assert [o["task"] for o in cast.occurrences(made)] == tasks[::-1][:10]
+
+    # A queue routine: its open task's occurrence, ten held, then skipped ones (queue_full). The
+    # oldest skipped go; the held and the one whose task they wait on stay.
+    queued = cast.routine(concurrency="queue")
+    first = cast.run(queued).json()["task"]
+    for _ in range(24):
+        cast.run(queued)
+    routine = Routine.objects.get(pk=queued["id"])
+    rows = list(routine.occurrences.order_by("pk").values_list("outcome", "task_id"))
+    assert rows == [("created", first)] + [("held", None)] * 10 + [("skipped", None)] * 10
+
+    finish(first)
+    services.routines_sweep()
+    assert routine.occurrences.filter(outcome="held").count() == 9
+    now_open = services.open_task(routine)
+    assert now_open is not None and now_open.pk != first
