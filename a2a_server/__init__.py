@@ -1,1 +1,1 @@
-"""Every agent an A2A v1.0 server (issue 38 §1): cards, and messages that become tasks."""
+"""Every agent an A2A v1.0 server: cards, and messages that become tasks."""

@@ -16,12 +16,11 @@ import httpx
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types import a2a_pb2 as pb
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
 from infrastructure.inputs import value_problem
 
-from .webhooks import WebhookRefused, check_url, resolve_checked
+from .webhooks import WebhookRefused, check_url, resolve_checked, validate_outbound_url
 
 # A card is a small document; anything larger is not one we take.
 MAX_CARD_BYTES = 256 * 1024
@@ -42,16 +41,7 @@ class ResponseTooLarge(httpx.ReadError):
 def validate_card_url(value: str) -> None:
     """The save-time rule of the card's URL: http(s), to a public address unless
     WEBHOOK_ALLOW_PRIVATE_NETWORKS (the rule outbound webhooks obey)."""
-    if not value:
-        return
-    try:
-        check_url(value)
-    except WebhookRefused as exc:
-        raise ValidationError(
-            "A2A card URLs must be http(s) and point to a public address (%(reason)s).",
-            code="a2a_card_url_refused",
-            params={"reason": str(exc)},
-        ) from exc
+    validate_outbound_url(value, what="A2A card URLs", code="a2a_card_url_refused")
 
 
 def fetch_card(url: str) -> dict:

@@ -156,8 +156,8 @@ class AgentSerializer(serializers.Serializer):
     hierarchy_role = serializers.SerializerMethodField()
     runtime = serializers.ChoiceField(
         choices=AgentRuntime.values,
-        help_text="external: the agent calls us; managed: the service runs it (issue 11 §2); "
-        "a2a: a remote A2A agent its tasks are sent to (issue 38 §2).",
+        help_text="external: the agent calls us; managed: the service runs it; "
+        "a2a: a remote A2A agent its tasks are sent to.",
     )
 
     def get_team(self, agent) -> str | None:

@@ -126,18 +126,24 @@ def check_url(url: str) -> tuple[str, str, int]:
     return scheme, host, port
 
 
-def validate_webhook_url(value: str) -> None:
-    """The save-time rule, for the model, forms and serializers alike."""
+def validate_outbound_url(value: str, *, what: str, code: str) -> None:
+    """The save-time rule of a URL the service will call (`what`: "Webhook URLs"), as the
+    ValidationError `code` naming the reason."""
     if not value:
         return
     try:
         check_url(value)
     except WebhookRefused as exc:
         raise ValidationError(
-            "Webhook URLs must be http(s) and point to a public address (%(reason)s).",
-            code="webhook_url_refused",
+            f"{what} must be http(s) and point to a public address (%(reason)s).",
+            code=code,
             params={"reason": str(exc)},
         ) from exc
+
+
+def validate_webhook_url(value: str) -> None:
+    """The save-time rule, for the model, forms and serializers alike."""
+    validate_outbound_url(value, what="Webhook URLs", code="webhook_url_refused")
 
 
 # A name's further addresses are tried when one refuses the connection or does not answer it,

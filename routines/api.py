@@ -6,17 +6,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
-from infrastructure.errors import DomainError
 from infrastructure.throttling import ApiKeyRateThrottle
 from organization.caller import CallerMixin
 from organization.schema import ERRORS, conflict, errors
 
-from . import services, signing
+from . import services
 from .models import Outcome, Routine, Source
 from .selectors import (
     last_occurrences,
     occurrences_of,
-    routine_by_id,
     routine_for,
     routines_visible_to,
 )
@@ -128,16 +126,6 @@ class RoutineViewSet(CallerMixin, GenericViewSet):
         return fired(services.routine_run(routine=routine, source=Source.RUN))
 
 
-class InvalidSignature(DomainError):
-    def __init__(self):
-        super().__init__(
-            "A fresh X-Agent-Org-Timestamp and its X-Agent-Org-Signature, not used before, are "
-            "needed.",
-            "invalid_signature",
-            401,
-        )
-
-
 class TriggerThrottle(ApiKeyRateThrottle):
     """API_THROTTLE_RATE per routine for its signed calls: a sender holding the secret cannot
     create work without bound (bad signatures are bounded by address, as failed keys are)."""
@@ -182,21 +170,12 @@ class RoutineTriggerView(APIView):
         summary="Fire the routine from a signed webhook (no key)",
     )
     def post(self, request, pk=None):
-        body, sent = request.body, request.headers.get("X-Agent-Org-Signature")
-        routine = routine_by_id(pk)
-        # An unknown routine answers as a bad signature does: the path is no oracle of ids; a
-        # signature used already (a replay) too.
-        if (
-            routine is None
-            or not signing.is_valid(
-                nonce=routine.webhook_nonce,
-                timestamp=request.headers.get("X-Agent-Org-Timestamp"),
-                sent=sent,
-                body=body,
-            )
-            or not signing.first_use(routine_id=routine.pk, sent=sent)
-        ):
-            raise InvalidSignature()
+        routine = services.routine_signed(
+            pk,
+            timestamp=request.headers.get("X-Agent-Org-Timestamp"),
+            sent=request.headers.get("X-Agent-Org-Signature"),
+            body=request.body,
+        )
         self.routine_id = routine.pk
         throttle = TriggerThrottle()
         if not throttle.allow_request(request, self):

@@ -36,6 +36,7 @@ from .models import (
     Routine,
     Source,
 )
+from .selectors import routine_by_id
 
 # At most this many occurrences a `queue` routine holds; past it they are skipped.
 MAX_HELD = 10
@@ -155,6 +156,31 @@ def routine_rotate_secret(*, routine: Routine) -> str:
 
 def webhook_secret(routine: Routine) -> str:
     return signing.secret_of(routine.webhook_nonce)
+
+
+class InvalidSignature(DomainError):
+    def __init__(self):
+        super().__init__(
+            "A fresh X-Agent-Org-Timestamp and its X-Agent-Org-Signature, not used before, are "
+            "needed.",
+            "invalid_signature",
+            401,
+        )
+
+
+def routine_signed(pk, *, timestamp: str | None, sent: str | None, body: bytes) -> Routine:
+    """The routine a signed call names when its signature is fresh, right and not used before;
+    else InvalidSignature — an unknown routine too, so the path is no oracle of ids."""
+    routine = routine_by_id(pk)
+    if (
+        routine is None
+        or not signing.is_valid(
+            nonce=routine.webhook_nonce, timestamp=timestamp, sent=sent, body=body
+        )
+        or not signing.first_use(routine_id=routine.pk, sent=sent)
+    ):
+        raise InvalidSignature()
+    return routine
 
 
 # --- an occurrence ---------------------------------------------------------------------------

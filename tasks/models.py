@@ -382,6 +382,22 @@ QUESTION_MAX_LENGTH = 2_000
 OPTIONS_MAX = 8
 OPTION_MAX_LENGTH = 200
 ANSWER_MAX_LENGTH = 5_000
+# An approval policy's settings, as the API, the admin and the organization file name them.
+POLICY_FIELDS = (
+    "name",
+    "trigger",
+    "urgencies",
+    "cost_above_usd",
+    "tools",
+    "scope",
+    "team",
+    "agent",
+    "deciders",
+    "expires_after_seconds",
+    "warn_before_seconds",
+    "on_expiry",
+    "enabled",
+)
 
 
 class ApprovalPolicy(models.Model):

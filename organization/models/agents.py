@@ -29,7 +29,7 @@ class AgentStatus(models.TextChoices):
 class AgentRuntime(models.TextChoices):
     """Who runs the agent (issue 11 §2): `external` calls us over REST, call-tool or MCP;
     `managed` is woken by the runtime app when work reaches it, and driven with its LLM settings;
-    `a2a` is a remote A2A agent its work is sent to (issue 38 §2, runtime/remote_a2a.py)."""
+    `a2a` is a remote A2A agent its work is sent to (runtime/remote_a2a.py)."""
 
     EXTERNAL = "external"
     MANAGED = "managed"
@@ -166,7 +166,7 @@ class Agent(models.Model):
         "woken when work reaches it. remote A2A agent: its tasks are sent to the A2A agent of "
         "the card URL below.",
     )
-    # Issue 38 §2: a remote A2A agent, known by its card; its bearer token stays in the
+    # A remote A2A agent, known by its card; its bearer token stays in the
     # environment (the variable's name only is stored).
     a2a_card_url = models.URLField(
         "A2A card URL",

@@ -7,27 +7,11 @@ from decimal import Decimal, InvalidOperation
 
 from organization.models import Organization
 from tasks import services
-from tasks.models import ApprovalPolicy
+from tasks.models import POLICY_FIELDS, ApprovalPolicy
 from tasks.serializers.decisions import ApprovalPolicySerializer
 
 from .base import Context, Entry
 from .budgets import usd
-
-POLICY_FIELDS = (
-    "name",
-    "trigger",
-    "urgencies",
-    "cost_above_usd",
-    "tools",
-    "scope",
-    "team",
-    "agent",
-    "deciders",
-    "expires_after_seconds",
-    "warn_before_seconds",
-    "on_expiry",
-    "enabled",
-)
 
 
 def _exported(policy: ApprovalPolicy) -> dict:

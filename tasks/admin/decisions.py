@@ -21,7 +21,7 @@ from organization.caller import caller_for_admin
 
 from .. import services
 from ..decisions import describe
-from ..models import ApprovalPolicy, DecisionKind, DecisionStatus, HumanDecision
+from ..models import POLICY_FIELDS, ApprovalPolicy, DecisionKind, DecisionStatus, HumanDecision
 from ..services.decisions import target_of
 from ..services.notify import VERBS, read_link_token
 from .base import OrganizationColumn, TasksAppAdmin
@@ -37,19 +37,7 @@ class ApprovalPolicyAdmin(OrganizationColumn, OrgOwnedAdmin):
     list_select_related = ["organization"]
     fields = [
         "organization",
-        "name",
-        "trigger",
-        "urgencies",
-        "cost_above_usd",
-        "tools",
-        "scope",
-        "team",
-        "agent",
-        "deciders",
-        "expires_after_seconds",
-        "warn_before_seconds",
-        "on_expiry",
-        "enabled",
+        *POLICY_FIELDS,
         "how_it_went",
     ]
     readonly_fields = ["how_it_went"]
