@@ -12,7 +12,7 @@ from infrastructure.atomic import DATABASE_GONE
 
 from .apps import SWEEP_RUNS_TASK
 from .models import RUN_AGENT_TASK
-from .remote_a2a import SEND_TASK, time_limit
+from .remote_a2a import SEND_TASK, UnderWay, deliver, time_limit
 
 
 @shared_task(
@@ -62,8 +62,6 @@ def run_agent(self, run_id: int) -> str:
     time_limit=time_limit(),
 )
 def send_to_remote_a2a(self, task_id: int, trigger: str = "") -> str:
-    from .remote_a2a import UnderWay, deliver
-
     outcome = deliver(task_id, trigger)
     if isinstance(outcome, UnderWay):
         raise self.retry(countdown=outcome.seconds)
